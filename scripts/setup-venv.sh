@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Create (or refresh) ./.venv with timewarp and its dependencies. Idempotent: re-installs
+# only when pyproject.toml changed since the last install. Works on a machine that has
+# only Python >= 3.11, pip and Debian's apt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "timewarp needs Python >= 3.11 (found: $("$PY" --version 2>&1))" >&2
+  exit 2
+fi
+if [ ! -x .venv/bin/python ]; then
+  if ! "$PY" -m venv .venv 2>/dev/null; then
+    echo "python3 -m venv failed; installing Debian's python3-venv" >&2
+    rm -rf .venv
+    if command -v apt-get >/dev/null; then
+      SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+      $SUDO apt-get update -qq && $SUDO apt-get install -y -qq python3-venv >/dev/null
+    fi
+    "$PY" -m venv .venv
+  fi
+fi
+stamp=.venv/.timewarp-installed
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -q -e '.[dev,sweep]'
+  echo "$want" > "$stamp"
+fi

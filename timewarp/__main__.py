@@ -1,0 +1,3 @@
+from timewarp.cli import main
+
+raise SystemExit(main())

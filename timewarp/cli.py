@@ -1,0 +1,69 @@
+"""The ``timewarp`` command: one sub-command per tool, each owned by its package.
+
+A sub-command module provides ``add_arguments(parser)`` and ``run(args) -> int``; it is
+imported only when chosen, so ``timewarp patch`` never loads zmq and ``timewarp sim``
+never loads libcst.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> (module, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("timewarp.run_cli", "run a program under virtual time (import hook + runtime)"),
+    "patch": ("patcher.cli", "rewrite Python sources so their time calls use the virtual clock"),
+    "sim": ("simulator.cli", "the embedded Batsim-compatible simulator (batsim's flags)"),
+    "workload": ("simulator.workload_cli", "import and generate workloads and platforms"),
+    "broker": ("broker.cli", "the broker: Batsim decision process + Kubernetes API facade"),
+    "simulate": ("timewarp.simulate", "simulator + broker + scheduler(s) in one command"),
+    "sweep": ("timewarp.sweep", "parameter studies and replicates on Dask"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from timewarp import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="timewarp",
+        description="Run unmodified Python schedulers in simulated time.",
+    )
+    parser.add_argument("--version", action="version", version=f"timewarp {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in SUBCOMMANDS:
+        parser = build_parser()
+        if not argv:
+            parser.print_help(sys.stderr)
+            return 2
+        parser.parse_args(argv)  # prints usage / version and exits
+        return 2
+    name, rest = argv[0], argv[1:]
+    module_name, help_text = SUBCOMMANDS[name]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            print(f"timewarp {name}: not available in this build ({exc})", file=sys.stderr)
+            return 2
+        raise
+    parser = argparse.ArgumentParser(prog=f"timewarp {name}", description=help_text)
+    module.add_arguments(parser)
+    args = parser.parse_args(rest)
+    try:
+        return int(module.run(args) or 0)
+    except KeyboardInterrupt:
+        print(f"timewarp {name}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
