@@ -31,9 +31,25 @@ programs = st.fixed_dictionaries(
 
 def run_program(spec, env):
     proc = subprocess.run(
-        [sys.executable, "-m", "timewarp", "run", "--standalone", "--no-import-hook", "-q",
-         "--stall-timeout", "20", "--", sys.executable, str(PROGRAM), json.dumps(spec)],
-        env=env, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "timewarp",
+            "run",
+            "--standalone",
+            "--no-import-hook",
+            "-q",
+            "--stall-timeout",
+            "20",
+            "--",
+            sys.executable,
+            str(PROGRAM),
+            json.dumps(spec),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout, [json.loads(line) for line in proc.stdout.splitlines()]
@@ -82,7 +98,8 @@ def test_random_programs_keep_clock_invariants(spec, subprocess_env):
         assert f["t"] == f["due"]
     order = {r["name"]: i for i, r in enumerate(registered)}
     assert [f["name"] for f in fired] == sorted(
-        (f["name"] for f in fired), key=lambda n: (next(f["due"] for f in fired if f["name"] == n), order[n])
+        (f["name"] for f in fired),
+        key=lambda n: (next(f["due"] for f in fired if f["name"] == n), order[n]),
     )
 
     # the run ends when the last deadline was reached

@@ -61,7 +61,15 @@ def run_thread(tid, ops):
             vthreading.Timer(op[1] / 1000, fired).start()
             emit(thread=tid, op="timer", name=name, due=t0 + op[1] * 1_000_000, t=t0)
             continue
-        emit(thread=tid, step=step, op=kind, args=op[1:], t0=t0, t=vtime.monotonic_ns(), result=result)
+        emit(
+            thread=tid,
+            step=step,
+            op=kind,
+            args=op[1:],
+            t0=t0,
+            t=vtime.monotonic_ns(),
+            result=result,
+        )
 
 
 threads = [
