@@ -197,7 +197,9 @@ class Simulator:
             try:
                 self._apply(event)
             except DecisionError as exc:
-                raise DecisionError(f"reply events[{index}] ({event.type}) at {self.now}: {exc}")
+                raise DecisionError(
+                    f"reply events[{index}] ({event.type}) at {self.now}: {exc}"
+                ) from None
         self._advance_to(reply.now)
         while not self.outbox:
             if self._finished():
@@ -496,7 +498,9 @@ class Simulator:
         return 1.0 / max(len(self.host_jobs[h]) for h in record.alloc)
 
     def _settle(self, record: JobRecord) -> None:
-        record.remaining = max(0.0, record.remaining - record.rate * (self.now - record.last_update))
+        record.remaining = max(
+            0.0, record.remaining - record.rate * (self.now - record.last_update)
+        )
         record.last_update = self.now
 
     def _schedule_end(self, record: JobRecord) -> None:
@@ -539,7 +543,9 @@ class Simulator:
         if old != new:
             self.machine_state[host] = new
             self.nb_computing += 1 if new == "computing" else -1
-        self.machines.rows.append((self.now, self.nb_compute - self.nb_computing, self.nb_computing))
+        self.machines.rows.append(
+            (self.now, self.nb_compute - self.nb_computing, self.nb_computing)
+        )
 
 
 def drive(sim: Simulator, decide, *, through_json: bool = False) -> int:

@@ -76,9 +76,7 @@ class Fcfs:
                 self.queue.popleft()
                 out.append(p.Event(now, p.RejectJob(head)))
                 continue
-            free = [
-                i for i, cap in enumerate(self.capacity) if self.used[i] + demand <= cap + 1e-9
-            ]
+            free = [i for i, cap in enumerate(self.capacity) if self.used[i] + demand <= cap + 1e-9]
             if len(free) < res:
                 break
             chosen = free[:res]

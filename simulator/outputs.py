@@ -85,7 +85,9 @@ def jobs_rows(records: Iterable[JobRecord]) -> list[str]:
         else:
             state = record.final_state or "NOT_FINISHED"
             rows.append(
-                ",".join(head + ["0", state, "", "", "", "", "", "", "", _f(-1), _quote(record.metadata)])
+                ",".join(
+                    head + ["0", state, "", "", "", "", "", "", "", _f(-1), _quote(record.metadata)]
+                )
             )
     return rows
 

@@ -3,7 +3,7 @@
 Understood: ``<platform>``, nested ``<zone>``/``<AS>`` (their ``<prop>`` become the
 ``zone_properties`` of the hosts inside), ``<host id speed core>`` with ``<prop id value>``
 children, and ``<cluster id prefix suffix radical speed core>`` expanded to one host per
-radical number (cluster ``<prop>`` are zone properties). Links, routes and ``<config>`` are
+radical number (cluster ``<prop>`` apply to each of its hosts, e.g. ``role=master``). Links, routes and ``<config>`` are
 read past: the embedded simulator does not model the network (a documented limit), and
 config keys that SimGrid 3.32 rejects (``smpi/os``…) are accepted.
 
@@ -99,7 +99,9 @@ def _radical(text: str, where: str) -> list[int]:
             else:
                 numbers.append(int(part))
         except ValueError:
-            raise PlatformError(f"{where}: radical {text!r} is not like '0-15' or '1,3-5'") from None
+            raise PlatformError(
+                f"{where}: radical {text!r} is not like '0-15' or '1,3-5'"
+            ) from None
     return numbers
 
 
@@ -168,10 +170,18 @@ def load_platform(path: str | Path, master_name: str = "master_host") -> Platfor
                         raise PlatformError(f"{where}: missing {attr}")
                 speed_value = parse_speed(child.get("speed", ""), where)
                 cores = _cores(child.get("core"), where)
-                props = {**zone_props, **_props(child)}
+                cluster_props = _props(child)
                 for number in _radical(child.get("radical", ""), where):
                     name = f"{child.get('prefix')}{number}{child.get('suffix', '')}"
-                    hosts.append(Host(name, speed_value, cores, {}, dict(props)))
+                    hosts.append(
+                        Host(
+                            name,
+                            speed_value,
+                            cores,
+                            dict(cluster_props),
+                            {**zone_props, **cluster_props},
+                        )
+                    )
 
     walk(root, {})
     if not hosts:
@@ -189,7 +199,7 @@ def load_platform(path: str | Path, master_name: str = "master_host") -> Platfor
         masters = [host for host in hosts if host.name == master_name]
     if not masters:
         raise PlatformError(
-            f"{path}: no master host: mark one host with <prop id=\"role\" value=\"master\"/> "
+            f'{path}: no master host: mark one host with <prop id="role" value="master"/> '
             f"or name it with -m/--master-host (looked for {master_name!r})"
         )
     master = masters[0]

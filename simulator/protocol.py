@@ -92,7 +92,9 @@ def _intervals(value: Any, where: str) -> ProcSet:
     try:
         procs = ProcSet.from_str(text)
     except (ValueError, TypeError) as exc:
-        raise ProtocolError(f"{where}: {text!r} is not an interval set like '0-3 5' ({exc})")
+        raise ProtocolError(
+            f"{where}: {text!r} is not an interval set like '0-3 5' ({exc})"
+        ) from None
     if procs and procs.min < 0:
         raise ProtocolError(f"{where}: resource ids must be >= 0, got {text!r}")
     return procs
