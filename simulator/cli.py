@@ -57,6 +57,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-E", "--energy", action="store_true", help="not supported (no energy model)"
     )
+    parser.add_argument(
+        "--submission-latency",
+        type=float,
+        default=1e-9,
+        metavar="SECONDS",
+        help="delay between a job's subtime and its JOB_SUBMITTED, like Batsim's SimGrid "
+        "latencies (default: %(default)s; 0 for exact subtimes)",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     parser.add_argument(
         "--reproducible",
@@ -85,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
         return _fail("-E/--energy: timewarp sim has no energy model; use real Batsim", 2)
     if args.acknowledge_dynamic_jobs and not args.enable_dynamic_jobs:
         return _fail("--acknowledge-dynamic-jobs needs --enable-dynamic-jobs", 2)
+    if not 0 <= args.submission_latency < 1:
+        return _fail("--submission-latency must be within [0, 1) seconds", 2)
     if args.reply_timeout is not None and args.reply_timeout <= 0:
         return _fail("--reply-timeout must be > 0", 2)
     try:
@@ -103,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
         profile_reuse=args.enable_profile_reuse,
         forward_unknown_events=args.forward_unknown_events,
         sched_config=args.sched_cfg,
+        submission_latency=args.submission_latency,
     )
     sim = Simulator(platform, workloads, options)
     with ExitStack() as stack:

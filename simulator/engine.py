@@ -16,8 +16,11 @@ Time and order (the invariants that make runs deterministic):
 * Everything that happened is delivered in the next message, stamped with the time it
   happened; the message's ``now`` is the current time. When nothing happened, time jumps
   to the next internal event and every event of that instant goes out in one message.
-* Times are exact: unlike real Batsim, no SimGrid communication latencies (~15 µs per
-  message hop) are added, so job times are the workload's numbers.
+* Real Batsim delivers a job a few SimGrid communication latencies after its subtime
+  (1e-10 s to 45 µs, depending on the platform's links), so the decision process never
+  sees a submission at ``now == 0`` (pybatsim's ``batsim.sched`` API asserts that).
+  timewarp models that with one fixed ``submission_latency`` (default 1e-9 s; 0 gives
+  exact subtimes). Every other time is exact: a job ends at start + duration.
 
 The simulation ends (SIMULATION_ENDS) when every static job was submitted, every known job
 finished or was rejected, no CALL_ME_LATER is pending and, with dynamic jobs, the decision
@@ -68,6 +71,7 @@ class Options:
     profile_reuse: bool = False
     forward_unknown_events: bool = False
     sched_config: str = ""
+    submission_latency: float = 1e-9
 
 
 @dataclass
@@ -146,7 +150,7 @@ class Simulator:
         self._speeds = [h.speed for h in platform.compute]
         self._classes = [h.node_class for h in platform.compute]
         if self._static:
-            self._push(self._static[0].job.subtime, _SUBMIT, None)
+            self._push(self._submit_time(self._static[0]), _SUBMIT, None)
         else:
             self._push(0.0, _NO_MORE_STATIC, None)
 
@@ -256,9 +260,12 @@ class Simulator:
         self._next_static += 1
         self._submit(record)
         if self._next_static < len(self._static):
-            self._push(self._static[self._next_static].job.subtime, _SUBMIT, None)
+            self._push(self._submit_time(self._static[self._next_static]), _SUBMIT, None)
         else:
             self._push(self.now, _NO_MORE_STATIC, None)
+
+    def _submit_time(self, record: JobRecord) -> float:
+        return record.job.subtime + self.options.submission_latency
 
     def _submit(self, record: JobRecord) -> None:
         record.state = "submitted"

@@ -86,7 +86,7 @@ def test_fcfs_trace_of_real_batsim_is_reproduced_within_its_microsecond_offsets(
         for line in lines.splitlines()
         if line.startswith("BATSIM")
     ]
-    sim = make_sim(*trace_inputs[:1], [trace_inputs[1]])
+    sim = make_sim(*trace_inputs[:1], [trace_inputs[1]], submission_latency=0.0)
     decide = OneAtATime()
     drive(sim, decide, through_json=True)
     ours, theirs = _flatten(decide.sent), _flatten(real)
@@ -110,6 +110,7 @@ def test_all_event_types_of_the_second_trace(tmp_path, trace_inputs):
         dynamic_jobs=True,
         acknowledge_dynamic_jobs=True,
         forward_profiles=True,
+        submission_latency=0.0,
     )
     seen = []
 
@@ -164,6 +165,7 @@ def test_all_event_types_of_the_second_trace(tmp_path, trace_inputs):
 
 
 def _sim_with(tmp_path, jobs, profiles=None, nodes=2, **options):
+    options.setdefault("submission_latency", 0.0)
     platform = write_platform(tmp_path / "p.xml", nodes)
     workload = write_workload(
         tmp_path / "w.json", jobs, profiles or {"d": {"type": "delay", "delay": 10}}
@@ -305,7 +307,7 @@ def test_per_node_class_durations(tmp_path):
     )
     profile = {"type": "delay", "delay": 600, "timewarp": {"durations": {"gpu": 100}}}
     workload = write_workload(tmp_path / "w.json", [_job("g"), _job("c")], {"d": profile})
-    sim = make_sim(platform, [workload])
+    sim = make_sim(platform, [workload], submission_latency=0.0)
     assert _run_all_at_zero(sim, {"w0!g": [0], "w0!c": [1]}) == {"w0!g": 100.0, "w0!c": 600.0}
 
 
