@@ -1,9 +1,10 @@
 """Benchmark of the embedded simulator: events per second and peak memory.
 
 A trivial FCFS decision process (one-node jobs, a free-host stack) drives the simulator
-in-process, every message going through the protocol's JSON encode/decode as on the wire
-(zmq transport excluded). Each configuration runs in a fresh subprocess so that its peak
-RSS is its own.
+in-process, in two modes: ``engine`` (messages passed as objects: the simulator's own
+cost) and ``json`` (every message encoded and decoded both ways as on the wire, zmq
+transport excluded; the decision side's parsing is counted too). Each configuration runs
+in a fresh subprocess so that its peak RSS is its own.
 
     .venv/bin/python benchmarks/simulator.py                 # 100k jobs on 1k and 10k hosts
     .venv/bin/python benchmarks/simulator.py --jobs 20000 --hosts 1000 --repeat 3
@@ -72,10 +73,10 @@ def build(jobs: int, hosts: int, seed: int) -> Simulator:
     return Simulator(platform, [Workload("w0", "bench.json", parsed, profiles)], Options())
 
 
-def one_run(jobs: int, hosts: int, seed: int) -> dict:
+def one_run(jobs: int, hosts: int, seed: int, mode: str) -> dict:
     sim = build(jobs, hosts, seed)
     began = time.perf_counter()
-    messages = drive(sim, TrivialFcfs(), through_json=True)
+    messages = drive(sim, TrivialFcfs(), through_json=mode == "json")
     wall = time.perf_counter() - began
     decisions = len(sim.records)  # one EXECUTE_JOB per job
     events = sim.events_processed + decisions
@@ -98,17 +99,19 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--mode", choices=("engine", "json"), action="append")
     args = parser.parse_args()
     hosts_list = args.hosts or [1000, 10000]
+    modes = args.mode or ["engine", "json"]
     if args.child:
-        print(json.dumps(one_run(args.jobs, hosts_list[0], args.seed)))
+        print(json.dumps(one_run(args.jobs, hosts_list[0], args.seed, modes[0])))
         return 0
-    for hosts in hosts_list:
+    for hosts, mode in [(h, m) for h in hosts_list for m in modes]:
         runs = []
         for _ in range(args.repeat):
             out = subprocess.run(
                 [sys.executable, __file__, "--child", "--jobs", str(args.jobs),
-                 "--hosts", str(hosts), "--seed", str(args.seed)],
+                 "--hosts", str(hosts), "--seed", str(args.seed), "--mode", mode],
                 capture_output=True, text=True, check=True,
             )  # fmt: skip
             runs.append(json.loads(out.stdout))
@@ -116,7 +119,7 @@ def main() -> int:
         walls = [r["wall_s"] for r in runs]
         rss = [r["peak_rss_mib"] for r in runs]
         print(
-            f"{args.jobs} jobs, {hosts} hosts: {runs[0]['events']} events, "
+            f"{mode:6} {args.jobs} jobs, {hosts} hosts: {runs[0]['events']} events, "
             f"{runs[0]['messages']} messages, makespan {runs[0]['makespan']:.0f} s | "
             f"events/s min/median/max {min(rates):,.0f} / {statistics.median(rates):,.0f} / "
             f"{max(rates):,.0f} | wall {min(walls):.2f}/{statistics.median(walls):.2f}/"

@@ -107,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc), 2)
     options = Options(
         allow_compute_sharing=args.enable_compute_sharing,
+        allow_storage_sharing=not args.disable_storage_sharing,
         forward_profiles=args.forward_profiles_on_submission,
         dynamic_jobs=args.enable_dynamic_jobs,
         acknowledge_dynamic_jobs=args.acknowledge_dynamic_jobs,

@@ -65,6 +65,7 @@ class Deadlock(RuntimeError):
 @dataclass(frozen=True)
 class Options:
     allow_compute_sharing: bool = False
+    allow_storage_sharing: bool = True
     forward_profiles: bool = False
     dynamic_jobs: bool = False
     acknowledge_dynamic_jobs: bool = False
@@ -167,7 +168,7 @@ class Simulator:
             nb_compute_resources=self.nb_compute,
             nb_storage_resources=self.nb_storage,
             allow_compute_sharing=self.options.allow_compute_sharing,
-            allow_storage_sharing=True,
+            allow_storage_sharing=self.options.allow_storage_sharing,
             config={
                 "redis-enabled": False,
                 "redis-hostname": "127.0.0.1",

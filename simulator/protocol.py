@@ -21,7 +21,8 @@ Invariants checked by :func:`decode` (the same rules real Batsim aborts on, repo
 Rules that need simulation state (job known, machine free, CALL_ME_LATER in the future)
 belong to the simulator, not here.
 
-Event payloads are frozen dataclasses, one per event type; ``TYPE`` is the wire name.
+Event payloads are frozen dataclasses, one per event type; ``TYPE`` is the wire name;
+interval sets are :class:`procset.ProcSet` (re-exported here as ``ProcSet``).
 :func:`encode` turns a :class:`Message` into compact JSON text, :func:`decode` does the
 reverse for a given sender (``"batsim"`` or ``"decision"``), so a decision process that
 sends JOB_COMPLETED is told so.
@@ -600,6 +601,14 @@ class Message:
 
     def to_json(self) -> dict[str, Any]:
         return {"now": self.now, "events": [event.to_json() for event in self.events]}
+
+
+def message(now: float, *payloads: Payload) -> Message:
+    """A message whose events are all stamped ``now`` — the usual decision reply::
+
+    encode(message(now, ExecuteJob("w0!1", ProcSet(0)), CallMeLater(now + 5)))
+    """
+    return Message(now, [Event(now, payload) for payload in payloads])
 
 
 def encode(message: Message) -> str:

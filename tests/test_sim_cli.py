@@ -183,3 +183,39 @@ def test_silent_decision_process_hits_the_reply_timeout(good, tmp_path, subproce
         socket.close(linger=0)
         context.term()
     assert proc.returncode == 1 and "no reply from the decision process" in proc.stderr
+
+
+def test_message_log_and_final_line(good, tmp_path, subprocess_env):
+    from simulator.fcfs import serve
+
+    endpoint = free_endpoint()
+    thread = threading.Thread(target=serve, args=(endpoint,), daemon=True)
+    thread.start()
+    log = tmp_path / "messages.log"
+    proc = _sim(subprocess_env, "-p", good[0], "-w", good[1], "-e", tmp_path / "r", "-s",
+                endpoint, "--message-log", log, "--reply-timeout", "20")  # fmt: skip
+    thread.join(timeout=20)
+    assert proc.returncode == 0, proc.stderr
+    lines = log.read_text().splitlines()
+    assert lines[0].startswith('BATSIM -> SCHED: {"now":0.0,"events":[{"timestamp":0.0,')
+    assert lines[-1].startswith("SCHED -> BATSIM: ")
+    assert "SIMULATION_ENDS" in lines[-2]
+    assert "timewarp sim: done at t=5 s simulated, 1 jobs" in proc.stderr
+
+
+def test_progress_line_names_time_jobs_and_events(tmp_path):
+    import io
+
+    from simulator.runner import RunStats, print_progress
+    from simulator.testing import make_sim
+
+    platform, workload = (
+        write_platform(tmp_path / "p.xml", 1),
+        write_workload(tmp_path / "w.json", GOOD_JOBS, GOOD_PROFILES),
+    )
+    sim = make_sim(platform, [workload])
+    stream = io.StringIO()
+    print_progress(sim, RunStats(messages=3), stream)
+    assert stream.getvalue() == (
+        "timewarp sim: t=0.000 s simulated, 0/1 jobs ended, 3 messages, 0 events\n"
+    )

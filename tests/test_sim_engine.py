@@ -342,3 +342,37 @@ def test_usage_profile_and_kubernetes_fields_pass_through_to_the_decision_proces
         "profile": "d",
         "priority": "high",
     }
+
+
+def test_several_workloads_are_w0_w1_and_equal_subtimes_go_in_batsims_order(tmp_path):
+    platform = write_platform(tmp_path / "p.xml", 2)
+    first = write_workload(
+        tmp_path / "a.json",
+        [_job("2"), _job("10"), _job("1", subtime=1)],
+        {"d": {"type": "delay", "delay": 1}},
+    )
+    second = write_workload(tmp_path / "b.json", [_job("1")], {"d": {"type": "delay", "delay": 2}})
+    sim = make_sim(platform, [first, second], submission_latency=0.0)
+    begins = sim.first_message().events[0].data
+    assert begins.workloads == {"w0": str(first), "w1": str(second)}
+    assert set(begins.profiles) == {"w0", "w1"}
+    message = sim.handle_reply(_reply(0))
+    assert [e.data.job_id for e in message.events] == ["w0!10", "w0!2", "w1!1"]
+    finish = {}
+
+    def decide(msg):
+        out = []
+        for e in msg.events:
+            if isinstance(e.data, p.JobSubmitted):
+                out.append(p.ExecuteJob(e.data.job_id, ProcSet(0)))
+        return _reply(msg.now, *out)
+
+    sim2 = make_sim(platform, [first, second], submission_latency=0.0, allow_compute_sharing=True)
+    drive(sim2, decide)
+    finish = {r.job.job_id: r.finish for r in sim2.job_records()}
+    assert finish == {"w0!10": 1.0, "w0!2": 1.0, "w1!1": 2.0, "w0!1": 2.0}
+
+
+def test_storage_sharing_flag_reaches_simulation_begins(tmp_path):
+    sim = _sim_with(tmp_path, [_job("a")], allow_storage_sharing=False)
+    assert sim.first_message().events[0].data.allow_storage_sharing is False
