@@ -25,5 +25,8 @@ want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
   .venv/bin/python -m pip install -q -e '.[dev,sweep]'
+  # pybatsim (conformance tests of the simulator): 3.2.1 pins pyzmq<23, which does not
+  # build on 3.11, so it goes in without its pins beside the current pyzmq.
+  .venv/bin/python -m pip install -q --no-deps pybatsim==3.2.1 docopt==0.6.2 sortedcontainers
   echo "$want" > "$stamp"
 fi
