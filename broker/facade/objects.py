@@ -205,3 +205,64 @@ def default_object(rt: ResourceType, obj: dict[str, Any], priority_of: dict[str,
         if not isinstance(obj.get("value"), int):
             raise invalid("PriorityClass", name, ["value: Required value"])
         obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
+
+
+def make_node(
+    name: str,
+    *,
+    cpu: str = "4",
+    memory: str = "8Gi",
+    pods: str = "110",
+    labels: dict[str, str] | None = None,
+    address: str | None = None,
+    heartbeat: str = "1970-01-01T00:00:00Z",
+) -> dict[str, Any]:
+    """A Ready node as a kubelet would register it, complete enough for every client
+    version's typed ``V1Node`` (``nodeInfo`` fields are required by old clients)."""
+    all_labels = {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "beta.kubernetes.io/os": "linux",
+        "beta.kubernetes.io/arch": "amd64",
+        "node.kubernetes.io/instance-type": "timewarp-simulated",
+        **(labels or {}),
+    }
+    resources = {"cpu": cpu, "memory": memory, "pods": pods, "ephemeral-storage": "100Gi"}
+    condition = {
+        "type": "Ready",
+        "status": "True",
+        "reason": "KubeletReady",
+        "message": "kubelet is posting ready status (simulated)",
+        "lastHeartbeatTime": heartbeat,
+        "lastTransitionTime": heartbeat,
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": all_labels},
+        "spec": {},
+        "status": {
+            "capacity": dict(resources),
+            "allocatable": dict(resources),
+            "conditions": [condition],
+            "addresses": [
+                {"type": "InternalIP", "address": address or "10.0.0.1"},
+                {"type": "Hostname", "address": name},
+            ],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "nodeInfo": {
+                "architecture": "amd64",
+                "bootID": "",
+                "containerRuntimeVersion": "timewarp://0.1.0",
+                "kernelVersion": "simulated",
+                "kubeProxyVersion": "v1.30.0",
+                "kubeletVersion": "v1.30.0",
+                "machineID": "",
+                "operatingSystem": "linux",
+                "osImage": "timewarp simulated node",
+                "systemUUID": "",
+            },
+            "phase": "Running",
+        },
+    }
