@@ -102,7 +102,10 @@ def test_watch_timeouts_elapse_in_virtual_time(cluster):
     assert clock.now_ns() == 240 * 10**9
 
 
-@pytest.mark.skipif(not (OLD_CLIENT / "kubernetes").is_dir(), reason="run scripts/setup-venv.sh: .venv/k8s24 missing")
+@pytest.mark.skipif(
+    not (OLD_CLIENT / "kubernetes").is_dir(),
+    reason="run scripts/setup-venv.sh: .venv/k8s24 missing",
+)
 def test_old_client_24_runs_every_scenario(cluster, subprocess_env):
     facade, clock, kubeconfig = cluster
     driver = ParkedDriver(facade, clock)
@@ -111,7 +114,10 @@ def test_old_client_24_runs_every_scenario(cluster, subprocess_env):
     script = Path(scenarios.__file__)
     proc = subprocess.Popen(
         [sys.executable, str(script), str(kubeconfig), *sorted(scenarios.SCENARIOS)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     outcome = []
     for line in proc.stdout:

@@ -47,7 +47,9 @@ def _pod(name: str | None = None, generate: str | None = None, **spec_extra) -> 
                 client.V1Container(
                     name="main",
                     image="busybox:1.36",
-                    resources=client.V1ResourceRequirements(requests={"cpu": "500m", "memory": "1Gi"}),
+                    resources=client.V1ResourceRequirements(
+                        requests={"cpu": "500m", "memory": "1Gi"}
+                    ),
                 )
             ],
             **spec_extra,
@@ -78,11 +80,26 @@ def scenario_discovery(api: client.ApiClient, driver) -> None:
     assert version.major == "1" and version.git_version.startswith("v1."), version
     assert client.CoreApi(api).get_api_versions().versions == ["v1"]
     groups = {g.name: g for g in client.ApisApi(api).get_api_versions().groups}
-    for name in ("apps", "batch", "coordination.k8s.io", "events.k8s.io", "metrics.k8s.io", "policy"):
+    for name in (
+        "apps",
+        "batch",
+        "coordination.k8s.io",
+        "events.k8s.io",
+        "metrics.k8s.io",
+        "policy",
+    ):
         assert name in groups, sorted(groups)
     assert groups["metrics.k8s.io"].preferred_version.version == "v1beta1"
     core = {r.name: r for r in client.CoreV1Api(api).get_api_resources().resources}
-    for name in ("pods", "pods/binding", "pods/eviction", "pods/status", "nodes", "events", "bindings"):
+    for name in (
+        "pods",
+        "pods/binding",
+        "pods/eviction",
+        "pods/status",
+        "nodes",
+        "events",
+        "bindings",
+    ):
         assert name in core, sorted(core)
     assert core["pods"].namespaced and not core["nodes"].namespaced
     leases = client.CoordinationV1Api(api).get_api_resources()
@@ -99,15 +116,27 @@ def scenario_nodes(api: client.ApiClient, driver) -> None:
     zone_a = v1.list_node(label_selector="zone in (a),kubernetes.io/os=linux")
     assert [n.metadata.name for n in zone_a.items] == ["node-0", "node-2"]
     assert [n.metadata.name for n in v1.list_node(label_selector="zone!=a").items] == ["node-1"]
-    assert [n.metadata.name for n in v1.list_node(field_selector="metadata.name=node-1").items] == ["node-1"]
+    assert [n.metadata.name for n in v1.list_node(field_selector="metadata.name=node-1").items] == [
+        "node-1"
+    ]
     patched = v1.patch_node("node-1", {"metadata": {"labels": {"timewarp/patched": "yes"}}})
     assert patched.metadata.labels["timewarp/patched"] == "yes"
     assert int(patched.metadata.resource_version) > int(nodes.metadata.resource_version)
     status = v1.patch_node_status(
         "node-1",
-        {"status": {"conditions": [{"type": "MemoryPressure", "status": "False", "reason": "Sim",
-                                     "lastHeartbeatTime": "2024-01-01T00:00:00Z",
-                                     "lastTransitionTime": "2024-01-01T00:00:00Z"}]}},
+        {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "MemoryPressure",
+                        "status": "False",
+                        "reason": "Sim",
+                        "lastHeartbeatTime": "2024-01-01T00:00:00Z",
+                        "lastTransitionTime": "2024-01-01T00:00:00Z",
+                    }
+                ]
+            }
+        },
     )
     types = sorted(c.type for c in status.status.conditions)
     assert types == ["MemoryPressure", "Ready"], types  # strategic merge by condition type
@@ -124,7 +153,9 @@ def scenario_pods(api: client.ApiClient, driver) -> None:
     assert created.metadata.uid and created.metadata.creation_timestamp is not None
     assert created.spec.priority == 0 and created.spec.scheduler_name == "default-scheduler"
     assert created.status.phase == "Pending"
-    pending = v1.list_pod_for_all_namespaces(field_selector="spec.nodeName=,spec.schedulerName=default-scheduler")
+    pending = v1.list_pod_for_all_namespaces(
+        field_selector="spec.nodeName=,spec.schedulerName=default-scheduler"
+    )
     assert name in [p.metadata.name for p in pending.items]
     # Binding through /bindings; the real server answers a Status, which old clients fail
     # to turn into a V1Binding, hence _preload_content=False as schedulers do.
@@ -137,10 +168,16 @@ def scenario_pods(api: client.ApiClient, driver) -> None:
     bound = v1.read_namespaced_pod(name, NS)
     assert bound.spec.node_name == "node-0"
     assert any(c.type == "PodScheduled" and c.status == "True" for c in bound.status.conditions)
-    exc = _expect_status(409, v1.create_namespaced_pod_binding, name, NS, body, _preload_content=False)
+    exc = _expect_status(
+        409, v1.create_namespaced_pod_binding, name, NS, body, _preload_content=False
+    )
     assert "already assigned" in exc.body
-    assert name not in [p.metadata.name for p in v1.list_namespaced_pod(NS, field_selector="spec.nodeName=").items]
-    assert name in [p.metadata.name for p in v1.list_namespaced_pod(NS, field_selector="spec.nodeName!=").items]
+    assert name not in [
+        p.metadata.name for p in v1.list_namespaced_pod(NS, field_selector="spec.nodeName=").items
+    ]
+    assert name in [
+        p.metadata.name for p in v1.list_namespaced_pod(NS, field_selector="spec.nodeName!=").items
+    ]
     # The second binding endpoint on another pod.
     other = v1.create_namespaced_pod(NS, _pod(generate="job-")).metadata.name
     body.metadata.name = other
@@ -154,9 +191,13 @@ def scenario_pods(api: client.ApiClient, driver) -> None:
     assert deleted.metadata.name == other
     _expect_status(404, v1.delete_namespaced_pod, other, NS)
     # Admission: priority from priorityClassName; unknown class is refused.
-    hi = v1.create_namespaced_pod(NS, _pod(generate="crit-", priority_class_name="system-node-critical"))
+    hi = v1.create_namespaced_pod(
+        NS, _pod(generate="crit-", priority_class_name="system-node-critical")
+    )
     assert hi.spec.priority == 2000001000
-    _expect_status(403, v1.create_namespaced_pod, NS, _pod(generate="x-", priority_class_name="nope"))
+    _expect_status(
+        403, v1.create_namespaced_pod, NS, _pod(generate="x-", priority_class_name="nope")
+    )
     _expect_status(409, v1.create_namespaced_pod, NS, _pod(name=hi.metadata.name))
     _expect_status(404, v1.create_namespaced_pod, "no-such-namespace", _pod(generate="x-"))
     # Status subresource.
@@ -183,7 +224,14 @@ def scenario_watch(api: client.ApiClient, driver) -> None:
     started = time.monotonic()
     # Resume from the list's resourceVersion: only what happened after it.
     driver.advance_when_parked(30)
-    events = list(watch.Watch().stream(v1.list_namespaced_pod, ns, resource_version=listed.metadata.resource_version, timeout_seconds=30))
+    events = list(
+        watch.Watch().stream(
+            v1.list_namespaced_pod,
+            ns,
+            resource_version=listed.metadata.resource_version,
+            timeout_seconds=30,
+        )
+    )
     assert _names(events) == [("ADDED", "p2")], _names(events)
     assert isinstance(events[0]["object"], client.V1Pod)
     assert events[0]["object"].metadata.resource_version == p2.metadata.resource_version
@@ -199,14 +247,28 @@ def scenario_watch(api: client.ApiClient, driver) -> None:
     # Label and field selectors on a watch; a change that stops matching is a DELETED.
     driver.advance_when_parked(30, label=(ns, "p1", "app", "other"))
     seen = []
-    for event in watch.Watch().stream(v1.list_namespaced_pod, ns, label_selector="app=sim", field_selector="metadata.name!=p3", timeout_seconds=30):
+    for event in watch.Watch().stream(
+        v1.list_namespaced_pod,
+        ns,
+        label_selector="app=sim",
+        field_selector="metadata.name!=p3",
+        timeout_seconds=30,
+    ):
         seen.append(event)
         if len(seen) == 2:
             v1.patch_namespaced_pod("p1", ns, {"metadata": {"labels": {"app": "other"}}})
     assert _names(seen) == [("ADDED", "p1"), ("ADDED", "p2"), ("DELETED", "p1")], _names(seen)
     # Bookmarks: one per virtual minute, carrying a resourceVersion to resume from.
     driver.advance_when_parked(150)
-    seen = list(watch.Watch().stream(v1.list_namespaced_pod, ns, resource_version=p1.metadata.resource_version, allow_watch_bookmarks=True, timeout_seconds=150))
+    seen = list(
+        watch.Watch().stream(
+            v1.list_namespaced_pod,
+            ns,
+            resource_version=p1.metadata.resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=150,
+        )
+    )
     kinds = [e["type"] for e in seen]
     assert kinds.count("BOOKMARK") == 2, kinds
     bookmark_rv = seen[-1]["raw_object"]["metadata"]["resourceVersion"]
@@ -215,7 +277,14 @@ def scenario_watch(api: client.ApiClient, driver) -> None:
     for i in range(60):
         v1.patch_namespaced_pod("p2", ns, {"metadata": {"annotations": {"n": str(i)}}})
     try:
-        list(watch.Watch().stream(v1.list_namespaced_pod, ns, resource_version=listed.metadata.resource_version, timeout_seconds=30))
+        list(
+            watch.Watch().stream(
+                v1.list_namespaced_pod,
+                ns,
+                resource_version=listed.metadata.resource_version,
+                timeout_seconds=30,
+            )
+        )
     except ApiException as exc:
         assert exc.status == 410, exc
     else:
@@ -243,7 +312,9 @@ def scenario_events(api: client.ApiClient, driver) -> None:
         ),
     )
     assert ev.metadata.name.startswith("some-pod.")
-    listed = v1.list_namespaced_event(NS, field_selector="involvedObject.name=some-pod,reason=Scheduled")
+    listed = v1.list_namespaced_event(
+        NS, field_selector="involvedObject.name=some-pod,reason=Scheduled"
+    )
     assert [e.metadata.name for e in listed.items] == [ev.metadata.name]
     assert isinstance(listed.items[0], client.CoreV1Event)
     events_v1 = client.EventsV1Api(api)
@@ -272,7 +343,9 @@ def scenario_leases(api: client.ApiClient, driver) -> None:
         "kube-system",
         client.V1Lease(
             metadata=client.V1ObjectMeta(name="my-scheduler"),
-            spec=client.V1LeaseSpec(holder_identity="a", lease_duration_seconds=15, acquire_time=t0, renew_time=t0),
+            spec=client.V1LeaseSpec(
+                holder_identity="a", lease_duration_seconds=15, acquire_time=t0, renew_time=t0
+            ),
         ),
     )
     assert lease.spec.holder_identity == "a"
@@ -289,21 +362,38 @@ def scenario_leases(api: client.ApiClient, driver) -> None:
 def scenario_workloads(api: client.ApiClient, driver) -> None:
     apps, batch, v1 = client.AppsV1Api(api), client.BatchV1Api(api), client.CoreV1Api(api)
     _ensure_namespace(v1, NS)
-    template = client.V1PodTemplateSpec(metadata=client.V1ObjectMeta(labels={"app": "web"}), spec=_pod().spec)
+    template = client.V1PodTemplateSpec(
+        metadata=client.V1ObjectMeta(labels={"app": "web"}), spec=_pod().spec
+    )
     selector = client.V1LabelSelector(match_labels={"app": "web"})
     rs = apps.create_namespaced_replica_set(
-        NS, client.V1ReplicaSet(metadata=client.V1ObjectMeta(name="web"), spec=client.V1ReplicaSetSpec(replicas=2, selector=selector, template=template))
+        NS,
+        client.V1ReplicaSet(
+            metadata=client.V1ObjectMeta(name="web"),
+            spec=client.V1ReplicaSetSpec(replicas=2, selector=selector, template=template),
+        ),
     )
     assert rs.metadata.generation == 1 and rs.spec.replicas == 2
     assert [r.metadata.name for r in apps.list_replica_set_for_all_namespaces().items] == ["web"]
     dep = apps.create_namespaced_deployment(
-        NS, client.V1Deployment(metadata=client.V1ObjectMeta(name="web"), spec=client.V1DeploymentSpec(selector=selector, template=template))
+        NS,
+        client.V1Deployment(
+            metadata=client.V1ObjectMeta(name="web"),
+            spec=client.V1DeploymentSpec(selector=selector, template=template),
+        ),
     )
     assert dep.spec.replicas == 1 and dep.spec.strategy.type == "RollingUpdate"
     assert apps.read_namespaced_deployment("web", NS).metadata.uid == dep.metadata.uid
     job = batch.create_namespaced_job(
         NS,
-        client.V1Job(metadata=client.V1ObjectMeta(name="batch-1"), spec=client.V1JobSpec(template=client.V1PodTemplateSpec(spec=client.V1PodSpec(containers=_pod().spec.containers, restart_policy="Never")))),
+        client.V1Job(
+            metadata=client.V1ObjectMeta(name="batch-1"),
+            spec=client.V1JobSpec(
+                template=client.V1PodTemplateSpec(
+                    spec=client.V1PodSpec(containers=_pod().spec.containers, restart_policy="Never")
+                )
+            ),
+        ),
     )
     assert job.spec.completions == 1 and job.spec.backoff_limit == 6
     assert [j.metadata.name for j in batch.list_namespaced_job(NS).items] == ["batch-1"]
@@ -317,9 +407,15 @@ def scenario_metrics(api: client.ApiClient, driver) -> None:
     assert usage["node-0"] == {"cpu": "250000000n", "memory": "123456Ki"}, usage
     one = custom.get_cluster_custom_object("metrics.k8s.io", "v1beta1", "nodes", "node-1")
     assert one["usage"]["cpu"] == "1500000000n"
-    pod = custom.get_namespaced_custom_object("metrics.k8s.io", "v1beta1", "default", "pods", "busy")
-    assert pod["containers"] == [{"name": "main", "usage": {"cpu": "100000000n", "memory": "2048Ki"}}]
-    zone_b = custom.list_cluster_custom_object("metrics.k8s.io", "v1beta1", "nodes", label_selector="zone=b")
+    pod = custom.get_namespaced_custom_object(
+        "metrics.k8s.io", "v1beta1", "default", "pods", "busy"
+    )
+    assert pod["containers"] == [
+        {"name": "main", "usage": {"cpu": "100000000n", "memory": "2048Ki"}}
+    ]
+    zone_b = custom.list_cluster_custom_object(
+        "metrics.k8s.io", "v1beta1", "nodes", label_selector="zone=b"
+    )
     assert [i["metadata"]["name"] for i in zone_b["items"]] == ["node-1"]
 
 
@@ -334,7 +430,9 @@ def scenario_unauthorized(api: client.ApiClient, driver) -> None:
             assert '"reason":"Unauthorized"' in exc.body.replace(" ", "")
 
 
-SCENARIOS = {name[len("scenario_"):]: fn for name, fn in globals().items() if name.startswith("scenario_")}
+SCENARIOS = {
+    name[len("scenario_") :]: fn for name, fn in globals().items() if name.startswith("scenario_")
+}
 
 
 def main(argv: list[str]) -> int:

@@ -387,11 +387,15 @@ class HttpServer:
         head.append(b"\r\n")
         return b"".join(head) + resp.body
 
-    def _write(self, conn: Connection, data: bytes, *, from_queue: bool = False) -> None:
+    def _write(
+        self, conn: Connection, data: bytes, *, from_queue: bool = False, ending: bool = False
+    ) -> None:
         with self.ledger.lock:
             conn.written += len(data)
             if from_queue:
                 conn.queued -= 1
+            if ending:  # busy until the request is wound up (_finish_request)
+                conn.handling = True
         conn.sock.sendall(data)
 
     # --- watches -------------------------------------------------------------------
@@ -432,7 +436,7 @@ class HttpServer:
                         return False
                     continue
                 if frame is END:
-                    self._write(conn, b"0\r\n\r\n", from_queue=True)
+                    self._write(conn, b"0\r\n\r\n", from_queue=True, ending=True)
                     return True
                 chunk = f"{len(frame):x}\r\n".encode() + frame + b"\r\n"
                 self._write(conn, chunk, from_queue=True)
@@ -444,6 +448,8 @@ class HttpServer:
         except OSError:
             return False
         finally:
+            with self.ledger.lock:
+                conn.handling = True
             if done is not None:
                 done()
             stream.cleanup()  # detaches: nothing more can be queued after this
