@@ -10,10 +10,10 @@ import threading
 from pathlib import Path
 
 import pytest
+import test_facade_client_scenarios as scenarios  # tests/ is on sys.path under pytest
 
 from broker.facade import Facade, ManualClock
 from broker.facade.objects import make_node
-import test_facade_client_scenarios as scenarios  # tests/ is on sys.path under pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 OLD_CLIENT = ROOT / ".venv" / "k8s24"

@@ -24,7 +24,7 @@ from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
 NS = "scenarios"
-UTC = datetime.timezone.utc
+UTC = datetime.UTC
 
 
 class PipeDriver:

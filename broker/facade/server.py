@@ -185,6 +185,7 @@ class HttpServer:
         self.host, self.port = self._listener.getsockname()[:2]
         self._threads: set[threading.Thread] = set()
         self._conns: set[Connection] = set()
+        self._streams: set[Watcher] = set()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._accept_thread: threading.Thread | None = None
@@ -203,6 +204,9 @@ class HttpServer:
         with self._lock:
             conns = list(self._conns)
             threads = list(self._threads)
+            streams = list(self._streams)
+        for watcher in streams:
+            watcher.wake()
         for conn in conns:
             with contextlib.suppress(OSError):
                 conn.sock.shutdown(socket.SHUT_RDWR)
@@ -410,6 +414,8 @@ class HttpServer:
     ) -> bool:
         """Write a chunked watch response; True if the connection may be reused."""
         watcher = stream.watcher
+        with self._lock:
+            self._streams.add(watcher)
         try:
             self._write(
                 conn,
@@ -452,6 +458,8 @@ class HttpServer:
                 conn.handling = True
             if done is not None:
                 done()
+            with self._lock:
+                self._streams.discard(watcher)
             stream.cleanup()  # detaches: nothing more can be queued after this
             left = len(watcher.drain())
             with self.ledger.lock:

@@ -130,6 +130,11 @@ class Watcher:
                 return None
             return self._frames.popleft()
 
+    def wake(self) -> None:
+        """Wake a consumer blocked in ``take`` without queueing anything (shutdown)."""
+        with self._cond:
+            self._cond.notify_all()
+
     def pending(self) -> int:
         with self._cond:
             return len(self._frames)
