@@ -21,10 +21,18 @@ def requirement(draw):
     op = draw(st.sampled_from(["=", "==", "!=", "in", "notin", "exists", "!"]))
     if op in ("=", "==", "!="):
         text = f"{key}{op}{values[0]}"
-        model = (lambda ls: ls.get(key) == values[0]) if op != "!=" else (lambda ls: ls.get(key) != values[0])
+        model = (
+            (lambda ls: ls.get(key) == values[0])
+            if op != "!="
+            else (lambda ls: ls.get(key) != values[0])
+        )
     elif op in ("in", "notin"):
         text = f"{key} {op} ({', '.join(values)})"
-        model = (lambda ls: ls.get(key) in values) if op == "in" else (lambda ls: ls.get(key) not in values)
+        model = (
+            (lambda ls: ls.get(key) in values)
+            if op == "in"
+            else (lambda ls: ls.get(key) not in values)
+        )
     elif op == "exists":
         text, model = key, (lambda ls: key in ls)
     else:

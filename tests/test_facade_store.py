@@ -37,7 +37,9 @@ class Stream:
         self.last_rv = 0
         self.initial = start in (None, "0")
         self.start_rv = store.resource_version if self.initial else int(start)
-        self.watcher = store.watch("pods", namespace="ns", resource_version=start, label_selector=selector)
+        self.watcher = store.watch(
+            "pods", namespace="ns", resource_version=start, label_selector=selector
+        )
         self.dead = False
 
     def drain(self) -> None:
@@ -63,7 +65,9 @@ class StoreMachine(RuleBasedStateMachine):
         self.store = Store(ManualClock(), history_limit=limit, namespaces=["ns"])
         self.limit = limit
         self.current: dict[str, tuple[str, int]] = {}  # name -> (label, rv)
-        self.log: list[tuple[int, str, str, str | None, str | None]] = []  # rv, type, name, old, new label
+        self.log: list[
+            tuple[int, str, str, str | None, str | None]
+        ] = []  # rv, type, name, old, new label
         self.initial_state: dict[int, dict[str, tuple[str, int]]] = {}
         self.all_streams: list[Stream] = []
 
@@ -115,7 +119,12 @@ class StoreMachine(RuleBasedStateMachine):
     def _compacted(self) -> int:
         return self.log[-self.limit - 1][0] if len(self.log) > self.limit else 0
 
-    @rule(target=streams, selector=st.sampled_from([None, "l=x", "l!=x"]), start=st.sampled_from(["none", "now", "past"]), back=st.integers(0, 8))
+    @rule(
+        target=streams,
+        selector=st.sampled_from([None, "l=x", "l!=x"]),
+        start=st.sampled_from(["none", "now", "past"]),
+        back=st.integers(0, 8),
+    )
     def start_watch(self, selector, start, back):
         if start == "none":
             rv = None
@@ -125,7 +134,9 @@ class StoreMachine(RuleBasedStateMachine):
             rv = str(max(self.store.resource_version - back, 1))
         if rv is not None and int(rv) < self._compacted():
             with pytest.raises(ApiError) as err:
-                self.store.watch("pods", namespace="ns", resource_version=rv, label_selector=selector)
+                self.store.watch(
+                    "pods", namespace="ns", resource_version=rv, label_selector=selector
+                )
             assert err.value.code == 410
             return None
         stream = Stream(self.store, selector, rv)
@@ -158,11 +169,21 @@ class StoreMachine(RuleBasedStateMachine):
         resume_from = max(stream.last_rv, stream.start_rv)
         if resume_from < self._compacted():
             with pytest.raises(ApiError) as err:
-                self.store.watch("pods", namespace="ns", resource_version=str(resume_from), label_selector=stream.selector)
+                self.store.watch(
+                    "pods",
+                    namespace="ns",
+                    resource_version=str(resume_from),
+                    label_selector=stream.selector,
+                )
             assert err.value.code == 410
             stream.dead = True
             return
-        stream.watcher = self.store.watch("pods", namespace="ns", resource_version=str(resume_from), label_selector=stream.selector)
+        stream.watcher = self.store.watch(
+            "pods",
+            namespace="ns",
+            resource_version=str(resume_from),
+            label_selector=stream.selector,
+        )
 
     # --- the model's answer ---------------------------------------------------------
 
@@ -190,7 +211,11 @@ class StoreMachine(RuleBasedStateMachine):
             elif type_ == "DELETED" and was:
                 out.append(("DELETED", name, rv))
             elif type_ == "MODIFIED":
-                kind = {(True, True): "MODIFIED", (True, False): "DELETED", (False, True): "ADDED"}.get((was, now))
+                kind = {
+                    (True, True): "MODIFIED",
+                    (True, False): "DELETED",
+                    (False, True): "ADDED",
+                }.get((was, now))
                 if kind:
                     out.append((kind, name, rv))
         return out
@@ -202,7 +227,9 @@ class StoreMachine(RuleBasedStateMachine):
 
 
 TestStoreMachine = StoreMachine.TestCase
-TestStoreMachine.settings = __import__("hypothesis").settings(max_examples=60, stateful_step_count=40, deadline=None)
+TestStoreMachine.settings = __import__("hypothesis").settings(
+    max_examples=60, stateful_step_count=40, deadline=None
+)
 
 
 def test_watch_offers_nothing_to_other_namespaces_or_types():
