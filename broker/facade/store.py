@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -39,6 +40,33 @@ DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease"
 
 def _dumps(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+_intern = sys.intern
+
+
+def canonical(value: Any, where: str = "") -> Any:
+    """A deep copy made of JSON types only (tuples become lists), with short strings
+    interned: 100k pods share one "default-scheduler" instead of holding 100k copies.
+    TypeError names the first non-JSON value."""
+    if isinstance(value, str):
+        return _intern(value) if len(value) <= 64 else value
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise TypeError(f"non-string key {k!r} at {where or '/'}")
+            out[_intern(k)] = canonical(v, f"{where}/{k}")
+        return out
+    if isinstance(value, (list, tuple)):
+        return [canonical(v, f"{where}/{i}") for i, v in enumerate(value)]
+    if value is None or isinstance(value, (bool, int)):
+        return value
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise TypeError(f"non-finite number at {where or '/'}")
+        return value
+    raise TypeError(f"{type(value).__name__} is not a JSON value (at {where or '/'})")
 
 
 class _Entry:
@@ -230,8 +258,8 @@ class Store:
         """
         rt = resource_type(key)
         try:
-            obj = json.loads(_dumps(obj))
-        except (TypeError, ValueError) as exc:
+            obj = canonical(obj)
+        except TypeError as exc:
             raise errors.bad_request(f"{rt.kind} is not JSON-serialisable: {exc}") from None
         if not isinstance(obj, dict):
             raise errors.bad_request(f"the body of a {rt.kind} must be a JSON object")
@@ -322,8 +350,8 @@ class Store:
         self, rt: ResourceType, current: Obj, new: Obj, subresource: str | None
     ) -> Obj:
         try:
-            new = json.loads(_dumps(new))
-        except (TypeError, ValueError) as exc:
+            new = canonical(new)
+        except TypeError as exc:
             raise errors.bad_request(f"{rt.kind} is not JSON-serialisable: {exc}") from None
         if subresource == "status":
             merged = copy.deepcopy(current)
@@ -396,8 +424,8 @@ class Store:
             if new == current:
                 return copy.deepcopy(current)
             try:
-                new = json.loads(_dumps(new))
-            except (TypeError, ValueError) as exc:
+                new = canonical(new)
+            except TypeError as exc:
                 raise errors.bad_request(f"{rt.kind} is not JSON-serialisable: {exc}") from None
             self._commit(rt, "MODIFIED", new, current)
             return copy.deepcopy(new)
