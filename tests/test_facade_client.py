@@ -131,3 +131,63 @@ def test_old_client_24_runs_every_scenario(cluster, subprocess_env):
     assert "kubernetes 24" not in stderr
     assert sorted(outcome) == sorted(f"PASSED {n}" for n in scenarios.SCENARIOS)
     assert not driver.errors
+
+
+def test_shared_informer_of_the_newest_client_follows_pods(cluster):
+    pytest.importorskip("kubernetes.informer")
+    from kubernetes import client, config
+    from kubernetes.informer import SharedInformer
+
+    facade, clock, kubeconfig = cluster
+    api = config.new_client_from_config(config_file=str(kubeconfig))
+    facade.store.create(
+        "pods",
+        {"metadata": {"name": "before"}, "spec": {"containers": [{"name": "c", "image": "x"}]}},
+        namespace="default",
+    )
+    seen: list[tuple[str, str]] = []
+    changed = threading.Condition()
+
+    def record(kind):
+        def handler(obj):
+            with changed:
+                seen.append((kind, obj.metadata.name))
+                changed.notify_all()
+
+        return handler
+
+    informer = SharedInformer(client.CoreV1Api(api).list_namespaced_pod, namespace="default")
+    for kind in ("ADDED", "MODIFIED", "DELETED"):
+        informer.add_event_handler(kind, record(kind))
+    informer.start()
+
+    def wait_for(n):
+        with changed:
+            assert changed.wait_for(lambda: len(seen) >= n, timeout=10), seen
+
+    wait_for(1)
+    facade.store.create(
+        "pods",
+        {"metadata": {"name": "after"}, "spec": {"containers": [{"name": "c", "image": "x"}]}},
+        namespace="default",
+    )
+    wait_for(2)
+    facade.store.bind("default", "after", "node-1")
+    wait_for(3)
+    facade.store.delete("pods", "default", "before")
+    wait_for(4)
+    assert seen == [
+        ("ADDED", "before"),
+        ("ADDED", "after"),
+        ("MODIFIED", "after"),
+        ("DELETED", "before"),
+    ]
+    assert informer.cache.get_by_key("default/after").spec.node_name == "node-1"
+    informer._stop_event.set()
+    facade.store.create(
+        "pods",
+        {"metadata": {"name": "wake"}, "spec": {"containers": [{"name": "c", "image": "x"}]}},
+        namespace="default",
+    )
+    informer.stop()
+    api.close()

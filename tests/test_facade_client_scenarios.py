@@ -430,6 +430,18 @@ def scenario_unauthorized(api: client.ApiClient, driver) -> None:
             assert '"reason":"Unauthorized"' in exc.body.replace(" ", "")
 
 
+def scenario_dynamic(api: client.ApiClient, driver) -> None:
+    from kubernetes.dynamic import DynamicClient
+
+    dyn = DynamicClient(api)
+    nodes = dyn.resources.get(api_version="v1", kind="Node")
+    assert [n.metadata.name for n in nodes.get().items] == ["node-0", "node-1", "node-2"]
+    leases = dyn.resources.get(api_version="coordination.k8s.io/v1", kind="Lease")
+    assert leases.namespaced
+    rs = dyn.resources.get(api_version="apps/v1", kind="ReplicaSet")
+    assert rs.get(namespace="default").items == []
+
+
 SCENARIOS = {
     name[len("scenario_") :]: fn for name, fn in globals().items() if name.startswith("scenario_")
 }
