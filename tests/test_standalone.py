@@ -1,6 +1,7 @@
 """`timewarp run --standalone`: whole programs in virtual time, no simulator."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -105,7 +106,9 @@ def test_stall_guard_names_the_real_wait_and_counts_it(subprocess_env):
     assert "stall guard" in proc.stderr
     assert "real_time.sleep" in proc.stderr
     assert "ticks done at 180.0" in proc.stdout
-    assert "1 non-deterministic advances" in proc.stderr
+    # counted, never hidden (a loaded machine may add spurious ones: >= 1)
+    counted = re.search(r"(\d+) non-deterministic advances", proc.stderr)
+    assert counted and int(counted.group(1)) >= 1
 
 
 def test_stall_guard_can_stop_the_run(subprocess_env):
