@@ -94,11 +94,11 @@ def test_stall_guard_names_the_real_wait_and_counts_it(subprocess_env):
             "--standalone",
             "--no-import-hook",
             "--stall-timeout",
-            "0.3",
+            "1",
             "--",
             sys.executable,
             str(PROGRAMS / "stuck_in_real_sleep.py"),
-            "1.5",
+            "4",
         ],
         subprocess_env,
     )
