@@ -135,7 +135,7 @@ class _Rewriter(cst.CSTTransformer):
         self.needed_runtime_modules: set[str] = set()
         self._protected: set[cst.CSTNode] = set()
         self._protect_depth = 0
-        self._split_imports: set[cst.ImportFrom] = set()
+        self._rebinds: dict[int, cst.ImportFrom] = {}  # id(import) -> import to add after it
 
     # -- where references are left alone ------------------------------------------------
 
@@ -229,92 +229,101 @@ class _Rewriter(cst.CSTTransformer):
 
     def leave_ImportFrom(
         self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom
-    ) -> cst.ImportFrom | cst.FlattenSentinel[cst.BaseSmallStatement]:
-        if original_node.relative or original_node.module is None:
-            return updated_node
-        if isinstance(updated_node.names, cst.ImportStar):
-            return updated_node  # handled where the statement list is known
-        module = get_full_name_for_node(original_node.module)
+    ) -> cst.ImportFrom:
+        module = _absolute_module(original_node)
         table = MODULE_LEVEL.get(module or "")
         if not table:
+            return updated_node
+        if isinstance(updated_node.names, cst.ImportStar):
+            names = sorted(table)
+            self._rebinds[id(updated_node)] = _import_from(
+                RUNTIME_MODULE_FOR[module],  # type: ignore[index]
+                [cst.ImportAlias(name=cst.Name(n)) for n in names],
+            )
             return updated_node
         aliases = list(updated_node.names)
         hits = [a for a in aliases if get_full_name_for_node(a.name) in table]
         if not hits:
             return updated_node
-        for alias in hits:
-            self.rewrites[table[get_full_name_for_node(alias.name)].stdlib] += 1  # type: ignore[index]
-        runtime_module = _dotted(RUNTIME_MODULE_FOR[module])  # type: ignore[index]
         if len(hits) == len(aliases):
-            return updated_node.with_changes(module=runtime_module)
-        rest = [a for a in aliases if a not in hits]
-        self._split_imports.add(original_node)
-        parenthesized = updated_node.lpar is not None
-        last_comma = aliases[-1].comma
-        kept = updated_node.with_changes(names=_close_group(rest, last_comma, parenthesized))
-        moved = updated_node.with_changes(
-            module=runtime_module,
-            names=_close_group(hits, last_comma, parenthesized),
-            semicolon=cst.MaybeSentinel.DEFAULT,
+            for alias in hits:
+                self._count(table[get_full_name_for_node(alias.name)])  # type: ignore[index]
+            return updated_node.with_changes(module=_dotted(RUNTIME_MODULE_FOR[module]))  # type: ignore[index]
+        # Mixed import: keep it as written and rebind the target names right after it,
+        # on the same line, so line numbers do not move.
+        self._rebinds[id(updated_node)] = _import_from(
+            RUNTIME_MODULE_FOR[module],  # type: ignore[index]
+            [
+                cst.ImportAlias(name=cst.Name(a.name.value), asname=a.asname)  # type: ignore[union-attr]
+                for a in hits
+            ],
         )
-        return cst.FlattenSentinel([kept.with_changes(semicolon=cst.MaybeSentinel.DEFAULT), moved])
+        return updated_node
 
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
-    ) -> cst.SimpleStatementLine | cst.FlattenSentinel[cst.SimpleStatementLine]:
-        # A split ``from x import a, b`` on a line of its own becomes two lines.
-        if (
-            len(original_node.body) == 1
-            and original_node.body[0] in self._split_imports
-            and len(updated_node.body) == 2
-        ):
-            first, second = updated_node.body
-            return cst.FlattenSentinel(
-                [
-                    updated_node.with_changes(body=[first]),
-                    cst.SimpleStatementLine(body=[second]),
-                ]
-            )
-        return updated_node
+    ) -> cst.SimpleStatementLine:
+        return updated_node.with_changes(body=self._insert_rebinds(updated_node.body))
 
-    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
-        return updated_node.with_changes(body=self._after_star_imports(updated_node.body))
+    def leave_SimpleStatementSuite(
+        self, original_node: cst.SimpleStatementSuite, updated_node: cst.SimpleStatementSuite
+    ) -> cst.SimpleStatementSuite:
+        return updated_node.with_changes(body=self._insert_rebinds(updated_node.body))
 
-    def leave_IndentedBlock(
-        self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
-    ) -> cst.IndentedBlock:
-        return updated_node.with_changes(body=self._after_star_imports(updated_node.body))
-
-    def _after_star_imports(
-        self, body: Sequence[cst.BaseStatement]
-    ) -> Sequence[cst.BaseStatement]:
-        """Follow each ``from <target module> import *`` with the runtime's names."""
-        if not any(m in MODULE_LEVEL for m in self.star_heads.values()):
+    def _insert_rebinds(
+        self, body: Sequence[cst.BaseSmallStatement]
+    ) -> Sequence[cst.BaseSmallStatement]:
+        """Put each pending rebinding import right after its import, unless already there."""
+        if not self._rebinds:
             return body
-        out: list[cst.BaseStatement] = []
+        out: list[cst.BaseSmallStatement] = []
         for index, statement in enumerate(body):
-            out.append(statement)
-            module = _star_module(statement)
-            if module is None or module not in MODULE_LEVEL:
+            rebind = self._rebinds.pop(id(statement), None)
+            if rebind is None:
+                out.append(statement)
                 continue
-            runtime = RUNTIME_MODULE_FOR[module]
             following = body[index + 1] if index + 1 < len(body) else None
-            if _imports_from(following, runtime):
+            if isinstance(following, cst.ImportFrom) and _same_import(following, rebind):
+                out.append(statement)
                 continue
-            names = sorted(MODULE_LEVEL[module])
-            for name in names:
-                self.rewrites[MODULE_LEVEL[module][name].stdlib] += 1
-            out.append(
-                cst.SimpleStatementLine(
-                    body=[
-                        cst.ImportFrom(
-                            module=_dotted(runtime),
-                            names=[cst.ImportAlias(name=cst.Name(n)) for n in names],
-                        )
-                    ]
-                )
-            )
+            module = get_full_name_for_node(statement.module)  # type: ignore[attr-defined]
+            for alias in rebind.names:  # type: ignore[union-attr]
+                self._count(MODULE_LEVEL[module][alias.name.value])  # type: ignore[index,union-attr]
+            last = index == len(body) - 1
+            out.append(statement.with_changes(semicolon=cst.MaybeSentinel.DEFAULT))
+            out.append(rebind.with_changes(semicolon=statement.semicolon) if not last else rebind)
         return out
+
+    def _count(self, target: Target) -> None:
+        self.rewrites[target.stdlib] += 1
+
+
+def _absolute_module(node: cst.ImportFrom) -> str | None:
+    if node.relative or node.module is None:
+        return None
+    return get_full_name_for_node(node.module)
+
+
+def _import_from(module: str, aliases: list[cst.ImportAlias]) -> cst.ImportFrom:
+    return cst.ImportFrom(module=_dotted(module), names=aliases)
+
+
+def _same_import(a: cst.ImportFrom, b: cst.ImportFrom) -> bool:
+    """Same module and same (name, asname) pairs, whatever the spacing."""
+
+    def key(node: cst.ImportFrom) -> tuple[str | None, object]:
+        if isinstance(node.names, cst.ImportStar):
+            return _absolute_module(node), "*"
+        pairs = [
+            (
+                get_full_name_for_node(alias.name),
+                get_full_name_for_node(alias.asname.name) if alias.asname else None,
+            )
+            for alias in node.names
+        ]
+        return _absolute_module(node), sorted(pairs, key=str)
+
+    return key(a) == key(b)
 
 
 def _dotted(name: str) -> cst.Attribute | cst.Name:
@@ -324,86 +333,42 @@ def _dotted(name: str) -> cst.Attribute | cst.Name:
     return expr
 
 
-def _close_group(
-    aliases: list[cst.ImportAlias], last_comma: cst.Comma | cst.MaybeSentinel, parenthesized: bool
-) -> list[cst.ImportAlias]:
-    """End one half of a split import the way the original import ended.
-
-    The last alias of each half takes the original last alias's comma (absent without
-    parentheses, where a trailing comma is a syntax error). In a one-per-line parenthesized
-    import that ends with a comma, it keeps its own comma and trailing comment instead, with
-    the indentation before the closing parenthesis copied from the original.
-    """
-    last = aliases[-1]
-    if not parenthesized or last.comma is cst.MaybeSentinel.DEFAULT:
-        return [*aliases[:-1], last.with_changes(comma=last_comma)]
-    own = last.comma
-    if (
-        isinstance(own, cst.Comma)
-        and isinstance(own.whitespace_after, cst.ParenthesizedWhitespace)
-        and isinstance(last_comma, cst.Comma)
-        and isinstance(last_comma.whitespace_after, cst.ParenthesizedWhitespace)
-    ):
-        closing = last_comma.whitespace_after.last_line
-        own = own.with_changes(whitespace_after=own.whitespace_after.with_changes(last_line=closing))
-        return [*aliases[:-1], last.with_changes(comma=own)]
-    return [*aliases[:-1], last.with_changes(comma=last_comma)]
-
-
-def _star_module(statement: cst.BaseStatement) -> str | None:
-    if not isinstance(statement, cst.SimpleStatementLine):
-        return None
-    last = statement.body[-1]
-    if (
-        isinstance(last, cst.ImportFrom)
-        and isinstance(last.names, cst.ImportStar)
-        and not last.relative
-        and last.module is not None
-    ):
-        return get_full_name_for_node(last.module)
-    return None
-
-
-def _imports_from(statement: cst.BaseStatement | None, module: str) -> bool:
-    if not isinstance(statement, cst.SimpleStatementLine):
-        return False
-    first = statement.body[0]
-    return (
-        isinstance(first, cst.ImportFrom)
-        and first.module is not None
-        and get_full_name_for_node(first.module) == module
-    )
-
-
 def _add_runtime_imports(module: cst.Module, runtime_modules: set[str]) -> cst.Module:
-    """Insert ``import timewarp.vX as _timewarp_vX`` for each module not yet imported.
+    """Add ``import timewarp.vX as _timewarp_vX`` for each module not yet imported.
 
-    The imports go after the module docstring and any ``from __future__`` imports, before
-    every other statement, so they precede any use.
+    The imports must precede every use, and line numbers should not move (tracebacks of
+    patched code then point at the original lines). So they join an existing line: the end
+    of the docstring / ``from __future__`` block if the module has one, else the start of
+    the first statement if it is a simple statement. Only a module that starts with a
+    compound statement (``def``, ``class``, ``if``...) gets a new first line.
     """
     present = _present_runtime_aliases(module)
     missing = sorted(m for m in runtime_modules if runtime_alias(m) not in present)
     if not missing:
         return module
-    body = list(module.body)
-    position = 0
-    while position < len(body) and _is_docstring_or_future(body[position], position):
-        position += 1
-    lines = [
-        cst.SimpleStatementLine(
-            body=[
-                cst.Import(
-                    names=[
-                        cst.ImportAlias(
-                            name=_dotted(m), asname=cst.AsName(name=cst.Name(runtime_alias(m)))
-                        )
-                    ]
-                )
+    imports = [
+        cst.Import(
+            names=[
+                cst.ImportAlias(name=_dotted(m), asname=cst.AsName(name=cst.Name(runtime_alias(m))))
             ]
         )
         for m in missing
     ]
-    body[position:position] = lines
+    body = list(module.body)
+    position = 0
+    while position < len(body) and _is_docstring_or_future(body[position], position):
+        position += 1
+    if position > 0:
+        line = body[position - 1]
+        assert isinstance(line, cst.SimpleStatementLine)
+        *head, last = line.body
+        body[position - 1] = line.with_changes(
+            body=[*head, last.with_changes(semicolon=cst.MaybeSentinel.DEFAULT), *imports]
+        )
+    elif body and isinstance(body[0], cst.SimpleStatementLine):
+        body[0] = body[0].with_changes(body=[*imports, *body[0].body])
+    else:
+        body.insert(0, cst.SimpleStatementLine(body=imports))
     return module.with_changes(body=body)
 
 
