@@ -54,14 +54,7 @@ def programs(draw: st.DrawFn) -> Program:
     imports: list[str] = ["import functools\n"]
     body: list[str] = []
     expected: dict[int, str] = {}
-    bound: dict[str, str] = {"functools": "functools"}  # local name -> what it denotes
-
-    def bind(name: str, denotes: str) -> bool:
-        if bound.get(name, denotes) != denotes:
-            return False
-        bound[name] = denotes
-        return True
-
+    bind = _binder({"functools": "functools"})
     for i, (target, form) in enumerate(usages):
         ref = _import_and_reference(target, form, i, imports, bind)
         body.append(draw(st.sampled_from(CONTEXTS)).format(i=i, ref=ref))
@@ -71,6 +64,18 @@ def programs(draw: st.DrawFn) -> Program:
     ]
     order = draw(st.permutations(imports))
     return Program("".join(order) + "".join(body) + "".join(traps), expected, traps)
+
+
+def _binder(bound: dict[str, str]):  # type: ignore[no-untyped-def]
+    """``bind(name, denotes)``: record a binding unless ``name`` already means something else."""
+
+    def bind(name: str, denotes: str) -> bool:
+        if bound.get(name, denotes) != denotes:
+            return False
+        bound[name] = denotes
+        return True
+
+    return bind
 
 
 def _import_and_reference(target: Target, form: int, i: int, imports: list[str], bind) -> str:  # type: ignore[no-untyped-def]
@@ -177,15 +182,7 @@ def test_every_target_in_every_import_form_resolves_to_the_runtime() -> None:
     for target in TARGET_LIST:
         for form in range(5):
             imports: list[str] = []
-            bound: dict[str, str] = {}
-
-            def bind(name: str, denotes: str) -> bool:
-                if bound.get(name, denotes) != denotes:
-                    return False
-                bound[name] = denotes
-                return True
-
-            ref = _import_and_reference(target, form, 0, imports, bind)
+            ref = _import_and_reference(target, form, 0, imports, _binder({}))
             source = "".join(imports) + f"x = probe(0, {ref})\n"
             tree = ast.parse(patch_source(source).output)
             parts = _dotted(_probes(tree)[0])
