@@ -92,6 +92,9 @@ for _t in _TABLE:
     STAR_HEADS.setdefault(_t.stdlib_module, frozenset())
     STAR_HEADS[_t.stdlib_module] |= {_t.stdlib.split(".")[1]}
 
+#: the standard-library modules through which every target is reached
+TARGET_MODULES: frozenset[str] = frozenset(STAR_HEADS)
+
 RUNTIME_MODULES: tuple[str, ...] = tuple(sorted({t.runtime_module for t in _TABLE}))
 
 

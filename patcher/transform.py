@@ -1,7 +1,8 @@
 """The rewrite itself: a libcst transformer over one module's source text.
 
-``patch_source(text)`` parses with libcst, resolves every name through
-``QualifiedNameProvider`` (so ``import time as t``, ``from datetime import datetime as dt``
+``patch_source(text)`` parses with libcst, resolves every candidate name through
+libcst's scope analysis (``ScopeProvider``'s qualified names, as ``QualifiedNameProvider``
+reports them) (so ``import time as t``, ``from datetime import datetime as dt``
 and nested scopes all resolve, and a parameter called ``time`` does not), and rewrites the
 names listed in :mod:`patcher.targets`:
 
@@ -33,6 +34,7 @@ rewritten is never imported or executed.
 
 from __future__ import annotations
 
+import ast
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -42,18 +44,23 @@ from libcst.helpers import get_full_name_for_node
 from libcst.metadata import (
     MetadataWrapper,
     PositionProvider,
-    QualifiedNameProvider,
+    QualifiedName,
     QualifiedNameSource,
+    ScopeProvider,
 )
 
 from patcher.targets import (
     MODULE_LEVEL,
     RUNTIME_MODULE_FOR,
     STAR_HEADS,
+    TARGET_MODULES,
     TARGETS,
     Target,
     runtime_alias,
 )
+
+_TARGET_ATTRS = frozenset(name.rsplit(".", 1)[1] for name in TARGETS)
+_CLASS_CHECKS = frozenset({"builtins.isinstance", "builtins.issubclass"})
 
 
 class PatchError(Exception):
@@ -85,6 +92,8 @@ class PatchResult:
 
 def patch_source(source: str | bytes, filename: str = "<string>") -> PatchResult:
     """Rewrite one module's source; raise :class:`PatchError` if it does not parse."""
+    if not _may_use_targets(source):
+        return PatchResult(output=source, changed=False)
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
@@ -94,6 +103,10 @@ def patch_source(source: str | bytes, filename: str = "<string>") -> PatchResult
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     rewriter = _Rewriter(_star_imports(module))
     new_module = wrapper.visit(rewriter)
+    notes = []
+    if rewriter.notes:  # positions cost a full pass: only computed when needed
+        positions = wrapper.resolve(PositionProvider)
+        notes = [f"line {positions[n].start.line}: {text}" for n, text in rewriter.notes]
     if rewriter.needed_runtime_modules:
         new_module = _add_runtime_imports(new_module, rewriter.needed_runtime_modules)
     output: str | bytes = new_module.bytes if isinstance(source, bytes) else new_module.code
@@ -101,8 +114,30 @@ def patch_source(source: str | bytes, filename: str = "<string>") -> PatchResult
         output=output,
         changed=output != source,
         rewrites=rewriter.rewrites,
-        notes=rewriter.notes,
+        notes=notes,
     )
+
+
+def _may_use_targets(source: str | bytes) -> bool:
+    """False only if the module certainly cannot reach a target: a fast negative filter.
+
+    Every target is reached through an ``import`` of its standard-library module, so a
+    module whose (CPython-parsed) import statements never name one of those modules has
+    nothing to rewrite, and the libcst passes can be skipped. Anything ``ast`` cannot
+    parse goes the full way (libcst then reports it, or parses a grammar ``ast`` lacks).
+    """
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, UnicodeDecodeError):
+        return True
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            if any(a.name.partition(".")[0] in TARGET_MODULES for a in node.names):
+                return True
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0 and (node.module or "").partition(".")[0] in TARGET_MODULES:
+                return True
+    return False
 
 
 def _star_imports(module: cst.Module) -> dict[str, str]:
@@ -125,13 +160,13 @@ def _star_imports(module: cst.Module) -> dict[str, str]:
 
 
 class _Rewriter(cst.CSTTransformer):
-    METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider)
+    METADATA_DEPENDENCIES = (ScopeProvider,)
 
     def __init__(self, star_heads: dict[str, str]) -> None:
         super().__init__()
         self.star_heads = star_heads
         self.rewrites: Counter[str] = Counter()
-        self.notes: list[str] = []
+        self.notes: list[tuple[cst.CSTNode, str]] = []  # (node, message), lines added later
         self.needed_runtime_modules: set[str] = set()
         self._protected: set[cst.CSTNode] = set()
         self._protect_depth = 0
@@ -146,8 +181,13 @@ class _Rewriter(cst.CSTTransformer):
             self._protect_target(node.target)
         elif isinstance(node, cst.Del):
             self._protect_target(node.target)
-        elif isinstance(node, cst.Call) and len(node.args) >= 2:
-            if self._qualified(node.func) & {"builtins.isinstance", "builtins.issubclass"}:
+        elif (
+            isinstance(node, cst.Call)
+            and len(node.args) >= 2
+            and isinstance(node.func, cst.Name)
+            and node.func.value in ("isinstance", "issubclass")
+        ):
+            if {q.name for q in self._qualified_names(node.func)} & _CLASS_CHECKS:
                 self._protected.add(node.args[1].value)
         if node in self._protected:
             self._protect_depth += 1
@@ -171,15 +211,16 @@ class _Rewriter(cst.CSTTransformer):
 
     # -- name resolution ---------------------------------------------------------------
 
-    def _qualified(self, node: cst.CSTNode) -> set[str]:
-        return {q.name for q in self.get_metadata(QualifiedNameProvider, node, set())}
-
-    def _line(self, node: cst.CSTNode) -> int:
-        return self.get_metadata(PositionProvider, node).start.line
+    def _qualified_names(self, node: cst.CSTNode) -> set[QualifiedName]:
+        """What ``QualifiedNameProvider`` would say, computed only for the nodes asked about."""
+        scope = self.get_metadata(ScopeProvider, node, None)
+        return scope.get_qualified_names_for(node) if scope is not None else set()
 
     def _resolve(self, node: cst.Attribute) -> Target | None:
         """The target this attribute reference denotes, if it certainly denotes one."""
-        names = self.get_metadata(QualifiedNameProvider, node, set())
+        if node.attr.value not in _TARGET_ATTRS:
+            return None  # cheap: every target reference ends in a target's last name
+        names = self._qualified_names(node)
         if not names:
             return self._resolve_through_star(node)
         hits = {
@@ -190,8 +231,11 @@ class _Rewriter(cst.CSTTransformer):
         if len(names) > 1:
             spelled = get_full_name_for_node(node)
             self.notes.append(
-                f"line {self._line(node)}: left {spelled} alone: it may be "
-                f"{' or '.join(sorted(q.name for q in names))} depending on the path taken"
+                (
+                    node,
+                    f"left {spelled} alone: it may be "
+                    f"{' or '.join(sorted(q.name for q in names))} depending on the path taken",
+                )
             )
             return None
         return TARGETS[hits.pop()]

@@ -219,6 +219,7 @@ def mirror_tree(
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.staging-", dir=out.parent))
     try:
+        shutil.copymode(src, staging)  # mkdtemp makes it private (0700)
 
         def write(outcome: FileOutcome, original: bytes, output: bytes) -> None:
             target = staging / outcome.rel
