@@ -39,7 +39,9 @@ def patch(*args: str | Path) -> int:
     return main(["patch", *map(str, args)])
 
 
-def test_mirror_tree_rewrites_python_and_copies_the_rest(tree: Path, tmp_path: Path, capsys) -> None:
+def test_mirror_tree_rewrites_python_and_copies_the_rest(
+    tree: Path, tmp_path: Path, capsys
+) -> None:
     out = tmp_path / "build"
     assert patch(tree, "-o", out) == 0
     assert (out / "pkg" / "loop.py").read_text() == PATCHED
@@ -62,7 +64,9 @@ def test_rerun_replaces_its_own_output_and_drops_stale_files(tree: Path, tmp_pat
     assert stat.S_IMODE(out.stat().st_mode) & 0o755 == 0o755
 
 
-def test_refuses_to_overwrite_a_directory_it_did_not_write(tree: Path, tmp_path: Path, capsys) -> None:
+def test_refuses_to_overwrite_a_directory_it_did_not_write(
+    tree: Path, tmp_path: Path, capsys
+) -> None:
     out = tmp_path / "precious"
     out.mkdir()
     (out / "thesis.tex").write_text("years of work")
