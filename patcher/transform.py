@@ -119,25 +119,35 @@ def patch_source(source: str | bytes, filename: str = "<string>") -> PatchResult
 
 
 def _may_use_targets(source: str | bytes) -> bool:
-    """False only if the module certainly cannot reach a target: a fast negative filter.
+    """False only if the module certainly has nothing to rewrite: a fast negative filter.
 
-    Every target is reached through an ``import`` of its standard-library module, so a
-    module whose (CPython-parsed) import statements never name one of those modules has
-    nothing to rewrite, and the libcst passes can be skipped. Anything ``ast`` cannot
-    parse goes the full way (libcst then reports it, or parses a grammar ``ast`` lacks).
+    Every target is reached in one of two ways: a ``from <module> import <name>`` (or
+    ``*``) of its standard-library module, which the rewrite changes; or an attribute
+    chain ending in the target's last name (``.sleep``, ``.now``, ``.Thread``) rooted in
+    such an import. CPython's ``ast`` (C speed) tells whether either can occur; if not,
+    the libcst passes are skipped. Anything ``ast`` cannot parse goes the full way (libcst
+    then reports it, or parses a grammar this interpreter's ``ast`` lacks).
     """
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, UnicodeDecodeError):
         return True
+    imports_target_module = False
+    target_attribute = False
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
+        if isinstance(node, ast.Attribute):
+            target_attribute = target_attribute or node.attr in _TARGET_ATTRS
+        elif isinstance(node, ast.Import):
             if any(a.name.partition(".")[0] in TARGET_MODULES for a in node.names):
+                imports_target_module = True
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            module = node.module or ""
+            if module.partition(".")[0] not in TARGET_MODULES:
+                continue
+            imports_target_module = True
+            if any(a.name == "*" or a.name in MODULE_LEVEL.get(module, ()) for a in node.names):
                 return True
-        elif isinstance(node, ast.ImportFrom):
-            if node.level == 0 and (node.module or "").partition(".")[0] in TARGET_MODULES:
-                return True
-    return False
+    return imports_target_module and target_attribute
 
 
 def _star_imports(module: cst.Module) -> dict[str, str]:
