@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -41,8 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "-o",
         "--output",
         metavar="OUT",
-        type=Path,
-        help="write a patched mirror of SRC here (non-Python files copied unchanged)",
+        help="write a patched mirror of SRC here (non-Python files copied unchanged);"
+        " for a single file, the output file, or a directory if it exists or ends in /",
     )
     where.add_argument(
         "--in-place", action="store_true", help="rewrite SRC's files in place (atomically)"
@@ -105,13 +106,15 @@ def run(args: argparse.Namespace) -> int:
         return _usage("--in-place cannot be used with --package (it would edit site-packages)")
     if args.check and (args.output or args.in_place):
         return _usage("--check changes nothing; it cannot be combined with -o or --in-place")
+    output = Path(args.output) if args.output else None
+    output_is_dir = bool(args.output) and args.output.endswith(("/", os.sep))
     try:
         if args.package:
             src = _locate_package(args.package)
-            out = args.output / src.name if args.output else None
+            out = output / src.name if output else None
         elif args.src:
             src = Path(args.src)
-            out = args.output
+            out = output
             if not src.exists():
                 return _usage(f"SRC {src} does not exist")
         else:
@@ -122,13 +125,18 @@ def run(args: argparse.Namespace) -> int:
         elif out is not None and src.is_dir():
             report = mirror_tree(src, out, args.exclude, diff_out)
         elif out is not None:
-            report = _patch_file_to(src, out, diff_out)
+            target = out / src.name if output_is_dir or out.is_dir() else out
+            report = _patch_file_to(src, target, diff_out)
         elif src.is_dir():
             report = process_tree(src, args.exclude, diff_out)
         else:
             report = process_single(src, diff_out)
     except TreeError as exc:
         return _usage(str(exc))
+    except BrokenPipeError:  # `--diff | head`: stop quietly, as other CLI tools do
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
     except OSError as exc:
         print(f"timewarp patch: {exc}", file=sys.stderr)
         return 1
@@ -140,10 +148,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _patch_file_to(src: Path, out: Path, sink: _DiffPrinter) -> Report:
-    target = out / src.name if out.is_dir() else out
+def _patch_file_to(src: Path, target: Path, sink: _DiffPrinter) -> Report:
     if target.resolve() == src.resolve():
-        raise TreeError(f"-o {out} is SRC itself; use --in-place to rewrite it")
+        raise TreeError(f"-o {target} is SRC itself; use --in-place to rewrite it")
 
     def write(outcome: FileOutcome, original: bytes, output: bytes) -> None:
         atomic_write(target, output, mode_from=src)

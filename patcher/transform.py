@@ -244,7 +244,8 @@ class _Rewriter(cst.CSTTransformer):
                 (
                     node,
                     f"left {spelled} alone: it may be "
-                    f"{' or '.join(sorted(q.name for q in names))} depending on the path taken",
+                    f"{' or '.join(sorted(_describe(q) for q in names))} depending on the path"
+                    " taken",
                 )
             )
             return None
@@ -350,6 +351,11 @@ class _Rewriter(cst.CSTTransformer):
 
     def _count(self, target: Target) -> None:
         self.rewrites[target.stdlib] += 1
+
+
+def _describe(name: QualifiedName) -> str:
+    origin = {QualifiedNameSource.IMPORT: "imported", QualifiedNameSource.LOCAL: "local"}
+    return f"{name.name} ({origin.get(name.source, name.source.name.lower())})"
 
 
 def _absolute_module(node: cst.ImportFrom) -> str | None:

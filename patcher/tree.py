@@ -51,12 +51,17 @@ class TreeError(Exception):
 
 @dataclass
 class FileOutcome:
-    """What happened to one Python file. ``status``: changed, unchanged or skipped."""
+    """What happened to one Python file.
+
+    ``status`` is changed, unchanged or skipped; a skipped file has a ``reason``, and
+    ``failed`` is set when it was skipped because it could not be parsed or decoded.
+    """
 
     rel: str
     status: str
     reason: str = ""
     result: PatchResult | None = None
+    failed: bool = False
 
 
 @dataclass
@@ -77,7 +82,7 @@ class Report:
 
     @property
     def parse_failures(self) -> list[FileOutcome]:
-        return [f for f in self.files if f.status == "skipped" and f.reason.startswith("line")]
+        return [f for f in self.files if f.failed]
 
 
 def is_python(path: Path) -> bool:
@@ -129,7 +134,7 @@ def patch_file_bytes(data: bytes, rel: str) -> FileOutcome:
         result = patch_source(data, filename=rel)
     except PatchError as exc:
         where = f"line {exc.line}: " if exc.line is not None else "line ?: "
-        return FileOutcome(rel, "skipped", where + exc.message)
+        return FileOutcome(rel, "skipped", where + exc.message, failed=True)
     return FileOutcome(rel, "changed" if result.changed else "unchanged", result=result)
 
 

@@ -209,3 +209,13 @@ def test_cli_end_to_end_in_a_subprocess(tree: Path, tmp_path: Path, subprocess_e
     assert "+++ b/pkg/loop.py" in proc.stdout
     assert "1 changed" in proc.stderr
     assert (out / "pkg" / "loop.py").read_text() == PATCHED
+
+
+def test_single_file_to_a_new_directory_named_with_a_slash(tree: Path, tmp_path: Path) -> None:
+    assert patch(tree / "pkg" / "loop.py", "-o", f"{tmp_path / 'fresh'}/") == 0
+    assert (tmp_path / "fresh" / "loop.py").read_text() == PATCHED
+
+
+def test_single_file_onto_itself_is_refused(tree: Path, capsys) -> None:
+    assert patch(tree / "pkg" / "loop.py", "-o", tree / "pkg" / "loop.py") == 2
+    assert "use --in-place" in capsys.readouterr().err
