@@ -35,6 +35,7 @@ rewritten is never imported or executed.
 from __future__ import annotations
 
 import ast
+import warnings
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -129,7 +130,9 @@ def _may_use_targets(source: str | bytes) -> bool:
     then reports it, or parses a grammar this interpreter's ``ast`` lacks).
     """
     try:
-        tree = ast.parse(source)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. SyntaxWarning: invalid escape sequence
+            tree = ast.parse(source)
     except (SyntaxError, ValueError, UnicodeDecodeError):
         return True
     imports_target_module = False
@@ -155,14 +158,20 @@ def _star_imports(module: cst.Module) -> dict[str, str]:
     heads: dict[str, str] = {}
 
     class _Finder(cst.CSTVisitor):
+        # Star imports are only legal at module level (possibly inside if/try/with), so
+        # function and class bodies and expressions are not entered.
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return False  # star imports are only legal at module level
+            return False
 
-        def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-            if isinstance(node.names, cst.ImportStar) and not node.relative and node.module:
-                name = get_full_name_for_node(node.module)
-                for head in STAR_HEADS.get(name or "", ()):
-                    heads[head] = name  # type: ignore[assignment]
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+        def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
+            for small in node.body:
+                module = _absolute_module(small) if isinstance(small, cst.ImportFrom) else None
+                if module and isinstance(small.names, cst.ImportStar):  # type: ignore[union-attr]
+                    for head in STAR_HEADS.get(module, ()):
+                        heads[head] = module
             return False
 
     module.visit(_Finder())
