@@ -22,7 +22,8 @@ The default location is ``$XDG_CACHE_HOME/timewarp/patched`` (``~/.cache/...``).
 
 Limits: only modules imported *after* ``install()`` are rewritten (an already imported
 module stays as it was); the ``__main__`` script run as ``python prog.py`` is compiled by
-the interpreter, not imported, so it needs :func:`run_main`; extension modules and
+the interpreter, not imported, so it needs :func:`run_main` (or
+``python -m patcher.run_script prog.py``); extension modules and
 sourceless ``.pyc`` files cannot be rewritten. A module that does not parse is loaded
 unpatched, with a warning on stderr and an entry in ``stats.failures``.
 """
@@ -257,12 +258,15 @@ def uninstall(finder: Finder) -> None:
         pass
 
 
-def run_main(finder: Finder, path: str, argv: Sequence[str] | None = None) -> None:
+def run_main(
+    finder: Finder, path: str, argv: Sequence[str] | None = None, *, set_path0: bool = True
+) -> None:
     """Run the script ``path`` as ``__main__`` from its rewritten source.
 
-    For launchers: ``python prog.py`` compiles ``prog.py`` itself, past every import
-    hook, so a launcher that wants the script rewritten calls this instead. Sets
-    ``sys.argv`` (default: ``[path]``) and ``sys.path[0]`` like the interpreter does.
+    ``python prog.py`` compiles ``prog.py`` itself, past every import hook; a launcher
+    that wants the script rewritten calls this (or runs ``python -m patcher.run_script
+    prog.py ...``). Sets ``sys.argv`` (default ``[path]``) and, unless ``set_path0`` is
+    false, puts the script's directory first on ``sys.path`` as the interpreter does.
     Exceptions, including ``SystemExit``, propagate to the caller.
     """
     real_path = os.path.abspath(path)
@@ -274,7 +278,8 @@ def run_main(finder: Finder, path: str, argv: Sequence[str] | None = None) -> No
     module.__spec__ = None
     sys.modules["__main__"] = module
     sys.argv = list(argv) if argv is not None else [path]
-    sys.path.insert(0, os.path.dirname(real_path))
+    if set_path0:
+        sys.path.insert(0, os.path.dirname(real_path))
     exec(code, module.__dict__)
 
 

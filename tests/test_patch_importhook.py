@@ -206,3 +206,54 @@ def test_apscheduler_interval_job_runs_an_hour_of_minutes_in_under_a_second(
     # The cached run: the program itself, as timewarp measured it, and the whole command.
     assert float(summary.group(1)) < 1.0, proc.stderr
     assert wall < 5.0
+
+
+SCRIPT = """\
+import sys, time
+from datetime import datetime, timezone
+start = time.time()
+time.sleep(3600)
+print(start, time.time(), datetime.now(timezone.utc).isoformat(), sys.argv, __name__)
+sys.exit(4)
+"""
+
+
+def test_run_script_rewrites_a_plain_script_under_timewarp_run(
+    tmp_path: Path, subprocess_env: dict[str, str]
+) -> None:
+    (tmp_path / "clock_script.py").write_text(SCRIPT)
+    env = dict(subprocess_env, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "timewarp", "run", "--standalone", "-q",
+            "--epoch", "2026-01-01T00:00:00Z",
+            "--", "python", "-m", "patcher.run_script", "clock_script.py", "x",
+        ],  # fmt: skip
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 4, proc.stderr
+    assert proc.stdout == (
+        "1767225600.0 1767229200.0 2026-01-01T01:00:00+00:00 ['clock_script.py', 'x'] __main__\n"
+    )
+
+
+def test_run_script_without_timewarp_behaves_like_python(
+    tmp_path: Path, subprocess_env: dict[str, str]
+) -> None:
+    script = tmp_path / "sub" / "argv_script.py"
+    script.parent.mkdir()
+    script.write_text("import sys\nprint(sys.argv[1:], sys.path[0])\nraise SystemExit(7)\n")
+    env = dict(subprocess_env, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    results = [
+        subprocess.run(
+            [sys.executable, *prefix, str(script), "a"],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )  # fmt: skip
+        for prefix in ([], ["-m", "patcher.run_script"])
+    ]
+    assert [r.returncode for r in results] == [7, 7]
+    assert results[0].stdout == results[1].stdout == f"['a'] {script.parent}\n"
