@@ -106,6 +106,7 @@ class Finder(importlib.abc.MetaPathFinder):
         self.stats = HookStats()
         self._busy = threading.local()
         self._lock = threading.Lock()
+        self._cache_warned = False
 
     # -- which modules ----------------------------------------------------------------
 
@@ -204,7 +205,13 @@ class Finder(importlib.abc.MetaPathFinder):
                 self.stats.patched_names.append(fullname)
             else:
                 self.stats.modules_unchanged += 1
-        _atomic_write(entry, (b"+" if changed else b"=") + marshal.dumps(code))
+        if not _atomic_write(entry, (b"+" if changed else b"=") + marshal.dumps(code)):
+            if not self._cache_warned:
+                self._cache_warned = True
+                sys.stderr.write(
+                    f"timewarp: cannot write the patch cache under {self.cache_dir}; "
+                    "modules are rewritten on every run\n"
+                )
         return code
 
     def _rewrite(self, fullname: str, path: str, source: bytes) -> tuple[bytes, bool]:
@@ -283,7 +290,8 @@ def run_main(
     exec(code, module.__dict__)
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def _atomic_write(path: Path, data: bytes) -> bool:
+    """Write via a temporary file and a rename; False if the cache is not writable."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
@@ -294,8 +302,9 @@ def _atomic_write(path: Path, data: bytes) -> None:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-    except OSError as exc:  # a read-only cache must not break the program
-        sys.stderr.write(f"timewarp: cannot write the patch cache at {path.parent}: {exc}\n")
+    except OSError:  # a read-only cache must not break the program
+        return False
+    return True
 
 
 def _real(path: str) -> str:
