@@ -35,6 +35,7 @@ rewritten is never imported or executed.
 from __future__ import annotations
 
 import ast
+import re
 import warnings
 from collections import Counter
 from collections.abc import Sequence
@@ -61,6 +62,9 @@ from patcher.targets import (
 )
 
 _TARGET_ATTRS = frozenset(name.rsplit(".", 1)[1] for name in TARGETS)
+_MODULE_WORD = re.compile(
+    rb"\b(?:" + b"|".join(m.encode() for m in sorted(TARGET_MODULES)) + rb")\b"
+)
 _CLASS_CHECKS = frozenset({"builtins.isinstance", "builtins.issubclass"})
 
 
@@ -91,9 +95,16 @@ class PatchResult:
     notes: list[str] = field(default_factory=list)
 
 
-def patch_source(source: str | bytes, filename: str = "<string>") -> PatchResult:
-    """Rewrite one module's source; raise :class:`PatchError` if it does not parse."""
-    if not _may_use_targets(source):
+def patch_source(
+    source: str | bytes, filename: str = "<string>", *, verify_syntax: bool = True
+) -> PatchResult:
+    """Rewrite one module's source; raise :class:`PatchError` if it does not parse.
+
+    With ``verify_syntax=False`` a module that never spells a target module's name is
+    returned unchanged without being parsed at all, even if it has syntax errors (the
+    import hook uses this: the interpreter compiles the module next and reports them).
+    """
+    if not _may_use_targets(source, verify_syntax):
         return PatchResult(output=source, changed=False)
     try:
         module = cst.parse_module(source)
@@ -119,22 +130,29 @@ def patch_source(source: str | bytes, filename: str = "<string>") -> PatchResult
     )
 
 
-def _may_use_targets(source: str | bytes) -> bool:
+def _may_use_targets(source: str | bytes, verify_syntax: bool = True) -> bool:
     """False only if the module certainly has nothing to rewrite: a fast negative filter.
 
     Every target is reached in one of two ways: a ``from <module> import <name>`` (or
     ``*``) of its standard-library module, which the rewrite changes; or an attribute
     chain ending in the target's last name (``.sleep``, ``.now``, ``.Thread``) rooted in
-    such an import. CPython's ``ast`` (C speed) tells whether either can occur; if not,
-    the libcst passes are skipped. Anything ``ast`` cannot parse goes the full way (libcst
-    then reports it, or parses a grammar this interpreter's ``ast`` lacks).
+    such an import. A byte search for the module names, then CPython's ``ast`` (C speed),
+    tell whether either can occur; if not, the libcst passes are skipped. Anything ``ast``
+    cannot parse goes the full way (libcst then reports it, or parses a grammar this
+    interpreter's ``ast`` lacks). ``verify_syntax=False`` trusts the byte search alone.
     """
+    text = source.encode("utf-8", "surrogatepass") if isinstance(source, str) else source
+    mentions_a_module = _MODULE_WORD.search(text) is not None
+    if not mentions_a_module and not verify_syntax:
+        return False  # no import can name a target module without spelling it
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. SyntaxWarning: invalid escape sequence
             tree = ast.parse(source)
     except (SyntaxError, ValueError, UnicodeDecodeError):
         return True
+    if not mentions_a_module:
+        return False
     imports_target_module = False
     target_attribute = False
     for node in ast.walk(tree):

@@ -160,3 +160,11 @@ def test_unparseable_source_raises_with_location() -> None:
 def test_rewrite_counts_each_kind() -> None:
     result = patch_source("import time\ntime.sleep(1); time.sleep(2); time.time()\n")
     assert result.rewrites == {"time.sleep": 2, "time.time": 1}
+
+
+def test_import_hook_mode_skips_files_that_never_name_a_target_module() -> None:
+    broken = "x = 1\ndef broken(:\n"
+    assert patch_source(broken, verify_syntax=False).output == broken
+    with pytest.raises(PatchError):
+        patch_source(broken)  # the CLI's default still reports it
+    assert patch_source("import time\ntime.sleep(1)\n", verify_syntax=False).changed
