@@ -161,7 +161,10 @@ class Cluster:
                     labels[k] = str(value)
             ip = f"10.{(index >> 16) & 255}.{(index >> 8) & 255}.{index & 255}"
             node = make_node(name, cpu=cpu, memory=memory, labels=labels, address=ip)
-            node["metadata"]["annotations"] = {**annotations, "timewarp.io/resource-id": str(res["id"])}
+            node["metadata"]["annotations"] = {
+                **annotations,
+                "timewarp.io/resource-id": str(res["id"]),
+            }
             if gpu is not None:
                 for section in ("capacity", "allocatable"):
                     node["status"][section]["nvidia.com/gpu"] = str(gpu)
@@ -192,7 +195,9 @@ class Cluster:
                 "annotations": {**(spec.get("annotations") or {}), JOB_ID_ANNOTATION: data.job_id},
             },
             "spec": {
-                "schedulerName": str(profile.get("scheduler", job.get("scheduler", "default-scheduler"))),
+                "schedulerName": str(
+                    profile.get("scheduler", job.get("scheduler", "default-scheduler"))
+                ),
                 "containers": [
                     {
                         "name": "main",
@@ -206,7 +211,9 @@ class Cluster:
             if key in spec:
                 pod["spec"][key] = spec[key]
         if "replicaset" in spec:
-            rs = self.facade.store.get_or_none("replicasets.apps", namespace, str(spec["replicaset"]))
+            rs = self.facade.store.get_or_none(
+                "replicasets.apps", namespace, str(spec["replicaset"])
+            )
             pod["metadata"]["ownerReferences"] = [
                 {
                     "apiVersion": "apps/v1",
@@ -246,7 +253,9 @@ class Cluster:
             if walltime:
                 status["reason"] = "DeadlineExceeded"
                 status["message"] = "Pod was active on the node longer than the specified deadline"
-            exit_code = 0 if ok else (data.return_code if data.return_code > 0 else 137 if walltime else 1)
+            exit_code = (
+                0 if ok else (data.return_code if data.return_code > 0 else 137 if walltime else 1)
+            )
             for cs in status.get("containerStatuses") or []:
                 started = (cs.get("state") or {}).get("running", {}).get("startedAt", now)
                 cs["state"] = {
@@ -419,7 +428,9 @@ class Cluster:
             cpu_n, mem = jp.cpu_m * 1_000_000, jp.memory
             if jp.usage and jp.started_ns is not None:
                 elapsed = (now - jp.started_ns) / 1e9
-                cpu_n = int(_curve(jp.usage.get("cpu"), elapsed, jp.usage.get("period"), cpu_n / 1e9) * 1e9)
+                cpu_n = int(
+                    _curve(jp.usage.get("cpu"), elapsed, jp.usage.get("period"), cpu_n / 1e9) * 1e9
+                )
                 mem = _bytes(_curve(jp.usage.get("memory"), elapsed, jp.usage.get("period"), mem))
             self.facade.set_pod_metrics(jp.namespace, jp.name, {"main": (cpu_n, mem)})
             per_node[jp.node][0] += cpu_n

@@ -27,8 +27,8 @@ from typing import TextIO
 
 import zmq
 
-from broker.cluster import Cluster
 from broker.clock_service import ClockService, ClockStall
+from broker.cluster import Cluster
 from broker.facade import Facade
 from broker.launcher import Launcher, SchedulerFailed
 from simulator import protocol as p
@@ -101,6 +101,7 @@ class Broker:
         else:
             self._sock.bind(endpoint)
             self.endpoint = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        clock.set_io_checker(facade.connection_idle)
         facade.add_idle_listener(lambda _port: clock.notify())
 
     # ------------------------------------------------------------------ loop

@@ -70,7 +70,9 @@ class Launcher:
         self._finishing = False
         self._lock = threading.Lock()
 
-    def start(self, command: str | Sequence[str], *, name: str | None = None, cwd: str | None = None) -> SchedulerProcess:
+    def start(
+        self, command: str | Sequence[str], *, name: str | None = None, cwd: str | None = None
+    ) -> SchedulerProcess:
         argv = shlex.split(command) if isinstance(command, str) else list(command)
         if not argv:
             raise ValueError("empty scheduler command")
@@ -102,12 +104,19 @@ class Launcher:
         log = open(proc.log_path, "wb")  # noqa: SIM115 - owned by the child
         try:
             proc.popen = subprocess.Popen(
-                wrapped, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                wrapped,
+                env=env,
+                cwd=cwd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         except OSError as exc:
             if self.virtual:
                 self.clock.process_gone(name)
-            raise SchedulerFailed(f"cannot start scheduler {name!r} ({shlex.join(argv)}): {exc.strerror}") from exc
+            raise SchedulerFailed(
+                f"cannot start scheduler {name!r} ({shlex.join(argv)}): {exc.strerror}"
+            ) from exc
         finally:
             log.close()
         self.processes.append(proc)
@@ -130,7 +139,11 @@ class Launcher:
             dead = [p for p in self.processes if p.returncode is not None]
         if dead:
             proc = dead[0]
-            how = f"was killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exited with code {proc.returncode}"
+            how = (
+                f"was killed by signal {-proc.returncode}"
+                if proc.returncode < 0
+                else f"exited with code {proc.returncode}"
+            )
             raise SchedulerFailed(
                 f"scheduler {proc.name!r} ({shlex.join(proc.command)}) {how} before the simulation "
                 f"ended; last lines of {proc.log_path}:\n{proc.log_tail()}"

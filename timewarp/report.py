@@ -21,8 +21,13 @@ def summarise(prefix: Path, stats: dict[str, Any], wall_s: float) -> dict[str, A
     fig: dict[str, Any] = {"wall_s": round(wall_s, 3)}
     if schedule:
         row = schedule[0]
-        for key in ("makespan", "mean_waiting_time", "mean_slowdown", "max_waiting_time",
-                    "mean_turnaround_time"):
+        for key in (
+            "makespan",
+            "mean_waiting_time",
+            "mean_slowdown",
+            "max_waiting_time",
+            "mean_turnaround_time",
+        ):
             fig[key] = float(row[key])
         for key in ("nb_jobs", "nb_jobs_success", "nb_jobs_rejected", "nb_jobs_killed"):
             fig[key] = int(float(row[key]))
@@ -34,7 +39,13 @@ def summarise(prefix: Path, stats: dict[str, Any], wall_s: float) -> dict[str, A
         fig["utilisation"] = round(stats.get("core_seconds", 0.0) / (capacity * makespan), 4)
     if makespan > 0 and wall_s > 0:
         fig["speedup"] = round(makespan / wall_s, 1)
-    for key in ("rejected_by_kubelet", "kills", "bindings", "nondeterministic_advances", "timer_fires"):
+    for key in (
+        "rejected_by_kubelet",
+        "kills",
+        "bindings",
+        "nondeterministic_advances",
+        "timer_fires",
+    ):
         if key in stats:
             fig[key] = stats[key]
     return fig
@@ -95,8 +106,13 @@ def plot(prefix: Path, out_dir: Path) -> list[Path]:
             else:
                 ends[slot] = end
             depth = 0.8 / max(1, len(ends))
-            ax.broken_barh([(start, end - start)], (ymap[res] - 0.4 + slot * depth, depth),
-                           facecolors=f"C{slot % 10}", edgecolor="black", linewidth=0.2)
+            ax.broken_barh(
+                [(start, end - start)],
+                (ymap[res] - 0.4 + slot * depth, depth),
+                facecolors=f"C{slot % 10}",
+                edgecolor="black",
+                linewidth=0.2,
+            )
     ax.set_yticks(list(ymap.values()), [f"res {r}" for r in ymap])
     ax.set_xlabel("simulated time (s)")
     ax.set_title("Jobs on resources (Gantt)")
