@@ -247,3 +247,19 @@ def test_history_memory_stays_flat_under_many_writes():
         store.patch("pods", "default", "p", {"metadata": {"annotations": {"i": str(i)}}})
     assert store.history_size("pods") == 100
     assert store.count("pods") == 1
+
+
+def test_list_by_namespace_with_prefix_sharing_names():
+    store = Store(ManualClock(), namespaces=[])
+    for ns in ("a", "a-b", "ab", "b"):
+        for name in ("x", "y"):
+            store.create("pods", {"metadata": {"name": name}, "spec": SPEC}, namespace=ns)
+    for ns in ("a", "a-b", "ab", "b"):
+        items, _ = store.list("pods", ns)
+        assert [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in items] == [
+            (ns, "x"),
+            (ns, "y"),
+        ]
+    store.delete("pods", "a", "x")
+    assert [p["metadata"]["name"] for p in store.list("pods", "a")[0]] == ["y"]
+    assert len(store.list("pods")[0]) == 7

@@ -17,6 +17,7 @@ Invariants:
 
 from __future__ import annotations
 
+import bisect
 import copy
 import json
 import random
@@ -147,6 +148,7 @@ class Store:
         self._history: dict[str, deque[StoredEvent]] = {k: deque() for k in BY_KEY}
         self._compacted: dict[str, int] = dict.fromkeys(BY_KEY, 0)
         self._watchers: dict[str, set[Watcher]] = {k: set() for k in BY_KEY}
+        self._sorted: dict[str, list[tuple[str, str]] | None] = dict.fromkeys(BY_KEY)
         self._listeners: list[Listener] = []
         for ns in namespaces:
             self.create("namespaces", {"metadata": {"name": ns}})
@@ -202,17 +204,18 @@ class Store:
         rt = resource_type(key)
         with self._lock:
             table = self._objects[rt.key]
-            out = []
-            for k in sorted(table):
-                if namespace is not None and k[0] != namespace:
-                    continue
-                entry = table[k]
-                meta = entry.obj["metadata"]
-                if labels.requirements and not labels.matches(meta.get("labels")):
-                    continue
-                if fields.requirements and not fields.matches(entry.obj):
-                    continue
-                out.append(entry)
+            keys = self._sorted[rt.key]
+            if keys is None:
+                keys = self._sorted[rt.key] = sorted(table)
+            if namespace is not None:
+                start = bisect.bisect_left(keys, (namespace, ""))
+                end = bisect.bisect_left(keys, (namespace + "\0", ""))
+                keys = keys[start:end]
+            out = [table[k] for k in keys]
+            if labels.requirements:
+                out = [e for e in out if labels.matches(e.obj["metadata"].get("labels"))]
+            if fields.requirements:
+                out = [e for e in out if fields.matches(e.obj)]
             return out, self._rv
 
     def count(self, key: str) -> int:
@@ -517,7 +520,10 @@ class Store:
         table = self._objects[rt.key]
         if type_ == "DELETED":
             del table[_key_of(obj)]
+            self._sorted[rt.key] = None
         else:
+            if type_ == "ADDED":
+                self._sorted[rt.key] = None
             table[_key_of(obj)] = entry
         event = StoredEvent(self._rv, type_, entry, prev)
         history = self._history[rt.key]
