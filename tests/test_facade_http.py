@@ -187,6 +187,9 @@ def test_errors_are_status_objects_with_the_right_codes(facade):
         (("POST", "/api/v1/namespaces/nowhere/pods", POD), 404, "NotFound"),
         (("GET", "/apis/nope.example.com/v1"), 404, "NotFound"),
         (("PATCH", "/api/v1/nodes/n1", {"metadata": {}}), 415, "UnsupportedMediaType"),
+        (("GET", "/api/v1/namespaces/default/bindings"), 405, "MethodNotAllowed"),
+        (("DELETE", "/apis/metrics.k8s.io/v1beta1/nodes/n1"), 405, "MethodNotAllowed"),
+        (("GET", "/api/v1/nodes/n1/eviction"), 404, "NotFound"),
     ]
     for args, code, reason in cases:
         status, body = c.request(*args)
@@ -421,3 +424,51 @@ def test_load_incluster_config_reaches_the_facade_over_https(tmp_path, subproces
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "secure-node"
     assert f.token_stats("incluster-scheduler").requests == 1
+
+
+def test_chunked_request_bodies_and_connection_close(facade):
+    c = RawClient(facade)
+    body = json.dumps({"metadata": {"name": "chunky"}, "spec": POD["spec"]}).encode()
+    half = len(body) // 2
+    raw = (
+        f"POST /api/v1/namespaces/default/pods HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {facade.token}\r\n"
+        "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    ).encode()
+    raw += f"{half:x}\r\n".encode() + body[:half] + b"\r\n"
+    raw += f"{len(body) - half:x}\r\n".encode() + body[half:] + b"\r\n0\r\n\r\n"
+    c.sock.sendall(raw)
+    c.sent += len(raw)
+    status, created = c.response()
+    assert status == 201 and created["metadata"]["name"] == "chunky"
+    assert c.sock.recv(1) == b"", "Connection: close is honoured"
+
+
+def test_malformed_request_line_is_400_and_closes(facade):
+    c = RawClient(facade)
+    c.sock.sendall(b"NONSENSE\r\n\r\n")
+    status, body = c.response()
+    assert status == 400 and "malformed request line" in body["message"]
+    assert c.sock.recv(1) == b""
+
+
+def test_subresource_verbs_are_checked(facade):
+    facade.store.create("pods", {**POD, "metadata": {"name": "s", "namespace": "default"}})
+    c = RawClient(facade)
+    assert c.request("GET", "/api/v1/namespaces/default/pods/s/binding")[0] == 405
+    assert c.request("DELETE", "/api/v1/namespaces/default/pods/s/status")[0] == 405
+    status, pod = c.request("GET", "/api/v1/namespaces/default/pods/s/status")
+    assert status == 200 and pod["status"]["phase"] == "Pending"
+    status, pod = c.request(
+        "PATCH",
+        "/api/v1/namespaces/default/pods/s/status",
+        {"status": {"phase": "Running"}, "spec": {"nodeName": "sneaky"}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert status == 200 and pod["status"]["phase"] == "Running" and "nodeName" not in pod["spec"]
+    status, body = c.request(
+        "PATCH",
+        "/api/v1/namespaces/default/pods/s",
+        {"spec": {"nodeName": "sneaky"}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert status == 422 and "binding" in body["message"]

@@ -255,9 +255,25 @@ class Api:
         rt, method = route.rt, request.method
         if _param(query, "dryRun"):
             raise errors.bad_request("dryRun is not supported by timewarp's API facade")
+        if route.subresource in ("binding", "eviction") and method != "POST":
+            raise ApiError(
+                405,
+                f"{rt.plural}/{route.subresource} supports only POST (create)",
+                "MethodNotAllowed",
+            )
+        if route.subresource == "status" and method not in ("GET", "PUT", "PATCH"):
+            raise ApiError(
+                405, f"{rt.plural}/status supports GET, PUT and PATCH", "MethodNotAllowed"
+            )
+        if route.subresource is None:
+            verb = self._verb(method, route, query)
+            if verb not in rt.verbs:
+                raise ApiError(
+                    405,
+                    f"{verb} is not supported on {rt.key}; supported verbs: {', '.join(rt.verbs)}",
+                    "MethodNotAllowed",
+                )
         if rt.group == "metrics.k8s.io":
-            if method != "GET":
-                raise ApiError(405, f"{rt.plural}.metrics.k8s.io support only get and list")
             return self._metrics(rt, route, query)
         if method == "GET":
             if route.name is None:
@@ -316,6 +332,16 @@ class Api:
         if method == "DELETE":
             return self._delete(route, request)
         raise ApiError(405, f"method {method} is not supported")
+
+    @staticmethod
+    def _verb(method: str, route: _Route, query: dict[str, list[str]]) -> str:
+        if method == "GET":
+            if route.name is not None:
+                return "watch" if route.watch_path else "get"
+            return "watch" if route.watch_path or _flag(query, "watch") else "list"
+        if method == "DELETE":
+            return "delete"  # deletecollection is allowed where delete is
+        return {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
 
     @staticmethod
     def _check_kind(rt: ResourceType, body: Any) -> None:
