@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import test_facade_client_scenarios as scenarios  # tests/ is on sys.path under pytest
 
-from broker.facade import Facade, ManualClock
+from broker.facade import Facade, ManualClock, podstatus
 from broker.facade.objects import make_node
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,6 +60,69 @@ class ParkedDriver:
         t.start()
 
 
+def make_lifecycle_pods(store) -> None:
+    """Pods in every state the broker's kubelet model writes (see podstatus.py)."""
+    spec = {
+        "containers": [
+            {"name": "main", "image": "busybox:1.36"},
+            {"name": "side", "image": "pause"},
+        ]
+    }
+    rs = store.create(
+        "replicasets.apps",
+        {
+            "metadata": {"name": "owner"},
+            "spec": {
+                "selector": {"matchLabels": {"a": "b"}},
+                "template": {"metadata": {"labels": {"a": "b"}}, "spec": spec},
+            },
+        },
+        namespace="lifecycle",
+    )
+    for name in ("running", "succeeded", "failed", "rejected"):
+        store.create(
+            "pods",
+            {
+                "metadata": {"name": name, "ownerReferences": [podstatus.owner_reference(rs)]},
+                "spec": spec,
+            },
+            namespace="lifecycle",
+        )
+        if name != "rejected":
+            store.bind("lifecycle", name, "node-0")
+            store.update(
+                "pods",
+                "lifecycle",
+                name,
+                lambda p: podstatus.mark_running(p, now=store.timestamp(), host_ip="10.0.0.1"),
+            )
+    store.update(
+        "pods",
+        "lifecycle",
+        "succeeded",
+        lambda p: podstatus.mark_finished(p, now=store.timestamp(), succeeded=True),
+    )
+    store.update(
+        "pods",
+        "lifecycle",
+        "failed",
+        lambda p: podstatus.mark_finished(
+            p, now=store.timestamp(), succeeded=False, exit_code=137, reason="OOMKilled"
+        ),
+    )
+    store.update(
+        "pods",
+        "lifecycle",
+        "rejected",
+        lambda p: podstatus.mark_rejected(
+            p,
+            now=store.timestamp(),
+            reason="OutOfcpu",
+            message="Pod Node didn't have enough resource: cpu, requested: 8000, used: 0, capacity: 4000",
+        ),
+    )
+
+
 @pytest.fixture
 def cluster(tmp_path):
     clock = ManualClock()
@@ -69,6 +132,7 @@ def cluster(tmp_path):
     facade.set_node_metrics("node-0", 250_000_000, 123456 * 1024)
     facade.set_node_metrics("node-1", 1_500_000_000, 2 * 1024**3)
     facade.set_pod_metrics("default", "busy", {"main": (100_000_000, 2 * 1024**2)})
+    make_lifecycle_pods(facade.store)
     kubeconfig = facade.write_kubeconfig(tmp_path / "kubeconfig", TOKEN_NAME)
     with facade:
         yield facade, clock, kubeconfig

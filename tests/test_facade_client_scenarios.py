@@ -374,7 +374,12 @@ def scenario_workloads(api: client.ApiClient, driver) -> None:
         ),
     )
     assert rs.metadata.generation == 1 and rs.spec.replicas == 2
-    assert [r.metadata.name for r in apps.list_replica_set_for_all_namespaces().items] == ["web"]
+    everywhere = apps.list_replica_set_for_all_namespaces().items
+    assert [(r.metadata.namespace, r.metadata.name) for r in everywhere] == [
+        ("lifecycle", "owner"),
+        (NS, "web"),
+    ]
+    assert [r.metadata.name for r in apps.list_namespaced_replica_set(NS).items] == ["web"]
     dep = apps.create_namespaced_deployment(
         NS,
         client.V1Deployment(
@@ -428,6 +433,35 @@ def scenario_unauthorized(api: client.ApiClient, driver) -> None:
         with client.ApiClient(conf) as anonymous:
             exc = _expect_status(401, client.CoreV1Api(anonymous).list_node)
             assert '"reason":"Unauthorized"' in exc.body.replace(" ", "")
+
+
+def scenario_lifecycle(api: client.ApiClient, driver) -> None:
+    """Pods as the broker's kubelet writes them deserialize into typed models."""
+    v1 = client.CoreV1Api(api)
+    pods = {p.metadata.name: p for p in v1.list_namespaced_pod("lifecycle").items}
+    assert pods["running"].status.phase == "Running"
+    assert all(cs.ready and cs.state.running for cs in pods["running"].status.container_statuses)
+    done = pods["succeeded"].status.container_statuses[0].state.terminated
+    assert (pods["succeeded"].status.phase, done.exit_code, done.reason) == (
+        "Succeeded",
+        0,
+        "Completed",
+    )
+    failed = pods["failed"].status.container_statuses[0].state.terminated
+    assert (pods["failed"].status.phase, failed.exit_code, failed.reason) == (
+        "Failed",
+        137,
+        "OOMKilled",
+    )
+    assert (pods["rejected"].status.phase, pods["rejected"].status.reason) == ("Failed", "OutOfcpu")
+    owner = pods["running"].metadata.owner_references[0]
+    assert (owner.kind, owner.name, owner.controller) == ("ReplicaSet", "owner", True)
+    assert (
+        v1.list_namespaced_pod("lifecycle", field_selector="status.phase=Running")
+        .items[0]
+        .metadata.name
+        == "running"
+    )
 
 
 def scenario_dynamic(api: client.ApiClient, driver) -> None:
