@@ -124,6 +124,8 @@ def test_store_update_and_listener_for_the_broker():
     with pytest.raises(ApiError) as err:
         store.bind("jobs", "p", "n2")
     assert err.value.code == 409
+    with pytest.raises(ValueError, match="may not rename"):
+        store.update("pods", "jobs", "p", lambda pod: pod["metadata"].update(name="q"))
 
 
 def test_timestamps_come_from_the_virtual_clock():

@@ -422,6 +422,10 @@ class Store:
             current = self._entry(key, namespace, name).obj
             new = copy.deepcopy(current)
             mutate(new)
+            if _key_of(new) != _key_of(current):
+                raise ValueError(
+                    f"update() may not rename {rt.key} {_key_of(current)} to {_key_of(new)}"
+                )
             new["metadata"]["uid"] = current["metadata"]["uid"]
             new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
             if new == current:
