@@ -238,6 +238,7 @@ def main() -> int:
     print(f"get node (official client 37), req/s: {summary(bench_client_get(args.repeat))}")
     print(f"bind, req/s: {summary(bench_bind(args.repeat))}")
     print(f"watch fan-out to 50 watchers, events delivered/s: {summary(bench_fanout(args.repeat))}")
+    print(f"load average after the throughput runs: {os.getloadavg()[0]:.1f}")
     mem = bench_memory(10_000 if args.quick else 100_000)
     print(
         "memory: "

@@ -20,6 +20,8 @@ Ledger rules (the broker's quiescence test depends on them):
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 import select
 import socket
 import ssl
@@ -30,6 +32,7 @@ from typing import Any
 
 from .watch import END, Watcher
 
+_log = logging.getLogger(__name__)
 MAX_HEAD = 64 * 1024
 MAX_BODY = 64 * 1024 * 1024
 _REASONS = {
@@ -154,10 +157,6 @@ class Ledger:
             }
 
 
-class _ClientGone(Exception):
-    pass
-
-
 def _status_line(status: int) -> bytes:
     return f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}\r\n".encode()
 
@@ -242,7 +241,7 @@ class HttpServer:
                 sock = self._ssl.wrap_socket(raw, server_side=True)
                 conn.sock = sock
             self._request_loop(conn, sock)
-        except (OSError, _ClientGone, ssl.SSLError):
+        except (OSError, ssl.SSLError):
             pass
         finally:
             self.ledger.unregister(conn)
@@ -268,13 +267,8 @@ class HttpServer:
             try:
                 result = self._handler(request)
             except Exception as exc:  # a bug must not kill the connection silently
-                result = Response(
-                    500,
-                    f'{{"kind":"Status","apiVersion":"v1","metadata":{{}},"status":"Failure","message":"internal error: {type(exc).__name__}","reason":"InternalError","code":500}}'.encode(),
-                )
-                import traceback
-
-                traceback.print_exc()
+                _log.exception("facade: internal error on %s %s", request.method, request.target)
+                result = _plain_error(500, f"internal error: {type(exc).__name__}: {exc}")
             try:
                 if isinstance(result, WatchStream):
                     keep_alive = self._stream(conn, sock, result, buf, done) and keep_alive
@@ -491,15 +485,17 @@ class HttpServer:
 
 
 def _plain_error(status: int, message: str) -> Response:
-    import json
-
     body = {
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
         "status": "Failure",
         "message": message,
-        "reason": "BadRequest",
+        "reason": {
+            413: "RequestEntityTooLarge",
+            431: "RequestHeaderFieldsTooLarge",
+            500: "InternalError",
+        }.get(status, "BadRequest"),
         "code": status,
     }
     return Response(status, json.dumps(body).encode())
