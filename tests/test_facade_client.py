@@ -31,7 +31,7 @@ class ParkedDriver:
         self.errors: list[str] = []
         self.threads: list[threading.Thread] = []
 
-    def _ready(self, pods_in, label) -> bool:
+    def _ready(self, pods_in, label, unbound_in=None) -> bool:
         stats = self.facade.token_stats(TOKEN_NAME)
         if stats.watches < 1 or stats.in_flight != 0:
             return False
@@ -39,23 +39,33 @@ class ParkedDriver:
             return False
         if pods_in and len(self.facade.store.list("pods", pods_in[0])[0]) < pods_in[1]:
             return False
+        if unbound_in:
+            ns, scheduler = unbound_in
+            if self.facade.store.list(
+                "pods", ns, field_selector=f"spec.nodeName=,spec.schedulerName={scheduler}"
+            )[0]:
+                return False
         if label:
             pod = self.facade.store.get_or_none("pods", label[0], label[1]) or {}
             if (pod.get("metadata", {}).get("labels") or {}).get(label[2]) != label[3]:
                 return False
         return True
 
-    def _run(self, seconds, pods_in, label) -> None:
+    def _run(self, seconds, pods_in, label, unbound_in) -> None:
         for _ in range(400):  # bounded: 400 wake-ups or 0.05 s waits, ~20 s at most
-            if self._ready(pods_in, label):
+            if self._ready(pods_in, label, unbound_in):
                 self.clock.advance(int(seconds * 1e9))
                 return
             self._wake.wait(0.05)
             self._wake.clear()
         self.errors.append(f"watch never parked (advance {seconds}s, {pods_in}, {label})")
 
-    def advance_when_parked(self, seconds: float, pods_in=None, label=None) -> None:
-        t = threading.Thread(target=self._run, args=(seconds, pods_in, label), daemon=True)
+    def advance_when_parked(
+        self, seconds: float, pods_in=None, label=None, unbound_in=None
+    ) -> None:
+        t = threading.Thread(
+            target=self._run, args=(seconds, pods_in, label, unbound_in), daemon=True
+        )
         self.threads.append(t)
         t.start()
 
@@ -187,7 +197,9 @@ def test_old_client_24_runs_every_scenario(cluster, subprocess_env):
     for line in proc.stdout:
         if line.startswith("ADVANCE_WHEN_PARKED "):
             request = json.loads(line.split(" ", 1)[1])
-            driver.advance_when_parked(request["seconds"], request["pods_in"], request["label"])
+            driver.advance_when_parked(
+                request["seconds"], request["pods_in"], request["label"], request["unbound_in"]
+            )
         else:
             outcome.append(line.strip())
     stderr = proc.stderr.read()
