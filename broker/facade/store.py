@@ -147,7 +147,8 @@ class Store:
         self._objects: dict[str, dict[tuple[str, str], _Entry]] = {k: {} for k in BY_KEY}
         self._history: dict[str, deque[StoredEvent]] = {k: deque() for k in BY_KEY}
         self._compacted: dict[str, int] = dict.fromkeys(BY_KEY, 0)
-        self._watchers: dict[str, set[Watcher]] = {k: set() for k in BY_KEY}
+        # dicts as ordered sets: events fan out to watchers in the order they started.
+        self._watchers: dict[str, dict[Watcher, None]] = {k: {} for k in BY_KEY}
         self._sorted: dict[str, list[tuple[str, str]] | None] = dict.fromkeys(BY_KEY)
         self._listeners: list[Listener] = []
         for ns in namespaces:
@@ -591,7 +592,7 @@ class Store:
                 for event in self._history[rt.key]:
                     if event.rv > start:
                         watcher.offer(event)
-            self._watchers[rt.key].add(watcher)
+            self._watchers[rt.key][watcher] = None
         return watcher
 
     def bookmark(self, watcher: Watcher) -> bool:
@@ -606,7 +607,7 @@ class Store:
     def stop_watch(self, watcher: Watcher, *, end: bool = True) -> None:
         """Detach; with ``end`` also queue the end of the stream."""
         with self._lock:
-            self._watchers[watcher.rt.key].discard(watcher)
+            self._watchers[watcher.rt.key].pop(watcher, None)
             if end:
                 watcher.end()
 
