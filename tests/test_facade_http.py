@@ -472,3 +472,53 @@ def test_subresource_verbs_are_checked(facade):
         headers={"Content-Type": "application/merge-patch+json"},
     )
     assert status == 422 and "binding" in body["message"]
+
+
+def test_send_initial_events_ends_with_the_marked_bookmark(facade):
+    c = RawClient(facade)
+    c.send(
+        "GET",
+        "/api/v1/nodes?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true",
+    )
+    c.head()
+    assert c.event()["type"] == "ADDED"
+    bookmark = c.event()
+    assert bookmark["type"] == "BOOKMARK"
+    assert bookmark["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+    assert bookmark["object"]["metadata"]["resourceVersion"] == str(facade.store.resource_version)
+
+
+def test_legacy_watch_paths_and_single_object_watch(facade):
+    facade.store.create("pods", {**POD, "metadata": {"name": "one", "namespace": "default"}})
+    facade.store.create("pods", {**POD, "metadata": {"name": "two", "namespace": "default"}})
+    c = RawClient(facade)
+    c.send("GET", "/api/v1/watch/namespaces/default/pods/two")
+    c.head()
+    assert c.event()["object"]["metadata"]["name"] == "two"
+    facade.store.patch("pods", "default", "one", {"metadata": {"labels": {"x": "y"}}})
+    facade.store.patch("pods", "default", "two", {"metadata": {"labels": {"x": "y"}}})
+    event = c.event()
+    assert (event["type"], event["object"]["metadata"]["name"]) == ("MODIFIED", "two")
+
+
+def test_delete_collection_and_namespace_cascade(facade):
+    c = RawClient(facade)
+    assert c.request("POST", "/api/v1/namespaces", {"metadata": {"name": "team"}})[0] == 201
+    for name in ("a", "b"):
+        body = {"metadata": {"name": name, "labels": {"k": name}}, "data": {"x": "1"}}
+        assert c.request("POST", "/api/v1/namespaces/team/configmaps", body)[0] == 201
+        assert (
+            c.request("POST", "/api/v1/namespaces/team/pods", {**POD, "metadata": {"name": name}})[
+                0
+            ]
+            == 201
+        )
+    assert c.request("DELETE", "/api/v1/namespaces/team/configmaps?labelSelector=k%3Da")[0] == 200
+    assert [
+        i["metadata"]["name"]
+        for i in c.request("GET", "/api/v1/namespaces/team/configmaps")[1]["items"]
+    ] == ["b"]
+    status, body = c.request("DELETE", "/api/v1/namespaces/team")
+    assert status == 200 and body["details"]["name"] == "team"
+    assert c.request("GET", "/api/v1/namespaces/team/pods")[1]["items"] == []
+    assert c.request("GET", "/api/v1/namespaces/team")[0] == 404
