@@ -173,3 +173,13 @@ def test_kubeconfig_names_the_server_and_token(facade, tmp_path):
     assert doc["users"][0]["user"]["token"] == facade.add_token("sched-a")
     assert facade.add_token("sched-b") != facade.add_token("sched-a")
     assert (path.stat().st_mode & 0o077) == 0, "the token file is private"
+
+
+def test_replacing_with_an_identical_object_is_not_a_write():
+    store = Store(ManualClock())
+    pod = store.create("pods", {"metadata": {"name": "p"}, "spec": SPEC}, namespace="default")
+    watcher = store.watch("pods", resource_version=pod["metadata"]["resourceVersion"])
+    del pod["metadata"]["resourceVersion"]
+    again = store.replace("pods", pod, namespace="default")
+    assert again["metadata"]["resourceVersion"] == str(store.resource_version)
+    assert watcher.drain() == []

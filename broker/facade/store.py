@@ -370,7 +370,16 @@ class Store:
         new["apiVersion"], new["kind"] = rt.api_version, rt.kind
         meta = new.setdefault("metadata", {})
         old_meta = current["metadata"]
-        for field in ("name", "namespace", "uid", "creationTimestamp", "generation"):
+        # Kept from the stored object; resourceVersion too, so that an unchanged object
+        # compares equal below (the commit assigns the next one anyway).
+        for field in (
+            "name",
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "generation",
+            "resourceVersion",
+        ):
             if field in old_meta:
                 meta[field] = old_meta[field]
             else:
