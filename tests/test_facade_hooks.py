@@ -183,3 +183,46 @@ def test_replacing_with_an_identical_object_is_not_a_write():
     again = store.replace("pods", pod, namespace="default")
     assert again["metadata"]["resourceVersion"] == str(store.resource_version)
     assert watcher.drain() == []
+
+
+def test_a_hook_returning_true_takes_over_the_write(facade):
+    def on_delete_pod(ns, name):
+        facade.store.update(
+            "pods",
+            ns,
+            name,
+            lambda p: p["metadata"].update(deletionTimestamp=facade.store.timestamp()),
+        )
+        return True  # the broker deletes it once the job is killed
+
+    def on_bind(ns, name, node):
+        def bind_and_fail(pod):
+            pod["spec"]["nodeName"] = node
+            pod["status"].update(phase="Failed", reason="OutOfcpu")
+
+        facade.store.update("pods", ns, name, bind_and_fail)
+        return True
+
+    facade.api.hooks = Hooks(on_delete_pod=on_delete_pod, on_bind=on_bind)
+    facade.store.create("pods", {"metadata": {"name": "t"}, "spec": SPEC}, namespace="default")
+    binding = {"metadata": {"name": "t"}, "target": {"kind": "Node", "name": "n1"}}
+    assert call(facade, "POST", "/api/v1/namespaces/default/pods/t/binding", binding)[0] == 201
+    pod = facade.store.get("pods", "default", "t")
+    assert (pod["spec"]["nodeName"], pod["status"]["phase"], pod["status"]["reason"]) == (
+        "n1",
+        "Failed",
+        "OutOfcpu",
+    )
+    status, body = call(facade, "DELETE", "/api/v1/namespaces/default/pods/t")
+    assert status == 200 and body["metadata"]["deletionTimestamp"]
+    assert facade.store.get_or_none("pods", "default", "t") is not None
+
+
+def test_failed_preconditions_do_not_reach_the_hook(facade):
+    calls = []
+    facade.api.hooks = Hooks(on_delete_pod=lambda ns, name: calls.append(name))
+    facade.store.create("pods", {"metadata": {"name": "u"}, "spec": SPEC}, namespace="default")
+    status, body = call(
+        facade, "DELETE", "/api/v1/namespaces/default/pods/u", {"preconditions": {"uid": "other"}}
+    )
+    assert status == 409 and "Precondition failed" in body["message"] and calls == []

@@ -46,7 +46,11 @@ class Hooks:
     - ``on_delete_pod(namespace, pod)``: before a DELETE of a pod removes it.
     - ``on_create(obj)``: after admission defaults, before any API create is stored (under
       the store lock: quick, no waiting on other threads); may edit ``obj``.
-    If a hook removes the pod itself, the facade does not fail on the missing pod.
+    If a hook removes the pod itself, the facade does not fail on the missing pod. A hook
+    that returns a true value has done the write itself (e.g. the kubelet model binds and
+    sets the status in one ``Store.update``, or marks a pod terminating and deletes it
+    later, after the job is killed): the facade then skips its default action; a DELETE
+    answers the pod as the hook left it.
     """
 
     on_bind: Callable[[str, str, str], None] | None = None
@@ -505,9 +509,15 @@ class Api:
                     "pods", name, f'pod {name} is already assigned to node "{bound}"'
                 )
             uid = meta.get("uid")
-            if self.hooks.on_bind is not None:
-                self.hooks.on_bind(namespace, name, node)
-            self.store.bind(namespace, name, node, uid=uid)
+            if uid and pod["metadata"]["uid"] != uid:
+                raise errors.conflict(
+                    "pods",
+                    name,
+                    f"Precondition failed: UID in precondition: {uid}, UID in object meta: {pod['metadata']['uid']}",
+                )
+            handled = self.hooks.on_bind(namespace, name, node) if self.hooks.on_bind else None
+            if not handled:
+                self.store.bind(namespace, name, node, uid=uid)
         return _json(201, errors.success_status(201))
 
     def _evict(self, route: _Route, body: Any) -> Response:
@@ -528,9 +538,8 @@ class Api:
         namespace = route.namespace or "default"
         with self._policy_lock:
             self.store.get("pods", namespace, name)
-            if self.hooks.on_evict is not None:
-                self.hooks.on_evict(namespace, name)
-            if self.store.get_or_none("pods", namespace, name) is not None:
+            handled = self.hooks.on_evict(namespace, name) if self.hooks.on_evict else None
+            if not handled and self.store.get_or_none("pods", namespace, name) is not None:
                 self.store.delete("pods", namespace, name)
         return _json(201, errors.success_status(201))
 
@@ -547,9 +556,22 @@ class Api:
         if rt.key == "pods":
             with self._policy_lock:
                 last = self.store.get("pods", route.namespace, route.name)
-                if self.hooks.on_delete_pod is not None:
+                for field, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+                    if pre.get(field) and last["metadata"][field] != pre[field]:
+                        raise errors.conflict(
+                            "pods",
+                            route.name,
+                            f"Precondition failed: {label} in precondition: {pre[field]}, "
+                            f"{label} in object meta: {last['metadata'][field]}",
+                        )
+                handled = (
                     self.hooks.on_delete_pod(route.namespace or "default", route.name)
-                if self.store.get_or_none("pods", route.namespace, route.name) is not None:
+                    if self.hooks.on_delete_pod
+                    else None
+                )
+                if handled:
+                    last = self.store.get_or_none("pods", route.namespace, route.name) or last
+                elif self.store.get_or_none("pods", route.namespace, route.name) is not None:
                     last = self.store.delete(
                         "pods",
                         route.namespace,
