@@ -311,6 +311,12 @@ def test_ledger_counts_request_and_response_bytes_exactly(facade):
     assert facade.connection_idle(c.port, 0, 0)
     c.request("GET", "/api/v1/nodes")
     assert wait_idle(facade, c)
+    state = facade.connections()[c.port]
+    assert (state["received"], state["written"], state["last_request"]) == (
+        c.sent,
+        c.consumed,
+        "GET /api/v1/nodes",
+    )
     assert not facade.connection_idle(c.port, c.sent, c.consumed - 1)
     assert not facade.connection_idle(c.port, c.sent + 1, c.consumed)
     assert not facade.connection_idle(c.port + 1 if c.port < 65535 else c.port - 1, 10, 0)

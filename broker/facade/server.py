@@ -89,7 +89,16 @@ Handler = Callable[[Request], "Response | WatchStream"]
 
 
 class Connection:
-    __slots__ = ("peer_port", "received", "written", "handling", "queued", "sock", "closed")
+    __slots__ = (
+        "peer_port",
+        "received",
+        "written",
+        "handling",
+        "queued",
+        "sock",
+        "closed",
+        "last_request",
+    )
 
     def __init__(self, peer_port: int, sock: socket.socket) -> None:
         self.peer_port = peer_port
@@ -99,6 +108,7 @@ class Connection:
         self.handling = False
         self.queued = 0
         self.closed = False
+        self.last_request = ""  # "GET /api/v1/pods?watch=1", for stall diagnostics
 
 
 class Ledger:
@@ -145,6 +155,8 @@ class Ledger:
             )
 
     def snapshot(self) -> dict[int, dict[str, Any]]:
+        """Per peer port: the counters and the last request line (for stall reports:
+        "port 41234: parked in GET /api/v1/pods?watch=1…")."""
         with self.lock:
             return {
                 p: {
@@ -152,6 +164,7 @@ class Ledger:
                     "written": c.written,
                     "handling": c.handling,
                     "queued": c.queued,
+                    "last_request": c.last_request,
                 }
                 for p, c in self._conns.items()
             }
@@ -361,6 +374,7 @@ class HttpServer:
         with self.ledger.lock:
             conn.received += consumed
             conn.handling = True
+            conn.last_request = f"{method} {target}"
         connection = headers.get("connection", "").lower()
         keep_alive = version == "HTTP/1.1" and "close" not in connection
         keep_alive = keep_alive or (version == "HTTP/1.0" and "keep-alive" in connection)
