@@ -528,3 +528,32 @@ def test_delete_collection_and_namespace_cascade(facade):
     assert status == 200 and body["details"]["name"] == "team"
     assert c.request("GET", "/api/v1/namespaces/team/pods")[1]["items"] == []
     assert c.request("GET", "/api/v1/namespaces/team")[0] == 404
+
+
+KUBECONFIG_SCRIPT = """
+from kubernetes import client, config
+config.load_kube_config()
+print(",".join(n.metadata.name for n in client.CoreV1Api().list_node().items))
+"""
+
+
+@pytest.mark.parametrize("old", [False, True], ids=["client-37", "client-24"])
+def test_unmodified_load_kube_config_with_KUBECONFIG(tmp_path, subprocess_env, old):
+    if old and not (OLD_CLIENT / "kubernetes").is_dir():
+        pytest.skip("run scripts/setup-venv.sh: .venv/k8s24 missing")
+    f = Facade(ManualClock())
+    f.store.create("nodes", make_node("plain-node"))
+    env = dict(subprocess_env, KUBECONFIG=str(f.write_kubeconfig(tmp_path / "kc", "proc-1")))
+    if old:
+        env["PYTHONPATH"] = os.pathsep.join([str(OLD_CLIENT), str(ROOT)])
+    with f:
+        out = subprocess.run(
+            [sys.executable, "-c", KUBECONFIG_SCRIPT],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "plain-node"
+    assert f.token_stats("proc-1").requests == 1
