@@ -390,7 +390,7 @@ def test_small_requests_do_not_stall_on_delayed_acks(facade):
     for _ in range(50):
         c.request("GET", "/api/v1/nodes/n1")
     per_request = (time.perf_counter() - started) / 50
-    assert per_request < 0.02, (
+    assert per_request < 0.03, (
         f"{per_request * 1000:.1f} ms per request (a 40 ms stall means Nagle/delayed ACK)"
     )
 
