@@ -188,6 +188,7 @@ class WatchScheduler:
                 return True
             if decision.node is None:
                 self.queue.failed(pod.key, now)
+                self._cond.notify_all()  # for observers waiting on progress
                 attempts = self.queue.attempts(pod.key)
                 self.log.info(
                     "%s unschedulable (attempt %d): %s", pod.key, attempts, decision.reason
@@ -210,6 +211,7 @@ class WatchScheduler:
         with self._cond:
             self.queue.done(pod.key)
             self.bound += 1
+            self._cond.notify_all()
         self.log.info("bound %s to %s %s", pod.key, decision.node, decision.detail)
         return True
 
