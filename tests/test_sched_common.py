@@ -631,7 +631,11 @@ class FakeApiServer:
                     201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
                 )
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            def handle_error(self, request, client_address):
+                pass  # clients hanging up mid-watch at shutdown are expected
+
+        self.httpd = Server(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
@@ -711,3 +715,51 @@ def test_load_config_names_both_failures(tmp_path, monkeypatch):
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     with pytest.raises(config.ConfigException, match="not in a cluster"):
         load_config()
+
+
+# -- each sample's command line, as a real process, against the local API server ------------
+
+
+def write_kubeconfig(path, port):
+    path.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters: [{{name: fake, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
+        "users: [{name: me, user: {token: sample-token}}]\n"
+        "contexts: [{name: ctx, context: {cluster: fake, user: me}}]\n"
+        "current-context: ctx\n"
+    )
+
+
+@pytest.mark.parametrize("sample", ["default_like", "kcss"])
+def test_sample_runs_as_a_process_and_binds_what_fits(sample, subprocess_env, tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    nodes = [raw_node("n1", "2"), raw_node("n2", "1")]
+    pods = [raw_pod(f"p{i}", "1", i) for i in range(4)]
+    with FakeApiServer(nodes, pods) as server:
+        kubeconfig = tmp_path / "kubeconfig"
+        write_kubeconfig(kubeconfig, server.httpd.server_address[1])
+        proc = subprocess.Popen(
+            [sys.executable, "-m", f"sample_schedulers.{sample}", "--scheduler-name", "default"],
+            env=dict(subprocess_env, KUBECONFIG=str(kubeconfig)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            with server.cond:
+                done = server.cond.wait_for(lambda: len(server.bindings) == 3, timeout=30)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=30)
+        assert done, err
+    assert proc.returncode == 0, err
+    # 3 cpu of capacity, four 1-cpu pods: exactly three bound, none over capacity
+    per_node = {}
+    for _, node in server.bindings:
+        per_node[node] = per_node.get(node, 0) + 1
+    assert per_node == {"n1": 2, "n2": 1}
+    assert "bound default/p0 to" in err
+    assert "stopped after binding" in err

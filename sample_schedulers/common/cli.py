@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -107,11 +108,22 @@ def main(
         logger=log,
     )
     signal.signal(signal.SIGTERM, _terminate)
+    code = 0
     try:
         scheduler.run()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemExit):
         pass
+    except Exception:
+        log.exception("scheduler failed")
+        code = 1
     finally:
         scheduler.stop()
         log.info("stopped after binding %d pod(s)", scheduler.bound)
-    return 0
+        # The watch threads are daemons, possibly inside the client's compiled (Rust)
+        # model validation; a daemon thread torn down there during interpreter
+        # finalization aborts the process (SIGABRT). Nothing is left to clean up, so
+        # flush and leave without finalizing.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)

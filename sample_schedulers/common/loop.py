@@ -264,12 +264,16 @@ class WatchScheduler:
                         self.log.info("%s watch expired; listing again", what)
                         break
             except ApiException as exc:
+                if self._stop.is_set():
+                    return  # shutting down: connections die, nothing to report
                 if exc.status == 410:
                     self.log.info("%s watch expired (410); listing again", what)
                     continue
                 self.log.warning("%s watch failed: %s; retrying", what, exc)
                 self._stop.wait(self.retry_delay)
             except Exception as exc:  # connection reset, undecodable event, ...
+                if self._stop.is_set():
+                    return
                 self.log.warning("%s watch failed: %r; retrying", what, exc)
                 self._stop.wait(self.retry_delay)
 
