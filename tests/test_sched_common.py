@@ -763,3 +763,52 @@ def test_sample_runs_as_a_process_and_binds_what_fits(sample, subprocess_env, tm
     assert per_node == {"n1": 2, "n2": 1}
     assert "bound default/p0 to" in err
     assert "stopped after binding" in err
+
+
+# -- fail fast --------------------------------------------------------------------------------
+
+
+def test_fail_fast_skips_pods_that_need_at_least_as_much_as_one_that_failed():
+    calls = []
+
+    def counting(pod, views):
+        calls.append(pod.name)
+        return first_fit(pod, views)
+
+    s, bindings, _ = make_scheduler(decide=counting)
+    s.fail_fast = True
+    s.replace_nodes([make_node("n1", cpu="1")])
+    pods = [make_pod("big", cpu="1", created=0)]
+    pods += [make_pod(f"w{i}", cpu="1", created=1) for i in range(20)]
+    pods += [make_pod("bigger", cpu="2", created=2), make_pod("small", cpu="500m", created=3)]
+    s.replace_pods(pods)
+    drain(s)
+    assert bindings == [("default/big", "n1")]
+    # w0 is evaluated; w1..w19 and "bigger" reuse its failure; "small" is evaluated
+    assert calls == ["big", "w0", "small"]
+    assert all(s.queue.where(f"default/w{i}") == "unschedulable" for i in range(20))
+
+
+@given(
+    st.lists(st.sampled_from(["250m", "500m", "1", "2"]), min_size=1, max_size=15),
+    st.lists(st.integers(0, 14), max_size=8),
+)
+def test_fail_fast_never_changes_a_decision(cpus, finish_order):
+    from sample_schedulers.default_like.scoring import decide
+
+    runs = []
+    for fail_fast in (False, True):
+        s, bindings, clock = make_scheduler(decide=decide)
+        s.fail_fast = fail_fast
+        s.replace_nodes([make_node("n1", cpu="2"), make_node("n2", cpu="1500m")])
+        s.replace_pods([make_pod(f"p{i}", cpu=c, created=i) for i, c in enumerate(cpus)])
+        drain(s)
+        for i in finish_order:  # pods finish one by one; waiting ones get their turn
+            clock.now += 20
+            done = [b for b in bindings if b[0] == f"default/p{i}"]
+            if done:
+                finished = make_pod(f"p{i}", cpu=cpus[i], node=done[0][1], phase="Succeeded")
+                s.on_pod_event("MODIFIED", finished)
+            drain(s)
+        runs.append(bindings)
+    assert runs[0] == runs[1]

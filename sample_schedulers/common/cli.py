@@ -78,6 +78,9 @@ def main(
 ) -> int:
     """Parse options, load the kube config, and schedule until interrupted.
 
+    ``make_decide``'s function must fail exactly when ``feasible_nodes`` finds no node
+    (the loop's ``fail_fast`` shortcut relies on it).
+
     ``make_decide`` may raise ValueError for bad scheduler-specific options: it is
     reported as a usage error (exit 2) before anything connects.
     """
@@ -106,6 +109,7 @@ def main(
         max_backoff=args.max_backoff,
         max_unschedulable=args.max_unschedulable,
         logger=log,
+        fail_fast=True,
     )
     signal.signal(signal.SIGTERM, _terminate)
     code = 0

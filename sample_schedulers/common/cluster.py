@@ -27,17 +27,20 @@ class ClusterCache:
         self._on_node: dict[str, dict[str, PodSummary]] = {}
         self._views: dict[str, NodeView] = {}
         self._filed_under: dict[str, str] = {}
+        self.generation = 0
+        """Bumped on every change that can alter ``views()``: equal generations mean
+        equal views."""
 
     # -- nodes --------------------------------------------------------------------------
 
     def upsert_node(self, node: NodeSummary) -> NodeSummary | None:
         old = self.nodes.get(node.name)
         self.nodes[node.name] = node
-        self._views.pop(node.name, None)
+        self._invalidate(node.name)
         return old
 
     def delete_node(self, name: str) -> NodeSummary | None:
-        self._views.pop(name, None)
+        self._invalidate(name)
         return self.nodes.pop(name, None)
 
     # -- pods -----------------------------------------------------------------------------
@@ -84,6 +87,10 @@ class ClusterCache:
             out.append(view)
         return out
 
+    def _invalidate(self, node_name: str) -> None:
+        self._views.pop(node_name, None)
+        self.generation += 1
+
     def _place(self, key: str) -> None:
         """Re-file one pod under the node it now occupies (if any)."""
         old_node = self._filed_under.pop(key, None)
@@ -92,9 +99,9 @@ class ClusterCache:
             del pods[key]
             if not pods:
                 del self._on_node[old_node]
-            self._views.pop(old_node, None)
+            self._invalidate(old_node)
         pod = self.effective(key)
         if pod is not None and pod.occupies_node:
             self._on_node.setdefault(pod.node_name, {})[key] = pod
             self._filed_under[key] = pod.node_name
-            self._views.pop(pod.node_name, None)
+            self._invalidate(pod.node_name)

@@ -73,6 +73,7 @@ class WatchScheduler:
         logger: logging.Logger | None = None,
         clock: Callable[[], float] | None = None,
         binder: Binder | None = None,
+        fail_fast: bool = False,
     ) -> None:
         self.core = core
         self.decide = decide
@@ -88,6 +89,9 @@ class WatchScheduler:
         self._cond = threading.Condition()
         self._stop = threading.Event()
         self._synced = {"pods": False, "nodes": False}
+        self.fail_fast = fail_fast
+        self._failures: list[tuple[PodSummary, str]] = []
+        self._failures_generation = -1
 
     # -- events (called by the watchers; public so tests can drive them) ---------------
 
@@ -187,7 +191,12 @@ class WatchScheduler:
                     self._cond.wait(wait)
                 return False
             views = self.cache.views()
-        decision = self.decide(pod, views)
+            generation = self.cache.generation
+            decision = self._known_failure(pod, generation)
+        if decision is None:
+            decision = self.decide(pod, views)
+            if decision.node is None and self.fail_fast:
+                self._remember_failure(pod, decision.reason, generation)
         with self._cond:
             now = self.clock()
             if pod.key not in self.queue:  # deleted or bound elsewhere meanwhile
@@ -220,6 +229,36 @@ class WatchScheduler:
             self._cond.notify_all()
         self.log.info("bound %s to %s %s", pod.key, decision.node, decision.detail)
         return True
+
+    # -- fail fast: a pod needing at least as much as one that just failed fails too ---
+
+    def _known_failure(self, pod: PodSummary, generation: int) -> Decision | None:
+        """With ``fail_fast`` (valid when ``decide`` fails exactly when no node passes
+        ``feasible_nodes``, whose checks are monotone in the requests): if, on these very
+        views, a pod with the same selector and tolerations and requests no larger
+        failed, this one fails for the same reason, without looking at every node."""
+        if not self.fail_fast or generation != self._failures_generation:
+            return None
+        for failed, reason in self._failures:
+            if (
+                failed.node_selector == pod.node_selector
+                and failed.tolerations == pod.tolerations
+                and all(
+                    pod.requests[r] >= failed.requests[r]
+                    for r in set(failed.requests.names()) | set(pod.requests.names())
+                )
+            ):
+                if failed.requests == pod.requests:
+                    return Decision(None, reason)
+                return Decision(None, f"{reason} (needs at least what {failed.key} needed)")
+        return None
+
+    def _remember_failure(self, pod: PodSummary, reason: str, generation: int) -> None:
+        if generation != self._failures_generation:
+            self._failures = []
+            self._failures_generation = generation
+        if len(self._failures) < 64:
+            self._failures.append((pod, reason))
 
     def stop(self) -> None:
         self._stop.set()
