@@ -812,3 +812,32 @@ def test_fail_fast_never_changes_a_decision(cpus, finish_order):
             drain(s)
         runs.append(bindings)
     assert runs[0] == runs[1]
+
+
+def test_pod_updated_while_its_binding_is_in_flight_is_not_lost_when_binding_fails():
+    s, _, _ = make_scheduler()
+
+    def flaky_binder(ns, name, node):
+        # the watch reports an unrelated change to the still-pending pod mid-binding
+        s.on_pod_event("MODIFIED", make_pod(name, rv="7"))
+        raise ApiException(status=503, reason="unavailable")
+
+    s.bind = flaky_binder
+    s.replace_nodes([make_node("n1")])
+    s.replace_pods([make_pod("p")])
+    drain(s)
+    assert s.queue.where("default/p") == "backoff"
+    assert not s.cache.is_assumed("default/p")
+
+
+def test_unchanged_node_update_does_not_wake_waiting_pods():
+    s, bindings, clock = make_scheduler()
+    s.replace_nodes([make_node("n1", cpu="1")])
+    s.replace_pods([make_pod("a", cpu="1"), make_pod("b", cpu="1", created=1)])
+    drain(s)
+    clock.now = 50
+    s.on_node_event("MODIFIED", make_node("n1", cpu="1"))  # e.g. a heartbeat
+    assert s.queue.where("default/b") == "unschedulable"
+    s.on_node_event("MODIFIED", make_node("n1", cpu="2"))  # grown: worth a retry
+    drain(s)
+    assert bindings == [("default/a", "n1"), ("default/b", "n1")]

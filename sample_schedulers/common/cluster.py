@@ -35,8 +35,9 @@ class ClusterCache:
 
     def upsert_node(self, node: NodeSummary) -> NodeSummary | None:
         old = self.nodes.get(node.name)
-        self.nodes[node.name] = node
-        self._invalidate(node.name)
+        if old != node:
+            self.nodes[node.name] = node
+            self._invalidate(node.name)
         return old
 
     def delete_node(self, name: str) -> NodeSummary | None:

@@ -135,8 +135,7 @@ class WatchScheduler:
         with self._cond:
             if kind == "DELETED":
                 self.cache.delete_node(node.name)
-            else:
-                self.cache.upsert_node(node)
+            elif self.cache.upsert_node(node) != node:  # new, or changed in what we read
                 self.queue.move_all(self.clock())
             self._cond.notify_all()
 
@@ -167,10 +166,12 @@ class WatchScheduler:
             self._cond.notify_all()
 
     def _file(self, pod: PodSummary, now: float) -> None:
-        if self.is_ours(pod) and not self.cache.is_assumed(pod.key):
-            self.queue.add(pod, now)
-        else:
+        if not self.is_ours(pod):
             self.queue.remove(pod.key)
+        elif not self.cache.is_assumed(pod.key):
+            self.queue.add(pod, now)
+        # else: assumed but still unbound in the watch — the binding is under way and
+        # its outcome (done, or back to the queue on failure) settles the pod's place
 
     # -- the scheduling loop -----------------------------------------------------------
 
