@@ -30,8 +30,20 @@ def decide(pod: PodSummary, views: list[NodeView], config: KcssConfig) -> Decisi
     )
     best = ranked[0]
     shown = ", ".join(f"{fits[i].name}={rc[i]:.4f}" for i in ranked[:3])
-    values = ", ".join(f"{c}={x:g}" for c, x in zip(CRITERIA, matrix[best], strict=True))
+    values = ", ".join(_show(c, x) for c, x in zip(CRITERIA, matrix[best], strict=True))
     detail = f"[RC {shown}; chosen {values}]"
     if problems:
         detail += " problems: " + "; ".join(problems)
     return Decision(fits[best].name, detail=detail)
+
+
+def _show(criterion: str, value: float) -> str:
+    if criterion == "cpu":
+        return f"cpu={value:g}m"
+    if criterion in ("memory", "disk"):
+        return f"{criterion}={value / 2**30:.3g}Gi"
+    if criterion == "image":
+        return f"image={value:.3g}s"
+    if criterion == "power":
+        return f"power={value:g}W"
+    return f"{criterion}={value:g}"
