@@ -19,6 +19,14 @@ from .scheduler import KubcgScheduler
 from .switch import parse_image_table
 
 
+def load_config() -> None:
+    """``~/.kube/config`` or ``$KUBECONFIG``; else the in-cluster service account."""
+    try:
+        config.load_kube_config()
+    except Exception:  # no kubeconfig: maybe we run inside the cluster
+        config.load_incluster_config()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m sample_schedulers.kubcg",
@@ -73,9 +81,10 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
     try:
-        config.load_kube_config()
-    except Exception:  # no kubeconfig: maybe we run inside the cluster
-        config.load_incluster_config()
+        load_config()
+    except config.ConfigException as exc:
+        print(f"kubcg: no usable kubeconfig and not inside a cluster: {exc}", file=sys.stderr)
+        return 2
     scheduler = KubcgScheduler(
         client.CoreV1Api(),
         args.scheduler_name,
