@@ -18,6 +18,7 @@ import itertools
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -67,7 +68,6 @@ class KubcgScheduler:
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._pods: dict[str, PodInfo] = {}
-        self._raw: dict[str, object] = {}
         self._nodes: dict[str, NodeInfo] = {}
         self._estimates: dict[str, Estimate] = {}
         self._queue: dict[str, QueuedPod] = {}
@@ -76,8 +76,8 @@ class KubcgScheduler:
         self._learned: set[str] = set()
         self._seq = itertools.count()
         self._resource_version: str | None = None
-        self.decisions: list[tuple[str, Decision]] = []
-        """Every decision taken, in order (pod key, decision): for logs and tests."""
+        self.decisions: deque[tuple[str, Decision]] = deque(maxlen=10_000)
+        """The latest decisions taken, in order (pod key, decision)."""
 
     # -- cluster state -------------------------------------------------------------
 
@@ -87,7 +87,6 @@ class KubcgScheduler:
         with self._lock:
             self._refresh_nodes()
             self._pods.clear()
-            self._raw.clear()
             for pod in pods.items:
                 self._store(pod)
             self._resource_version = pods.metadata.resource_version if pods.metadata else None
@@ -101,17 +100,22 @@ class KubcgScheduler:
                 uid = pod.metadata.uid
                 self._store(pod)  # learn from a pod deleted right after it succeeded
                 self._pods.pop(uid, None)
-                self._raw.pop(uid, None)
                 self._queue.pop(uid, None)
                 return
             self._store(pod)
 
     def _store(self, pod) -> None:
+        """Cache an active pod; learn from a finished one and forget it (bounded memory)."""
         info = kube.pod_info(pod, self.image_table)
+        if info.phase in _DONE:
+            if info.phase == "Succeeded" and info.uid not in self._learned and info.node_name:
+                self._learn(info, pod)
+            self._pods.pop(info.uid, None)
+            self._queue.pop(info.uid, None)
+            self._resource.pop(info.uid, None)
+            self._bound_at.pop(info.uid, None)
+            return
         self._pods[info.uid] = info
-        self._raw[info.uid] = pod
-        if info.phase == "Succeeded" and info.uid not in self._learned and info.node_name:
-            self._learn(info, pod)
 
     def _learn(self, info: PodInfo, pod) -> None:
         duration = kube.running_time(pod)
