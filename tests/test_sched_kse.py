@@ -362,3 +362,40 @@ def test_cli_rejects_bad_arguments(subprocess_env, tmp_path):
         r = subprocess.run([*run, *bad], env=subprocess_env, capture_output=True, text=True)
         assert r.returncode == 2, bad
         assert bad[0] in r.stderr
+
+
+def naive_refine(pods, residual, overload):
+    """RefineLB written the obvious quadratic way, to pin the bisecting implementation."""
+    plan = {p.key: p.node for p in pods}
+    loads = node_loads(pods, residual)
+    avg = sum(loads.values()) / len(loads)
+    cap = avg * overload
+    where = {p.key: p.node for p in pods}
+    heavy = {n for n, v in loads.items() if v > cap}
+    light = {n for n, v in loads.items() if v < avg}
+    while heavy and light:
+        donor = max(heavy, key=lambda n: (loads[n], n))
+        options = [
+            ((loads[t] + p.load, p.load, p.key, t), p, t)
+            for p in pods
+            if where[p.key] == donor
+            for t in light
+            if loads[t] + p.load <= cap
+        ]
+        if not options:
+            heavy.discard(donor)
+            continue
+        _, p, t = max(options, key=lambda o: o[0])
+        where[p.key] = plan[p.key] = t
+        loads[donor] -= p.load
+        loads[t] += p.load
+        for n in (donor, t):
+            (heavy.add if loads[n] > cap else heavy.discard)(n)
+            (light.add if loads[n] < avg else light.discard)(n)
+    return plan
+
+
+@given(cluster_inputs, st.sampled_from([1.0, 1.05, 1.2, 2.0]))
+def test_refine_matches_the_naive_algorithm(inputs, overload):
+    pods, residual = build(inputs)
+    assert refine_lb(pods, residual, overload) == naive_refine(pods, residual, overload)

@@ -20,6 +20,7 @@ Ties break by name, so the same input always gives the same plan. Loads are abso
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ class PodLoad:
 
 
 Plan = dict[str, str]
+_MAX_KEY = "\U0010ffff"  # sorts after every pod key
 
 
 def node_loads(
@@ -74,28 +76,39 @@ def refine_lb(
         return plan
     avg = sum(loads.values()) / len(loads)
     cap = avg * overload
-    on_node: dict[str, list[PodLoad]] = {}
+    # Pods per node sorted by (load, key): the best pod for a light node is found by bisection.
+    on_node: dict[str, list[tuple[float, str, PodLoad]]] = {}
     for pod in pods:
-        on_node.setdefault(pod.node, []).append(pod)
+        on_node.setdefault(pod.node, []).append((pod.load, pod.key, pod))
+    for entries in on_node.values():
+        entries.sort(key=lambda e: (e[0], e[1]))
     heavy = {n for n, load in loads.items() if load > cap}
     light = {n for n, load in loads.items() if load < avg}
     while heavy and light:
         donor = max(heavy, key=lambda n: (loads[n], n))
+        entries = on_node.get(donor, [])
         best = None
-        for pod in on_node.get(donor, []):
-            for target in light:
-                after = loads[target] + pod.load
-                if after > cap:
-                    continue
-                rank = (after, pod.load, pod.key, target)
-                if best is None or rank > best[0]:
-                    best = (rank, pod, target)
+        for target in light:
+            # the heaviest pod (largest key among equals) with loads[target] + load <= cap
+            i = bisect.bisect_right(entries, (cap - loads[target], _MAX_KEY)) - 1
+            while i >= 0 and loads[target] + entries[i][0] > cap:
+                i -= 1  # float rounding between the two comparisons
+            while i + 1 < len(entries) and loads[target] + entries[i + 1][0] <= cap:
+                i += 1
+            if i < 0:
+                continue
+            load, key, pod = entries[i]
+            rank = (loads[target] + load, load, key, target)
+            if best is None or rank > best[0]:
+                best = (rank, i, pod, target)
         if best is None:
             heavy.discard(donor)  # nothing on it fits anywhere: leave it
             continue
-        _, pod, target = best
-        on_node[donor].remove(pod)
-        on_node.setdefault(target, []).append(pod)
+        _, i, pod, target = best
+        del entries[i]
+        bisect.insort(
+            on_node.setdefault(target, []), (pod.load, pod.key, pod), key=lambda e: (e[0], e[1])
+        )
         plan[pod.key] = target
         loads[donor] -= pod.load
         loads[target] += pod.load

@@ -29,6 +29,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from .model import Decision, Estimate, NodeInfo, PodInfo, QueuedPod, Slot, Stats
 
@@ -50,8 +51,23 @@ class ClusterView:
     queues: Mapping[str, Sequence[QueuedPod]] = field(default_factory=dict)
     """node name -> pods waiting for its GPUs, in queue order."""
 
+    @cached_property
+    def _by_name(self) -> dict[str, NodeInfo]:
+        return {n.name: n for n in self.nodes}
+
+    @cached_property
+    def _by_slot(self) -> dict[Slot, list[Estimate]]:
+        index: dict[Slot, list[Estimate]] = {}
+        for e in self.running:
+            index.setdefault(e.slot, []).append(e)
+        return index
+
     def node(self, name: str) -> NodeInfo | None:
-        return next((n for n in self.nodes if n.name == name), None)
+        return self._by_name.get(name)
+
+    def on(self, node: str, resource: str) -> list[Estimate]:
+        """The running pods using that slot (index built once per view)."""
+        return self._by_slot.get(Slot(node, resource), [])
 
 
 def fits(pod: PodInfo, node: NodeInfo, view: ClusterView) -> bool:
@@ -66,12 +82,12 @@ def fits(pod: PodInfo, node: NodeInfo, view: ClusterView) -> bool:
 
 def cpu_sharers(view: ClusterView, node: str) -> int:
     """How many pods run on the node's CPUs."""
-    return sum(1 for e in view.running if e.slot == Slot(node, "cpu"))
+    return len(view.on(node, "cpu"))
 
 
 def cpu_idle_at(view: ClusterView, node: str) -> float:
     """When the node's CPUs are expected to run no pod (``now`` if idle already)."""
-    ends = [e.end for e in view.running if e.slot == Slot(node, "cpu")]
+    ends = [e.end for e in view.on(node, "cpu")]
     return max([view.now, *ends])
 
 
@@ -83,7 +99,7 @@ def gpu_wait(view: ClusterView, node: NodeInfo) -> float:
     wait is until the first GPU is free after that. With one GPU this is T_rem + T_queue.
     """
     now = view.now
-    holders = [max(e.end, now) for e in view.running if e.slot == Slot(node.name, "gpu")]
+    holders = [max(e.end, now) for e in view.on(node.name, "gpu")]
     free_at = holders + [now] * max(0, node.gpus - len(holders))
     if not free_at:
         return float("inf")
@@ -96,7 +112,7 @@ def gpu_wait(view: ClusterView, node: NodeInfo) -> float:
 
 def gpu_free(view: ClusterView, node: NodeInfo) -> bool:
     """A GPU of the node is unused and nobody queues for it: a pod may be bound there now."""
-    holders = sum(1 for e in view.running if e.slot == Slot(node.name, "gpu"))
+    holders = len(view.on(node.name, "gpu"))
     return holders < node.gpus and not view.queues.get(node.name)
 
 
