@@ -399,3 +399,97 @@ def naive_refine(pods, residual, overload):
 def test_refine_matches_the_naive_algorithm(inputs, overload):
     pods, residual = build(inputs)
     assert refine_lb(pods, residual, overload) == naive_refine(pods, residual, overload)
+
+
+# -- end to end over HTTP: the real CLI (APScheduler rounds + binder) against a fake API ------
+
+# pytest puts tests/ on sys.path (no __init__.py there; a dependency ships a top-level
+# "tests" package, so "tests.test_sched_kubcg" would not resolve).
+from test_sched_kubcg import FakeKubeApi, node_json, pod_json  # noqa: E402
+
+
+@pytest.fixture
+def skewed_api():
+    usage = {
+        f"rs-{name}": {"cpu": cpu, "memory": "64Mi"}
+        for name, cpu in [("a", "600m"), ("b", "300m"), ("c", "100m"), ("d", "200m"), ("e", "300m")]
+    }
+    usage["dns"] = {"cpu": "50m", "memory": "64Mi"}
+    placed = [("a", "n1"), ("b", "n1"), ("c", "n1"), ("d", "n2"), ("e", "n3")]
+    pods = [
+        pod_json(name, scheduler="kse", node=node, owner=f"rs-{name}", status={"phase": "Running"})
+        for name, node in placed
+    ]
+    system = pod_json(
+        "dns", scheduler="kse", node="n1", owner="rs-dns", status={"phase": "Running"}
+    )
+    system["metadata"]["namespace"] = "kube-system"
+    api = FakeKubeApi([node_json("n1"), node_json("n2"), node_json("n3")], [*pods, system], usage)
+    yield api
+    api.close()
+
+
+def test_cli_rebalances_every_interval_and_imbalance_falls(skewed_api, subprocess_env, tmp_path):
+    api = skewed_api
+    csv_path = tmp_path / "imbalance.csv"
+    env = {**subprocess_env, "KUBECONFIG": str(api.kubeconfig(tmp_path / "kubeconfig"))}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sample_schedulers.kse_rebalancer",
+            "--scheduler-name",
+            "kse",
+            "--interval",
+            "0.3",
+            "--imbalance-csv",
+            str(csv_path),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert api.wait_for(lambda a: len(a.bindings) == 2)
+        reads = api.metrics_reads
+        assert api.wait_for(lambda a: a.metrics_reads >= reads + 4)  # a full round after
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=15)
+    assert proc.returncode == 0, out
+    assert sorted(api.evictions) == [("b", "n1"), ("c", "n1")]
+    assert sorted(node for _, node, _ in api.bindings) == ["n2", "n3"]
+    rows = list(csv.DictReader(csv_path.open()))
+    # n1 = 50 (dns) + 1000, n2 = 200, n3 = 300 -> after: 650 / 500 / 400
+    assert float(rows[0]["mae"]) == pytest.approx(mae({"n1": 1050, "n2": 200, "n3": 300}), abs=0.01)
+    assert float(rows[-1]["mae"]) == pytest.approx(mae({"n1": 650, "n2": 500, "n3": 400}), abs=0.01)
+    assert rows[-1]["evictions"] == "0"
+
+
+def test_cli_once_runs_one_round_and_exits(skewed_api, subprocess_env, tmp_path):
+    csv_path = tmp_path / "once.csv"
+    env = {**subprocess_env, "KUBECONFIG": str(skewed_api.kubeconfig(tmp_path / "kubeconfig"))}
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sample_schedulers.kse_rebalancer",
+            "--scheduler-name",
+            "kse",
+            "--algorithm",
+            "greedy",
+            "--once",
+            "--imbalance-csv",
+            str(csv_path),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.DictReader(csv_path.open()))
+    assert len(rows) == 1 and rows[0]["algorithm"] == "greedy"
+    assert all(node for _, node in skewed_api.evictions)
+    assert "dns" not in [name for name, _ in skewed_api.evictions]

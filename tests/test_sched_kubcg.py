@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
+import time
 from datetime import UTC, datetime
 
 import pytest
@@ -527,3 +529,368 @@ def test_cli_rejects_bad_arguments(subprocess_env, tmp_path):
         [*run, "--gpu-image", "x"], env=subprocess_env, capture_output=True, text=True
     )
     assert r.returncode == 2 and "CPU_IMAGE=GPU_IMAGE" in r.stderr
+
+
+# -- end to end over HTTP: the real CLI and client against a small fake API server ----------
+
+
+class FakeKubeApi:
+    """A tiny Kubernetes API over HTTP for the real client: nodes, pods (list + watch),
+    bindings, evictions (with ReplicaSet-style replacements) and metrics.k8s.io.
+
+    State is plain JSON dicts. Watches send the events after the requested
+    resourceVersion, then hold the connection until something changes or 0.5 s pass,
+    then close it (the client re-watches from the last resourceVersion).
+    """
+
+    def __init__(self, nodes, pods, pod_usage=None):
+        import http.server
+
+        self.nodes = nodes
+        self.pods = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in pods}
+        self.pod_usage = pod_usage or {}  # pod name -> {"cpu": "...", "memory": "..."}
+        self.rv = 1
+        self.events: list[tuple[int, str, dict]] = []
+        self.cond = threading.Condition()
+        self.bindings: list[tuple[str, str, dict]] = []
+        self.evictions: list[tuple[str, str]] = []
+        self.metrics_reads = 0
+        api = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                api.get(self)
+
+            def do_POST(self):
+                api.post(self)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def kubeconfig(self, path):
+        path.write_text(
+            "apiVersion: v1\nkind: Config\n"
+            f"clusters: [{{name: fake, cluster: {{server: '{self.url}'}}}}]\n"
+            "users: [{name: u, user: {token: t}}]\n"
+            "contexts: [{name: c, context: {cluster: fake, user: u}}]\n"
+            "current-context: c\n"
+        )
+        return path
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+    # -- state changes (callers: handlers and tests) --
+    def change(self, kind, pod):
+        with self.cond:
+            self.rv += 1
+            pod["metadata"]["resourceVersion"] = str(self.rv)
+            key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+            if kind == "DELETED":
+                self.pods.pop(key, None)
+            else:
+                self.pods[key] = pod
+            self.events.append((self.rv, kind, json.loads(json.dumps(pod))))
+            self.cond.notify_all()
+
+    def wait_for(self, predicate, timeout=15.0):
+        with self.cond:
+            return self.cond.wait_for(lambda: predicate(self), timeout)
+
+    # -- HTTP --
+    def reply(self, handler, code, body):
+        data = json.dumps(body).encode()
+        handler.send_response(code)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data)
+
+    def get(self, h):
+        from urllib.parse import parse_qs, urlparse
+
+        url = urlparse(h.path)
+        query = {k: v[0] for k, v in parse_qs(url.query).items()}
+        if url.path == "/api/v1/nodes":
+            return self.reply(
+                h,
+                200,
+                {"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": self.nodes},
+            )
+        if url.path == "/api/v1/pods" and query.get("watch") in ("true", "True", "1"):
+            return self.watch(h, int(query.get("resourceVersion") or 0))
+        if url.path == "/api/v1/pods":
+            with self.cond:
+                items = json.loads(json.dumps(list(self.pods.values())))
+                rv = str(self.rv)
+            return self.reply(
+                h,
+                200,
+                {
+                    "kind": "PodList",
+                    "apiVersion": "v1",
+                    "metadata": {"resourceVersion": rv},
+                    "items": items,
+                },
+            )
+        if url.path.startswith("/apis/metrics.k8s.io/"):
+            with self.cond:
+                self.metrics_reads += 1
+                self.cond.notify_all()
+        if url.path == "/apis/metrics.k8s.io/v1beta1/pods":
+            with self.cond:
+                running = [p for p in self.pods.values() if p["spec"].get("nodeName")]
+                items = [
+                    {
+                        "metadata": {
+                            "name": p["metadata"]["name"],
+                            "namespace": p["metadata"]["namespace"],
+                        },
+                        "containers": [{"name": "app", "usage": self.usage(p)}],
+                    }
+                    for p in running
+                ]
+            return self.reply(h, 200, {"kind": "PodMetricsList", "items": items})
+        if url.path == "/apis/metrics.k8s.io/v1beta1/nodes":
+            from kubernetes.utils import parse_quantity
+
+            with self.cond:
+                items = []
+                for node in self.nodes:
+                    name = node["metadata"]["name"]
+                    on = [p for p in self.pods.values() if p["spec"].get("nodeName") == name]
+                    cpu = sum(float(parse_quantity(self.usage(p)["cpu"])) for p in on)
+                    items.append(
+                        {
+                            "metadata": {"name": name},
+                            "usage": {"cpu": f"{round(cpu * 1000)}m", "memory": "1Gi"},
+                        }
+                    )
+            return self.reply(h, 200, {"kind": "NodeMetricsList", "items": items})
+        return self.reply(
+            h, 404, {"kind": "Status", "status": "Failure", "code": 404, "reason": "NotFound"}
+        )
+
+    def usage(self, pod):
+        owner = (pod["metadata"].get("ownerReferences") or [{}])[0].get("name")
+        return (
+            self.pod_usage.get(pod["metadata"]["name"])
+            or self.pod_usage.get(owner)
+            or {"cpu": "0", "memory": "0"}
+        )
+
+    def watch(self, h, since):
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Connection", "close")
+        h.end_headers()
+        deadline = time.monotonic() + 0.5
+        with self.cond:
+            while not any(rv > since for rv, _, _ in self.events):
+                left = deadline - time.monotonic()
+                if left <= 0 or not self.cond.wait(left):
+                    break
+            batch = [(rv, k, o) for rv, k, o in self.events if rv > since]
+        try:
+            for _, kind, obj in batch:
+                h.wfile.write(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
+            h.wfile.flush()
+        except OSError:
+            pass
+        h.close_connection = True
+
+    def post(self, h):
+        import re
+
+        body = json.loads(h.rfile.read(int(h.headers.get("Content-Length", 0))) or b"{}")
+        success = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "code": 201,
+        }
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/bindings", h.path.split("?")[0])
+        if m:
+            with self.cond:
+                pod = self.pods.get((m.group(1), body["metadata"]["name"]))
+                if pod is None or pod["spec"].get("nodeName"):
+                    return self.reply(
+                        h,
+                        409,
+                        {"kind": "Status", "status": "Failure", "code": 409, "reason": "Conflict"},
+                    )
+                pod = json.loads(json.dumps(pod))
+                pod["spec"]["nodeName"] = body["target"]["name"]
+                annotations = body["metadata"].get("annotations") or {}
+                pod["metadata"].setdefault("annotations", {}).update(annotations)
+                pod["status"] = {"phase": "Running", "startTime": now_iso()}
+                self.bindings.append(
+                    (body["metadata"]["name"], body["target"]["name"], annotations)
+                )
+                self.change("MODIFIED", pod)
+            return self.reply(h, 201, success)
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)/eviction", h.path.split("?")[0])
+        if m:
+            with self.cond:
+                pod = self.pods.get((m.group(1), m.group(2)))
+                if pod is None:
+                    return self.reply(h, 404, {"kind": "Status", "status": "Failure", "code": 404})
+                self.evictions.append((m.group(2), pod["spec"].get("nodeName")))
+                self.change("DELETED", pod)
+                owners = pod["metadata"].get("ownerReferences") or []
+                if owners:
+                    new = json.loads(json.dumps(pod))
+                    new["metadata"]["name"] = f"{owners[0]['name']}-r{self.rv}"
+                    new["metadata"]["uid"] = f"uid-r{self.rv}"
+                    new["spec"].pop("nodeName", None)
+                    new["status"] = {"phase": "Pending"}
+                    self.change("ADDED", new)
+            return self.reply(h, 201, success)
+        return self.reply(h, 404, {"kind": "Status", "status": "Failure", "code": 404})
+
+
+def now_iso(offset: float = 0.0) -> str:
+    return datetime.fromtimestamp(time.time() + offset, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def node_json(name, cpu="16", gpus=0, labels=None):
+    allocatable = {"cpu": cpu, "memory": "64Gi"}
+    if gpus:
+        allocatable["nvidia.com/gpu"] = str(gpus)
+    return {
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+        "spec": {},
+        "status": {"allocatable": allocatable, "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def pod_json(
+    name, scheduler="kubcg", node=None, image="scale", annotations=None, status=None, owner=None
+):
+    meta = {
+        "name": name,
+        "namespace": "default",
+        "uid": f"uid-{name}",
+        "creationTimestamp": now_iso(),
+        "annotations": annotations or {},
+    }
+    if owner:
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "name": owner,
+                "uid": f"uid-{owner}",
+                "controller": True,
+            }
+        ]
+    spec = {
+        "schedulerName": scheduler,
+        "containers": [
+            {
+                "name": "app",
+                "image": image,
+                "resources": {"requests": {"cpu": "1", "memory": "500Mi"}},
+            }
+        ],
+    }
+    if node:
+        spec["nodeName"] = node
+    return {"metadata": meta, "spec": spec, "status": status or {"phase": "Pending"}}
+
+
+def finished_status(seconds_ago: float, duration: float):
+    return {
+        "phase": "Succeeded",
+        "containerStatuses": [
+            {
+                "name": "app",
+                "image": "scale",
+                "imageID": "",
+                "ready": False,
+                "restartCount": 0,
+                "state": {
+                    "terminated": {
+                        "exitCode": 0,
+                        "startedAt": now_iso(-seconds_ago - duration),
+                        "finishedAt": now_iso(-seconds_ago),
+                    }
+                },
+            }
+        ],
+    }
+
+
+@pytest.fixture
+def fake_api():
+    servers = []
+
+    def make(*args, **kwargs):
+        server = FakeKubeApi(*args, **kwargs)
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        server.close()
+
+
+def test_cli_end_to_end_gpu_then_queue_then_dispatch(fake_api, subprocess_env, tmp_path):
+    gpu_res = {kube.RESOURCE_ANNOTATION: "gpu"}
+    capable = {kube.GPU_CAPABLE_ANNOTATION: "true"}
+    api = fake_api(
+        [node_json("cpu1"), node_json("gpu3", cpu="8", gpus=1)],
+        [
+            pod_json("h1", node="cpu1", status=finished_status(500, 100)),
+            pod_json("h2", node="gpu3", annotations=gpu_res, status=finished_status(400, 20)),
+            pod_json("job1", annotations=capable),
+        ],
+    )
+    env = {**subprocess_env, "KUBECONFIG": str(api.kubeconfig(tmp_path / "kubeconfig"))}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sample_schedulers.kubcg",
+            "--scheduler-name",
+            "kubcg",
+            "--correct-interval",
+            "0.2",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        # history: CPU 100 s, GPU 20 s -> job1 takes the free GPU
+        assert api.wait_for(lambda a: len(a.bindings) == 1)
+        assert api.bindings[0][:2] == ("job1", "gpu3")
+        assert api.bindings[0][2][kube.RESOURCE_ANNOTATION] == "gpu"
+        # job2 arrives while job1 holds the GPU: waiting (<= 20 s) + 20 s beats 100 s on CPU
+        api.change("ADDED", pod_json("job2", annotations=capable))
+        assert not api.wait_for(lambda a: len(a.bindings) > 1, timeout=1.0)
+        # job1 completes: job2 gets the GPU
+        done = json.loads(json.dumps(api.pods[("default", "job1")]))
+        done["status"] = finished_status(0, 1)
+        api.change("MODIFIED", done)
+        assert api.wait_for(lambda a: len(a.bindings) == 2)
+        assert api.bindings[1][:2] == ("job2", "gpu3")
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=15)
+    assert proc.returncode == 0, out
+    assert "learned default/job1" in out
