@@ -517,6 +517,34 @@ def test_run_watches_pods_and_binds_new_ones():
     assert [(b[1], b[2]) for b in api.bindings] == [("late", "cpu1")]
 
 
+class FlakyWatch(FakeWatch):
+    failures = 0
+
+    def stream(self, func, **kwargs):
+        if FlakyWatch.failures < 2:
+            FlakyWatch.failures += 1
+            raise ConnectionResetError("connection reset by peer")
+        yield from super().stream(func, **kwargs)
+
+
+def test_run_survives_a_lost_connection():
+    api = FakeCoreV1([make_node("cpu1")], [])
+    done = threading.Event()
+    box = []
+    events = [{"type": "ADDED", "object": make_pod("late")}]
+    s = KubcgScheduler(
+        api, "kubcg", clock=Clock(), watch_factory=lambda: FlakyWatch(events, box, done)
+    )
+    s.retry_delay = 0.01
+    box.append(s)
+    runner = threading.Thread(target=s.run)
+    runner.start()
+    assert done.wait(10)
+    runner.join(10)
+    assert FlakyWatch.failures == 2
+    assert [(b[1], b[2]) for b in api.bindings] == [("late", "cpu1")]
+
+
 def test_cli_rejects_bad_arguments(subprocess_env, tmp_path):
     bad = tmp_path / "h.json"
     bad.write_text("[]")

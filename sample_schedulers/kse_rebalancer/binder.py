@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Literal
 
+import urllib3
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import parse_quantity
@@ -96,6 +97,8 @@ class Binder:
         self.rng = random.Random(seed)
         self.watch_timeout = watch_timeout
         self.watch_factory = watch_factory
+        self.retry_delay = 1.0
+        """Seconds to wait before watching again after an error."""
         self._pods: dict[str, PodRecord] = {}
         self._stop = threading.Event()
         self._resource_version: str | None = None
@@ -213,5 +216,8 @@ class Binder:
                     self.resync()
                     self.bind_pending()
                 else:
-                    log.warning("watch failed: %s %s; retrying in 1s", exc.status, exc.reason)
-                    self._stop.wait(1.0)
+                    log.warning("watch failed: %s %s; retrying", exc.status, exc.reason)
+                    self._stop.wait(self.retry_delay)
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                log.warning("API unreachable (%s); retrying", exc)
+                self._stop.wait(self.retry_delay)

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
+import urllib3
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
@@ -65,6 +66,8 @@ class KubcgScheduler:
         self.watch_timeout = watch_timeout
         self.clock = clock
         self.watch_factory = watch_factory
+        self.retry_delay = 1.0
+        """Seconds to wait before watching again after an error."""
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._pods: dict[str, PodInfo] = {}
@@ -299,8 +302,11 @@ class KubcgScheduler:
                     self.resync()
                     self.schedule_pass()
                 else:
-                    log.warning("watch failed: %s %s; retrying in 1s", exc.status, exc.reason)
-                    self._stop.wait(1.0)
+                    log.warning("watch failed: %s %s; retrying", exc.status, exc.reason)
+                    self._stop.wait(self.retry_delay)
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                log.warning("API unreachable (%s); retrying", exc)
+                self._stop.wait(self.retry_delay)
         corrector.join(timeout=self.correct_interval + 1)
 
     def _correct_loop(self) -> None:
