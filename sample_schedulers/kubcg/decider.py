@@ -29,7 +29,6 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 
 from .model import Decision, Estimate, NodeInfo, PodInfo, QueuedPod, Slot, Stats
 
@@ -39,35 +38,42 @@ StatsLookup = Callable[[str, NodeInfo, str], Stats | None]
 """``lookup(image, node, resource)`` -> statistics of that image on that slot, or None."""
 
 
-@dataclass(frozen=True)
+@dataclass
 class ClusterView:
-    """What the decider knows at ``now``: nodes, running pods (EP table), queues, requests."""
+    """What the decider knows at ``now``: nodes, running pods (EP table), queues, requests.
+
+    Build it once per pass; :meth:`place` records a pod just bound so the next decision
+    of the same pass sees it (index and requests updated in place, no rebuild).
+    """
 
     now: float
     nodes: Sequence[NodeInfo]
-    running: Sequence[Estimate] = ()
-    requested: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    running: list[Estimate] = field(default_factory=list)
+    requested: dict[str, tuple[float, float]] = field(default_factory=dict)
     """node name -> (cores, bytes) requested by the pods bound there."""
     queues: Mapping[str, Sequence[QueuedPod]] = field(default_factory=dict)
     """node name -> pods waiting for its GPUs, in queue order."""
 
-    @cached_property
-    def _by_name(self) -> dict[str, NodeInfo]:
-        return {n.name: n for n in self.nodes}
-
-    @cached_property
-    def _by_slot(self) -> dict[Slot, list[Estimate]]:
-        index: dict[Slot, list[Estimate]] = {}
+    def __post_init__(self) -> None:
+        self.running = list(self.running)
+        self._by_name = {n.name: n for n in self.nodes}
+        self._by_slot: dict[Slot, list[Estimate]] = {}
         for e in self.running:
-            index.setdefault(e.slot, []).append(e)
-        return index
+            self._by_slot.setdefault(e.slot, []).append(e)
 
     def node(self, name: str) -> NodeInfo | None:
         return self._by_name.get(name)
 
     def on(self, node: str, resource: str) -> list[Estimate]:
-        """The running pods using that slot (index built once per view)."""
+        """The running pods using that slot."""
         return self._by_slot.get(Slot(node, resource), [])
+
+    def place(self, estimate: Estimate, cpu: float = 0.0, memory: float = 0.0) -> None:
+        """Record a pod bound during this pass: it runs and holds its requests."""
+        self.running.append(estimate)
+        self._by_slot.setdefault(estimate.slot, []).append(estimate)
+        old_cpu, old_memory = self.requested.get(estimate.slot.node, (0.0, 0.0))
+        self.requested[estimate.slot.node] = (old_cpu + cpu, old_memory + memory)
 
 
 def fits(pod: PodInfo, node: NodeInfo, view: ClusterView) -> bool:

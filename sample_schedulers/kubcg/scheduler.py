@@ -155,13 +155,11 @@ class KubcgScheduler:
         with self._lock:
             now = self.clock()
             self._refresh_nodes()
-            running = self._running_estimates(now)
-            requested: dict[str, list[float]] = {}
+            requested: dict[str, tuple[float, float]] = {}
             for info in self._pods.values():
                 if info.node_name and info.phase not in _DONE:
-                    acc = requested.setdefault(info.node_name, [0.0, 0.0])
-                    acc[0] += info.cpu
-                    acc[1] += info.memory
+                    cpu, memory = requested.get(info.node_name, (0.0, 0.0))
+                    requested[info.node_name] = (cpu + info.cpu, memory + info.memory)
             waiting = [
                 p
                 for p in self._pods.values()
@@ -179,15 +177,15 @@ class KubcgScheduler:
             waiting_uids = {p.uid for p in waiting}
             self._queue = {uid: q for uid, q in self._queue.items() if uid in waiting_uids}
             queues: dict[str, list[QueuedPod]] = {}
+            view = ClusterView(
+                now=now,
+                nodes=list(self._nodes.values()),
+                running=self._running_estimates(now),
+                requested=requested,
+                queues=queues,
+            )
             taken: list[tuple[str, Decision]] = []
             for pod in [*queued, *fresh]:
-                view = ClusterView(
-                    now=now,
-                    nodes=list(self._nodes.values()),
-                    running=running,
-                    requested={k: (v[0], v[1]) for k, v in requested.items()},
-                    queues=queues,
-                )
                 decision = decide(pod, view, self._stats)
                 previous = self._queue.pop(pod.uid, None)
                 if decision.action == "bind" and decision.slot is not None:
@@ -203,10 +201,7 @@ class KubcgScheduler:
                             pod.uid, pod.image, decision.slot, now, stats, slowdown
                         )
                         self._estimates[pod.uid] = est
-                        running = [*running, est]
-                        acc = requested.setdefault(decision.slot.node, [0.0, 0.0])
-                        acc[0] += pod.cpu
-                        acc[1] += pod.memory
+                        view.place(est, pod.cpu, pod.memory)
                 elif decision.action == "wait_gpu" and decision.slot is not None:
                     node = self._nodes[decision.slot.node]
                     stats = self._stats(pod.image, node, "gpu") or self.prior
