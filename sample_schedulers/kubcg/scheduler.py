@@ -185,7 +185,15 @@ class KubcgScheduler:
                 queues=queues,
             )
             taken: list[tuple[str, Decision]] = []
+            room = _largest_room(view)
             for pod in [*queued, *fresh]:
+                if pod.cpu > room[0] + 1e-9 or pod.memory > room[1] + 1e-9:
+                    # fits no node now: skip the decider (cheap when many wait); a queued
+                    # pod keeps its place
+                    if pod.uid in self._queue:
+                        entry = self._queue[pod.uid]
+                        queues.setdefault(entry.node, []).append(entry)
+                    continue
                 decision = decide(pod, view, self._stats)
                 previous = self._queue.pop(pod.uid, None)
                 if decision.action == "bind" and decision.slot is not None:
@@ -202,6 +210,7 @@ class KubcgScheduler:
                         )
                         self._estimates[pod.uid] = est
                         view.place(est, pod.cpu, pod.memory)
+                        room = _largest_room(view)
                 elif decision.action == "wait_gpu" and decision.slot is not None:
                     node = self._nodes[decision.slot.node]
                     stats = self._stats(pod.image, node, "gpu") or self.prior
@@ -309,3 +318,14 @@ class KubcgScheduler:
             with self._lock:
                 if self._queue:
                     self.schedule_pass()
+
+
+def _largest_room(view: ClusterView) -> tuple[float, float]:
+    """The most free cores and the most free bytes on any schedulable node (upper bounds)."""
+    cpu = memory = float("-inf")
+    for node in view.nodes:
+        if node.schedulable:
+            used_cpu, used_memory = view.requested.get(node.name, (0.0, 0.0))
+            cpu = max(cpu, node.cpu - used_cpu)
+            memory = max(memory, node.memory - used_memory)
+    return cpu, memory
