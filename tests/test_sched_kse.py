@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import os
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -405,7 +406,18 @@ def test_refine_matches_the_naive_algorithm(inputs, overload):
 
 # pytest puts tests/ on sys.path (no __init__.py there; a dependency ships a top-level
 # "tests" package, so "tests.test_sched_kubcg" would not resolve).
-from test_sched_kubcg import FakeKubeApi, node_json, pod_json  # noqa: E402
+from test_sched_kubcg import K8S24, FakeKubeApi, node_json, pod_json  # noqa: E402
+
+
+@pytest.fixture(params=["installed", "24.2.0"])
+def client_env(request, subprocess_env):
+    """The installed client, then the old-style 24.2.0 one (skipped when not installed)."""
+    if request.param == "installed":
+        return subprocess_env
+    if not (K8S24 / "kubernetes" / "__init__.py").exists():
+        pytest.skip("kubernetes 24.2.0 is not installed in .venv/k8s24")
+    path = os.pathsep.join([str(K8S24), subprocess_env["PYTHONPATH"]])
+    return {**subprocess_env, "PYTHONPATH": path}
 
 
 @pytest.fixture
@@ -429,10 +441,10 @@ def skewed_api():
     api.close()
 
 
-def test_cli_rebalances_every_interval_and_imbalance_falls(skewed_api, subprocess_env, tmp_path):
+def test_cli_rebalances_every_interval_and_imbalance_falls(skewed_api, client_env, tmp_path):
     api = skewed_api
     csv_path = tmp_path / "imbalance.csv"
-    env = {**subprocess_env, "KUBECONFIG": str(api.kubeconfig(tmp_path / "kubeconfig"))}
+    env = {**client_env, "KUBECONFIG": str(api.kubeconfig(tmp_path / "kubeconfig"))}
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -458,6 +470,7 @@ def test_cli_rebalances_every_interval_and_imbalance_falls(skewed_api, subproces
         proc.terminate()
         out, _ = proc.communicate(timeout=15)
     assert proc.returncode == 0, out
+    assert ("client 24.2.0" in out) == ("k8s24" in client_env["PYTHONPATH"])
     assert sorted(api.evictions) == [("b", "n1"), ("c", "n1")]
     assert sorted(node for _, node, _ in api.bindings) == ["n2", "n3"]
     rows = list(csv.DictReader(csv_path.open()))

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -866,6 +868,23 @@ def finished_status(seconds_ago: float, duration: float):
     }
 
 
+K8S24 = Path(__file__).resolve().parent.parent / ".venv" / "k8s24"
+
+
+@pytest.fixture(params=["installed", "24.2.0"])
+def client_env(request, subprocess_env):
+    """Child-process environment for the installed client, then the old-style 24.2.0 one
+    (``.venv/k8s24``, installed by scripts/setup-venv.sh; skipped when missing)."""
+    if request.param == "installed":
+        return subprocess_env
+    if not (K8S24 / "kubernetes" / "__init__.py").exists():
+        pytest.skip("kubernetes 24.2.0 is not installed in .venv/k8s24")
+    return {
+        **subprocess_env,
+        "PYTHONPATH": os.pathsep.join([str(K8S24), subprocess_env["PYTHONPATH"]]),
+    }
+
+
 @pytest.fixture
 def fake_api():
     servers = []
@@ -880,7 +899,7 @@ def fake_api():
         server.close()
 
 
-def test_cli_end_to_end_gpu_then_queue_then_dispatch(fake_api, subprocess_env, tmp_path):
+def test_cli_end_to_end_gpu_then_queue_then_dispatch(fake_api, client_env, tmp_path):
     gpu_res = {kube.RESOURCE_ANNOTATION: "gpu"}
     capable = {kube.GPU_CAPABLE_ANNOTATION: "true"}
     api = fake_api(
@@ -891,7 +910,7 @@ def test_cli_end_to_end_gpu_then_queue_then_dispatch(fake_api, subprocess_env, t
             pod_json("job1", annotations=capable),
         ],
     )
-    env = {**subprocess_env, "KUBECONFIG": str(api.kubeconfig(tmp_path / "kubeconfig"))}
+    env = {**client_env, "KUBECONFIG": str(api.kubeconfig(tmp_path / "kubeconfig"))}
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -929,3 +948,4 @@ def test_cli_end_to_end_gpu_then_queue_then_dispatch(fake_api, subprocess_env, t
         out, _ = proc.communicate(timeout=15)
     assert proc.returncode == 0, out
     assert "learned default/job1" in out
+    assert ("client 24.2.0" in out) == ("k8s24" in client_env["PYTHONPATH"])

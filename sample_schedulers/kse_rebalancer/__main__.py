@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import kubernetes
 from apscheduler.schedulers.background import BackgroundScheduler
 from kubernetes import client, config
 
@@ -132,11 +133,12 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_sigterm)
     logging.getLogger("kse").info(
-        "KSE %s on schedulerName=%s, every %gs, imbalance -> %s",
+        "KSE %s on schedulerName=%s, every %gs, imbalance -> %s (kubernetes client %s)",
         args.algorithm,
         args.scheduler_name,
         args.interval,
         args.imbalance_csv,
+        kubernetes.__version__,
     )
     try:
         if binder is not None:

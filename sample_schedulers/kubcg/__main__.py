@@ -12,6 +12,7 @@ import signal
 import sys
 from pathlib import Path
 
+import kubernetes
 from kubernetes import client, config
 
 from .history import History
@@ -101,7 +102,10 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_sigterm)
     logging.getLogger("kubcg").info(
-        "KubCG serving schedulerName=%s (%d runs in history)", args.scheduler_name, len(history)
+        "KubCG serving schedulerName=%s (%d runs in history; kubernetes client %s)",
+        args.scheduler_name,
+        len(history),
+        kubernetes.__version__,
     )
     try:
         scheduler.run()
