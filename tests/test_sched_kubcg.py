@@ -530,6 +530,7 @@ class FlakyWatch(FakeWatch):
 
 
 def test_run_survives_a_lost_connection():
+    FlakyWatch.failures = 0
     api = FakeCoreV1([make_node("cpu1")], [])
     done = threading.Event()
     box = []
