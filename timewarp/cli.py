@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"timewarp {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (module_name, help_text) in SUBCOMMANDS.items():
+    for name, (_module, help_text) in SUBCOMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)
     return parser
 
