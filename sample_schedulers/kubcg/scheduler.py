@@ -70,6 +70,7 @@ class KubcgScheduler:
         """Seconds to wait before watching again after an error."""
         self._lock = threading.RLock()
         self._stop = threading.Event()
+        self._queued = threading.Event()  # set while the GPU queue may be non-empty
         self._pods: dict[str, PodInfo] = {}
         self._nodes: dict[str, NodeInfo] = {}
         self._estimates: dict[str, Estimate] = {}
@@ -217,6 +218,7 @@ class KubcgScheduler:
                     seq = previous.seq if previous is not None else next(self._seq)
                     entry = QueuedPod(pod, decision.slot.node, seq, stats.minimum)
                     self._queue[pod.uid] = entry
+                    self._queued.set()
                     queues.setdefault(decision.slot.node, []).append(entry)
                     if previous is None or previous.node != entry.node:
                         log.info(
@@ -280,6 +282,7 @@ class KubcgScheduler:
 
     def stop(self) -> None:
         self._stop.set()
+        self._queued.set()  # let the corrector see the stop
 
     def run(self) -> None:
         """Resync, then watch pods until :meth:`stop`; a pass runs after every event."""
@@ -314,10 +317,17 @@ class KubcgScheduler:
         corrector.join(timeout=self.correct_interval + 1)
 
     def _correct_loop(self) -> None:
-        while not self._stop.wait(self.correct_interval):
+        """Re-run passes every ``correct_interval`` s, but only while pods wait for a GPU
+        (an idle corrector would wake a simulated cluster for nothing)."""
+        while not self._stop.is_set():
+            self._queued.wait()
+            if self._stop.wait(self.correct_interval):
+                return
             with self._lock:
                 if self._queue:
                     self.schedule_pass()
+                if not self._queue:
+                    self._queued.clear()
 
 
 def _largest_room(view: ClusterView) -> tuple[float, float]:
