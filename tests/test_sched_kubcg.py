@@ -167,6 +167,25 @@ def test_cpu_only_pod_never_gets_a_gpu_and_gpu_pod_never_a_cpu():
     assert (d.action, d.slot) == ("wait_gpu", Slot("gpu3", "gpu"))
 
 
+def test_a_gpu_pod_queues_for_a_node_full_only_because_of_the_gpu_holder():
+    small = NodeInfo("gpu1", node_class="gpu", gpus=1, cpu=1, memory=16e9)
+    holder = Estimate("h", "x", Slot("gpu1", "gpu"), 0.0, 50.0, cpu=1.0, memory=1e9)
+    view = ClusterView(now=10.0, nodes=[small], running=[holder], requested={"gpu1": (1.0, 1e9)})
+    lookup = table({("gpu1", "gpu"): Stats.of([5.0])})
+    d = decide(pod(capable=True), view, lookup)
+    assert (d.action, d.slot, d.wait) == ("wait_gpu", Slot("gpu1", "gpu"), 40.0)
+    # a CPU-only pod has no such hope
+    assert decide(pod(), view, lookup).action == "unschedulable"
+
+
+def test_a_free_second_gpu_without_room_now_means_waiting_not_binding():
+    two = NodeInfo("gpu2", node_class="gpu", gpus=2, cpu=1, memory=16e9)
+    holder = Estimate("h", "x", Slot("gpu2", "gpu"), 0.0, 50.0, cpu=1.0, memory=1e9)
+    view = ClusterView(now=10.0, nodes=[two], running=[holder], requested={"gpu2": (1.0, 1e9)})
+    d = decide(pod(capable=True), view, table({("gpu2", "gpu"): Stats.of([5.0])}))
+    assert d.action == "wait_gpu"
+
+
 def test_without_history_an_idle_node_is_chosen():
     view = ClusterView(now=0.0, nodes=[CPU1, CPU2], running=[running("cpu1", "cpu", 10)])
     d = decide(pod(), view, table({}))

@@ -76,13 +76,20 @@ class ClusterView:
         self.requested[estimate.slot.node] = (old_cpu + cpu, old_memory + memory)
 
 
-def fits(pod: PodInfo, node: NodeInfo, view: ClusterView) -> bool:
-    """Node is schedulable, matches the pod's nodeSelector, and has room for its requests."""
+def fits(pod: PodInfo, node: NodeInfo, view: ClusterView, after_gpu_frees: bool = False) -> bool:
+    """Node is schedulable, matches the pod's nodeSelector, and has room for its requests.
+
+    With ``after_gpu_frees`` the requests of the pods holding the node's GPUs are counted
+    as released: the room a pod queued for that GPU will find when it is dispatched.
+    """
     if not node.schedulable:
         return False
     if any(node.labels.get(k) != v for k, v in pod.node_selector.items()):
         return False
     cpu, memory = view.requested.get(node.name, (0.0, 0.0))
+    if after_gpu_frees:
+        for holder in view.on(node.name, "gpu"):
+            cpu, memory = cpu - holder.cpu, memory - holder.memory
     return cpu + pod.cpu <= node.cpu + _EPS and memory + pod.memory <= node.memory + _EPS
 
 
@@ -123,15 +130,20 @@ def gpu_free(view: ClusterView, node: NodeInfo) -> bool:
 
 
 def candidate_slots(pod: PodInfo, view: ClusterView) -> list[tuple[NodeInfo, Slot]]:
-    """Every (node, slot) the pod may use, by node name then CPU before GPU."""
+    """Every (node, slot) the pod may use, by node name then CPU before GPU.
+
+    A CPU slot needs room now; a GPU slot needs room now, or, while its GPUs are held,
+    room once they free (the pod would wait for one anyway).
+    """
     slots: list[tuple[NodeInfo, Slot]] = []
     for node in sorted(view.nodes, key=lambda n: n.name):
-        if not fits(pod, node, view):
-            continue
-        if pod.can_use_cpu:
+        room_now = fits(pod, node, view)
+        if pod.can_use_cpu and room_now:
             slots.append((node, Slot(node.name, "cpu")))
         if pod.can_use_gpu and node.gpus > 0:
-            slots.append((node, Slot(node.name, "gpu")))
+            held = bool(view.on(node.name, "gpu"))
+            if room_now or (held and fits(pod, node, view, after_gpu_frees=True)):
+                slots.append((node, Slot(node.name, "gpu")))
     return slots
 
 
@@ -144,11 +156,17 @@ def decide(pod: PodInfo, view: ClusterView, lookup: StatsLookup) -> Decision:
         (node, slot, s) for node, slot in slots if (s := lookup(pod.image, node, slot.resource))
     ]
     if known:
-        return _decide_with_history(view, known)
+        return _decide_with_history(pod, view, known)
     return _decide_without_history(pod, view, slots)
 
 
-def _decide_with_history(view: ClusterView, known: list[tuple[NodeInfo, Slot, Stats]]) -> Decision:
+def _can_bind_gpu_now(pod: PodInfo, view: ClusterView, node: NodeInfo) -> bool:
+    return gpu_free(view, node) and fits(pod, node, view)
+
+
+def _decide_with_history(
+    pod: PodInfo, view: ClusterView, known: list[tuple[NodeInfo, Slot, Stats]]
+) -> Decision:
     scored = []
     for node, slot, stats in known:
         if slot.resource == "cpu":
@@ -159,7 +177,7 @@ def _decide_with_history(view: ClusterView, known: list[tuple[NodeInfo, Slot, St
             delta = stats.minimum + wait
         scored.append((delta, wait, slot.resource, slot.node, slot))
     delta, wait, _, _, slot = min(scored)
-    busy = slot.resource == "gpu" and not gpu_free(view, view.node(slot.node))
+    busy = slot.resource == "gpu" and not _can_bind_gpu_now(pod, view, view.node(slot.node))
     action = "wait_gpu" if busy else "bind"
     reason = f"Δ={delta:.3f}s on {slot.node}/{slot.resource}" + (
         f" after waiting {wait:.3f}s for a GPU" if action == "wait_gpu" else ""
@@ -181,7 +199,7 @@ def _decide_without_history(
     t, _, _, slot = min(ready_at)
     wait = max(0.0, t - view.now)
     idle = wait <= _EPS
-    if slot.resource == "gpu" and not gpu_free(view, view.node(slot.node)):
+    if slot.resource == "gpu" and not _can_bind_gpu_now(pod, view, view.node(slot.node)):
         return Decision(
             "wait_gpu", slot, wait=wait, reason=f"no history; GPU of {slot.node} idle first"
         )

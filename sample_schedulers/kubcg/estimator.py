@@ -54,7 +54,14 @@ def correct(estimate: Estimate, now: float, stats: Stats) -> Estimate:
 
 
 def initial_estimate(
-    uid: str, image: str, slot, started: float, stats: Stats, slowdown: int = 1
+    uid: str,
+    image: str,
+    slot,
+    started: float,
+    stats: Stats,
+    slowdown: int = 1,
+    cpu: float = 0.0,
+    memory: float = 0.0,
 ) -> Estimate:
     """A new EP-table row: the MIN technique, as the paper starts."""
     return Estimate(
@@ -65,4 +72,6 @@ def initial_estimate(
         duration=stats.minimum,
         technique=Technique.MIN,
         slowdown=max(1, slowdown),
+        cpu=cpu,
+        memory=memory,
     )

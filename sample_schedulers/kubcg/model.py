@@ -132,6 +132,10 @@ class Estimate:
     duration: float
     technique: Technique = Technique.MIN
     slowdown: int = 1
+    cpu: float = 0.0
+    """Cores the pod requests (released when it ends)."""
+    memory: float = 0.0
+    """Bytes the pod requests."""
 
     @property
     def end(self) -> float:

@@ -207,7 +207,14 @@ class KubcgScheduler:
                         node = self._nodes[decision.slot.node]
                         stats = self._stats(pod.image, node, decision.slot.resource) or self.prior
                         est = initial_estimate(
-                            pod.uid, pod.image, decision.slot, now, stats, slowdown
+                            pod.uid,
+                            pod.image,
+                            decision.slot,
+                            now,
+                            stats,
+                            slowdown,
+                            pod.cpu,
+                            pod.memory,
                         )
                         self._estimates[pod.uid] = est
                         view.place(est, pod.cpu, pod.memory)
@@ -244,7 +251,9 @@ class KubcgScheduler:
             est = self._estimates.get(info.uid)
             if est is None or est.slot != slot:
                 started = info.started or self._bound_at.get(info.uid) or now
-                est = initial_estimate(info.uid, info.image, slot, started, stats)
+                est = initial_estimate(
+                    info.uid, info.image, slot, started, stats, 1, info.cpu, info.memory
+                )
             estimates[info.uid] = correct(est, now, stats)
         self._estimates = estimates
         return sorted(estimates.values(), key=lambda e: e.uid)
@@ -331,11 +340,14 @@ class KubcgScheduler:
 
 
 def _largest_room(view: ClusterView) -> tuple[float, float]:
-    """The most free cores and the most free bytes on any schedulable node (upper bounds)."""
+    """The most free cores and the most free bytes on any schedulable node, counting GPU
+    holders' requests as free (upper bounds for :func:`decider.fits`)."""
     cpu = memory = float("-inf")
     for node in view.nodes:
         if node.schedulable:
             used_cpu, used_memory = view.requested.get(node.name, (0.0, 0.0))
+            for holder in view.on(node.name, "gpu"):  # released when the GPU frees
+                used_cpu, used_memory = used_cpu - holder.cpu, used_memory - holder.memory
             cpu = max(cpu, node.cpu - used_cpu)
             memory = max(memory, node.memory - used_memory)
     return cpu, memory
