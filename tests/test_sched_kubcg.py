@@ -969,3 +969,97 @@ def test_cli_end_to_end_gpu_then_queue_then_dispatch(fake_api, client_env, tmp_p
     assert proc.returncode == 0, out
     assert "learned default/job1" in out
     assert ("client 24.2.0" in out) == ("k8s24" in client_env["PYTHONPATH"])
+
+
+# -- end to end in simulated time: `timewarp simulate` (slow: run with -m slow) ---------------
+
+KUBCG_PLATFORM = """<?xml version='1.0'?>
+<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
+<platform version="4.1">
+  <zone id="cluster" routing="Full">
+    <host id="master_host" speed="1Gf"><prop id="role" value="master"/></host>
+    <host id="cpu1" speed="1Gf"><prop id="core" value="1"/><prop id="memory" value="4Gi"/></host>
+    <host id="cpu2" speed="1Gf"><prop id="core" value="1"/><prop id="memory" value="4Gi"/></host>
+    <host id="gpu1" speed="10Gf">
+      <prop id="core" value="1"/><prop id="memory" value="4Gi"/>
+      <prop id="node_class" value="gpu"/><prop id="gpu" value="1"/>
+    </host>
+  </zone>
+</platform>
+"""
+
+
+def kubcg_workload() -> dict:
+    """One GPU-capable application: 100 s on a CPU node, 10 s on the (10x faster) GPU node.
+
+    t=0: two jobs teach the history (no history: the GPU first, then an idle CPU node);
+    t=200: three jobs (one on the GPU, two queue for it: 20 s and 30 s beat 100 s);
+    t=400: twelve jobs (the k-th would finish after 10 + 10k s on the GPU: from k = 9 on
+    that no longer beats an idle CPU node, so two go to the CPUs and the twelfth, with
+    both CPUs taken, queues for the GPU).
+    """
+    subtimes = [0, 0] + [200] * 3 + [400] * 12
+    jobs = [
+        {
+            "id": str(i + 1),
+            "subtime": t,
+            "res": 1,
+            "profile": "app",
+            "cpu": "1",
+            "memory": "1Gi",
+            "image": "registry.example/app:cpu",
+            "annotations": {kube.GPU_IMAGE_ANNOTATION: "registry.example/app:cuda"},
+        }
+        for i, t in enumerate(subtimes)
+    ]
+    profiles = {
+        "app": {"type": "parallel_homogeneous", "cpu": 1e11, "com": 0, "scheduler": "kubcg"}
+    }
+    return {"nb_res": 3, "jobs": jobs, "profiles": profiles}
+
+
+@pytest.mark.slow
+def test_simulate_gpu_jobs_go_to_the_gpu_when_it_pays(subprocess_env, tmp_path):
+    import csv as csv_module
+
+    platform = tmp_path / "platform.xml"
+    platform.write_text(KUBCG_PLATFORM)
+    workload = tmp_path / "workload.json"
+    workload.write_text(json.dumps(kubcg_workload()))
+    out = tmp_path / "out"
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "timewarp",
+            "simulate",
+            "--scheduler",
+            "python -m sample_schedulers.kubcg --scheduler-name kubcg",
+            "-p",
+            str(platform),
+            "-w",
+            str(workload),
+            "-o",
+            str(out),
+            "-q",
+            "--no-plots",
+            "--stall-timeout",
+            "1",
+        ],
+        env=subprocess_env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    figures = json.loads((out / "manifest.json").read_text())["figures"]
+    assert figures["rejected_by_kubelet"] == 0  # no over-allocation
+    assert figures["nb_jobs_success"] == 17
+    rows = {row["job_id"]: row for row in csv_module.DictReader((out / "out_jobs.csv").open())}
+    on_gpu = {job for job, row in rows.items() if row["allocated_resources"] == "2"}  # gpu1
+    assert {"1", "3", "4", "5"} <= on_gpu and "2" not in on_gpu
+    burst = [str(i) for i in range(6, 18)]
+    assert sum(job in on_gpu for job in burst) == 10
+    assert float(rows["5"]["finish_time"]) == pytest.approx(230.0)
+    log = (out / "scheduler-0.log").read_text()
+    assert "waits for a GPU of gpu1" in log
