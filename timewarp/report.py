@@ -96,8 +96,10 @@ def plot(prefix: Path, out_dir: Path) -> list[Path]:
             lanes.setdefault(res, []).append((start, end))
     ymap = {res: i for i, res in enumerate(sorted(lanes, key=int))}
     for res, spans in lanes.items():
-        # stack concurrent jobs (compute sharing) inside the resource's lane
+        # stack concurrent jobs (compute sharing) inside the resource's lane: one
+        # collection per (lane, slot), not one artist per job
         ends: list[float] = []
+        slots: dict[int, list[tuple[float, float]]] = {}
         for start, end in sorted(spans):
             slot = next((i for i, e in enumerate(ends) if e <= start), None)
             if slot is None:
@@ -105,9 +107,11 @@ def plot(prefix: Path, out_dir: Path) -> list[Path]:
                 slot = len(ends) - 1
             else:
                 ends[slot] = end
-            depth = 0.8 / max(1, len(ends))
+            slots.setdefault(slot, []).append((start, end - start))
+        depth = 0.8 / max(1, len(ends))
+        for slot, bars in slots.items():
             ax.broken_barh(
-                [(start, end - start)],
+                bars,
                 (ymap[res] - 0.4 + slot * depth, depth),
                 facecolors=f"C{slot % 10}",
                 edgecolor="black",
