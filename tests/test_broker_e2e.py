@@ -78,7 +78,9 @@ def test_every_job_runs_once_without_over_allocation(burst_run):
         )
     for spans in per_node.values():
         spans.sort()
-        assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:]))
+        assert all(
+            a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:], strict=False)
+        )
     assert float(json.loads((out / "manifest.json").read_text())["figures"]["makespan"]) == 510.0
 
 
