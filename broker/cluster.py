@@ -343,7 +343,7 @@ class Cluster:
             short = ("memory", memory, node.used_memory, node.memory)
         if short is not None:
             resource, requested, used, capacity = short
-            reason = f"Out{resource}"
+            reason = f"OutOf{resource}"
 
             def refuse(obj: dict[str, Any]) -> dict[str, Any]:
                 status = obj.setdefault("status", {})
