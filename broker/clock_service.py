@@ -63,6 +63,7 @@ class ProcessState:
     io: list[list[int]] = field(default_factory=list)
     runnable: int = 0
     blocked: int = 0
+    detached: int = 0
     gone: bool = False
     returncode: int | None = None
     stacks: str | None = None
@@ -449,6 +450,7 @@ class ClockService:
                 elif op == "state":
                     proc.busy, proc.ack, proc.io = msg["busy"], msg["ack"], msg["io"]
                     proc.runnable, proc.blocked = msg["runnable"], msg["blocked"]
+                    proc.detached = msg["detached"]
                 elif op == "stacks":
                     proc.stacks = msg["text"]
                 elif op == "bye":

@@ -196,8 +196,9 @@ class Runtime:
                     self._poke()
         elif self.holder is ts:
             self._hand_off_locked()
-        else:
-            self.detached.discard(ts)
+        elif ts in self.detached:
+            self.detached.discard(ts)  # back from its real wait
+            self._poke()
 
     def yield_baton(self) -> None:
         """sleep(0): let every ready thread run once before continuing."""
@@ -316,7 +317,7 @@ class Runtime:
             self.now_ns = t_ns
         self.acks += 1
 
-    def snapshot_locked(self) -> tuple[bool, int, list[list[int]], int, int]:
+    def snapshot_locked(self) -> tuple[bool, int, list[list[int]], int, int, int]:
         if self.deterministic:
             busy = self.holder is not None
             runnable = len(self.ready) + busy
@@ -324,7 +325,8 @@ class Runtime:
             runnable = self.running
             busy = runnable > 0
         io = [list(v) for v in self.io.values()]
-        return (busy, self.acks, io, runnable, max(0, self.live - runnable))
+        detached = len(self.detached)
+        return (busy, self.acks, io, runnable, max(0, self.live - runnable - detached), detached)
 
     def detach_holder_locked(self) -> None:
         """Stall guard said advance: let the others run while the holder is stuck."""
