@@ -86,6 +86,11 @@ def activate_from_env() -> _runtime.Runtime | None:
         atexit.register(client.send_bye)
         os.register_at_fork(after_in_child=_deactivate_in_child)
         _virtualize_stdlib()
+        facade = os.environ.get(clockproto.ENV_FACADE)
+        if facade:
+            from timewarp import _netio
+
+            _netio.install(facade)
         return rt
 
 

@@ -232,7 +232,9 @@ class Runtime:
         waiter.timer_id = tid
         self.timers[tid] = waiter
         ts.wait_no += 1
-        self.outbox.append(clockproto.timer(tid, deadline_ns, [*ts.path, ts.wait_no]))
+        # Under the baton registrations happen in a reproducible order, so the
+        # registration sequence is a deterministic tie-break for equal deadlines.
+        self.outbox.append(clockproto.timer(tid, deadline_ns, [tid]))
         self._poke()
 
     def wake_locked(self, waiter: Waiter, how: int) -> bool:

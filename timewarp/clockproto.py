@@ -37,9 +37,9 @@ Invariants the broker relies on:
 - ``busy`` is true while any thread of the process runs outside a virtual wait;
 - ``io`` lists threads blocked reading a connection to the API facade, as
   ``[client_port, bytes_sent, bytes_consumed]`` on that connection.
-- ``key`` orders timers with equal deadlines deterministically: the waiting thread's
-  position in the thread tree (the main thread is ``[0]``, its second child ``[0, 1]``)
-  followed by that thread's wait counter.
+- ``key`` orders timers with equal deadlines: the process's registration sequence.
+  In deterministic mode only one thread of a process runs at a time, in a reproducible
+  order, so this sequence is the same every run.
 """
 
 from __future__ import annotations

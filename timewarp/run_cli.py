@@ -96,6 +96,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="advance",
         help="after a stall report: advance anyway (counted) or stop (default advance)",
     )
+    parser.add_argument(
+        "--threads",
+        choices=("deterministic", "free"),
+        default="deterministic",
+        help="standalone only: deterministic (default) runs one thread at a time in a "
+        "reproducible order; free lets threads run in parallel and reads the clock by "
+        "round trip (not reproducible)",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="no summary line at the end")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]")
 
@@ -156,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
 
     with ClockService(
         epoch_ns=args.epoch if args.epoch is not None else DEFAULT_EPOCH_NS,
+        mode="deterministic" if args.threads == "deterministic" else "free",
         stall_timeout=args.stall_timeout,
         on_stall=args.on_stall,
     ) as clock:
