@@ -22,6 +22,9 @@ Invariants and limits:
   clocks: the clock's wall-clock seconds, not a separate monotonic origin.
 - Unpatched *waits* (``threading.Event.wait`` in a library) stay real-time waits; only the
   readings change. Rewriting the library (``--patch-module``) is the cure for waits.
+- Classes created while frozen see freezegun's ``FakeDatetime`` as ``datetime.datetime``;
+  pydantic models among them are taught to treat it as the real class (kubernetes >= 37
+  declares its models with pydantic, lazily).
 - Unpatched ``datetime.now()`` without a timezone returns naive *UTC* (freezegun's
   ``tz_offset`` would also shift ``now(tz)`` for aware datetimes, so it stays 0); the
   same in a container running in UTC, off by the local offset elsewhere.
@@ -29,8 +32,12 @@ Invariants and limits:
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
-from collections.abc import Callable, Sequence
+import functools
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import freezegun
 import freezegun.api
@@ -103,10 +110,61 @@ def start_freeze(
         ignore=[*REAL_TIME_MODULES, *real_time_modules],
         real_asyncio=True,
     )
-    frozen = freezer.start()
+    _teach_pydantic_the_fake_classes()
+    try:
+        with _lazy_modules_list_only_what_is_loaded():
+            frozen = freezer.start()
+    except BaseException:
+        # freezegun patches modules one by one and may fail half-way (a lazy module
+        # attribute that raises on access): undo what it did before reporting.
+        if freezegun.api.freeze_factories:
+            freezer.stop()
+        raise
     factories = freezegun.api.freeze_factories
     if not factories or factories[-1] is not frozen:
         freezer.stop()
         raise RuntimeError("freezegun's internals changed: cannot plug timewarp's clock in")
     factories[-1] = _ClockFactory(now_ns)  # type: ignore[call-overload]
     return FreezeHandle(freezer)
+
+
+def _teach_pydantic_the_fake_classes() -> None:
+    """Let pydantic models declared while frozen accept ``datetime``/``date`` fields.
+
+    freezegun swaps ``datetime.datetime`` for its ``FakeDatetime`` subclass, so a model
+    class created during the freeze (often: a lazily imported ``kubernetes`` >= 37 model)
+    is annotated with ``FakeDatetime``, for which pydantic has no schema. Giving the fake
+    classes pydantic's schema hook, delegating to the real class, fixes that without
+    touching pydantic; validated values are real ``datetime``/``date`` objects.
+    """
+    api = freezegun.api
+    for fake, real in ((api.FakeDatetime, api.real_datetime), (api.FakeDate, api.real_date)):
+        if "__get_pydantic_core_schema__" in fake.__dict__:
+            continue
+
+        def schema(cls: type, source: object, handler: Any, _real: type = real) -> Any:
+            return handler.generate_schema(_real)
+
+        fake.__get_pydantic_core_schema__ = classmethod(schema)  # type: ignore[attr-defined]
+
+
+@contextlib.contextmanager
+def _lazy_modules_list_only_what_is_loaded() -> Iterator[None]:
+    """While freezegun scans modules, make lazy modules' ``dir()`` list only loaded names.
+
+    freezegun calls ``getattr`` on every name ``dir(module)`` lists. A lazy module (PEP
+    562 ``__getattr__``/``__dir__``, as ``kubernetes.client`` >= 37) would import all of its
+    submodules for that — seconds of start-up. Names not loaded yet cannot hold a clock
+    function; when they are imported later they pick up the fakes like any new import.
+    """
+    patched: list[tuple[dict[str, Any], Any]] = []
+    for module in list(sys.modules.values()):
+        namespace = getattr(module, "__dict__", None)
+        if isinstance(namespace, dict) and "__getattr__" in namespace and "__dir__" in namespace:
+            patched.append((namespace, namespace["__dir__"]))
+            namespace["__dir__"] = functools.partial(sorted, namespace)
+    try:
+        yield
+    finally:
+        for namespace, original in patched:
+            namespace["__dir__"] = original
