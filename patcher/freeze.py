@@ -133,17 +133,25 @@ def _teach_pydantic_the_fake_classes() -> None:
 
     freezegun swaps ``datetime.datetime`` for its ``FakeDatetime`` subclass, so a model
     class created during the freeze (often: a lazily imported ``kubernetes`` >= 37 model)
-    is annotated with ``FakeDatetime``, for which pydantic has no schema. Giving the fake
-    classes pydantic's schema hook, delegating to the real class, fixes that without
-    touching pydantic; validated values are real ``datetime``/``date`` objects.
+    is annotated with ``FakeDatetime``, for which pydantic has no schema. The fake classes
+    get pydantic's schema hook returning pydantic-core's own datetime/date schema (what
+    pydantic uses for the real classes): values parsed from strings are real ``datetime``
+    objects, datetime instances pass through. Nothing happens without pydantic.
     """
+    try:
+        from pydantic_core import core_schema
+    except ImportError:
+        return
     api = freezegun.api
-    for fake, real in ((api.FakeDatetime, api.real_datetime), (api.FakeDate, api.real_date)):
+    for fake, make_schema in (
+        (api.FakeDatetime, core_schema.datetime_schema),
+        (api.FakeDate, core_schema.date_schema),
+    ):
         if "__get_pydantic_core_schema__" in fake.__dict__:
             continue
 
-        def schema(cls: type, source: object, handler: Any, _real: type = real) -> Any:
-            return handler.generate_schema(_real)
+        def schema(cls: type, source: object, handler: Any, _make: Any = make_schema) -> Any:
+            return _make()
 
         fake.__get_pydantic_core_schema__ = classmethod(schema)  # type: ignore[attr-defined]
 

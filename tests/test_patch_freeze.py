@@ -122,6 +122,8 @@ def test_pydantic_models_declared_while_frozen_accept_datetimes(clock: list[int]
 
     stamped = Stamped(at=datetime.now(), day=date.today())
     assert stamped.at.year == 2027 and stamped.day == dt.date(2027, 1, 15)
+    parsed = Stamped.model_validate({"at": "2024-01-01T00:00:00Z"})
+    assert parsed.at == dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 
 
 def test_a_failed_start_leaves_nothing_frozen(monkeypatch: pytest.MonkeyPatch) -> None:
