@@ -219,3 +219,20 @@ def test_single_file_to_a_new_directory_named_with_a_slash(tree: Path, tmp_path:
 def test_single_file_onto_itself_is_refused(tree: Path, capsys) -> None:
     assert patch(tree / "pkg" / "loop.py", "-o", tree / "pkg" / "loop.py") == 2
     assert "use --in-place" in capsys.readouterr().err
+
+
+def test_extensionless_python_scripts_are_patched_and_links_are_kept(
+    tree: Path, tmp_path: Path, capsys
+) -> None:
+    script = tree / "bin" / "scheduler"
+    script.parent.mkdir()
+    script.write_text("#!/usr/bin/env python3\nimport time\ntime.sleep(1)\n")
+    script.chmod(0o755)
+    (tree / "pkg" / "alias.py").symlink_to("loop.py")
+    out = tmp_path / "build"
+    assert patch(tree, "-o", out) == 0
+    assert "_timewarp_vtime.sleep(1)" in (out / "bin" / "scheduler").read_text()
+    assert os.access(out / "bin" / "scheduler", os.X_OK)
+    assert (out / "pkg" / "alias.py").is_symlink()
+    assert (out / "pkg" / "alias.py").read_text() == PATCHED  # points at the patched copy
+    assert "skipped pkg/alias.py: symbolic link (kept, not followed)" in capsys.readouterr().err
