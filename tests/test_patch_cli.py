@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import stat
 import subprocess
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from timewarp.cli import main
+from patcher import cli as patch_cli
 
 UNPATCHED = "import time\n\n\ndef nap():\n    time.sleep(1)  # polite\n"
 PATCHED = (
@@ -36,7 +37,10 @@ def tree(tmp_path: Path) -> Path:
 
 
 def patch(*args: str | Path) -> int:
-    return main(["patch", *map(str, args)])
+    """``timewarp patch ARGS`` in process (the subprocess test below covers the dispatcher)."""
+    parser = argparse.ArgumentParser(prog="timewarp patch")
+    patch_cli.add_arguments(parser)
+    return patch_cli.run(parser.parse_args([str(a) for a in args]))
 
 
 def test_mirror_tree_rewrites_python_and_copies_the_rest(
