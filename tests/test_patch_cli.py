@@ -240,3 +240,17 @@ def test_extensionless_python_scripts_are_patched_and_links_are_kept(
     assert (out / "pkg" / "alias.py").is_symlink()
     assert (out / "pkg" / "alias.py").read_text() == PATCHED  # points at the patched copy
     assert "skipped pkg/alias.py: symbolic link (kept, not followed)" in capsys.readouterr().err
+
+
+def test_vcs_caches_and_virtualenvs_are_neither_scanned_nor_copied(
+    tree: Path, tmp_path: Path, capsys
+) -> None:
+    for noise in (".git/hooks/pre-commit.py", "venv/lib/site.py", ".tox/py/x.py"):
+        (tree / noise).parent.mkdir(parents=True, exist_ok=True)
+        (tree / noise).write_text(UNPATCHED)
+    (tree / "venv" / "pyvenv.cfg").write_text("home = /usr\n")
+    out = tmp_path / "build"
+    assert patch(tree, "-o", out) == 0
+    assert not (out / ".git").exists() and not (out / "venv").exists()
+    assert not (out / ".tox").exists()
+    assert "3 Python file(s) scanned" in capsys.readouterr().err
