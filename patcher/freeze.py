@@ -17,7 +17,7 @@ Invariants and limits:
   ``multiprocessing``...) keeps reading the real clock. That includes timewarp's runtime,
   so ``now_ns`` may itself call ``time.time_ns`` in passthrough without recursing, and the
   I/O stack (``socket``, ``ssl``, ``selectors``, ``urllib3``, ``asyncio``...), whose
-  timeouts are real-time timeouts.
+  timeouts are real-time timeouts, and ``kubernetes``/``pydantic``.
 - Unpatched ``time.monotonic``/``perf_counter`` return freezegun's value for monotonic
   clocks: the clock's wall-clock seconds, not a separate monotonic origin.
 - Unpatched *waits* (``threading.Event.wait`` in a library) stay real-time waits; only the
@@ -56,6 +56,12 @@ REAL_TIME_MODULES: tuple[str, ...] = (
     "subprocess",
     "urllib3",
     "http",
+    # pydantic-based model layers (kubernetes >= 37) build schemas lazily: keep their
+    # references to the real classes (models declared while frozen are covered by
+    # _teach_pydantic_the_fake_classes), and the client's HTTP timing real.
+    "pydantic",
+    "pydantic_core",
+    "kubernetes",
 )
 
 _UNIX_EPOCH = _dt.datetime(1970, 1, 1)
