@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from .model import NodeView, PodSummary, Taint
-from .resources import PODS
+from .resources import CPU, MEMORY, PODS
 
 UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect="NoSchedule")
 FILTERED_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
@@ -23,8 +23,15 @@ def tolerated(pod: PodSummary, taint: Taint) -> bool:
     return any(t.tolerates(taint) for t in pod.tolerations)
 
 
-def unfit_reason(pod: PodSummary, view: NodeView) -> str | None:
-    """Why ``pod`` cannot go to ``view``'s node, or None when it can."""
+def _wanted(pod: PodSummary) -> list[tuple[str, int]]:
+    return [(r, pod.requests[r]) for r in pod.requests.names() if r != PODS and pod.requests[r] > 0]
+
+
+def unfit_reason(
+    pod: PodSummary, view: NodeView, wanted: list[tuple[str, int]] | None = None
+) -> str | None:
+    """Why ``pod`` cannot go to ``view``'s node, or None when it can. ``wanted`` is
+    ``_wanted(pod)``, precomputed by callers that check many nodes."""
     node = view.node
     if node.unschedulable and not tolerated(pod, UNSCHEDULABLE_TAINT):
         return "node(s) were unschedulable"
@@ -37,11 +44,14 @@ def unfit_reason(pod: PodSummary, view: NodeView) -> str | None:
             return "node(s) didn't match Pod's node affinity/selector"
     if PODS in node.allocatable.amounts and len(view.pods) + 1 > node.allocatable[PODS]:
         return "Too many pods"
-    for resource in pod.requests.names():
-        want = pod.requests[resource]
-        if resource == PODS or want <= 0:
-            continue
-        if want > view.free(resource):
+    for resource, want in _wanted(pod) if wanted is None else wanted:
+        if resource == CPU:
+            free = view.alloc_cpu - view.requested_cpu
+        elif resource == MEMORY:
+            free = view.alloc_memory - view.requested_memory
+        else:
+            free = view.free(resource)
+        if want > free:
             return f"Insufficient {resource}"
     return None
 
@@ -53,9 +63,10 @@ def feasible_nodes(pod: PodSummary, views: Iterable[NodeView]) -> tuple[list[Nod
     fits: list[NodeView] = []
     reasons: Counter[str] = Counter()
     n = 0
+    wanted = _wanted(pod)
     for view in views:
         n += 1
-        reason = unfit_reason(pod, view)
+        reason = unfit_reason(pod, view, wanted)
         if reason is None:
             fits.append(view)
         else:

@@ -17,7 +17,7 @@ inputs always give the same node (kube-scheduler breaks ties at random).
 
 from __future__ import annotations
 
-import math
+import heapq
 
 from sample_schedulers.common.feasibility import feasible_nodes
 from sample_schedulers.common.loop import Decision
@@ -30,32 +30,27 @@ SCORED_RESOURCES = (CPU, MEMORY)
 
 
 def least_allocated(pod: PodSummary, view: NodeView) -> int:
-    score = weight_sum = 0
-    for resource in SCORED_RESOURCES:
-        capacity = view.node.allocatable[resource]
-        requested = view.nonzero_requested[resource] + pod.nonzero_requests[resource]
-        weight_sum += 1
-        if capacity == 0 or requested > capacity:
-            continue
-        score += (capacity - requested) * MAX_NODE_SCORE // capacity
-    return score // weight_sum
+    score = 0
+    for capacity, requested in (
+        (view.alloc_cpu, view.nonzero_cpu + pod.nonzero_requests.cpu_millis),
+        (view.alloc_memory, view.nonzero_memory + pod.nonzero_requests.memory_bytes),
+    ):
+        if capacity and requested <= capacity:
+            score += (capacity - requested) * MAX_NODE_SCORE // capacity
+    return score // len(SCORED_RESOURCES)
 
 
 def balanced_allocation(pod: PodSummary, view: NodeView) -> int:
-    fractions = []
-    for resource in SCORED_RESOURCES:
-        capacity = view.node.allocatable[resource]
-        if capacity == 0:
-            continue
-        requested = view.requested[resource] + pod.requests[resource]
-        fractions.append(min(requested / capacity, 1.0))
-    if len(fractions) == 2:
-        std = abs(fractions[0] - fractions[1]) / 2
-    elif len(fractions) > 2:
-        mean = sum(fractions) / len(fractions)
-        std = math.sqrt(sum((f - mean) ** 2 for f in fractions) / len(fractions))
-    else:
-        std = 0.0
+    fractions = [
+        min(requested / capacity, 1.0)
+        for capacity, requested in (
+            (view.alloc_cpu, view.requested_cpu + pod.requests.cpu_millis),
+            (view.alloc_memory, view.requested_memory + pod.requests.memory_bytes),
+        )
+        if capacity
+    ]
+    # the standard deviation of the fractions; with two it is half their distance
+    std = abs(fractions[0] - fractions[1]) / 2 if len(fractions) == 2 else 0.0
     return int((1 - std) * MAX_NODE_SCORE)
 
 
@@ -68,7 +63,12 @@ def decide(pod: PodSummary, views: list[NodeView]) -> Decision:
     fits, why_not = feasible_nodes(pod, views)
     if not fits:
         return Decision(None, why_not)
-    ranked = sorted((-score(pod, v), natural_key(v.name), v.name) for v in fits)
-    shown = ", ".join(f"{name}={-neg}" for neg, _, name in ranked[:5])
-    more = f", +{len(ranked) - 5} more" if len(ranked) > 5 else ""
-    return Decision(ranked[0][2], detail=f"[best scores {shown}{more}]")
+    scored = [(score(pod, v), v.name) for v in fits]
+    top = max(s for s, _ in scored)
+    best = min((name for s, name in scored if s == top), key=lambda n: (natural_key(n), n))
+    runners_up = heapq.nsmallest(
+        4, ((-s, name) for s, name in scored if name != best), key=lambda x: x
+    )
+    shown = ", ".join([f"{best}={top}"] + [f"{name}={-neg}" for neg, name in runners_up])
+    more = f", +{len(scored) - 5} more" if len(scored) > 5 else ""
+    return Decision(best, detail=f"[best scores {shown}{more}]")
