@@ -39,7 +39,7 @@ from typing import Any
 import yaml
 
 from sample_schedulers.common.model import NodeSummary, NodeView, PodSummary
-from sample_schedulers.common.resources import CPU, EPHEMERAL_STORAGE, MEMORY, quantity_to_int
+from sample_schedulers.common.resources import EPHEMERAL_STORAGE, quantity_to_int
 
 CRITERIA = ("image", "cpu", "memory", "disk", "power", "containers")
 DEFAULT_BENEFIT = {
@@ -246,16 +246,21 @@ def image_size(pod: PodSummary, views: Sequence[NodeView], config: KcssConfig) -
     return sum(known.get(normalize_image(i), config.default_image_size) for i in pod.images)
 
 
-def node_criteria(
-    pod: PodSummary,
-    view: NodeView,
-    pull_bytes: int,
-    config: KcssConfig,
-    problems: list[str],
-) -> list[float]:
-    """The six values of ``view``'s node for ``pod``, in ``CRITERIA`` order. Unparsable
-    annotations fall back to defaults and are described in ``problems``."""
-    node = view.node
+@dataclass(frozen=True)
+class NodeFigures:
+    """What a node's labels, annotations and status say, read once per node version."""
+
+    images: frozenset[str]
+    bandwidth: int
+    power_watts: float
+    power_idle_watts: float | None
+    power_max_watts: float | None
+    disk_total: int
+    problems: tuple[str, ...]
+
+
+def node_figures(node: NodeSummary, config: KcssConfig) -> NodeFigures:
+    problems: list[str] = []
 
     def number(key_name: str, parse, default):
         key = config.keys[key_name]
@@ -268,40 +273,75 @@ def node_criteria(
             problems.append(f"node {node.name}: {key}={raw!r} is not valid; using {default}")
             return default
 
+    bandwidth = number("bandwidth", lambda s: quantity_to_int("bandwidth", s), None)
+    if bandwidth is not None and bandwidth <= 0:
+        problems.append(f"node {node.name}: bandwidth must be positive; using the default")
+        bandwidth = None
+    idle = number("power_idle_watts", float, None)
+    peak = number("power_max_watts", float, None)
+    return NodeFigures(
+        images=frozenset(images_on(node, config)),
+        bandwidth=bandwidth or config.default_bandwidth,
+        power_watts=number("power_watts", float, config.default_power_watts),
+        power_idle_watts=idle if peak is not None else None,
+        power_max_watts=peak if idle is not None else None,
+        disk_total=number(
+            "disk_free", lambda s: quantity_to_int("disk", s), node.allocatable[EPHEMERAL_STORAGE]
+        ),
+        problems=tuple(problems),
+    )
+
+
+_figures_cache: dict[str, tuple[NodeSummary, KcssConfig, NodeFigures]] = {}
+
+
+def cached_node_figures(node: NodeSummary, config: KcssConfig) -> NodeFigures:
+    """``node_figures``, remembered while the very same node summary and config objects
+    are passed (the cache replaces a node's summary object on every change)."""
+    hit = _figures_cache.get(node.name)
+    if hit is not None and hit[0] is node and hit[1] is config:
+        return hit[2]
+    figures = node_figures(node, config)
+    if len(_figures_cache) > 100_000:
+        _figures_cache.clear()
+    _figures_cache[node.name] = (node, config, figures)
+    return figures
+
+
+def node_criteria(
+    pod: PodSummary,
+    view: NodeView,
+    pull_bytes: int,
+    config: KcssConfig,
+    problems: list[str],
+) -> list[float]:
+    """The six values of ``view``'s node for ``pod``, in ``CRITERIA`` order. Unparsable
+    annotations fall back to defaults and are described in ``problems``."""
+    figures = cached_node_figures(view.node, config)
+    problems.extend(figures.problems)
+
     # image transfer time
-    present = images_on(node, config)
-    missing = [i for i in pod.images if normalize_image(i) not in present]
-    if missing and pull_bytes:
-        bandwidth = number("bandwidth", lambda s: quantity_to_int("bandwidth", s), None)
-        if not bandwidth or bandwidth <= 0:
-            bandwidth = config.default_bandwidth
-        share = len(missing) / len(pod.images)
-        transfer = pull_bytes * share / bandwidth
+    if pull_bytes and pod.images:
+        missing = sum(1 for i in pod.images if normalize_image(i) not in figures.images)
+        transfer = pull_bytes * (missing / len(pod.images)) / figures.bandwidth
     else:
         transfer = 0.0
 
     # power
-    idle = number("power_idle_watts", float, None)
-    peak = number("power_max_watts", float, None)
-    if idle is not None and peak is not None:
-        capacity = node.allocatable[CPU]
-        used = view.requested[CPU] + pod.requests[CPU]
+    if figures.power_idle_watts is not None and figures.power_max_watts is not None:
+        idle, peak = figures.power_idle_watts, figures.power_max_watts
+        capacity = view.alloc_cpu
+        used = view.requested_cpu + pod.requests.cpu_millis
         share = min(1.0, used / capacity) if capacity else 1.0
         power = idle + (peak - idle) * share
     else:
-        power = number("power_watts", float, config.default_power_watts)
-
-    # disk
-    disk_total = number(
-        "disk_free", lambda s: quantity_to_int("disk", s), node.allocatable[EPHEMERAL_STORAGE]
-    )
-    disk = disk_total - view.requested[EPHEMERAL_STORAGE]
+        power = figures.power_watts
 
     return [
         transfer,
-        float(view.free(CPU)),
-        float(view.free(MEMORY)),
-        float(disk),
+        float(view.alloc_cpu - view.requested_cpu),
+        float(view.alloc_memory - view.requested_memory),
+        float(figures.disk_total - view.requested[EPHEMERAL_STORAGE]),
         float(power),
         float(view.containers),
     ]
