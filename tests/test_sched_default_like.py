@@ -7,15 +7,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from sample_schedulers.common.model import NodeSummary, NodeView, PodSummary, Taint
 from sample_schedulers.common.resources import Resources
 from sample_schedulers.default_like.scoring import (
+    SampledDecide,
     balanced_allocation,
     decide,
     least_allocated,
+    nodes_to_find,
     score,
 )
 
@@ -178,3 +181,53 @@ def test_random_module_is_not_used_for_decisions():
     for folder in ("common", "default_like", "kcss"):
         for path in (ROOT / "sample_schedulers" / folder).glob("*.py"):
             assert "import random" not in path.read_text(), path
+
+
+# -- kube-scheduler's percentageOfNodesToScore (opt-in) ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("percentage", "nodes", "expected"),
+    [
+        (0, 50, 50),  # small clusters: every node
+        (0, 128, 100),  # adaptive 49 % = 62, but never fewer than 100
+        (0, 1000, 420),  # adaptive 50 - 8 = 42 %
+        (0, 10000, 500),  # adaptive floor 5 %
+        (30, 1000, 300),
+        (100, 5000, 5000),
+    ],
+)
+def test_nodes_to_find_follows_kube_scheduler(percentage, nodes, expected):
+    assert nodes_to_find(percentage, nodes) == expected
+
+
+def test_sampled_search_stops_early_and_continues_round_robin():
+    views = [NodeView(node(f"n{i:03d}")) for i in range(200)]
+    sampled = SampledDecide(50)
+    first = sampled(pod("a"), views)
+    assert first.node == "n000" and sampled.next_start == 100
+    second = sampled(pod("b"), views)
+    assert second.node == "n100" and sampled.next_start == 0
+
+
+def test_sampled_search_at_100_percent_equals_the_full_decision():
+    views = [
+        NodeView(node(f"n{i}", cpu=1000 * (i % 7 + 1)), (pod(f"r{i}", 500, GI, node=f"n{i}"),))
+        for i in range(150)
+    ]
+    sampled = SampledDecide(100)
+    for cpu in (100, 900, 2500, 6500, 9000):
+        assert sampled(pod(cpu=cpu), views) == decide(pod(cpu=cpu), views)
+
+
+def test_sampled_search_reports_why_nothing_fits():
+    views = [NodeView(node(f"n{i:03d}", cpu=500)) for i in range(120)]
+    decision = SampledDecide(0)(pod(cpu=1000), views)
+    assert decision.node is None
+    assert decision.reason == "0/120 nodes are available: 120 Insufficient cpu."
+
+
+def test_percentage_out_of_range_is_a_usage_error(subprocess_env):
+    proc = run_cli(subprocess_env, "--percentage-of-nodes-to-score", "150")
+    assert proc.returncode == 2
+    assert "between 0 and 100" in proc.stderr

@@ -10,7 +10,7 @@ check gives the node's reason, worded like kube-scheduler's messages.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from .model import NodeView, PodSummary, Taint
 from .resources import CPU, MEMORY, PODS
@@ -60,18 +60,34 @@ def feasible_nodes(pod: PodSummary, views: Iterable[NodeView]) -> tuple[list[Nod
     """The nodes that pass every filter, and kube-scheduler's style summary of why the
     others did not (e.g. ``0/3 nodes are available: 2 Insufficient cpu, 1 node(s) were
     unschedulable.``). The summary is empty when some node fits."""
+    views = list(views)
+    fits, why, _ = find_feasible(pod, views, len(views), 0)
+    return fits, why
+
+
+def find_feasible(
+    pod: PodSummary, views: Sequence[NodeView], want: int, start: int
+) -> tuple[list[NodeView], str, int]:
+    """kube-scheduler's search: examine nodes from index ``start`` (wrapping around)
+    until ``want`` feasible ones are found or every node was examined. Returns the
+    feasible nodes (in examination order), the why-not summary (when none fits: then
+    every node was examined) and how many nodes were examined."""
     fits: list[NodeView] = []
     reasons: Counter[str] = Counter()
-    n = 0
     wanted = _wanted(pod)
-    for view in views:
-        n += 1
+    n = len(views)
+    examined = 0
+    for k in range(n):
+        view = views[(start + k) % n]
+        examined += 1
         reason = unfit_reason(pod, view, wanted)
         if reason is None:
             fits.append(view)
+            if len(fits) >= want:
+                break
         else:
             reasons[reason] += 1
     if fits:
-        return fits, ""
+        return fits, "", examined
     detail = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
-    return fits, f"0/{n} nodes are available" + (f": {detail}." if detail else ".")
+    return fits, f"0/{n} nodes are available" + (f": {detail}." if detail else "."), examined

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import heapq
 
-from sample_schedulers.common.feasibility import feasible_nodes
+from sample_schedulers.common.feasibility import feasible_nodes, find_feasible
 from sample_schedulers.common.loop import Decision
 from sample_schedulers.common.model import NodeView, PodSummary
 from sample_schedulers.common.queue import natural_key
@@ -58,17 +58,56 @@ def score(pod: PodSummary, view: NodeView) -> int:
     return least_allocated(pod, view) + balanced_allocation(pod, view)
 
 
-def decide(pod: PodSummary, views: list[NodeView]) -> Decision:
-    """Filter, score, pick. Deterministic: a pure function of its arguments."""
-    fits, why_not = feasible_nodes(pod, views)
+def choose(pod: PodSummary, fits: list[NodeView], why_not: str) -> Decision:
+    """The highest-scoring feasible node; ties to the smallest name (natural order)."""
     if not fits:
         return Decision(None, why_not)
     scored = [(score(pod, v), v.name) for v in fits]
     top = max(s for s, _ in scored)
     best = min((name for s, name in scored if s == top), key=lambda n: (natural_key(n), n))
-    runners_up = heapq.nsmallest(
-        4, ((-s, name) for s, name in scored if name != best), key=lambda x: x
-    )
+    runners_up = heapq.nsmallest(4, ((-s, name) for s, name in scored if name != best))
     shown = ", ".join([f"{best}={top}"] + [f"{name}={-neg}" for neg, name in runners_up])
     more = f", +{len(scored) - 5} more" if len(scored) > 5 else ""
     return Decision(best, detail=f"[best scores {shown}{more}]")
+
+
+def decide(pod: PodSummary, views: list[NodeView]) -> Decision:
+    """Filter every node, score the feasible ones, pick. A pure function of its arguments."""
+    return choose(pod, *feasible_nodes(pod, views))
+
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+
+
+def nodes_to_find(percentage: int, all_nodes: int) -> int:
+    """kube-scheduler's numFeasibleNodesToFind: every node below 100 nodes or at 100 %;
+    ``percentage`` 0 means adaptive (50 % minus 1 % per 125 nodes, at least 5 %); never
+    fewer than 100."""
+    if all_nodes < MIN_FEASIBLE_NODES_TO_FIND or percentage >= 100:
+        return all_nodes
+    if percentage <= 0:
+        percentage = max(50 - all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    return max(all_nodes * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+class SampledDecide:
+    """kube-scheduler's percentageOfNodesToScore: stop filtering once enough feasible
+    nodes were found, and start the next search where this one stopped (round robin over
+    the name-sorted nodes). Decisions then depend on the previous ones too — still
+    deterministic for the same sequence of inputs. With 100 % it equals ``decide``."""
+
+    def __init__(self, percentage_of_nodes_to_score: int = 100) -> None:
+        if not 0 <= percentage_of_nodes_to_score <= 100:
+            raise ValueError("--percentage-of-nodes-to-score must be between 0 and 100")
+        self.percentage = percentage_of_nodes_to_score
+        self.next_start = 0
+
+    def __call__(self, pod: PodSummary, views: list[NodeView]) -> Decision:
+        if not views:
+            return decide(pod, views)
+        want = nodes_to_find(self.percentage, len(views))
+        start = self.next_start % len(views)
+        fits, why_not, examined = find_feasible(pod, views, want, start)
+        self.next_start = (start + examined) % len(views)
+        return choose(pod, fits, why_not)
