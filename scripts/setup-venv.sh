@@ -21,9 +21,22 @@ if [ ! -x .venv/bin/python ]; then
   fi
 fi
 stamp=.venv/.timewarp-installed
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+want=$(cat pyproject.toml scripts/setup-venv.sh | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
   .venv/bin/python -m pip install -q -e '.[dev,sweep]'
+  # pybatsim (conformance tests of the simulator): 3.2.1 pins pyzmq<23, which does not
+  # build on 3.11, so it goes in without its pins beside the current pyzmq.
+  .venv/bin/python -m pip install -q --no-deps pybatsim==3.2.1 docopt==0.6.2 sortedcontainers
   echo "$want" > "$stamp"
+fi
+# The old-style kubernetes client (pre-37 model layer) for the facade's compatibility tests,
+# kept out of the venv's site-packages; tests put .venv/k8s24 first on PYTHONPATH.
+# Best effort: without it those tests are skipped, nothing else depends on it.
+if [ ! -f .venv/k8s24/kubernetes/__init__.py ]; then
+  if ! { .venv/bin/python -m pip install -q --target .venv/k8s24 --no-deps kubernetes==24.2.0 six &&
+         .venv/bin/python -m pip install -q --target .venv/k8s24 "google-auth>=2,<2.30"; }; then
+    rm -rf .venv/k8s24
+    echo "warning: could not install kubernetes 24.2.0 into .venv/k8s24; old-client tests will be skipped" >&2
+  fi
 fi

@@ -17,7 +17,7 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def subprocess_env() -> dict[str, str]:
     """Environment for child Python processes: this checkout importable, no TIMEWARP_*."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIMEWARP_")}
@@ -26,7 +26,7 @@ def subprocess_env() -> dict[str, str]:
     return env
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def python() -> str:
     return sys.executable
 

@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"timewarp {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (module_name, help_text) in SUBCOMMANDS.items():
+    for name, (_module, help_text) in SUBCOMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)
     return parser
 
@@ -55,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"timewarp {name}: not available in this build ({exc})", file=sys.stderr)
             return 2
         raise
+    import faulthandler
+    import signal
+
+    faulthandler.register(signal.SIGUSR1)  # `kill -USR1 <pid>` prints every thread's stack
     parser = argparse.ArgumentParser(prog=f"timewarp {name}", description=help_text)
     module.add_arguments(parser)
     args = parser.parse_args(rest)

@@ -1,0 +1,496 @@
+"""The broker's clock service: owns simulated time and decides when it may move.
+
+Virtual time is an integer number of nanoseconds since the simulation started. It moves
+only through :meth:`ClockService.advance_to`, called by a driver (the standalone runner,
+or the Batsim side of the broker) once :meth:`wait_quiescent` said every scheduler process
+is quiescent:
+
+- it said hello (a process the launcher expects but that never connected is not);
+- its last ``state`` says no thread runs outside a virtual wait (``busy`` false);
+- it acknowledged every ``fire``/``time`` message sent to it (wake-ups are the broker's
+  own doing: from the moment a wake-up is sent, the process counts as running);
+- every thread it reports blocked reading the API facade has consumed everything the
+  facade wrote and the facade owes it nothing (the ``io_checker``).
+
+Timers are ordered by (deadline, owner, key): the broker's own timers first, then each
+process's in process-name order and, within a process, by the waiting thread's place in
+the thread tree and its wait counter — never by arrival order, so simultaneous wake-ups
+are released in the same order every run. A process's timers due at one instant go out in
+one ``fire`` message (its runtime runs the woken threads one at a time, in that order);
+processes are released one at a time, waiting for quiescence in between.
+
+Stall guard: when some process stays non-quiescent with no clock traffic for
+``stall_timeout`` wall seconds, the service asks it for its threads' stacks, reports them,
+and counts a non-deterministic advance; with ``on_stall="stop"`` it raises
+:class:`ClockStall` instead.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import sys
+import threading
+import time as _wall
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from itertools import count
+from typing import TextIO
+
+import zmq
+
+from timewarp import clockproto
+
+DEFAULT_EPOCH_NS = 1_767_225_600 * 1_000_000_000  # 2026-01-01T00:00:00Z
+DEFAULT_MONO_NS = 1_000 * 1_000_000_000  # monotonic clocks start at 1000 s
+
+
+class ClockStall(RuntimeError):
+    """A process stayed busy past the stall guard and the policy is to stop."""
+
+
+IoChecker = Callable[[int, int, int], bool]
+
+
+@dataclass(eq=False)
+class ProcessState:
+    name: str
+    identity: bytes | None = None
+    pid: int | None = None
+    busy: bool = True
+    ack: int = 0
+    sent: int = 0  # fire/time messages sent, to be acknowledged
+    io: list[list[int]] = field(default_factory=list)
+    gone: bool = False
+    returncode: int | None = None
+    stacks: str | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self.identity is not None
+
+
+@dataclass(order=True)
+class _Timer:
+    sort_key: tuple
+    proc: ProcessState | None = field(compare=False)
+    timer_id: int = field(compare=False)
+    fn: Callable[[], None] | None = field(compare=False, default=None)
+    cancelled: bool = field(compare=False, default=False)
+
+    @property
+    def deadline(self) -> int:
+        return self.sort_key[0]
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class ClockService:
+    """Owns virtual time; see the module docstring for when it may move."""
+
+    def __init__(
+        self,
+        *,
+        endpoint: str = "tcp://127.0.0.1:*",
+        mode: str = "deterministic",
+        epoch_ns: int = DEFAULT_EPOCH_NS,
+        mono_ns: int = DEFAULT_MONO_NS,
+        stall_timeout: float = 10.0,
+        on_stall: str = "advance",
+        log: TextIO | None = None,
+    ) -> None:
+        if on_stall not in ("advance", "stop"):
+            raise ValueError(f"on_stall must be 'advance' or 'stop', got {on_stall!r}")
+        self.mode = mode
+        self.epoch_ns = epoch_ns
+        self.mono_ns = mono_ns
+        self.stall_timeout = stall_timeout
+        self.on_stall = on_stall
+        self.log = log or sys.stderr
+        self._now = 0
+        self._cond = threading.Condition()
+        self._procs: dict[str, ProcessState] = {}
+        self._by_identity: dict[bytes, ProcessState] = {}
+        self._heap: list[_Timer] = []
+        self._timers: dict[tuple[str, int], _Timer] = {}
+        self._seq = count()
+        self._outbox: list[tuple[bytes, dict]] = []
+        self._io_checker: IoChecker | None = None
+        self._last_activity = _wall.monotonic()
+        self._closed = False
+        # figures for reports and benchmarks
+        self.fires = 0
+        self.advances = 0
+        self.nondeterministic_advances = 0
+        self.stall_reports: list[str] = []
+        self.messages_in = 0
+
+        self._ctx = zmq.Context.instance()
+        self._sock = self._ctx.socket(zmq.ROUTER)
+        self._sock.setsockopt(zmq.LINGER, 0)
+        if endpoint.endswith(":*") or endpoint.endswith(":0"):
+            base = endpoint.rsplit(":", 1)[0]
+            port = self._sock.bind_to_random_port(base)
+            self.endpoint = f"{base}:{port}"
+        else:
+            self._sock.bind(endpoint)
+            self.endpoint = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._thread = threading.Thread(
+            target=self._loop, name="timewarp-clock-service", daemon=True
+        )
+        self._thread.start()
+
+    # ------------------------------------------------------------------ time
+    @property
+    def now_ns(self) -> int:
+        return self._now
+
+    def wall_epoch_ns(self) -> int:
+        return self.epoch_ns
+
+    def next_deadline(self) -> int | None:
+        with self._cond:
+            self._drop_cancelled_locked()
+            return self._heap[0].deadline if self._heap else None
+
+    def advance_to(self, t_ns: int) -> None:
+        """Move virtual time forward to ``t_ns`` (never past a pending timer)."""
+        with self._cond:
+            if t_ns < self._now:
+                raise ValueError(f"virtual time cannot go back: now={self._now}, asked {t_ns}")
+            self._drop_cancelled_locked()
+            if self._heap and self._heap[0].deadline < t_ns:
+                raise ValueError(
+                    f"advance_to({t_ns}) would skip a timer due at {self._heap[0].deadline}"
+                )
+            if t_ns == self._now:
+                return
+            self._now = t_ns
+            self.advances += 1
+            # Processes that may be woken by facade I/O need the new time first.
+            for proc in self._procs.values():
+                if proc.connected and not proc.gone and proc.io:
+                    self._send_locked(proc, clockproto.time_update(t_ns))
+            self._cond.notify_all()
+
+    def call_at(self, deadline_ns: int, fn: Callable[[], None]) -> _Timer:
+        """A broker-side timer: ``fn`` runs in the driver's thread during release_due."""
+        with self._cond:
+            seq = next(self._seq)
+            timer = _Timer((deadline_ns, 0, "", (), seq), None, seq, fn)
+            heapq.heappush(self._heap, timer)
+            self._cond.notify_all()
+            return timer
+
+    def release_due(self) -> int:
+        """Fire every timer due at or before now, one owner at a time, waiting for
+        quiescence after each. Returns how many timers fired."""
+        fired = 0
+        while True:
+            with self._cond:
+                self._drop_cancelled_locked()
+                if not self._heap or self._heap[0].deadline > self._now:
+                    return fired
+                first = heapq.heappop(self._heap)
+                if first.proc is None:
+                    fn = first.fn
+                    batch_proc, ids = None, []
+                else:
+                    fn = None
+                    batch_proc, ids = first.proc, [first.timer_id]
+                    self._timers.pop((batch_proc.name, first.timer_id), None)
+                    while (
+                        self._heap
+                        and self._heap[0].proc is batch_proc
+                        and self._heap[0].deadline <= self._now
+                    ):
+                        nxt = heapq.heappop(self._heap)
+                        if not nxt.cancelled:
+                            ids.append(nxt.timer_id)
+                            self._timers.pop((batch_proc.name, nxt.timer_id), None)
+                    self._send_locked(batch_proc, clockproto.fire(ids, self._now))
+                fired += max(1, len(ids))
+                self.fires += max(1, len(ids))
+            if fn is not None:
+                fn()
+            self.wait_quiescent()
+
+    # ---------------------------------------------------------- processes
+    def expect(self, name: str) -> None:
+        """A launcher is about to start process ``name``: not quiescent until it connects."""
+        with self._cond:
+            self._procs[name] = ProcessState(name)
+
+    def process_gone(self, name: str, returncode: int | None = None) -> None:
+        with self._cond:
+            proc = self._procs.get(name)
+            if proc is None:
+                return
+            self._mark_gone_locked(proc, returncode)
+
+    def _mark_gone_locked(self, proc: ProcessState, returncode: int | None = None) -> None:
+        if returncode is not None:
+            proc.returncode = returncode
+        if proc.gone:
+            return
+        proc.gone = True
+        for key in [k for k in self._timers if k[0] == proc.name]:
+            self._timers.pop(key).cancel()
+        self._cond.notify_all()
+
+    def processes(self) -> list[ProcessState]:
+        with self._cond:
+            return list(self._procs.values())
+
+    def alive(self) -> list[ProcessState]:
+        with self._cond:
+            return [p for p in self._procs.values() if not p.gone]
+
+    def set_io_checker(self, checker: IoChecker | None) -> None:
+        """``checker(port, sent, consumed)`` says whether a thread blocked reading the
+        facade on that connection is durably parked (see the module docstring)."""
+        with self._cond:
+            self._io_checker = checker
+
+    def notify(self) -> None:
+        """Something outside (the facade) may have made a process quiescent: re-check."""
+        with self._cond:
+            self._last_activity = _wall.monotonic()
+            self._cond.notify_all()
+
+    # -------------------------------------------------------- quiescence
+    def _quiescent_locked(self, proc: ProcessState) -> bool:
+        if proc.gone:
+            return True
+        if not proc.connected or proc.busy or proc.ack != proc.sent:
+            return False
+        if proc.io:
+            checker = self._io_checker
+            if checker is None:
+                return False
+            return all(checker(port, sent, consumed) for port, sent, consumed in proc.io)
+        return True
+
+    def quiescent(self) -> bool:
+        with self._cond:
+            return all(self._quiescent_locked(p) for p in self._procs.values())
+
+    def wait_quiescent(self) -> None:
+        """Block until every process is quiescent (or gone). Applies the stall guard."""
+        with self._cond:
+            while True:
+                busy = [p for p in self._procs.values() if not self._quiescent_locked(p)]
+                if not busy:
+                    return
+                idle_for = _wall.monotonic() - self._last_activity
+                if idle_for >= self.stall_timeout:
+                    if self._handle_stall_locked(busy):
+                        return
+                    continue
+                self._cond.wait(min(0.5, self.stall_timeout - idle_for))
+
+    def _handle_stall_locked(self, busy: list[ProcessState]) -> bool:
+        """Report the stuck threads; True means: advance anyway."""
+        for proc in busy:
+            proc.stacks = None
+            if proc.connected:
+                self._outbox.append((proc.identity, clockproto.dump()))
+        self._poke()
+        deadline = _wall.monotonic() + 2.0
+        while any(p.connected and p.stacks is None and not p.gone for p in busy):
+            left = deadline - _wall.monotonic()
+            if left <= 0:
+                break
+            self._cond.wait(left)
+        lines = [
+            f"timewarp: stall guard: no progress for {self.stall_timeout:g} s of wall time at "
+            f"virtual t={self._now / 1e9:.9f} s; these processes are not in a virtual wait:"
+        ]
+        for proc in busy:
+            if not proc.connected:
+                lines.append(
+                    f"- process {proc.name!r} never connected to the clock service "
+                    "(not run under `timewarp run`, or its runtime did not start)"
+                )
+            else:
+                why = []
+                if proc.busy:
+                    why.append("a thread runs outside any virtual wait")
+                if proc.ack != proc.sent:
+                    why.append(f"{proc.sent - proc.ack} wake-up(s) not yet acknowledged")
+                for port, sent, consumed in proc.io:
+                    idle = self._io_checker is not None and self._io_checker(port, sent, consumed)
+                    why.append(
+                        f"API connection from port {port}: sent {sent} B, consumed {consumed} B"
+                        + (" (parked)" if idle else " (the facade has more for it, or is busy)")
+                    )
+                lines.append(f"- process {proc.name!r} (pid {proc.pid}): {'; '.join(why)}")
+                lines.append(proc.stacks or "  (no stacks received)")
+        report = "\n".join(lines)
+        self.stall_reports.append(report)
+        self.nondeterministic_advances += 1
+        self.log.write(report + "\n")
+        self.log.flush()
+        self._last_activity = _wall.monotonic()
+        if self.on_stall == "stop":
+            raise ClockStall(report)
+        self.log.write("timewarp: advancing anyway (counted as a non-deterministic advance)\n")
+        # The runtime detached the stuck thread from its baton; if that made the process
+        # idle we go on normally, otherwise force this one advance.
+        give_up = _wall.monotonic() + 1.0
+        while _wall.monotonic() < give_up:
+            if all(self._quiescent_locked(p) for p in busy):
+                return True
+            self._cond.wait(0.05)
+        return True
+
+    def collect_stacks(self, name: str, timeout_s: float = 2.0) -> str:
+        """Ask process ``name`` for its threads' stacks (deadlock and stall reports)."""
+        with self._cond:
+            proc = self._procs.get(name)
+            if proc is None or not proc.connected or proc.gone:
+                return "(process not connected)"
+            proc.stacks = None
+            self._outbox.append((proc.identity, clockproto.dump()))
+            self._poke()
+            deadline = _wall.monotonic() + timeout_s
+            while proc.stacks is None and not proc.gone:
+                left = deadline - _wall.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            return proc.stacks or "(no stacks received)"
+
+    # --------------------------------------------------------------- loop
+    def _send_locked(self, proc: ProcessState, msg: dict) -> None:
+        if proc.identity is None or proc.gone:
+            return
+        if msg["op"] in ("fire", "time"):
+            proc.sent += 1
+        self._outbox.append((proc.identity, msg))
+        self._poke()
+
+    def _poke(self) -> None:
+        try:
+            os.write(self._wake_w, b"\0")
+        except BlockingIOError:
+            pass
+
+    def _drop_cancelled_locked(self) -> None:
+        while self._heap and (
+            self._heap[0].cancelled or (self._heap[0].proc is not None and self._heap[0].proc.gone)
+        ):
+            heapq.heappop(self._heap)
+
+    def _loop(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self._sock, zmq.POLLIN)
+        poller.register(self._wake_r, zmq.POLLIN)
+        while not self._closed:
+            try:
+                events = dict(poller.poll(500))
+            except zmq.ZMQError:
+                return
+            if self._wake_r in events:
+                try:
+                    os.read(self._wake_r, 4096)
+                except BlockingIOError:
+                    pass
+            if self._sock in events:
+                while self._sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                    identity, frame = self._sock.recv_multipart()
+                    self._receive(identity, frame)
+            with self._cond:
+                out, self._outbox = self._outbox, []
+            for identity, msg in out:
+                try:
+                    self._sock.send_multipart([identity, clockproto.encode(msg)], zmq.NOBLOCK)
+                except zmq.ZMQError:
+                    pass
+
+    def _receive(self, identity: bytes, frame: bytes) -> None:
+        try:
+            msg = clockproto.decode_to_broker(frame)
+        except clockproto.ProtocolError as exc:
+            self.log.write(f"timewarp: broker: {exc}\n")
+            self._sock.send_multipart([identity, clockproto.encode(clockproto.error(str(exc)))])
+            return
+        with self._cond:
+            self.messages_in += 1
+            self._last_activity = _wall.monotonic()
+            op = msg["op"]
+            if op == "hello":
+                self._hello_locked(identity, msg)
+            else:
+                proc = self._by_identity.get(identity)
+                if proc is None:
+                    text = f"clock message {op!r} from a process that did not say hello"
+                    self._outbox.append((identity, clockproto.error(text)))
+                    self._poke()
+                    return
+                if op == "now":
+                    self._outbox.append((identity, clockproto.now_reply(msg["rid"], self._now)))
+                    self._poke()
+                elif op == "timer":
+                    self._add_process_timer_locked(proc, msg)
+                elif op == "cancel":
+                    timer = self._timers.pop((proc.name, msg["id"]), None)
+                    if timer is not None:
+                        timer.cancel()
+                elif op == "state":
+                    proc.busy, proc.ack, proc.io = msg["busy"], msg["ack"], msg["io"]
+                elif op == "stacks":
+                    proc.stacks = msg["text"]
+                elif op == "bye":
+                    self._mark_gone_locked(proc)
+            self._cond.notify_all()
+
+    def _hello_locked(self, identity: bytes, msg: dict) -> None:
+        name = msg["name"]
+        proc = self._procs.get(name)
+        if proc is not None and (proc.connected or proc.gone):
+            n = 2
+            while f"{name}#{n}" in self._procs:
+                n += 1
+            name = f"{name}#{n}"
+            proc = None
+        if proc is None:
+            proc = ProcessState(name)
+            self._procs[name] = proc
+        proc.identity = identity
+        proc.pid = msg["pid"]
+        proc.busy = True
+        self._by_identity[identity] = proc
+        self._outbox.append(
+            (identity, clockproto.welcome(self._now, self.epoch_ns, self.mono_ns, self.mode))
+        )
+        self._poke()
+
+    def _add_process_timer_locked(self, proc: ProcessState, msg: dict) -> None:
+        deadline = msg["deadline"]
+        if deadline <= self._now:
+            # The runtime never asks for a past deadline; a stale one fires at once.
+            deadline = self._now
+        timer = _Timer(
+            (deadline, 1, proc.name, tuple(msg["key"]), next(self._seq)), proc, msg["id"]
+        )
+        self._timers[(proc.name, msg["id"])] = timer
+        heapq.heappush(self._heap, timer)
+
+    def close(self) -> None:
+        self._closed = True
+        self._poke()
+        self._thread.join(2)
+        self._sock.close(0)
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+
+    def __enter__(self) -> ClockService:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

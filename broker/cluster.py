@@ -1,0 +1,478 @@
+"""The simulated cluster: Batsim resources and jobs as Kubernetes Nodes and Pods, and the
+kubelet that admits bound pods.
+
+Translation (timewarp's workload extension, documented in ``docs/broker.md``):
+
+- a compute resource becomes a Ready Node named after the host (lowercased, invalid
+  characters replaced by ``-``); ``cpu`` from the host's ``core`` property (default 1),
+  ``memory`` from its ``memory`` property (default 4Gi), ``nvidia.com/gpu`` from ``gpu``;
+  every other host property ``p`` becomes the annotation ``timewarp.io/<p>`` (``_`` -> ``-``)
+  and, when it is a valid label value, the label of the same name
+  (``node_class`` -> ``timewarp.io/node-class``);
+- a submitted job becomes a Pending Pod named by :func:`broker.naming.pod_name`, with
+  ``schedulerName`` from the profile's ``scheduler`` (Batkube's convention; default
+  ``default-scheduler``), container requests from ``cpu``/``memory``, and, from the job or
+  else its profile: ``namespace``, ``labels``, ``annotations``, ``image``,
+  ``priorityClassName``, ``nodeSelector``, ``tolerations``, ``replicaset`` (owner name:
+  adds an ``ownerReferences`` entry to that ReplicaSet);
+- a binding is admitted by the kubelet model iff the node's allocatable covers the
+  requests of the pods running there plus this one; admitted pods turn Running and their
+  job is executed on that node (EXECUTE_JOB); refused ones fail with ``OutOfcpu`` /
+  ``OutOfmemory`` like a real kubelet, and their job is rejected (REJECT_JOB) — no
+  silent over-allocation;
+- JOB_COMPLETED turns the pod Succeeded (or Failed) with a terminated container state;
+  evicting or deleting a running pod kills its job (KILL_JOB).
+
+Everything here runs in the broker's driver thread, except the facade hooks, which only
+record what happened; the driver applies it while time is frozen, in a fixed order.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from procset import ProcSet
+
+from broker import naming
+from broker.facade import Facade
+from broker.facade.errors import not_found
+from broker.facade.objects import make_node
+from broker.quantity import parse_quantity
+from simulator import protocol as p
+
+JOB_ID_ANNOTATION = "timewarp.io/job-id"
+DEFAULT_CPU = "1"
+DEFAULT_MEMORY = "4Gi"
+DEFAULT_IMAGE = "registry.timewarp.invalid/simulated-job:latest"
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_POD_FIELDS = (
+    "namespace",
+    "labels",
+    "annotations",
+    "image",
+    "priorityClassName",
+    "nodeSelector",
+    "tolerations",
+    "replicaset",
+)
+
+
+def node_name_for(host: str) -> str:
+    name = re.sub(r"[^a-z0-9.-]", "-", host.lower()).strip("-.") or "node"
+    return name[:253]
+
+
+def _cpu_millis(value: Any) -> int:
+    return int(parse_quantity(str(value)) * 1000)
+
+
+def _bytes(value: Any) -> int:
+    return int(parse_quantity(str(value)))
+
+
+def _cpu_text(value: Any) -> str:
+    """Batkube writes cpu as "1", "4000m" or 0.188: keep it a Kubernetes quantity."""
+    if isinstance(value, float):
+        return f"{int(round(value * 1000))}m"
+    return str(value)
+
+
+@dataclass
+class NodeInfo:
+    name: str
+    resource_id: int
+    cpu_m: int
+    memory: int
+    ip: str
+    labels: dict[str, str] = field(default_factory=dict)
+    used_cpu_m: int = 0
+    used_memory: int = 0
+
+
+@dataclass
+class JobPod:
+    job_id: str
+    namespace: str
+    name: str
+    cpu_m: int
+    memory: int
+    usage: dict[str, Any] | None
+    node: str | None = None
+    state: str = "pending"  # pending | running | done | rejected | killed
+    started_ns: int | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Stats:
+    jobs_submitted: int = 0
+    jobs_started: int = 0
+    jobs_done: int = 0
+    rejected_by_kubelet: int = 0
+    kills: int = 0
+    bindings: int = 0
+    core_seconds: float = 0.0  # cpu requests x run time of finished jobs
+    capacity_cores: float = 0.0
+
+
+@dataclass
+class Cluster:
+    """Mirror of the Batsim platform and workload in the facade's store."""
+
+    facade: Facade
+    now_ns: Any  # () -> int, virtual time
+    nodes: dict[str, NodeInfo] = field(default_factory=dict)
+    jobs: dict[str, JobPod] = field(default_factory=dict)
+    pods: dict[tuple[str, str], JobPod] = field(default_factory=dict)
+    profiles: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    stats: Stats = field(default_factory=Stats)
+    all_submitted: bool = False
+
+    def __post_init__(self) -> None:
+        self._running: dict[tuple[str, str], JobPod] = {}
+        self._metrics_at: int | None = None
+        self._lock = threading.Lock()
+        self._bindings: list[tuple[str, str, str]] = []
+        self._kills: list[str] = []
+        self._decisions: list[Any] = []
+        hooks = self.facade.hooks
+        hooks.on_bind = self._on_bind
+        hooks.on_evict = self._on_remove
+        hooks.on_delete_pod = self._on_remove
+
+    # ------------------------------------------------------------- Batsim side
+    def begin(self, data: p.SimulationBegins) -> None:
+        self.profiles = data.profiles
+        store = self.facade.store
+        for index, res in enumerate(data.compute_resources):
+            props = dict(res.get("properties") or {})
+            name = node_name_for(str(res.get("name", f"node-{res['id']}")))
+            if name in self.nodes:
+                name = f"{name}-{res['id']}"
+            cpu = str(props.pop("core", DEFAULT_CPU))
+            memory = str(props.pop("memory", DEFAULT_MEMORY))
+            gpu = props.pop("gpu", None)
+            props.pop("role", None)
+            labels, annotations = {}, {}
+            for key, value in sorted(props.items()):
+                k = f"timewarp.io/{str(key).replace('_', '-').lower()}"
+                annotations[k] = str(value)
+                if len(str(value)) <= 63 and _LABEL_VALUE.match(str(value)):
+                    labels[k] = str(value)
+            ip = f"10.{(index >> 16) & 255}.{(index >> 8) & 255}.{index & 255}"
+            node = make_node(name, cpu=cpu, memory=memory, labels=labels, address=ip)
+            node["metadata"]["annotations"] = {
+                **annotations,
+                "timewarp.io/resource-id": str(res["id"]),
+            }
+            if gpu is not None:
+                for section in ("capacity", "allocatable"):
+                    node["status"][section]["nvidia.com/gpu"] = str(gpu)
+            store.create("nodes", node)
+            self.nodes[name] = NodeInfo(
+                name,
+                int(res["id"]),
+                _cpu_millis(cpu),
+                _bytes(memory),
+                ip,
+                node["metadata"]["labels"],
+            )
+            self.stats.capacity_cores += _cpu_millis(cpu) / 1000
+
+    def submit(self, data: p.JobSubmitted) -> None:
+        job = data.job
+        workload = data.job_id.split("!", 1)[0]
+        profile = data.profile or self.profiles.get(workload, {}).get(str(job.get("profile")), {})
+        spec = {k: profile[k] for k in _POD_FIELDS if k in profile}
+        spec.update({k: job[k] for k in _POD_FIELDS if k in job})
+        cpu = _cpu_text(job.get("cpu", profile.get("cpu", DEFAULT_CPU)))
+        memory = str(job.get("memory", profile.get("memory", "0")))
+        namespace = str(spec.get("namespace", "default"))
+        name = naming.pod_name(data.job_id)
+        requests = {"cpu": cpu}
+        if memory not in ("0", ""):
+            requests["memory"] = memory
+        pod: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": dict(spec.get("labels") or {}),
+                "annotations": {**(spec.get("annotations") or {}), JOB_ID_ANNOTATION: data.job_id},
+            },
+            "spec": {
+                "schedulerName": str(
+                    profile.get("scheduler", job.get("scheduler", "default-scheduler"))
+                ),
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": str(spec.get("image", DEFAULT_IMAGE)),
+                        "resources": {"requests": requests},
+                    }
+                ],
+            },
+        }
+        for key in ("priorityClassName", "nodeSelector", "tolerations"):
+            if key in spec:
+                pod["spec"][key] = spec[key]
+        if "replicaset" in spec:
+            rs = self.facade.store.get_or_none(
+                "replicasets.apps", namespace, str(spec["replicaset"])
+            )
+            pod["metadata"]["ownerReferences"] = [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": str(spec["replicaset"]),
+                    "uid": (rs or {}).get("metadata", {}).get("uid", f"rs-{spec['replicaset']}"),
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ]
+        usage = (profile.get("timewarp") or {}).get("usage")
+        jp = JobPod(data.job_id, namespace, name, _cpu_millis(cpu), _bytes(memory or 0), usage)
+        jp.labels = dict(pod["metadata"]["labels"])
+        self.jobs[data.job_id] = jp
+        self.pods[(namespace, name)] = jp
+        self.stats.jobs_submitted += 1
+        self.facade.store.create("pods", pod, namespace=namespace)
+
+    def complete(self, data: p.JobCompleted) -> None:
+        jp = self.jobs.get(data.job_id)
+        if jp is None or jp.state not in ("running", "killed"):
+            return
+        self._release(jp)
+        if jp.started_ns is not None:
+            self.stats.core_seconds += jp.cpu_m / 1000 * (self.now_ns() - jp.started_ns) / 1e9
+        killed = jp.state == "killed"
+        jp.state = "done"
+        self.stats.jobs_done += 1
+        if killed or self.facade.store.get_or_none("pods", jp.namespace, jp.name) is None:
+            return
+        ok = data.job_state == "COMPLETED_SUCCESSFULLY"
+        walltime = data.job_state == "COMPLETED_WALLTIME_REACHED"
+        now = self.facade.store.timestamp()
+
+        def finish(pod: dict[str, Any]) -> dict[str, Any]:
+            status = pod.setdefault("status", {})
+            status["phase"] = "Succeeded" if ok else "Failed"
+            if walltime:
+                status["reason"] = "DeadlineExceeded"
+                status["message"] = "Pod was active on the node longer than the specified deadline"
+            exit_code = (
+                0 if ok else (data.return_code if data.return_code > 0 else 137 if walltime else 1)
+            )
+            for cs in status.get("containerStatuses") or []:
+                started = (cs.get("state") or {}).get("running", {}).get("startedAt", now)
+                cs["state"] = {
+                    "terminated": {
+                        "exitCode": exit_code,
+                        "reason": "Completed" if ok else "Error",
+                        "startedAt": started,
+                        "finishedAt": now,
+                        "containerID": cs.get("containerID", ""),
+                    }
+                }
+                cs["ready"] = False
+                cs["started"] = False
+            for cond in status.get("conditions") or []:
+                if cond["type"] in ("Ready", "ContainersReady"):
+                    cond.update(status="False", reason="PodCompleted", lastTransitionTime=now)
+            return pod
+
+        self.facade.store.update("pods", jp.namespace, jp.name, finish)
+
+    def all_done(self) -> bool:
+        return self.all_submitted and all(
+            j.state in ("done", "rejected") for j in self.jobs.values()
+        )
+
+    # ------------------------------------------------------------ facade hooks
+    def _on_bind(self, namespace: str, pod: str, node: str) -> None:
+        if node not in self.nodes:
+            raise not_found("nodes", node)
+        with self._lock:
+            self._bindings.append((namespace, pod, node))
+
+    def _on_remove(self, namespace: str, pod: str) -> None:
+        with self._lock:
+            jp = self.pods.get((namespace, pod))
+            if jp is not None and jp.state == "running":
+                jp.state = "killed"
+                self._kills.append(jp.job_id)
+
+    # ------------------------------------------------------------- kubelet
+    def has_work(self) -> bool:
+        with self._lock:
+            return bool(self._bindings or self._kills)
+
+    def process(self) -> bool:
+        """Apply recorded bindings (kubelet admission) and kills, in the order they
+        happened. Returns whether anything was done."""
+        with self._lock:
+            bindings, self._bindings = self._bindings, []
+            kills, self._kills = self._kills, []
+        for job_id in kills:
+            jp = self.jobs[job_id]
+            self._release(jp)
+            self.stats.kills += 1
+            self._decisions.append(p.KillJob([job_id]))
+        for namespace, pod, node in bindings:
+            self._admit(namespace, pod, node)
+        return bool(bindings or kills)
+
+    def _admit(self, namespace: str, pod_name: str, node_name: str) -> None:
+        pod = self.facade.store.get_or_none("pods", namespace, pod_name)
+        if pod is None or (pod.get("spec") or {}).get("nodeName") != node_name:
+            return  # the binding did not go through
+        self.stats.bindings += 1
+        node = self.nodes[node_name]
+        jp = self.pods.get((namespace, pod_name))
+        cpu_m, memory = self._requests(pod) if jp is None else (jp.cpu_m, jp.memory)
+        now = self.facade.store.timestamp()
+        short = None
+        if node.used_cpu_m + cpu_m > node.cpu_m:
+            short = ("cpu", cpu_m, node.used_cpu_m, node.cpu_m)
+        elif node.used_memory + memory > node.memory:
+            short = ("memory", memory, node.used_memory, node.memory)
+        if short is not None:
+            resource, requested, used, capacity = short
+            reason = f"OutOf{resource}"
+
+            def refuse(obj: dict[str, Any]) -> dict[str, Any]:
+                status = obj.setdefault("status", {})
+                status["phase"] = "Failed"
+                status["reason"] = reason
+                status["message"] = (
+                    f"Pod Node didn't have enough resource: {resource}, requested: {requested}, "
+                    f"used: {used}, capacity: {capacity}"
+                )
+                status["startTime"] = now
+                return obj
+
+            self.facade.store.update("pods", namespace, pod_name, refuse)
+            self.stats.rejected_by_kubelet += 1
+            if jp is not None and jp.state == "pending":
+                jp.state = "rejected"
+                self._decisions.append(p.RejectJob(jp.job_id))
+            return
+        node.used_cpu_m += cpu_m
+        node.used_memory += memory
+
+        def run(obj: dict[str, Any]) -> dict[str, Any]:
+            status = obj.setdefault("status", {})
+            uid = obj["metadata"].get("uid", "")
+            status.update(
+                phase="Running",
+                hostIP=node.ip,
+                podIP=node.ip,
+                startTime=now,
+                conditions=[
+                    {"type": t, "status": "True", "lastTransitionTime": now, "lastProbeTime": None}
+                    for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+                ],
+                containerStatuses=[
+                    {
+                        "name": c["name"],
+                        "image": c.get("image", DEFAULT_IMAGE),
+                        "imageID": "",
+                        "containerID": f"timewarp://{uid}-{c['name']}",
+                        "ready": True,
+                        "started": True,
+                        "restartCount": 0,
+                        "state": {"running": {"startedAt": now}},
+                        "lastState": {},
+                    }
+                    for c in obj["spec"].get("containers", [])
+                ],
+            )
+            return obj
+
+        self.facade.store.update("pods", namespace, pod_name, run)
+        if jp is not None and jp.state == "pending":
+            jp.state = "running"
+            jp.node = node_name
+            jp.started_ns = self.now_ns()
+            self.stats.jobs_started += 1
+            self._decisions.append(p.ExecuteJob(jp.job_id, ProcSet(node.resource_id)))
+        elif jp is None:
+            # A pod the API created (not a Batsim job): it runs until deleted.
+            jp = JobPod(
+                "", namespace, pod_name, cpu_m, memory, None, node_name, "running", self.now_ns()
+            )
+            jp.labels = dict(pod["metadata"].get("labels") or {})
+            self.pods[(namespace, pod_name)] = jp
+        self._running[(namespace, pod_name)] = jp
+        self._metrics_at = None
+
+    @staticmethod
+    def _requests(pod: dict[str, Any]) -> tuple[int, int]:
+        cpu = memory = Decimal(0)
+        for c in pod.get("spec", {}).get("containers", []):
+            req = (c.get("resources") or {}).get("requests") or {}
+            cpu += parse_quantity(str(req.get("cpu", "0")))
+            memory += parse_quantity(str(req.get("memory", "0")))
+        return int(cpu * 1000), int(memory)
+
+    def _release(self, jp: JobPod) -> None:
+        if self._running.pop((jp.namespace, jp.name), None) is not None:
+            self._metrics_at = None
+            self.facade.metrics.remove_pod(jp.namespace, jp.name)
+        if jp.node is not None and jp.state in ("running", "killed"):
+            node = self.nodes[jp.node]
+            node.used_cpu_m -= jp.cpu_m
+            node.used_memory -= jp.memory
+
+    def take_decisions(self) -> list[Any]:
+        out, self._decisions = self._decisions, []
+        return out
+
+    # ------------------------------------------------------------- metrics
+    def refresh_metrics(self) -> None:
+        """metrics.k8s.io: running pods use their profile's usage curve (timewarp
+        extension ``usage``), else their requests; nodes the sum of their pods. Recomputed
+        when time moved or the running set changed."""
+        now = self.now_ns()
+        if self._metrics_at == now:
+            return
+        self._metrics_at = now
+        board = self.facade.metrics
+        per_node: dict[str, list[int]] = {name: [0, 0] for name in self.nodes}
+        for jp in self._running.values():
+            cpu_n, mem = jp.cpu_m * 1_000_000, jp.memory
+            if jp.usage and jp.started_ns is not None:
+                elapsed = (now - jp.started_ns) / 1e9
+                period = jp.usage.get("period")
+                cpu_n = int(float(_curve(jp.usage.get("cpu"), elapsed, period, cpu_n / 1e9)) * 1e9)
+                mem = _bytes(_curve(jp.usage.get("memory"), elapsed, period, mem))
+            board.set_pod(
+                jp.namespace, jp.name, {"main": (cpu_n, mem)}, timestamp_ns=now, labels=jp.labels
+            )
+            if jp.node in per_node:
+                per_node[jp.node][0] += cpu_n
+                per_node[jp.node][1] += mem
+        for name, (cpu_n, mem) in per_node.items():
+            board.set_node(name, cpu_n, mem, timestamp_ns=now, labels=self.nodes[name].labels)
+
+
+def _curve(points: Any, elapsed: float, period: Any, default: Any) -> Any:
+    """Piecewise-constant ``[[t, value], ...]`` from the job's start, optionally periodic."""
+    if not points:
+        return default
+    if period:
+        elapsed = elapsed % float(period)
+    value = default
+    for t, v in points:
+        if float(t) <= elapsed:
+            value = v
+        else:
+            break
+    if isinstance(value, str):
+        return parse_quantity(value) if not value.endswith("m") else float(parse_quantity(value))
+    return value

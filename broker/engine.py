@@ -1,0 +1,229 @@
+"""The broker: Batsim's decision process on one side, the scheduler's cluster on the other.
+
+Deterministic mode, for each message Batsim sends (``now`` = t):
+
+1. timers due before t are released at their own deadlines (time advances to each);
+2. virtual time advances to t, Batsim's events are applied to the cluster (nodes, pods,
+   completions), metrics are refreshed;
+3. timers due at t are released one owner at a time; the broker waits until every
+   scheduler process is quiescent, lets the kubelet model admit what was bound meanwhile,
+   and repeats until nothing is left to do at t;
+4. the reply carries the decisions made at t (EXECUTE_JOB / REJECT_JOB / KILL_JOB, stamped
+   t) and a CALL_ME_LATER for the earliest pending timer not already requested.
+
+Time never moves while a scheduler thread runs, so the same inputs give the same
+decisions, byte for byte. Once every static job was submitted and has ended, no more
+calls are requested and Batsim can end the simulation.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time as _wall
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TextIO
+
+import zmq
+
+from broker.clock_service import ClockService, ClockStall
+from broker.cluster import Cluster
+from broker.facade import Facade
+from broker.launcher import Launcher, SchedulerFailed
+from simulator import protocol as p
+
+
+class FacadeClock:
+    """The facade's view of the clock service (virtual time, broker-side timers)."""
+
+    def __init__(self, clock: ClockService) -> None:
+        self._clock = clock
+
+    def now_ns(self) -> int:
+        return self._clock.now_ns
+
+    def wall_epoch_ns(self) -> int:
+        return self._clock.epoch_ns
+
+    def call_at(self, deadline_ns: int, fn: Callable[[], None]):  # type: ignore[no-untyped-def]
+        return self._clock.call_at(max(deadline_ns, self._clock.now_ns), fn)
+
+
+@dataclass
+class Progress:
+    now_s: float = 0.0
+    jobs_submitted: int = 0
+    jobs_done: int = 0
+    messages: int = 0
+
+
+@dataclass
+class BrokerResult:
+    ok: bool
+    reason: str = ""
+    messages: int = 0
+    virtual_s: float = 0.0
+    stats: dict = field(default_factory=dict)
+
+
+class BatsimProtocolError(RuntimeError):
+    pass
+
+
+class Broker:
+    def __init__(
+        self,
+        *,
+        endpoint: str,
+        clock: ClockService,
+        facade: Facade,
+        launcher: Launcher,
+        log: TextIO | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
+        batsim_timeout_s: float | None = None,
+    ) -> None:
+        self.clock = clock
+        self.facade = facade
+        self.launcher = launcher
+        self.log = log or sys.stderr
+        self.on_progress = on_progress
+        self.batsim_timeout_s = batsim_timeout_s
+        self.cluster = Cluster(facade, lambda: clock.now_ns)
+        self.progress = Progress()
+        self._requested: dict[int, float] = {}  # deadline ns -> CALL_ME_LATER timestamp sent
+        self._ctx = zmq.Context.instance()
+        self._sock = self._ctx.socket(zmq.REP)
+        self._sock.setsockopt(zmq.LINGER, 0)
+        if endpoint.endswith(":*"):
+            port = self._sock.bind_to_random_port(endpoint.rsplit(":", 1)[0])
+            self.endpoint = f"{endpoint.rsplit(':', 1)[0]}:{port}"
+        else:
+            self._sock.bind(endpoint)
+            self.endpoint = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        clock.set_io_checker(facade.connection_idle)
+        facade.add_idle_listener(lambda _port: clock.notify())
+
+    # ------------------------------------------------------------------ loop
+    def run(self) -> BrokerResult:
+        try:
+            while True:
+                frame = self._receive()
+                try:
+                    message = p.decode(frame, "batsim")
+                except p.ProtocolError as exc:
+                    raise BatsimProtocolError(f"malformed message from Batsim: {exc}") from exc
+                ends = any(isinstance(e.data, p.SimulationEnds) for e in message.events)
+                reply = self.step(message)
+                self._sock.send_string(p.encode(reply))
+                if ends:
+                    return self._result(True)
+        except SchedulerFailed as exc:
+            return self._result(False, str(exc))
+        except ClockStall as exc:
+            return self._result(False, f"stopped by the stall guard:\n{exc}")
+        except BatsimProtocolError as exc:
+            return self._result(False, str(exc))
+
+    def _receive(self) -> bytes:
+        waited = 0.0
+        while True:
+            if self._sock.poll(200):
+                return self._sock.recv()
+            self.launcher.check()
+            waited += 0.2
+            if self.batsim_timeout_s is not None and waited >= self.batsim_timeout_s:
+                raise BatsimProtocolError(
+                    f"no message from Batsim for {self.batsim_timeout_s:g} s (is the simulator running?)"
+                )
+
+    def step(self, message: p.Message) -> p.Message:
+        """Handle one Batsim message; return the reply (see the module docstring)."""
+        self.progress.messages += 1
+        t = message.now
+        t_ns = round(t * 1e9)
+        # A CALL_ME_LATER we sent comes back as a float: its deadline is due now.
+        for deadline, sent in list(self._requested.items()):
+            if sent <= t:
+                t_ns = max(t_ns, deadline)
+                del self._requested[deadline]
+        self._release_until(t_ns)
+        self._advance(t_ns)
+        for event in message.events:
+            self._apply(event.data)
+        self.cluster.refresh_metrics()
+        self._settle()
+        decisions = self.cluster.take_decisions()
+        events = [p.Event(t, d) for d in decisions]
+        deadline = self.clock.next_deadline()
+        if deadline is not None and not self._exhausted() and deadline not in self._requested:
+            when = deadline / 1e9
+            if when <= t:
+                when = math.nextafter(t, math.inf)
+            self._requested[deadline] = when
+            events.append(p.Event(t, p.CallMeLater(when)))
+        self._report_progress()
+        return p.Message(t, events)
+
+    def _exhausted(self) -> bool:
+        return self.cluster.all_done()
+
+    def _apply(self, data: object) -> None:
+        if isinstance(data, p.SimulationBegins):
+            self.cluster.begin(data)
+        elif isinstance(data, p.JobSubmitted):
+            self.cluster.submit(data)
+        elif isinstance(data, p.JobCompleted):
+            self.cluster.complete(data)
+        elif isinstance(data, p.Notify):
+            if data.type == "no_more_static_job_to_submit":
+                self.cluster.all_submitted = True
+        # JOB_KILLED follows a JOB_COMPLETED(COMPLETED_KILLED): nothing more to do;
+        # REQUESTED_CALL only moved time; SIMULATION_ENDS ends the loop.
+
+    def _advance(self, t_ns: int) -> None:
+        if t_ns > self.clock.now_ns:
+            self.clock.advance_to(t_ns)
+            self.cluster.refresh_metrics()
+
+    def _release_until(self, t_ns: int) -> None:
+        while True:
+            deadline = self.clock.next_deadline()
+            if deadline is None or deadline >= t_ns:
+                return
+            self._advance(deadline)
+            self._settle()
+
+    def _settle(self) -> None:
+        """Run everything due now until the cluster and every scheduler are at rest."""
+        while True:
+            self.clock.release_due()
+            self.clock.wait_quiescent()
+            self.launcher.check()
+            if self.cluster.process():
+                self.cluster.refresh_metrics()
+                continue
+            deadline = self.clock.next_deadline()
+            if deadline is not None and deadline <= self.clock.now_ns:
+                continue
+            return
+
+    def _report_progress(self) -> None:
+        self.progress.now_s = self.clock.now_ns / 1e9
+        self.progress.jobs_submitted = self.cluster.stats.jobs_submitted
+        self.progress.jobs_done = self.cluster.stats.jobs_done
+        if self.on_progress is not None:
+            self.on_progress(self.progress)
+
+    def _result(self, ok: bool, reason: str = "") -> BrokerResult:
+        stats = dict(vars(self.cluster.stats))
+        stats["nondeterministic_advances"] = self.clock.nondeterministic_advances
+        stats["timer_fires"] = self.clock.fires
+        return BrokerResult(ok, reason, self.progress.messages, self.clock.now_ns / 1e9, stats)
+
+    def close(self) -> None:
+        self._sock.close(0)
+
+
+def wall_clock() -> float:
+    return _wall.perf_counter()

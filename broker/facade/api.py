@@ -1,0 +1,647 @@
+"""HTTP requests to API operations: routing, query parameters, verbs, hooks, Status errors.
+
+Transport-agnostic: ``Api.handle(Request)`` returns a ``Response`` or a ``WatchStream``;
+``server.HttpServer`` does the bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from . import discovery, errors
+from .auth import TokenRegistry, TokenStats, bearer_token
+from .clock import Cancellable, Clock
+from .errors import ApiError
+from .metrics import MetricsBoard, node_metrics, pod_metrics
+from .objects import format_time
+from .resources import ResourceType, lookup
+from .selectors import parse_field_selector, parse_label_selector
+from .server import Request, Response, WatchStream
+from .store import Store
+from .watch import Watcher, event_frame
+
+JSON = "application/json"
+_TRUE = {"true", "True", "1"}
+_FALSE = {"false", "False", "0", ""}
+_PUBLIC = {"healthz", "livez", "readyz"}
+_NAMESPACE_SUBRESOURCES = {"status", "finalize"}
+
+
+@dataclass
+class Hooks:
+    """Cluster policy the broker plugs in. Each may raise ``ApiError`` to refuse the
+    request (the client gets that Status). They run in the request's thread, without the
+    store lock, one binding/eviction/deletion at a time; they may call the store.
+
+    - ``on_bind(namespace, pod, node)``: before the pod is bound; the facade then sets
+      ``spec.nodeName`` and ``PodScheduled=True``.
+    - ``on_evict(namespace, pod)``: before an eviction deletes the pod.
+    - ``on_delete_pod(namespace, pod)``: before a DELETE of a pod removes it.
+    - ``on_create(obj)``: after admission defaults, before any API create is stored (under
+      the store lock: quick, no waiting on other threads); may edit ``obj``.
+    If a hook removes the pod itself, the facade does not fail on the missing pod. A hook
+    that returns a true value has done the write itself (e.g. the kubelet model binds and
+    sets the status in one ``Store.update``, or marks a pod terminating and deletes it
+    later, after the job is killed): the facade then skips its default action; a DELETE
+    answers the pod as the hook left it.
+    """
+
+    on_bind: Callable[[str, str, str], None] | None = None
+    on_evict: Callable[[str, str], None] | None = None
+    on_delete_pod: Callable[[str, str], None] | None = None
+    on_create: Callable[[dict[str, Any]], None] | None = None
+
+
+def _json(status: int, obj: Any) -> Response:
+    return Response(status, json.dumps(obj, separators=(",", ":")).encode())
+
+
+def _error(exc: ApiError) -> Response:
+    return _json(exc.code, exc.status())
+
+
+def _flag(query: dict[str, list[str]], name: str) -> bool:
+    values = query.get(name)
+    if not values:
+        return False
+    if values[-1] in _TRUE:
+        return True
+    if values[-1] in _FALSE:
+        return False
+    raise errors.bad_request(
+        f"invalid value for query parameter {name}: {values[-1]!r} (want true or false)"
+    )
+
+
+def _param(query: dict[str, list[str]], name: str) -> str | None:
+    values = query.get(name)
+    return values[-1] if values else None
+
+
+def _int_param(query: dict[str, list[str]], name: str) -> int | None:
+    value = _param(query, name)
+    if value in (None, ""):
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        raise errors.bad_request(
+            f"invalid value for query parameter {name}: {value!r} (want an integer)"
+        ) from None
+    if number < 0:
+        raise errors.bad_request(
+            f"invalid value for query parameter {name}: {value!r} (must be >= 0)"
+        )
+    return number
+
+
+@dataclass
+class _Route:
+    rt: ResourceType
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+    watch_path: bool
+
+
+def _parse_body(request: Request) -> Any:
+    ctype = request.headers.get("content-type", JSON).split(";")[0].strip().lower()
+    if "protobuf" in ctype:
+        raise ApiError(
+            415,
+            f"the body content type {ctype!r} is not supported by timewarp's API facade: send JSON (the official Python client does)",
+        )
+    if not request.body:
+        raise errors.bad_request("the request body is empty; a JSON object was expected")
+    try:
+        return json.loads(request.body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise errors.bad_request(f"the request body is not valid JSON: {exc}") from None
+
+
+class Api:
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        tokens: TokenRegistry,
+        metrics: MetricsBoard,
+        *,
+        server_address: Callable[[], str],
+        hooks: Hooks | None = None,
+        bookmark_interval_s: float | None = 60.0,
+        default_watch_timeout_s: float | None = None,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.tokens = tokens
+        self.metrics = metrics
+        self.hooks = hooks or Hooks()
+        self.bookmark_interval_ns = (
+            None if bookmark_interval_s is None else int(bookmark_interval_s * 1e9)
+        )
+        self.default_watch_timeout_s = default_watch_timeout_s
+        self._server_address = server_address
+        self._policy_lock = threading.Lock()  # bindings, evictions, pod deletions: one at a time
+
+    # --- entry point ---------------------------------------------------------------
+
+    def authenticate(self, request: Request) -> TokenStats | None:
+        return self.tokens.lookup(bearer_token(request.headers.get("authorization")))
+
+    def handle(self, request: Request) -> Response | WatchStream:
+        try:
+            return self._handle(request)
+        except ApiError as exc:
+            return _error(exc)
+
+    def _handle(self, request: Request) -> Response | WatchStream:
+        split = urlsplit(request.target)
+        segments = [unquote(s) for s in split.path.split("/") if s]
+        query = parse_qs(split.query, keep_blank_values=True)
+        if segments and segments[0] in _PUBLIC and len(segments) == 1:
+            return Response(200, b"ok", "text/plain; charset=utf-8")
+        if self.authenticate(request) is None:
+            return _json(401, ApiError(401, "Unauthorized").status())
+        accept = request.headers.get("accept", "")
+        if (
+            accept
+            and "protobuf" in accept
+            and not any(t in accept for t in ("json", "*/*", "application/*"))
+        ):
+            raise ApiError(
+                406,
+                f"only application/json is served (asked for {accept!r}); timewarp's API facade does not speak protobuf",
+            )
+        if not segments:
+            paths = ["/api", "/api/v1", "/apis", "/version", "/healthz"]
+            return _json(200, {"paths": paths})
+        head = segments[0]
+        if head == "version" and len(segments) == 1:
+            return _json(200, discovery.SERVER_VERSION)
+        if head == "api":
+            if len(segments) == 1:
+                return _json(200, discovery.api_versions(self._server_address()))
+            if segments[1] != "v1":
+                raise ApiError(
+                    404,
+                    f"the server could not find the requested resource (version {segments[1]!r} of the core group)",
+                )
+            if len(segments) == 2:
+                return _json(200, discovery.resource_list("", "v1"))
+            return self._resource_request(request, query, "", "v1", segments[2:])
+        if head == "apis":
+            if len(segments) == 1:
+                return _json(200, discovery.api_group_list())
+            group = segments[1]
+            if len(segments) == 2:
+                doc = discovery.api_group(group)
+                if doc is None:
+                    raise ApiError(
+                        404, f"the server could not find the requested resource (group {group!r})"
+                    )
+                return _json(200, doc)
+            doc = discovery.resource_list(group, segments[2])
+            if doc is None:
+                raise ApiError(
+                    404, f"the server could not find the requested resource ({group}/{segments[2]})"
+                )
+            if len(segments) == 3:
+                return _json(200, doc)
+            return self._resource_request(request, query, group, segments[2], segments[3:])
+        raise ApiError(404, f"the server could not find the requested resource ({split.path})")
+
+    # --- routing -------------------------------------------------------------------
+
+    def _route(self, group: str, version: str, rest: list[str]) -> _Route:
+        watch_path = False
+        if rest and rest[0] == "watch":
+            watch_path, rest = True, rest[1:]
+        namespace = None
+        if (
+            len(rest) >= 3
+            and rest[0] == "namespaces"
+            and not (len(rest) == 3 and rest[2] in _NAMESPACE_SUBRESOURCES and group == "")
+        ):
+            namespace, rest = rest[1], rest[2:]
+        if not rest or len(rest) > 3:
+            raise ApiError(404, "the server could not find the requested resource")
+        rt = lookup(group, version, rest[0])
+        gv = f"{group}/{version}" if group else version
+        if rt is None:
+            raise ApiError(
+                404, f"the server could not find the requested resource ({rest[0]!r} in {gv})"
+            )
+        if namespace is not None and not rt.namespaced:
+            raise ApiError(404, f"{rt.plural} in {gv} are not namespaced")
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        if sub is not None and sub not in rt.subresources:
+            raise ApiError(404, f"{rt.plural} have no subresource {sub!r}")
+        return _Route(rt, namespace, name, sub, watch_path)
+
+    def _resource_request(
+        self,
+        request: Request,
+        query: dict[str, list[str]],
+        group: str,
+        version: str,
+        rest: list[str],
+    ) -> Response | WatchStream:
+        route = self._route(group, version, rest)
+        rt, method = route.rt, request.method
+        if _param(query, "dryRun"):
+            raise errors.bad_request("dryRun is not supported by timewarp's API facade")
+        if route.subresource in ("binding", "eviction") and method != "POST":
+            raise ApiError(
+                405,
+                f"{rt.plural}/{route.subresource} supports only POST (create)",
+                "MethodNotAllowed",
+            )
+        if route.subresource == "status" and method not in ("GET", "PUT", "PATCH"):
+            raise ApiError(
+                405, f"{rt.plural}/status supports GET, PUT and PATCH", "MethodNotAllowed"
+            )
+        if route.subresource is None:
+            verb = self._verb(method, route, query)
+            if verb not in rt.verbs:
+                raise ApiError(
+                    405,
+                    f"{verb} is not supported on {rt.key}; supported verbs: {', '.join(rt.verbs)}",
+                    "MethodNotAllowed",
+                )
+        if rt.group == "metrics.k8s.io":
+            return self._metrics(rt, route, query)
+        if method == "GET":
+            if route.name is None:
+                if route.watch_path or _flag(query, "watch"):
+                    return self._watch(request, route, query)
+                return self._list(route, query)
+            if route.watch_path:
+                query.setdefault("fieldSelector", []).append(f"metadata.name={route.name}")
+                return self._watch(request, route, query)
+            return _json(200, self.store.get(rt.key, route.namespace, route.name))
+        if method == "POST":
+            if route.subresource == "binding":
+                return self._bind(route, _parse_body(request), route.name)
+            if route.subresource == "eviction":
+                return self._evict(route, _parse_body(request))
+            if route.name is not None:
+                raise ApiError(405, f"POST is not allowed on a named {rt.singular}")
+            if rt.plural == "bindings":
+                return self._bind(route, _parse_body(request), None)
+            if rt.namespaced and route.namespace is None:
+                raise ApiError(
+                    404, f"create {rt.plural} in a namespace: POST /.../namespaces/<ns>/{rt.plural}"
+                )
+            return self._create(route, _parse_body(request))
+        if route.name is None and method == "DELETE":
+            return self._delete_collection(route, query)
+        if route.name is None:
+            raise ApiError(405, f"{method} needs a named {rt.singular}")
+        if rt.namespaced and route.namespace is None:
+            raise ApiError(
+                404,
+                f"{rt.plural} are namespaced: use /.../namespaces/<ns>/{rt.plural}/{route.name}",
+            )
+        if method == "PUT":
+            body = _parse_body(request)
+            self._check_kind(rt, body)
+            return _json(
+                200,
+                self.store.replace(
+                    rt.key,
+                    body,
+                    namespace=route.namespace,
+                    name=route.name,
+                    subresource=route.subresource,
+                ),
+            )
+        if method == "PATCH":
+            body = _parse_body(request)
+            ctype = request.headers.get("content-type", "")
+            return _json(
+                200,
+                self.store.patch(
+                    rt.key, route.namespace, route.name, body, ctype, subresource=route.subresource
+                ),
+            )
+        if method == "DELETE":
+            return self._delete(route, request)
+        raise ApiError(405, f"method {method} is not supported")
+
+    @staticmethod
+    def _verb(method: str, route: _Route, query: dict[str, list[str]]) -> str:
+        if method == "GET":
+            if route.name is not None:
+                return "watch" if route.watch_path else "get"
+            return "watch" if route.watch_path or _flag(query, "watch") else "list"
+        if method == "DELETE":
+            return "delete"  # deletecollection is allowed where delete is
+        return {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
+
+    @staticmethod
+    def _check_kind(rt: ResourceType, body: Any) -> None:
+        if not isinstance(body, dict):
+            raise errors.bad_request(f"the body must be a JSON object (a {rt.kind})")
+        kind, api_version = body.get("kind"), body.get("apiVersion")
+        if kind not in (None, "", rt.kind):
+            raise errors.bad_request(f"the body is a {kind}, but the URL is for {rt.kind} objects")
+        if api_version not in (None, "", rt.api_version):
+            raise errors.bad_request(
+                f"the body has apiVersion {api_version}, but the URL is for {rt.api_version}"
+            )
+
+    # --- verbs ---------------------------------------------------------------------
+
+    def _create(self, route: _Route, body: Any) -> Response:
+        rt = route.rt
+        self._check_kind(rt, body)
+        created = self.store.create(
+            rt.key,
+            body,
+            namespace=route.namespace,
+            create_namespace=False,
+            prepare=self.hooks.on_create,
+        )
+        return _json(201, created)
+
+    def _list(self, route: _Route, query: dict[str, list[str]]) -> Response:
+        rt = route.rt
+        labels = parse_label_selector(_param(query, "labelSelector"))
+        fields = parse_field_selector(_param(query, "fieldSelector"), rt.key)
+        entries, rv = self.store.list_entries(rt.key, route.namespace, labels, fields)
+        limit = _int_param(query, "limit")
+        token = _param(query, "continue")
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        if token:
+            try:
+                state = json.loads(base64.urlsafe_b64decode(token.encode()))
+                after, rv = tuple(state["after"]), state["rv"]
+            except (ValueError, KeyError, TypeError, binascii.Error):
+                raise errors.bad_request(f"invalid continue token {token!r}") from None
+            meta["resourceVersion"] = str(rv)
+            entries = [e for e in entries if _entry_key(e) > after]
+        if limit and len(entries) > limit:
+            last = _entry_key(entries[limit - 1])
+            meta["remainingItemCount"] = len(entries) - limit
+            meta["continue"] = base64.urlsafe_b64encode(
+                json.dumps({"after": list(last), "rv": int(meta["resourceVersion"])}).encode()
+            ).decode()
+            entries = entries[:limit]
+        head = json.dumps(
+            {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta},
+            separators=(",", ":"),
+        ).encode()
+        body = head[:-1] + b',"items":[' + b",".join(e.json() for e in entries) + b"]}"
+        return Response(200, body)
+
+    def _watch(self, request: Request, route: _Route, query: dict[str, list[str]]) -> WatchStream:
+        rt = route.rt
+        timeout = _int_param(query, "timeoutSeconds")
+        if timeout is None and self.default_watch_timeout_s is not None:
+            timeout = self.default_watch_timeout_s
+        bookmarks = _flag(query, "allowWatchBookmarks")
+        initial = _param(query, "sendInitialEvents")
+        stats = self.authenticate(request)
+        try:
+            watcher = self.store.watch(
+                rt.key,
+                namespace=route.namespace,
+                resource_version=_param(query, "resourceVersion"),
+                label_selector=_param(query, "labelSelector"),
+                field_selector=_param(query, "fieldSelector"),
+                bookmarks=bookmarks,
+                send_initial_events=None if initial is None else _flag(query, "sendInitialEvents"),
+                on_queued=request.on_queued,
+            )
+        except ApiError as exc:
+            if exc.code != 410:
+                raise
+            # A real server answers 200 and reports expiry as an ERROR event.
+            watcher = Watcher(
+                rt,
+                None,
+                parse_label_selector(None),
+                parse_field_selector(None, rt.key),
+                on_queued=request.on_queued,
+            )
+            watcher.push(
+                event_frame("ERROR", json.dumps(exc.status(), separators=(",", ":")).encode())
+            )
+            watcher.end()
+            return WatchStream(watcher, lambda: None)
+
+        timers: list[Cancellable] = []
+        lock = threading.Lock()
+        finished = False
+        if timeout is not None:
+            deadline = self.clock.now_ns() + int(timeout * 1e9)
+            timers.append(self.clock.call_at(deadline, lambda: self.store.stop_watch(watcher)))
+        if bookmarks and self.bookmark_interval_ns:
+            interval = self.bookmark_interval_ns
+
+            def bookmark() -> None:
+                with lock:
+                    if finished:
+                        return
+                    if self.store.bookmark(watcher):
+                        timers.append(self.clock.call_at(self.clock.now_ns() + interval, bookmark))
+
+            timers.append(self.clock.call_at(self.clock.now_ns() + interval, bookmark))
+        if stats is not None:
+            self.tokens.adjust(stats, watches=1)
+
+        def cleanup() -> None:
+            nonlocal finished
+            with lock:
+                finished = True
+                for t in timers:
+                    t.cancel()
+            self.store.stop_watch(watcher, end=False)
+            if stats is not None:
+                self.tokens.adjust(stats, watches=-1)
+
+        return WatchStream(watcher, cleanup)
+
+    def _bind(self, route: _Route, body: Any, pod_name: str | None) -> Response:
+        if not isinstance(body, dict):
+            raise errors.bad_request("the body of a binding must be a JSON object (a Binding)")
+        if body.get("kind") not in (None, "", "Binding"):
+            raise errors.bad_request(f"the body is a {body.get('kind')}, not a Binding")
+        meta = body.get("metadata") or {}
+        name = pod_name or meta.get("name")
+        if pod_name and meta.get("name") not in (None, "", pod_name):
+            raise errors.bad_request(
+                f"the binding is for pod {meta.get('name')!r} but the URL names {pod_name!r}"
+            )
+        namespace = route.namespace or "default"
+        if meta.get("namespace") not in (None, "", namespace):
+            raise errors.bad_request(
+                "the namespace of the binding does not match the namespace of the URL"
+            )
+        if not name:
+            raise errors.invalid("Binding", "", ["metadata.name: Required value"])
+        target = body.get("target") or {}
+        node = target.get("name")
+        if not node:
+            raise errors.invalid("Binding", name, ["target.name: Required value"])
+        if target.get("kind") not in (None, "", "Node"):
+            raise errors.invalid(
+                "Binding",
+                name,
+                [
+                    f'target.kind: Unsupported value: {target.get("kind")!r}: supported values: "Node"'
+                ],
+            )
+        with self._policy_lock:
+            pod = self.store.get("pods", namespace, name)
+            bound = pod["spec"].get("nodeName")
+            if bound:
+                raise errors.conflict(
+                    "pods", name, f'pod {name} is already assigned to node "{bound}"'
+                )
+            uid = meta.get("uid")
+            if uid and pod["metadata"]["uid"] != uid:
+                raise errors.conflict(
+                    "pods",
+                    name,
+                    f"Precondition failed: UID in precondition: {uid}, UID in object meta: {pod['metadata']['uid']}",
+                )
+            handled = self.hooks.on_bind(namespace, name, node) if self.hooks.on_bind else None
+            if not handled:
+                self.store.bind(namespace, name, node, uid=uid)
+        return _json(201, errors.success_status(201))
+
+    def _evict(self, route: _Route, body: Any) -> Response:
+        if not isinstance(body, dict):
+            raise errors.bad_request("the body of an eviction must be a JSON object (an Eviction)")
+        if body.get("kind") not in (None, "", "Eviction"):
+            raise errors.bad_request(f"the body is a {body.get('kind')}, not an Eviction")
+        if body.get("apiVersion") not in (None, "", "policy/v1", "policy/v1beta1"):
+            raise errors.bad_request(
+                f"eviction apiVersion {body.get('apiVersion')!r} is not policy/v1 or policy/v1beta1"
+            )
+        name = route.name or ""
+        meta = body.get("metadata") or {}
+        if meta.get("name") not in (None, "", name):
+            raise errors.bad_request(
+                f"name in URL does not match name in Eviction object ({meta.get('name')!r} != {name!r})"
+            )
+        namespace = route.namespace or "default"
+        with self._policy_lock:
+            self.store.get("pods", namespace, name)
+            handled = self.hooks.on_evict(namespace, name) if self.hooks.on_evict else None
+            if not handled and self.store.get_or_none("pods", namespace, name) is not None:
+                self.store.delete("pods", namespace, name)
+        return _json(201, errors.success_status(201))
+
+    def _delete_options(self, request: Request) -> dict[str, Any]:
+        if not request.body:
+            return {}
+        body = _parse_body(request)
+        return body if isinstance(body, dict) else {}
+
+    def _delete(self, route: _Route, request: Request) -> Response:
+        rt = route.rt
+        options = self._delete_options(request)
+        pre = options.get("preconditions") or {}
+        if rt.key == "pods":
+            with self._policy_lock:
+                last = self.store.get("pods", route.namespace, route.name)
+                for field, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+                    if pre.get(field) and last["metadata"][field] != pre[field]:
+                        raise errors.conflict(
+                            "pods",
+                            route.name,
+                            f"Precondition failed: {label} in precondition: {pre[field]}, "
+                            f"{label} in object meta: {last['metadata'][field]}",
+                        )
+                handled = (
+                    self.hooks.on_delete_pod(route.namespace or "default", route.name)
+                    if self.hooks.on_delete_pod
+                    else None
+                )
+                if handled:
+                    last = self.store.get_or_none("pods", route.namespace, route.name) or last
+                elif self.store.get_or_none("pods", route.namespace, route.name) is not None:
+                    last = self.store.delete(
+                        "pods",
+                        route.namespace,
+                        route.name,
+                        uid=pre.get("uid"),
+                        resource_version=pre.get("resourceVersion"),
+                    )
+            return _json(200, last)
+        gone = self.store.delete(
+            rt.key,
+            route.namespace,
+            route.name,
+            uid=pre.get("uid"),
+            resource_version=pre.get("resourceVersion"),
+        )
+        return _json(
+            200,
+            errors.success_status(
+                200, name=route.name, group=rt.group, kind=rt.plural, uid=gone["metadata"]["uid"]
+            ),
+        )
+
+    def _delete_collection(self, route: _Route, query: dict[str, list[str]]) -> Response:
+        rt = route.rt
+        if rt.key == "pods":
+            raise ApiError(
+                405, "deletecollection of pods is not supported (delete pods one by one)"
+            )
+        objs, _ = self.store.list(
+            rt.key,
+            route.namespace,
+            label_selector=_param(query, "labelSelector"),
+            field_selector=_param(query, "fieldSelector"),
+        )
+        for obj in objs:
+            self.store.delete(rt.key, obj["metadata"].get("namespace"), obj["metadata"]["name"])
+        return _json(200, errors.success_status(200))
+
+    # --- metrics.k8s.io --------------------------------------------------------------
+
+    def _metrics(self, rt: ResourceType, route: _Route, query: dict[str, list[str]]) -> Response:
+        labels = parse_label_selector(_param(query, "labelSelector"))
+        epoch = self.clock.wall_epoch_ns()
+
+        def fmt(ns: int) -> str:
+            return format_time(epoch + ns)
+
+        if rt.plural == "nodes":
+            items = [node_metrics(n, s, fmt) for n, s in self.metrics.node_items()]
+        else:
+            items = [
+                pod_metrics(k[0], k[1], s, fmt) for k, s in self.metrics.pod_items(route.namespace)
+            ]
+        items = [i for i in items if labels.matches(i["metadata"].get("labels"))]
+        if route.name is not None:
+            for item in items:
+                if item["metadata"]["name"] == route.name:
+                    return _json(200, item)
+            raise errors.not_found(rt.plural, route.name, rt.group)
+        return _json(
+            200,
+            {
+                "kind": f"{rt.kind}List",
+                "apiVersion": rt.api_version,
+                "metadata": {},
+                "items": items,
+            },
+        )
+
+
+def _entry_key(entry: Any) -> tuple[str, str]:
+    meta = entry.obj["metadata"]
+    return meta.get("namespace") or "", meta["name"]

@@ -1,0 +1,195 @@
+"""``Facade``: the store, the HTTP server, tokens and metrics in one object the broker owns."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from .api import Api, Hooks
+from .auth import TokenRegistry, TokenStats
+from .clock import Clock
+from .kubeconfig import incluster_env, write_incluster_files, write_kubeconfig
+from .metrics import MetricsBoard
+from .server import HttpServer, Ledger, Request
+from .store import Store
+from .tls import TlsFiles, generate
+
+
+class Facade:
+    """A Kubernetes API server made of an in-memory store, on ``host:port`` (0 = free).
+
+    Life cycle: ``Facade(clock)`` → ``add_token``/``store`` writes → ``start()`` →
+    ``stop()`` (also a context manager). With ``tls=True`` it serves HTTPS with a freshly
+    generated CA (``ca_file``), as the in-cluster configuration requires.
+
+    Quiescence: ``connection_idle(peer_port, sent, consumed)`` and ``add_idle_listener``
+    (see ``server.Ledger``); ``token_stats(name)`` counts requests per scheduler process.
+    """
+
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        tls: bool = False,
+        tls_dir: str | Path | None = None,
+        history_limit: int = 1000,
+        seed: int = 0,
+        bookmark_interval_s: float | None = 60.0,
+        default_watch_timeout_s: float | None = None,
+        hooks: Hooks | None = None,
+    ) -> None:
+        self.clock = clock
+        self.store = Store(clock, history_limit=history_limit, seed=seed)
+        self.tokens = TokenRegistry()
+        self.metrics = MetricsBoard()
+        self.ledger = Ledger()
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self.tls_files: TlsFiles | None = None
+        if tls:
+            if tls_dir is None:
+                self._tmp = tempfile.TemporaryDirectory(prefix="timewarp-facade-tls-")
+                tls_dir = self._tmp.name
+            self.tls_files = generate(tls_dir, hosts=(host, "localhost"))
+        self.api = Api(
+            self.store,
+            clock,
+            self.tokens,
+            self.metrics,
+            server_address=lambda: f"{self.host}:{self.port}",
+            hooks=hooks,
+            bookmark_interval_s=bookmark_interval_s,
+            default_watch_timeout_s=default_watch_timeout_s,
+        )
+        self._server = HttpServer(
+            self.api.handle,
+            self.ledger,
+            host=host,
+            port=port,
+            ssl_context=self.tls_files.server_context() if self.tls_files else None,
+            on_request=self._count_request,
+        )
+        self.host: str = self._server.host
+        self.port: int = self._server.port
+
+    # --- life cycle ----------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        scheme = "https" if self.tls_files else "http"
+        return f"{scheme}://{self.host}:{self.port}"
+
+    @property
+    def hooks(self) -> Hooks:
+        return self.api.hooks
+
+    def start(self) -> Facade:
+        self._server.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.stop()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> Facade:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- tokens and configuration files ----------------------------------------------
+
+    def add_token(self, name: str, token: str | None = None) -> str:
+        """A bearer token for the scheduler process ``name`` (same name, same token)."""
+        return self.tokens.add(name, token)
+
+    def token_stats(self, name: str) -> TokenStats:
+        return self.tokens.stats(name)
+
+    def _count_request(self, request: Request) -> Callable[[], None] | None:
+        stats = self.api.authenticate(request)
+        if stats is None:
+            return None
+        self.tokens.adjust(stats, in_flight=1, requests=1)
+        return lambda: self.tokens.adjust(stats, in_flight=-1)
+
+    def write_kubeconfig(self, path: str | Path, name: str, *, namespace: str = "default") -> Path:
+        """A kubeconfig for process ``name`` (registering its token if new)."""
+        ca = self.tls_files.ca_cert if self.tls_files else None
+        return write_kubeconfig(
+            path, self.url, self.add_token(name), ca_file=ca, namespace=namespace
+        )
+
+    def write_incluster(
+        self, directory: str | Path, name: str, *, namespace: str = "default"
+    ) -> dict[str, str]:
+        """Service-account files for process ``name`` in ``directory``; returns the
+        environment (``KUBERNETES_SERVICE_HOST``/``PORT``, ``TIMEWARP_INCLUSTER_DIR``).
+        Needs ``tls=True``: ``load_incluster_config`` always uses HTTPS."""
+        if self.tls_files is None:
+            raise ValueError(
+                "in-cluster configuration needs HTTPS: create the Facade with tls=True"
+            )
+        write_incluster_files(
+            directory,
+            self.add_token(name),
+            self.tls_files.ca_cert.read_bytes(),
+            namespace=namespace,
+        )
+        return incluster_env(self.host, self.port, directory)
+
+    # --- quiescence ------------------------------------------------------------------
+
+    def connection_idle(self, peer_port: int, sent: int, consumed: int) -> bool:
+        return self.ledger.idle(peer_port, sent, consumed)
+
+    def connections(self) -> dict[int, dict[str, object]]:
+        """Ledger snapshot per client port (counters, handling, queued, last request)."""
+        return self.ledger.snapshot()
+
+    def add_idle_listener(self, fn: Callable[[int], None]) -> None:
+        """``fn(peer_port)`` is called whenever that connection may have become idle (after
+        a response, a watch frame leaving nothing queued, a watch parking, a close). It runs
+        in the facade's connection threads, without facade locks held: make it thread-safe
+        and quick (e.g. set an event the broker waits on)."""
+        self.ledger.add_listener(fn)
+
+    # --- metrics ---------------------------------------------------------------------
+
+    def set_node_metrics(
+        self, name: str, cpu_nanocores: int, memory_bytes: int, *, window_s: float = 30.0
+    ) -> None:
+        node = self.store.get_or_none("nodes", None, name)
+        labels = (node or {}).get("metadata", {}).get("labels") or {}
+        self.metrics.set_node(
+            name,
+            cpu_nanocores,
+            memory_bytes,
+            timestamp_ns=self.clock.now_ns(),
+            window_s=window_s,
+            labels=labels,
+        )
+
+    def set_pod_metrics(
+        self,
+        namespace: str,
+        name: str,
+        containers: dict[str, tuple[int, int]],
+        *,
+        window_s: float = 30.0,
+    ) -> None:
+        """``containers``: container name -> (cpu nanocores, memory bytes)."""
+        pod = self.store.get_or_none("pods", namespace, name)
+        labels = (pod or {}).get("metadata", {}).get("labels") or {}
+        self.metrics.set_pod(
+            namespace,
+            name,
+            containers,
+            timestamp_ns=self.clock.now_ns(),
+            window_s=window_s,
+            labels=labels,
+        )

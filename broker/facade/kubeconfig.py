@@ -1,0 +1,102 @@
+"""Client configuration files pointing the official client at the facade.
+
+Two styles, both used unmodified by schedulers:
+
+- a kubeconfig (``config.load_kube_config()`` with ``KUBECONFIG=<path>``), one bearer
+  token per scheduler process;
+- in-cluster files (``config.load_incluster_config()``): ``token``, ``ca.crt`` and
+  ``namespace`` in a directory, plus ``KUBERNETES_SERVICE_HOST``/``_PORT``. The client
+  reads the files from the fixed directory ``/var/run/secrets/kubernetes.io/serviceaccount``
+  through the module globals ``SERVICE_TOKEN_FILENAME`` and ``SERVICE_CERT_FILENAME`` of
+  ``kubernetes.config.incluster_config`` (looked up at call time; checked in 24.2.0 and
+  37.0.2); ``redirect_incluster_config(directory)`` rebinds them in the current
+  process, so the scheduler's own call finds our files. timewarp's runtime does that
+  at start-up when ``TIMEWARP_INCLUSTER_DIR`` is set (see ``docs/facade.md``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+INCLUSTER_ENV = "TIMEWARP_INCLUSTER_DIR"
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write atomically (tmp + rename) so a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def write_kubeconfig(
+    path: str | Path,
+    server_url: str,
+    token: str,
+    *,
+    ca_file: str | Path | None = None,
+    user: str = "scheduler",
+    namespace: str = "default",
+    context: str = "timewarp",
+) -> Path:
+    """Write a kubeconfig with one cluster, one user (bearer ``token``), one context."""
+    cluster: dict[str, object] = {"server": server_url}
+    if ca_file is not None:
+        cluster["certificate-authority"] = str(Path(ca_file).resolve())
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": context, "cluster": cluster}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [
+            {"name": context, "context": {"cluster": context, "user": user, "namespace": namespace}}
+        ],
+        "current-context": context,
+        "preferences": {},
+    }
+    path = Path(path)
+    _write_private(path, yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def write_incluster_files(
+    directory: str | Path, token: str, ca_pem: bytes, *, namespace: str = "default"
+) -> Path:
+    """Write ``token``, ``ca.crt``, ``namespace`` as a service account volume holds them."""
+    directory = Path(directory)
+    _write_private(directory / "token", token)
+    _write_private(directory / "ca.crt", ca_pem.decode())
+    _write_private(directory / "namespace", namespace)
+    return directory
+
+
+def incluster_env(host: str, port: int, directory: str | Path) -> dict[str, str]:
+    """Environment for a scheduler process using ``load_incluster_config()``."""
+    return {
+        "KUBERNETES_SERVICE_HOST": host,
+        "KUBERNETES_SERVICE_PORT": str(port),
+        INCLUSTER_ENV: str(Path(directory).resolve()),
+    }
+
+
+def redirect_incluster_config(directory: str | Path | None = None) -> bool:
+    """Make ``kubernetes.config.load_incluster_config()`` read ``directory`` (default:
+    ``$TIMEWARP_INCLUSTER_DIR``) instead of the service-account mount. Returns False when
+    there is nothing to redirect (no directory, or kubernetes not installed)."""
+    directory = directory or os.environ.get(INCLUSTER_ENV)
+    if not directory:
+        return False
+    try:
+        from kubernetes.config import incluster_config
+    except ImportError:
+        return False
+    base = Path(directory)
+    incluster_config.SERVICE_TOKEN_FILENAME = str(base / "token")
+    incluster_config.SERVICE_CERT_FILENAME = str(base / "ca.crt")
+    return True

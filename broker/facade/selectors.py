@@ -1,0 +1,303 @@
+"""Label and field selectors, parsed the way the API server parses them.
+
+Label selectors: ``k=v``, ``k==v``, ``k!=v``, ``k in (a,b)``, ``k notin (a,b)``, ``k``,
+``!k``, ``k>3``, ``k<3``; requirements are ANDed. ``k!=v`` and ``notin`` match objects
+without the label, as in Kubernetes.
+
+Field selectors: ``f=v``, ``f==v``, ``f!=v`` with possibly empty values
+(``spec.nodeName=`` selects unbound pods); ``\\,``, ``\\=`` and ``\\\\`` escape. Only the
+fields the real server indexes for that kind are accepted; others are a 400 error, as
+on a real server (``field label not supported``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ApiError
+
+_KEY = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class LabelRequirement:
+    key: str
+    op: str  # "=", "!=", "in", "notin", "exists", "!", ">", "<"
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        present = self.key in labels
+        value = labels.get(self.key)
+        if self.op == "exists":
+            return present
+        if self.op == "!":
+            return not present
+        if self.op in ("=", "in"):
+            return present and value in self.values
+        if self.op in ("!=", "notin"):
+            return not present or value not in self.values
+        if not present:
+            return False
+        try:
+            number = int(value)  # type: ignore[arg-type]
+        except ValueError:
+            return False
+        bound = int(self.values[0])
+        return number > bound if self.op == ">" else number < bound
+
+
+@dataclass(frozen=True)
+class LabelSelector:
+    requirements: tuple[LabelRequirement, ...] = ()
+
+    def matches(self, labels: dict[str, str] | None) -> bool:
+        labels = labels or {}
+        return all(r.matches(labels) for r in self.requirements)
+
+    @property
+    def empty(self) -> bool:
+        return not self.requirements
+
+
+def _split_top_level(text: str) -> list[str]:
+    parts, depth, current = [], 0, []
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    parts.append("".join(current))
+    return parts
+
+
+_SET_RE = re.compile(r"^\s*(\S+?)\s+(in|notin)\s*\((.*)\)\s*$")
+_CMP_RE = re.compile(r"^\s*([^!=<>\s]+)\s*(==|!=|=|>|<)\s*(\S*)\s*$")
+
+
+def _check_key(key: str, where: str) -> str:
+    if not _KEY.match(key):
+        raise ApiError(400, f"unable to parse requirement: invalid label key {key!r} in {where!r}")
+    return key
+
+
+def _check_value(value: str, where: str) -> str:
+    if len(value) > 63 or not _VALUE.match(value):
+        raise ApiError(
+            400, f"unable to parse requirement: invalid label value {value!r} in {where!r}"
+        )
+    return value
+
+
+def parse_label_selector(text: str | None) -> LabelSelector:
+    """Parse a ``labelSelector`` query parameter; raise ApiError(400) naming the bad part."""
+    if text is None or not text.strip():
+        return LabelSelector()
+    requirements = []
+    for part in _split_top_level(text):
+        part_s = part.strip()
+        if not part_s:
+            raise ApiError(400, f"unable to parse requirement: empty requirement in {text!r}")
+        m = _SET_RE.match(part_s)
+        if m:
+            key, op, inner = m.groups()
+            values = tuple(_check_value(v.strip(), part_s) for v in inner.split(","))
+            if op == "in" and values == ("",):
+                raise ApiError(400, f"unable to parse requirement: empty set in {part_s!r}")
+            requirements.append(LabelRequirement(_check_key(key, part_s), op, values))
+            continue
+        if part_s.startswith("!"):
+            requirements.append(LabelRequirement(_check_key(part_s[1:].strip(), part_s), "!"))
+            continue
+        m = _CMP_RE.match(part_s)
+        if m:
+            key, op, value = m.groups()
+            op = "=" if op == "==" else op
+            if op in (">", "<"):
+                if not re.fullmatch(r"-?\d+", value):
+                    raise ApiError(400, f"unable to parse requirement: {value!r} is not an integer")
+            else:
+                _check_value(value, part_s)
+            requirements.append(LabelRequirement(_check_key(key, part_s), op, (value,)))
+            continue
+        if re.fullmatch(r"\S+", part_s):
+            requirements.append(LabelRequirement(_check_key(part_s, part_s), "exists"))
+            continue
+        raise ApiError(400, f"unable to parse requirement: {part_s!r} in label selector {text!r}")
+    return LabelSelector(tuple(requirements))
+
+
+def selector_from_dict(selector: dict[str, Any] | None) -> LabelSelector:
+    """A ``metav1.LabelSelector`` object (matchLabels / matchExpressions) as a selector."""
+    if not selector:
+        return LabelSelector()
+    reqs = [LabelRequirement(k, "=", (v,)) for k, v in (selector.get("matchLabels") or {}).items()]
+    ops = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
+    for expr in selector.get("matchExpressions") or []:
+        reqs.append(
+            LabelRequirement(expr["key"], ops[expr["operator"]], tuple(expr.get("values") or ()))
+        )
+    return LabelSelector(tuple(reqs))
+
+
+# --- field selectors ------------------------------------------------------------------
+
+
+def _get_path(obj: dict[str, Any], path: str) -> Any:
+    cur: Any = obj
+    for part in path.split("."):
+        if not isinstance(cur, dict):
+            return None
+        cur = cur.get(part)
+    return cur
+
+
+def _as_field_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _bool_field(path: str) -> Callable[[dict[str, Any]], str]:
+    return lambda obj: "true" if _get_path(obj, path) else "false"
+
+
+_COMMON = ("metadata.name", "metadata.namespace")
+FIELDS: dict[str, tuple[str, ...]] = {
+    "pods": _COMMON
+    + (
+        "spec.nodeName",
+        "spec.schedulerName",
+        "spec.restartPolicy",
+        "spec.serviceAccountName",
+        "spec.hostNetwork",
+        "status.phase",
+        "status.podIP",
+        "status.nominatedNodeName",
+    ),
+    "nodes": _COMMON + ("spec.unschedulable",),
+    "namespaces": _COMMON + ("status.phase",),
+    "events": _COMMON
+    + (
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "involvedObject.apiVersion",
+        "involvedObject.resourceVersion",
+        "involvedObject.fieldPath",
+        "reason",
+        "reportingComponent",
+        "source",
+        "type",
+    ),
+    "events.events.k8s.io": _COMMON
+    + ("regarding.kind", "regarding.namespace", "regarding.name", "reason", "type"),
+    "replicasets.apps": _COMMON + ("status.replicas",),
+    "jobs.batch": _COMMON + ("status.successful",),
+}
+_SPECIAL: dict[str, Callable[[dict[str, Any]], str]] = {
+    "spec.unschedulable": _bool_field("spec.unschedulable"),
+    "spec.hostNetwork": _bool_field("spec.hostNetwork"),
+    "source": lambda obj: _as_field_text(_get_path(obj, "source.component")),
+}
+
+
+@dataclass(frozen=True)
+class FieldRequirement:
+    field: str
+    negate: bool
+    value: str
+
+    def matches(self, obj: dict[str, Any]) -> bool:
+        getter = _SPECIAL.get(self.field)
+        actual = getter(obj) if getter else _as_field_text(_get_path(obj, self.field))
+        return (actual != self.value) if self.negate else (actual == self.value)
+
+
+@dataclass(frozen=True)
+class FieldSelector:
+    requirements: tuple[FieldRequirement, ...] = ()
+
+    def matches(self, obj: dict[str, Any]) -> bool:
+        return all(r.matches(obj) for r in self.requirements)
+
+
+def _split_terms(text: str) -> list[str]:
+    """Split on unescaped ',' keeping escapes in the terms."""
+    terms, current, i = [], [], 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            current.append(text[i : i + 2])
+            i += 2
+            continue
+        if ch == ",":
+            terms.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+        i += 1
+    terms.append("".join(current))
+    return terms
+
+
+def _unescape(text: str) -> str:
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == "\\" and i + 1 < len(text):
+            if text[i + 1] not in "\\,=":
+                raise ApiError(400, f"invalid field selector: bad escape {text[i : i + 2]!r}")
+            out.append(text[i + 1])
+            i += 2
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def _find_operator(term: str) -> tuple[int, str] | None:
+    i = 0
+    while i < len(term):
+        if term[i] == "\\":
+            i += 2
+            continue
+        if term.startswith("!=", i):
+            return i, "!="
+        if term.startswith("==", i):
+            return i, "=="
+        if term[i] == "=":
+            return i, "="
+        i += 1
+    return None
+
+
+def parse_field_selector(text: str | None, resource_key: str) -> FieldSelector:
+    """Parse a ``fieldSelector`` for a resource; raise ApiError(400) on syntax or unknown field."""
+    if text is None or text == "":
+        return FieldSelector()
+    allowed = FIELDS.get(resource_key, _COMMON)
+    reqs = []
+    for term in _split_terms(text):
+        if term == "":
+            continue
+        found = _find_operator(term)
+        if found is None:
+            raise ApiError(400, f"invalid selector: {text!r}; can't understand {term!r}")
+        pos, op = found
+        field = _unescape(term[:pos]).strip()
+        value = _unescape(term[pos + len(op) :])
+        if field not in allowed:
+            raise ApiError(400, f'field label not supported: {field} (for "{resource_key}")')
+        reqs.append(FieldRequirement(field, op == "!=", value))
+    return FieldSelector(tuple(reqs))

@@ -1,0 +1,515 @@
+"""HTTP/1.1 transport with an exact byte ledger per connection.
+
+Why not ``http.server``: the broker must know, per TCP connection, how many request
+bytes were taken in and how many response bytes were handed to the kernel, to decide
+whether the client thread blocked on that socket has consumed everything (see
+``Ledger.idle``). Each response is one ``sendall`` (head + body), each watch event one
+chunk in one ``sendall``, and sockets have TCP_NODELAY: no 40 ms delayed-ACK stalls.
+
+Ledger rules (the broker's quiescence test depends on them):
+- ``received`` grows by a request's head+body size when it is completely read, in the
+  same locked step that sets ``handling``;
+- ``written`` grows *before* the bytes are passed to ``sendall``;
+- ``queued`` counts frames a watch will still deliver; it is incremented by the thread
+  that published the event (inside the store call), and turned into ``written`` in one
+  locked step by the connection thread;
+- listeners are called after a response is written, after a watch frame is written with
+  nothing else queued, and when a watch parks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import select
+import socket
+import ssl
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .watch import END, Watcher
+
+_log = logging.getLogger(__name__)
+MAX_HEAD = 64 * 1024
+MAX_BODY = 64 * 1024 * 1024
+_REASONS = {
+    200: "OK",
+    201: "Created",
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    406: "Not Acceptable",
+    409: "Conflict",
+    410: "Gone",
+    411: "Length Required",
+    413: "Payload Too Large",
+    415: "Unsupported Media Type",
+    422: "Unprocessable Entity",
+    429: "Too Many Requests",
+    431: "Request Header Fields Too Large",
+    500: "Internal Server Error",
+    505: "HTTP Version Not Supported",
+}
+
+
+@dataclass
+class Request:
+    method: str
+    target: str  # raw request target (path?query), not decoded
+    headers: dict[str, str]  # lower-case names; repeated headers joined with ", "
+    body: bytes
+    peer_port: int
+    on_queued: Callable[[], None]
+
+
+@dataclass
+class Response:
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+    extra_headers: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class WatchStream:
+    """A streaming answer: frames from ``watcher`` until END; ``cleanup`` runs once when
+    the stream is over for any reason (end, client gone, server stop)."""
+
+    watcher: Watcher
+    cleanup: Callable[[], None]
+    on_parked: Callable[[], None] | None = None
+
+
+Handler = Callable[[Request], "Response | WatchStream"]
+
+
+class Connection:
+    __slots__ = (
+        "peer_port",
+        "received",
+        "written",
+        "handling",
+        "queued",
+        "sock",
+        "closed",
+        "last_request",
+    )
+
+    def __init__(self, peer_port: int, sock: socket.socket) -> None:
+        self.peer_port = peer_port
+        self.sock = sock
+        self.received = 0
+        self.written = 0
+        self.handling = False
+        self.queued = 0
+        self.closed = False
+        self.last_request = ""  # "GET /api/v1/pods?watch=1", for stall diagnostics
+
+
+class Ledger:
+    """Per-connection byte counters, keyed by the client's (peer) port."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._conns: dict[int, Connection] = {}
+        self._listeners: list[Callable[[int], None]] = []
+
+    def add_listener(self, fn: Callable[[int], None]) -> None:
+        with self.lock:
+            self._listeners.append(fn)
+
+    def notify(self, peer_port: int) -> None:
+        with self.lock:
+            listeners = list(self._listeners)
+        for fn in listeners:
+            fn(peer_port)
+
+    def register(self, conn: Connection) -> None:
+        with self.lock:
+            self._conns[conn.peer_port] = conn
+
+    def unregister(self, conn: Connection) -> None:
+        with self.lock:
+            conn.closed = True
+            if self._conns.get(conn.peer_port) is conn:
+                del self._conns[conn.peer_port]
+
+    def idle(self, peer_port: int, sent: int, consumed: int) -> bool:
+        """True iff the connection from ``peer_port`` has taken in exactly ``sent`` bytes,
+        written exactly ``consumed`` bytes, handles no request and has nothing queued.
+        An unknown port is idle only if nothing was exchanged on it."""
+        with self.lock:
+            conn = self._conns.get(peer_port)
+            if conn is None:
+                return sent == 0 and consumed == 0
+            return (
+                conn.received == sent
+                and conn.written == consumed
+                and not conn.handling
+                and conn.queued == 0
+            )
+
+    def snapshot(self) -> dict[int, dict[str, Any]]:
+        """Per peer port: the counters and the last request line (for stall reports:
+        "port 41234: parked in GET /api/v1/pods?watch=1…")."""
+        with self.lock:
+            return {
+                p: {
+                    "received": c.received,
+                    "written": c.written,
+                    "handling": c.handling,
+                    "queued": c.queued,
+                    "last_request": c.last_request,
+                }
+                for p, c in self._conns.items()
+            }
+
+
+def _status_line(status: int) -> bytes:
+    return f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}\r\n".encode()
+
+
+class HttpServer:
+    """Threaded HTTP/1.1 server (one thread per connection) bound to ``host:port``."""
+
+    def __init__(
+        self,
+        handler: Handler,
+        ledger: Ledger,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        ssl_context: ssl.SSLContext | None = None,
+        poll_interval: float = 0.5,
+        on_request: Callable[[Request], Callable[[], None] | None] | None = None,
+    ) -> None:
+        self._handler = handler
+        self.ledger = ledger
+        self._ssl = ssl_context
+        self._poll = poll_interval
+        self._on_request = on_request
+        self._listener = socket.create_server((host, port))
+        self.host, self.port = self._listener.getsockname()[:2]
+        self._threads: set[threading.Thread] = set()
+        self._conns: set[Connection] = set()
+        self._streams: set[Watcher] = set()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._accept_thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._accept_thread = threading.Thread(
+            target=self._accept_loop, name=f"facade-accept-{self.port}", daemon=True
+        )
+        self._accept_thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)
+        self._listener.close()
+        with self._lock:
+            conns = list(self._conns)
+            threads = list(self._threads)
+            streams = list(self._streams)
+        for watcher in streams:
+            watcher.wake()
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.sock.shutdown(socket.SHUT_RDWR)
+        if self._accept_thread is not None:
+            self._accept_thread.join(timeout=5)
+        for t in threads:
+            t.join(timeout=5)
+
+    def _accept_loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                sock, addr = self._listener.accept()
+            except OSError:
+                return
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            t = threading.Thread(
+                target=self._serve, args=(sock, addr[1]), name=f"facade-conn-{addr[1]}", daemon=True
+            )
+            with self._lock:
+                self._threads.add(t)
+            t.start()
+
+    # --- one connection ------------------------------------------------------------
+
+    def _serve(self, raw: socket.socket, peer_port: int) -> None:
+        conn = Connection(peer_port, raw)
+        self.ledger.register(conn)
+        with self._lock:
+            self._conns.add(conn)
+        try:
+            sock: socket.socket = raw
+            if self._ssl is not None:
+                sock = self._ssl.wrap_socket(raw, server_side=True)
+                conn.sock = sock
+            self._request_loop(conn, sock)
+        except (OSError, ssl.SSLError):
+            pass
+        finally:
+            self.ledger.unregister(conn)
+            with contextlib.suppress(OSError):
+                conn.sock.close()
+            with self._lock:
+                self._conns.discard(conn)
+                self._threads.discard(threading.current_thread())
+            self.ledger.notify(peer_port)
+
+    def _request_loop(self, conn: Connection, sock: socket.socket) -> None:
+        buf = bytearray()
+        while not self._stopping.is_set():
+            parsed = self._read_request(conn, sock, buf)
+            if parsed is None:
+                return
+            request, keep_alive = parsed
+            if isinstance(request, Response):  # malformed: answer and close
+                self._write(conn, self._encode(request, close=True))
+                self._finish_request(conn)
+                return
+            done = self._on_request(request) if self._on_request else None
+            try:
+                result = self._handler(request)
+            except Exception as exc:  # a bug must not kill the connection silently
+                _log.exception("facade: internal error on %s %s", request.method, request.target)
+                result = _plain_error(500, f"internal error: {type(exc).__name__}: {exc}")
+            try:
+                if isinstance(result, WatchStream):
+                    keep_alive = self._stream(conn, sock, result, buf, done) and keep_alive
+                    done = None
+                else:
+                    self._write(conn, self._encode(result, close=not keep_alive))
+            finally:
+                if done is not None:
+                    done()
+            self._finish_request(conn)
+            if not keep_alive:
+                return
+
+    def _finish_request(self, conn: Connection) -> None:
+        with self.ledger.lock:
+            conn.handling = False
+        self.ledger.notify(conn.peer_port)
+
+    def _fill(self, sock: socket.socket, buf: bytearray) -> bool:
+        data = sock.recv(65536)
+        if not data:
+            return False
+        buf += data
+        return True
+
+    def _read_request(
+        self, conn: Connection, sock: socket.socket, buf: bytearray
+    ) -> tuple[Request | Response, bool] | None:
+        while True:
+            end = buf.find(b"\r\n\r\n")
+            if end >= 0:
+                break
+            if len(buf) > MAX_HEAD:
+                return _plain_error(431, "request head larger than 64 KiB"), False
+            if not self._fill(sock, buf):
+                return None
+        head = bytes(buf[:end]).decode("latin-1")
+        lines = head.split("\r\n")
+        parts = lines[0].split(" ")
+        if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+            return _plain_error(400, f"malformed request line {lines[0][:80]!r}"), False
+        method, target, version = parts
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            if not sep:
+                return _plain_error(400, f"malformed header line {line[:80]!r}"), False
+            name = name.strip().lower()
+            headers[name] = (
+                f"{headers[name]}, {value.strip()}" if name in headers else value.strip()
+            )
+        consumed = end + 4
+        body = b""
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            pos = consumed
+            chunks = []
+            while True:
+                while (line_end := buf.find(b"\r\n", pos)) < 0:
+                    if not self._fill(sock, buf):
+                        return None
+                try:
+                    size = int(bytes(buf[pos:line_end]).split(b";")[0], 16)
+                except ValueError:
+                    return _plain_error(400, "malformed chunk size in request body"), False
+                if sum(map(len, chunks)) + size > MAX_BODY:
+                    return _plain_error(413, "request body larger than 64 MiB"), False
+                need = line_end + 2 + size + 2
+                while len(buf) < need:
+                    if not self._fill(sock, buf):
+                        return None
+                chunks.append(bytes(buf[line_end + 2 : line_end + 2 + size]))
+                pos = need
+                if size == 0:
+                    break
+            body = b"".join(chunks)
+            consumed = pos
+        else:
+            try:
+                length = int(headers.get("content-length", "0") or 0)
+            except ValueError:
+                return _plain_error(400, "Content-Length is not an integer"), False
+            if length < 0 or length > MAX_BODY:
+                return _plain_error(413, "request body larger than 64 MiB"), False
+            while len(buf) < consumed + length:
+                if not self._fill(sock, buf):
+                    return None
+            body = bytes(buf[consumed : consumed + length])
+            consumed += length
+        del buf[:consumed]
+        with self.ledger.lock:
+            conn.received += consumed
+            conn.handling = True
+            conn.last_request = f"{method} {target}"
+        connection = headers.get("connection", "").lower()
+        keep_alive = version == "HTTP/1.1" and "close" not in connection
+        keep_alive = keep_alive or (version == "HTTP/1.0" and "keep-alive" in connection)
+        request = Request(method, target, headers, body, conn.peer_port, lambda: self._queued(conn))
+        return request, keep_alive
+
+    def _queued(self, conn: Connection) -> None:
+        with self.ledger.lock:
+            conn.queued += 1
+
+    def _encode(self, resp: Response, *, close: bool) -> bytes:
+        head = [
+            _status_line(resp.status),
+            f"Content-Type: {resp.content_type}\r\n".encode(),
+            f"Content-Length: {len(resp.body)}\r\n".encode(),
+            b"Cache-Control: no-cache, private\r\n",
+        ]
+        for name, value in resp.extra_headers:
+            head.append(f"{name}: {value}\r\n".encode())
+        if close:
+            head.append(b"Connection: close\r\n")
+        head.append(b"\r\n")
+        return b"".join(head) + resp.body
+
+    def _write(
+        self, conn: Connection, data: bytes, *, from_queue: bool = False, ending: bool = False
+    ) -> None:
+        with self.ledger.lock:
+            conn.written += len(data)
+            if from_queue:
+                conn.queued -= 1
+            if ending:  # busy until the request is wound up (_finish_request)
+                conn.handling = True
+        conn.sock.sendall(data)
+
+    # --- watches -------------------------------------------------------------------
+
+    def _stream(
+        self,
+        conn: Connection,
+        sock: socket.socket,
+        stream: WatchStream,
+        buf: bytearray,
+        done: Callable[[], None] | None,
+    ) -> bool:
+        """Write a chunked watch response; True if the connection may be reused."""
+        watcher = stream.watcher
+        with self._lock:
+            self._streams.add(watcher)
+        try:
+            self._write(
+                conn,
+                _status_line(200)
+                + b"Content-Type: application/json\r\nCache-Control: no-cache, private\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n",
+            )
+            parked = False
+            while True:
+                if not parked and watcher.pending() == 0:
+                    # Initial events written: the request now waits for changes ("parked").
+                    with self.ledger.lock:
+                        conn.handling = False
+                    parked = True
+                    if done is not None:
+                        done()
+                        done = None
+                    if stream.on_parked is not None:
+                        stream.on_parked()
+                    self.ledger.notify(conn.peer_port)
+                frame = watcher.take(self._poll)
+                if frame is None:
+                    if self._stopping.is_set() or self._client_gone(sock, buf):
+                        return False
+                    continue
+                if frame is END:
+                    self._write(conn, b"0\r\n\r\n", from_queue=True, ending=True)
+                    return True
+                chunk = f"{len(frame):x}\r\n".encode() + frame + b"\r\n"
+                self._write(conn, chunk, from_queue=True)
+                if parked:
+                    with self.ledger.lock:
+                        idle_now = conn.queued == 0
+                    if idle_now:
+                        self.ledger.notify(conn.peer_port)
+        except OSError:
+            return False
+        finally:
+            with self.ledger.lock:
+                conn.handling = True
+            if done is not None:
+                done()
+            with self._lock:
+                self._streams.discard(watcher)
+            stream.cleanup()  # detaches: nothing more can be queued after this
+            left = len(watcher.drain())
+            with self.ledger.lock:
+                conn.queued -= left
+
+    def _client_gone(self, sock: socket.socket, buf: bytearray) -> bool:
+        """Poll the socket without blocking: EOF means the client went away; bytes are
+        kept in ``buf`` (a pipelined request) and mean it is still there."""
+        try:
+            readable, _, _ = select.select([sock], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        if not readable and not (isinstance(sock, ssl.SSLSocket) and sock.pending()):
+            return False
+        sock.settimeout(0)
+        try:
+            data = sock.recv(65536)
+        except (BlockingIOError, ssl.SSLWantReadError):
+            return False
+        except OSError:
+            return True
+        finally:
+            with contextlib.suppress(OSError):
+                sock.settimeout(None)
+        if not data:
+            return True
+        buf += data
+        return False
+
+
+def _plain_error(status: int, message: str) -> Response:
+    body = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": {
+            413: "RequestEntityTooLarge",
+            431: "RequestHeaderFieldsTooLarge",
+            500: "InternalError",
+        }.get(status, "BadRequest"),
+        "code": status,
+    }
+    return Response(status, json.dumps(body).encode())

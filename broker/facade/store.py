@@ -1,0 +1,629 @@
+"""The object store: every API object, its resourceVersion, and the watch history.
+
+Invariants:
+- One global resourceVersion counter (like etcd's revision): each committed write takes
+  the next integer; an object's ``metadata.resourceVersion`` is the revision of its last
+  write; a list's is the revision when it was taken.
+- Stored objects are never mutated: a write stores a new dict. Readers inside the facade
+  may hold references without copying; the public read methods return deep copies.
+- Every commit is offered to the watchers of its type under the store lock, so each
+  watcher sees events in strictly increasing resourceVersion order with no gaps (for
+  the objects it selects) and the bookkeeping of queued frames happens before the
+  writing call returns.
+- Per type, the last ``history_limit`` events are kept; a watch may resume from any
+  resourceVersion >= the newest compacted one, older ones get 410 Gone. Memory is
+  bounded by live objects + history, whatever the number of writes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import copy
+import json
+import random
+import sys
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from . import errors, objects
+from .clock import Clock
+from .patch import apply_patch
+from .resources import BY_KEY, ResourceType, resource_type
+from .selectors import FieldSelector, LabelSelector, parse_field_selector, parse_label_selector
+from .watch import Watcher, bookmark_object, event_frame
+
+Obj = dict[str, Any]
+Listener = Callable[[str, str, Obj], None]
+DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def _dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+_intern = sys.intern
+
+
+def canonical(value: Any, where: str = "") -> Any:
+    """A deep copy made of JSON types only (tuples become lists), with short strings
+    interned: 100k pods share one "default-scheduler" instead of holding 100k copies.
+    TypeError names the first non-JSON value."""
+    if isinstance(value, str):
+        return _intern(value) if len(value) <= 64 else value
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise TypeError(f"non-string key {k!r} at {where or '/'}")
+            out[_intern(k)] = canonical(v, f"{where}/{k}")
+        return out
+    if isinstance(value, (list, tuple)):
+        return [canonical(v, f"{where}/{i}") for i, v in enumerate(value)]
+    if value is None or isinstance(value, (bool, int)):
+        return value
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise TypeError(f"non-finite number at {where or '/'}")
+        return value
+    raise TypeError(f"{type(value).__name__} is not a JSON value (at {where or '/'})")
+
+
+class _Entry:
+    """A stored object and its encoding, computed at most once."""
+
+    __slots__ = ("obj", "_json")
+
+    def __init__(self, obj: Obj) -> None:
+        self.obj = obj
+        self._json: bytes | None = None
+
+    def json(self) -> bytes:
+        if self._json is None:
+            self._json = _dumps(self.obj)
+        return self._json
+
+
+class StoredEvent:
+    """A committed change: type, the object after it (for DELETED: its last state with the
+    deletion's resourceVersion) and before it."""
+
+    __slots__ = ("rv", "type", "entry", "prev", "_frames")
+
+    def __init__(self, rv: int, type_: str, entry: _Entry, prev: Obj | None) -> None:
+        self.rv = rv
+        self.type = type_
+        self.entry = entry
+        self.prev = prev
+        self._frames: dict[str, bytes] = {}
+
+    @property
+    def obj(self) -> Obj:
+        return self.entry.obj
+
+    def frame(self, as_type: str) -> bytes:
+        frame = self._frames.get(as_type)
+        if frame is None:
+            frame = self._frames[as_type] = event_frame(as_type, self.entry.json())
+        return frame
+
+
+def _key_of(obj: Obj) -> tuple[str, str]:
+    meta = obj["metadata"]
+    return meta.get("namespace") or "", meta["name"]
+
+
+def _labels(selector: str | LabelSelector | None) -> LabelSelector:
+    return selector if isinstance(selector, LabelSelector) else parse_label_selector(selector)
+
+
+def _fields(selector: str | FieldSelector | None, key: str) -> FieldSelector:
+    if isinstance(selector, FieldSelector):
+        return selector
+    return parse_field_selector(selector, key)
+
+
+class Store:
+    """Thread-safe, in-memory API objects keyed by resource (``"pods"``,
+    ``"leases.coordination.k8s.io"``), namespace and name. Methods raise ``ApiError``
+    with the status a real API server would return."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        history_limit: int = 1000,
+        seed: int = 0,
+        namespaces: Iterable[str] = DEFAULT_NAMESPACES,
+    ) -> None:
+        if history_limit < 1:
+            raise ValueError("history_limit must be >= 1")
+        self.clock = clock
+        self.history_limit = history_limit
+        self._lock = threading.RLock()
+        self._rng = random.Random(seed)
+        self._rv = 0
+        self._objects: dict[str, dict[tuple[str, str], _Entry]] = {k: {} for k in BY_KEY}
+        self._history: dict[str, deque[StoredEvent]] = {k: deque() for k in BY_KEY}
+        self._compacted: dict[str, int] = dict.fromkeys(BY_KEY, 0)
+        # dicts as ordered sets: events fan out to watchers in the order they started.
+        self._watchers: dict[str, dict[Watcher, None]] = {k: {} for k in BY_KEY}
+        self._sorted: dict[str, list[tuple[str, str]] | None] = dict.fromkeys(BY_KEY)
+        self._listeners: list[Listener] = []
+        for ns in namespaces:
+            self.create("namespaces", {"metadata": {"name": ns}})
+
+    # --- time ----------------------------------------------------------------------
+
+    def now_epoch_ns(self) -> int:
+        return self.clock.wall_epoch_ns() + self.clock.now_ns()
+
+    def timestamp(self) -> str:
+        """Now (virtual) as ``metav1.Time``."""
+        return objects.format_time(self.now_epoch_ns())
+
+    def micro_timestamp(self) -> str:
+        return objects.format_micro_time(self.now_epoch_ns())
+
+    # --- reads ---------------------------------------------------------------------
+
+    @property
+    def resource_version(self) -> int:
+        with self._lock:
+            return self._rv
+
+    def get(self, key: str, namespace: str | None, name: str) -> Obj:
+        """A deep copy of the object; ApiError(404) when absent."""
+        with self._lock:
+            return copy.deepcopy(self._entry(key, namespace, name).obj)
+
+    def get_or_none(self, key: str, namespace: str | None, name: str) -> Obj | None:
+        with self._lock:
+            entry = self._objects[resource_type(key).key].get((namespace or "", name))
+            return None if entry is None else copy.deepcopy(entry.obj)
+
+    def list(
+        self,
+        key: str,
+        namespace: str | None = None,
+        *,
+        label_selector: str | LabelSelector | None = None,
+        field_selector: str | FieldSelector | None = None,
+    ) -> tuple[list[Obj], str]:
+        """Deep copies of the matching objects (sorted by namespace, name) and the list's
+        resourceVersion."""
+        entries, rv = self.list_entries(
+            key, namespace, _labels(label_selector), _fields(field_selector, key)
+        )
+        return [copy.deepcopy(e.obj) for e in entries], str(rv)
+
+    def list_entries(
+        self, key: str, namespace: str | None, labels: LabelSelector, fields: FieldSelector
+    ) -> tuple[list[_Entry], int]:
+        """Shared (read-only!) entries for the HTTP layer, which encodes without copying."""
+        rt = resource_type(key)
+        with self._lock:
+            table = self._objects[rt.key]
+            keys = self._sorted[rt.key]
+            if keys is None:
+                keys = self._sorted[rt.key] = sorted(table)
+            if namespace is not None:
+                start = bisect.bisect_left(keys, (namespace, ""))
+                end = bisect.bisect_left(keys, (namespace + "\0", ""))
+                keys = keys[start:end]
+            out = [table[k] for k in keys]
+            if labels.requirements:
+                out = [e for e in out if labels.matches(e.obj["metadata"].get("labels"))]
+            if fields.requirements:
+                out = [e for e in out if fields.matches(e.obj)]
+            return out, self._rv
+
+    def count(self, key: str) -> int:
+        with self._lock:
+            return len(self._objects[resource_type(key).key])
+
+    def _entry(self, key: str, namespace: str | None, name: str) -> _Entry:
+        rt = resource_type(key)
+        entry = self._objects[rt.key].get((namespace or "" if rt.namespaced else "", name))
+        if entry is None:
+            raise errors.not_found(rt.plural, name, rt.group)
+        return entry
+
+    # --- writes --------------------------------------------------------------------
+
+    def add_listener(self, fn: Listener) -> None:
+        """Call ``fn(key, event_type, obj)`` after every commit, with the store lock held:
+        it must be quick and must not wait for other threads that use the store."""
+        with self._lock:
+            self._listeners.append(fn)
+
+    def _priorities(self) -> dict[str, int]:
+        prio = dict(objects.BUILTIN_PRIORITY_CLASSES)
+        for entry in self._objects["priorityclasses.scheduling.k8s.io"].values():
+            prio[entry.obj["metadata"]["name"]] = entry.obj.get("value", 0)
+        return prio
+
+    def create(
+        self,
+        key: str,
+        obj: Obj,
+        *,
+        namespace: str | None = None,
+        create_namespace: bool = True,
+        prepare: Callable[[Obj], None] | None = None,
+    ) -> Obj:
+        """Admit and store a new object; returns a copy as stored.
+
+        ``namespace`` (if given) must agree with ``metadata.namespace``. A missing
+        namespace is created when ``create_namespace`` (the broker's convenience), else
+        404 (what an API client gets). ``prepare(obj)`` runs after the defaults, before
+        the commit, under the store lock (the facade's ``on_create`` hook).
+        """
+        rt = resource_type(key)
+        try:
+            obj = canonical(obj)
+        except TypeError as exc:
+            raise errors.bad_request(f"{rt.kind} is not JSON-serialisable: {exc}") from None
+        if not isinstance(obj, dict):
+            raise errors.bad_request(f"the body of a {rt.kind} must be a JSON object")
+        meta = obj.get("metadata")
+        if meta is None:
+            meta = obj["metadata"] = {}
+        if not isinstance(meta, dict):
+            raise errors.bad_request("metadata must be a JSON object")
+        obj["apiVersion"] = rt.api_version
+        obj["kind"] = rt.kind
+        with self._lock:
+            if rt.namespaced:
+                ns = meta.get("namespace") or namespace or "default"
+                if namespace is not None and ns != namespace:
+                    raise errors.bad_request(
+                        "the namespace of the provided object does not match the namespace "
+                        f"sent on the request ({ns!r} != {namespace!r})"
+                    )
+                meta["namespace"] = ns
+                if ("", ns) not in self._objects["namespaces"]:
+                    if not create_namespace:
+                        raise errors.not_found("namespaces", ns)
+                    self.create("namespaces", {"metadata": {"name": ns}})
+            else:
+                meta.pop("namespace", None)
+            if not meta.get("name"):
+                prefix = meta.get("generateName")
+                if not prefix:
+                    objects.validate_name(rt, "")
+                for _ in range(8):
+                    meta["name"] = objects.generated_name(prefix, self._rng)
+                    if _key_of(obj) not in self._objects[rt.key]:
+                        break
+            objects.validate_name(rt, meta["name"])
+            if _key_of(obj) in self._objects[rt.key]:
+                raise errors.already_exists(rt.plural, meta["name"], rt.group)
+            meta["uid"] = objects.new_uid(self._rng)
+            meta["creationTimestamp"] = self.timestamp()
+            for field in ("deletionTimestamp", "selfLink"):
+                meta.pop(field, None)
+            objects.default_object(rt, obj, self._priorities())
+            if prepare is not None:
+                prepare(obj)
+            self._commit(rt, "ADDED", obj, None)
+            return copy.deepcopy(obj)
+
+    def replace(
+        self,
+        key: str,
+        obj: Obj,
+        *,
+        namespace: str | None = None,
+        name: str | None = None,
+        subresource: str | None = None,
+    ) -> Obj:
+        """PUT semantics: 409 if ``metadata.resourceVersion`` is set and stale; uid and
+        creationTimestamp are kept. With ``subresource="status"`` only ``status`` changes;
+        without, ``status`` is kept for types that have a status subresource."""
+        rt = resource_type(key)
+        if not isinstance(obj, dict) or not isinstance(obj.get("metadata", {}), dict):
+            raise errors.bad_request(f"the body of a {rt.kind} must be a JSON object with metadata")
+        meta = obj.get("metadata") or {}
+        name = name or meta.get("name")
+        if not name:
+            raise errors.bad_request("metadata.name is required")
+        if meta.get("name") not in (None, name):
+            raise errors.bad_request(
+                f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})"
+            )
+        if rt.namespaced and namespace and meta.get("namespace") not in (None, namespace):
+            raise errors.bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
+        with self._lock:
+            current = self._entry(key, namespace, name).obj
+            want_rv = meta.get("resourceVersion")
+            if want_rv not in (None, "") and want_rv != current["metadata"]["resourceVersion"]:
+                raise errors.conflict(
+                    rt.plural,
+                    name,
+                    "the object has been modified; please apply your changes to the latest "
+                    "version and try again",
+                    rt.group,
+                )
+            return self._update_from(rt, current, obj, subresource)
+
+    def _update_from(
+        self, rt: ResourceType, current: Obj, new: Obj, subresource: str | None
+    ) -> Obj:
+        try:
+            new = canonical(new)
+        except TypeError as exc:
+            raise errors.bad_request(f"{rt.kind} is not JSON-serialisable: {exc}") from None
+        if subresource == "status":
+            merged = copy.deepcopy(current)
+            if "status" in new:
+                merged["status"] = new["status"]
+            new = merged
+        else:
+            if "status" in rt.subresources and "status" in current:
+                new["status"] = copy.deepcopy(current["status"])
+            elif "status" in rt.subresources:
+                new.pop("status", None)
+        new["apiVersion"], new["kind"] = rt.api_version, rt.kind
+        meta = new.setdefault("metadata", {})
+        old_meta = current["metadata"]
+        # Kept from the stored object; resourceVersion too, so that an unchanged object
+        # compares equal below (the commit assigns the next one anyway).
+        for field in (
+            "name",
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "generation",
+            "resourceVersion",
+        ):
+            if field in old_meta:
+                meta[field] = old_meta[field]
+            else:
+                meta.pop(field, None)
+        if rt.key == "pods" and subresource != "status":
+            old_node = (current.get("spec") or {}).get("nodeName")
+            if (new.get("spec") or {}).get("nodeName") != old_node:
+                raise errors.invalid(
+                    "Pod",
+                    meta["name"],
+                    [
+                        "spec.nodeName: Forbidden: pod updates may not change spec.nodeName "
+                        "(use the binding subresource)"
+                    ],
+                )
+        if "generation" in old_meta and new.get("spec") != current.get("spec"):
+            meta["generation"] = old_meta["generation"] + 1
+        if new == current:
+            return copy.deepcopy(current)  # a no-op write does not bump resourceVersion
+        self._commit(rt, "MODIFIED", new, current)
+        return copy.deepcopy(new)
+
+    def patch(
+        self,
+        key: str,
+        namespace: str | None,
+        name: str,
+        patch: Any,
+        patch_type: str = "application/merge-patch+json",
+        *,
+        subresource: str | None = None,
+    ) -> Obj:
+        rt = resource_type(key)
+        with self._lock:
+            current = self._entry(key, namespace, name).obj
+            new = apply_patch(patch_type, current, patch)
+            want_rv = (new.get("metadata") or {}).get("resourceVersion")
+            if want_rv not in (None, "", current["metadata"]["resourceVersion"]):
+                raise errors.conflict(rt.plural, name, "the object has been modified", rt.group)
+            return self._update_from(rt, current, new, subresource)
+
+    def update(
+        self, key: str, namespace: str | None, name: str, mutate: Callable[[Obj], Any]
+    ) -> Obj:
+        """Atomic read-modify-write for the broker: ``mutate`` gets a copy of the object
+        (under the store lock) and edits it in place; the whole object (spec, status,
+        nodeName) is written as edited. Returns the stored copy."""
+        rt = resource_type(key)
+        with self._lock:
+            current = self._entry(key, namespace, name).obj
+            new = copy.deepcopy(current)
+            mutate(new)
+            if _key_of(new) != _key_of(current):
+                raise ValueError(
+                    f"update() may not rename {rt.key} {_key_of(current)} to {_key_of(new)}"
+                )
+            new["metadata"]["uid"] = current["metadata"]["uid"]
+            new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            if new == current:
+                return copy.deepcopy(current)
+            try:
+                new = canonical(new)
+            except TypeError as exc:
+                raise errors.bad_request(f"{rt.kind} is not JSON-serialisable: {exc}") from None
+            self._commit(rt, "MODIFIED", new, current)
+            return copy.deepcopy(new)
+
+    def bind(self, namespace: str, name: str, node_name: str, *, uid: str | None = None) -> Obj:
+        """What the binding subresource does: set ``spec.nodeName`` once and mark the pod
+        ``PodScheduled=True``. 409 if already bound (or uid precondition fails)."""
+        if not node_name:
+            raise errors.invalid("Binding", name, ["target.name: Required value"])
+        with self._lock:
+            current = self._entry("pods", namespace, name).obj
+            if uid and current["metadata"]["uid"] != uid:
+                raise errors.conflict(
+                    "pods",
+                    name,
+                    f"Precondition failed: UID in precondition: {uid}, UID in object meta: {current['metadata']['uid']}",
+                )
+            bound = (current.get("spec") or {}).get("nodeName")
+            if bound:
+                raise errors.conflict(
+                    "pods", name, f'pod {name} is already assigned to node "{bound}"'
+                )
+            if current["metadata"].get("deletionTimestamp"):
+                raise errors.conflict(
+                    "pods", name, "pod is being deleted, cannot be assigned to a host"
+                )
+            new = copy.deepcopy(current)
+            new["spec"]["nodeName"] = node_name
+            status = new.setdefault("status", {})
+            conditions = [
+                c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"
+            ]
+            conditions.append(
+                {
+                    "type": "PodScheduled",
+                    "status": "True",
+                    "lastProbeTime": None,
+                    "lastTransitionTime": self.timestamp(),
+                }
+            )
+            status["conditions"] = conditions
+            self._commit(resource_type("pods"), "MODIFIED", new, current)
+            return copy.deepcopy(new)
+
+    def delete(
+        self,
+        key: str,
+        namespace: str | None,
+        name: str,
+        *,
+        uid: str | None = None,
+        resource_version: str | None = None,
+    ) -> Obj:
+        """Remove the object now (no graceful deletion); returns its last state. Deleting a
+        namespace deletes what it contains first. ``uid``/``resource_version`` are
+        preconditions (409 when they do not hold)."""
+        rt = resource_type(key)
+        with self._lock:
+            current = self._entry(key, namespace, name).obj
+            if uid and current["metadata"]["uid"] != uid:
+                raise errors.conflict(
+                    rt.plural,
+                    name,
+                    f"Precondition failed: UID in precondition: {uid}, UID in object meta: {current['metadata']['uid']}",
+                    rt.group,
+                )
+            if resource_version and current["metadata"]["resourceVersion"] != resource_version:
+                raise errors.conflict(
+                    rt.plural,
+                    name,
+                    f"Precondition failed: ResourceVersion in precondition: {resource_version}, ResourceVersion in object meta: {current['metadata']['resourceVersion']}",
+                    rt.group,
+                )
+            if rt.key == "namespaces":
+                for other in BY_KEY.values():
+                    if other.namespaced:
+                        for k in [k for k in self._objects[other.key] if k[0] == name]:
+                            self.delete(other.key, name, k[1])
+            gone = copy.deepcopy(current)
+            gone["metadata"]["deletionTimestamp"] = self.timestamp()
+            self._commit(rt, "DELETED", gone, current)
+            return copy.deepcopy(gone)
+
+    def _commit(self, rt: ResourceType, type_: str, obj: Obj, prev: Obj | None) -> None:
+        """Caller holds the lock. Assign the next revision, store, record, fan out."""
+        self._rv += 1
+        obj["metadata"]["resourceVersion"] = str(self._rv)
+        entry = _Entry(obj)
+        table = self._objects[rt.key]
+        if type_ == "DELETED":
+            del table[_key_of(obj)]
+            self._sorted[rt.key] = None
+        else:
+            if type_ == "ADDED":
+                self._sorted[rt.key] = None
+            table[_key_of(obj)] = entry
+        event = StoredEvent(self._rv, type_, entry, prev)
+        history = self._history[rt.key]
+        history.append(event)
+        while len(history) > self.history_limit:
+            self._compacted[rt.key] = history.popleft().rv
+        for watcher in self._watchers[rt.key]:
+            watcher.offer(event)
+        for listener in self._listeners:
+            listener(rt.key, type_, obj)
+
+    # --- watches -------------------------------------------------------------------
+
+    def watch(
+        self,
+        key: str,
+        *,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+        label_selector: str | LabelSelector | None = None,
+        field_selector: str | FieldSelector | None = None,
+        bookmarks: bool = False,
+        send_initial_events: bool | None = None,
+        on_queued: Callable[[], None] | None = None,
+    ) -> Watcher:
+        """Start a watch. Without a resourceVersion (or "0") the current matching objects
+        come first as ADDED events (``send_initial_events`` forces or suppresses that, and
+        when true ends them with the ``k8s.io/initial-events-end`` bookmark); with one,
+        every later change is replayed from history, or ApiError(410) if compacted."""
+        rt = resource_type(key)
+        labels, fields = _labels(label_selector), _fields(field_selector, rt.key)
+        watcher = Watcher(rt, namespace, labels, fields, bookmarks=bookmarks, on_queued=on_queued)
+        with self._lock:
+            if resource_version in (None, "", "0"):
+                initial = True if send_initial_events is None else send_initial_events
+                start = self._rv
+            else:
+                try:
+                    start = int(resource_version)
+                except ValueError:
+                    raise errors.bad_request(
+                        f"invalid resource version {resource_version!r}"
+                    ) from None
+                if start < self._compacted[rt.key]:
+                    raise errors.gone(
+                        f"too old resource version: {start} ({self._compacted[rt.key] + 1})"
+                    )
+                initial = bool(send_initial_events)
+            if initial:
+                entries, _ = self.list_entries(rt.key, namespace, labels, fields)
+                for entry in entries:
+                    watcher.push(
+                        event_frame("ADDED", entry.json()),
+                        int(entry.obj["metadata"]["resourceVersion"]),
+                    )
+                if send_initial_events:
+                    watcher.push(
+                        event_frame("BOOKMARK", bookmark_object(rt, self._rv, True)), self._rv
+                    )
+            else:
+                for event in self._history[rt.key]:
+                    if event.rv > start:
+                        watcher.offer(event)
+            self._watchers[rt.key][watcher] = None
+        return watcher
+
+    def bookmark(self, watcher: Watcher) -> bool:
+        """Queue a BOOKMARK at the current revision: resuming from it loses nothing."""
+        with self._lock:
+            if watcher not in self._watchers[watcher.rt.key]:
+                return False
+            return watcher.push(
+                event_frame("BOOKMARK", bookmark_object(watcher.rt, self._rv)), self._rv
+            )
+
+    def stop_watch(self, watcher: Watcher, *, end: bool = True) -> None:
+        """Detach; with ``end`` also queue the end of the stream."""
+        with self._lock:
+            self._watchers[watcher.rt.key].pop(watcher, None)
+            if end:
+                watcher.end()
+
+    def watcher_count(self) -> int:
+        with self._lock:
+            return sum(len(w) for w in self._watchers.values())
+
+    def history_size(self, key: str) -> int:
+        with self._lock:
+            return len(self._history[resource_type(key).key])

@@ -1,0 +1,147 @@
+"""Watch streams: what one watcher has yet to receive, in resourceVersion order.
+
+Invariant (the quiescence ledger depends on it): every frame a watcher will deliver is
+counted through ``on_queued`` in the thread that queued it, before that thread returns
+from the store call that caused it. The consumer takes frames one at a time and must
+account each as written (see ``server._Connection.account_write``) before sending it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .resources import ResourceType
+from .selectors import FieldSelector, LabelSelector
+
+if TYPE_CHECKING:
+    from .store import StoredEvent
+
+END = b""  # the sentinel frame: the stream is over (timeout, store shutdown, error sent)
+
+
+def event_frame(event_type: str, object_json: bytes) -> bytes:
+    """One watch event as the API server writes it: a JSON object and a newline."""
+    return b'{"type":"' + event_type.encode() + b'","object":' + object_json + b"}\n"
+
+
+def bookmark_object(rt: ResourceType, resource_version: int, initial_end: bool = False) -> bytes:
+    meta: dict[str, Any] = {"resourceVersion": str(resource_version)}
+    if initial_end:
+        meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+    return json.dumps(
+        {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}, separators=(",", ":")
+    ).encode()
+
+
+class Watcher:
+    """One watch: a namespace/selector filter and a queue of encoded event frames.
+
+    The store calls ``offer``/``push`` with its lock held; exactly one consumer calls
+    ``take``. After ``end`` the queue accepts nothing more and ``take`` returns ``END``
+    once the frames before it are drained.
+    """
+
+    def __init__(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        labels: LabelSelector,
+        fields: FieldSelector,
+        *,
+        bookmarks: bool = False,
+        on_queued: Callable[[], None] | None = None,
+    ) -> None:
+        self.rt = rt
+        self.namespace = namespace
+        self.labels = labels
+        self.fields = fields
+        self.bookmarks = bookmarks
+        self._on_queued = on_queued
+        self._frames: deque[bytes] = deque()
+        self._cond = threading.Condition()
+        self._ended = False
+        self.delivered_rv = 0  # highest resourceVersion queued (events and bookmarks)
+
+    def matches(self, obj: dict[str, Any] | None) -> bool:
+        if obj is None:
+            return False
+        meta = obj.get("metadata") or {}
+        if self.namespace is not None and meta.get("namespace") != self.namespace:
+            return False
+        return self.labels.matches(meta.get("labels")) and self.fields.matches(obj)
+
+    def offer(self, event: StoredEvent) -> None:
+        """Queue ``event`` as this watcher sees it: a change that makes an object stop
+        (start) matching the selectors arrives as DELETED (ADDED), as on a real server."""
+        now_match = self.matches(event.obj)
+        if event.type == "ADDED":
+            kind = "ADDED" if now_match else None
+        elif event.type == "DELETED":
+            kind = "DELETED" if now_match or self.matches(event.prev) else None
+        else:
+            was_match = self.matches(event.prev)
+            kind = {
+                (True, True): "MODIFIED",
+                (True, False): "DELETED",
+                (False, True): "ADDED",
+            }.get((was_match, now_match))
+        if kind is not None:
+            self.push(event.frame(kind), event.rv)
+
+    def push(self, frame: bytes, rv: int = 0) -> bool:
+        with self._cond:
+            if self._ended:
+                return False
+            self._frames.append(frame)
+            self.delivered_rv = max(self.delivered_rv, rv)
+            if self._on_queued is not None:
+                self._on_queued()
+            self._cond.notify()
+            return True
+
+    def end(self) -> bool:
+        """Queue the end of the stream (counted like a frame); False if already ended."""
+        with self._cond:
+            if self._ended:
+                return False
+            self._ended = True
+            self._frames.append(END)
+            if self._on_queued is not None:
+                self._on_queued()
+            self._cond.notify()
+            return True
+
+    @property
+    def ended(self) -> bool:
+        with self._cond:
+            return self._ended
+
+    def take(self, timeout: float | None = None) -> bytes | None:
+        """The next frame (``END`` last), or None if none came within ``timeout`` seconds
+        of real time (used only to poll for a vanished client, never for semantics)."""
+        with self._cond:
+            if not self._frames:
+                self._cond.wait(timeout)
+            if not self._frames:
+                return None
+            return self._frames.popleft()
+
+    def wake(self) -> None:
+        """Wake a consumer blocked in ``take`` without queueing anything (shutdown)."""
+        with self._cond:
+            self._cond.notify_all()
+
+    def pending(self) -> int:
+        with self._cond:
+            return len(self._frames)
+
+    def drain(self) -> list[bytes]:
+        """Everything queued so far (tests and in-process consumers)."""
+        with self._cond:
+            frames = list(self._frames)
+            self._frames.clear()
+            return frames

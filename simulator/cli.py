@@ -1,0 +1,152 @@
+"""``timewarp sim``: the embedded simulator with batsim's command-line flags.
+
+A script written for Batsim works by swapping the program name::
+
+    timewarp sim -p platform.xml -w workload.json -e out/run --enable-compute-sharing
+
+Exit status: 0 on success; 2 for bad input (arguments, platform, workloads), before any
+connection is made and without writing outputs; 1 when the decision process breaks the
+protocol, deadlocks the simulation or does not answer within ``--reply-timeout``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from contextlib import ExitStack
+
+from simulator import protocol
+from simulator.engine import Deadlock, Options, Simulator
+from simulator.outputs import write_outputs
+from simulator.platform import PlatformError, load_platform
+from simulator.runner import ReplyTimeout, print_progress
+from simulator.runner import run as run_zmq
+from simulator.workload import WorkloadError, load_workload
+
+PROG = "timewarp sim"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-p", "--platform", required=True, help="SimGrid platform XML file")
+    parser.add_argument(
+        "-w",
+        "--workload",
+        action="append",
+        required=True,
+        metavar="WORKLOAD",
+        help="workload JSON file (repeatable: w0, w1, … in order)",
+    )
+    parser.add_argument("-e", "--export", default="out", metavar="PREFIX", help="output prefix")
+    parser.add_argument(
+        "-s",
+        "--socket-endpoint",
+        default="tcp://localhost:28000",
+        help="the decision process's REP endpoint (default: %(default)s)",
+    )
+    parser.add_argument(
+        "-m", "--master-host", default="master_host", help="master host name if no role=master"
+    )
+    parser.add_argument("--enable-compute-sharing", action="store_true")
+    parser.add_argument("--disable-storage-sharing", action="store_true")
+    parser.add_argument("--forward-profiles-on-submission", action="store_true")
+    parser.add_argument("--enable-dynamic-jobs", action="store_true")
+    parser.add_argument("--acknowledge-dynamic-jobs", action="store_true")
+    parser.add_argument("--enable-profile-reuse", action="store_true")
+    parser.add_argument("--forward-unknown-events", action="store_true")
+    parser.add_argument("--sched-cfg", default="", help="string given to the decision process")
+    parser.add_argument(
+        "-E", "--energy", action="store_true", help="not supported (no energy model)"
+    )
+    parser.add_argument(
+        "--submission-latency",
+        type=float,
+        default=1e-9,
+        metavar="SECONDS",
+        help="delay between a job's subtime and its JOB_SUBMITTED, like Batsim's SimGrid "
+        "latencies (default: %(default)s; 0 for exact subtimes)",
+    )
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    parser.add_argument(
+        "--reproducible",
+        action="store_true",
+        help="write wall-clock columns of schedule.csv as 0 (byte-identical outputs)",
+    )
+    parser.add_argument(
+        "--reply-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="give up when a reply takes longer (Batsim waits forever)",
+    )
+    parser.add_argument(
+        "--message-log", metavar="FILE", help="write every message exchanged to FILE"
+    )
+
+
+def _fail(text: str, code: int) -> int:
+    print(f"{PROG}: {text}", file=sys.stderr)
+    return code
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.energy:
+        return _fail("-E/--energy: timewarp sim has no energy model; use real Batsim", 2)
+    if args.acknowledge_dynamic_jobs and not args.enable_dynamic_jobs:
+        return _fail("--acknowledge-dynamic-jobs needs --enable-dynamic-jobs", 2)
+    if not 0 <= args.submission_latency < 1:
+        return _fail("--submission-latency must be within [0, 1) seconds", 2)
+    if args.reply_timeout is not None and args.reply_timeout <= 0:
+        return _fail("--reply-timeout must be > 0", 2)
+    try:
+        platform = load_platform(args.platform, args.master_host)
+        workloads = [
+            load_workload(path, f"w{index}", len(platform.compute))
+            for index, path in enumerate(args.workload)
+        ]
+    except (PlatformError, WorkloadError) as exc:
+        return _fail(str(exc), 2)
+    options = Options(
+        allow_compute_sharing=args.enable_compute_sharing,
+        allow_storage_sharing=not args.disable_storage_sharing,
+        forward_profiles=args.forward_profiles_on_submission,
+        dynamic_jobs=args.enable_dynamic_jobs,
+        acknowledge_dynamic_jobs=args.acknowledge_dynamic_jobs,
+        profile_reuse=args.enable_profile_reuse,
+        forward_unknown_events=args.forward_unknown_events,
+        sched_config=args.sched_cfg,
+        submission_latency=args.submission_latency,
+    )
+    sim = Simulator(platform, workloads, options)
+    with ExitStack() as stack:
+        log = None
+        if args.message_log:
+            log = stack.enter_context(open(args.message_log, "w", encoding="utf-8"))
+        try:
+            stats = run_zmq(
+                sim,
+                args.socket_endpoint,
+                reply_timeout=args.reply_timeout,
+                message_log=log,
+                progress=None if args.quiet else print_progress,
+            )
+        except protocol.ProtocolError as exc:
+            return _fail(f"decision process error: {exc}", 1)
+        except Deadlock as exc:
+            return _fail(f"deadlock: {exc}", 1)
+        except ReplyTimeout as exc:
+            return _fail(str(exc), 1)
+    scheduling = 0.0 if args.reproducible else stats.scheduling_time
+    simulation = 0.0 if args.reproducible else stats.simulation_time
+    try:
+        write_outputs(
+            args.export, sim.job_records(), sim.machines, sim.nb_compute, scheduling, simulation
+        )
+    except OSError as exc:
+        return _fail(f"cannot write outputs with prefix {args.export!r}: {exc}", 1)
+    if not args.quiet:
+        print(
+            f"{PROG}: done at t={sim.now:g} s simulated, {len(sim.records)} jobs, "
+            f"{stats.messages} messages in {stats.simulation_time:.3f} s wall",
+            file=sys.stderr,
+        )
+    return 0

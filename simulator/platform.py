@@ -1,0 +1,211 @@
+"""SimGrid platform XML → the hosts Batsim would see.
+
+Understood: ``<platform>``, nested ``<zone>``/``<AS>`` (their ``<prop>`` become the
+``zone_properties`` of the hosts inside), ``<host id speed core>`` with ``<prop id value>``
+children, and ``<cluster id prefix suffix radical speed core>`` expanded to one host per
+radical number (cluster ``<prop>`` apply to each of its hosts, e.g. ``role=master``). Links, routes and ``<config>`` are
+read past: the embedded simulator does not model the network (a documented limit), and
+config keys that SimGrid 3.32 rejects (``smpi/os``…) are accepted.
+
+Roles, as in Batsim: a host with ``<prop id="role" value="master"/>`` is the master (else the
+host named by ``-m``, default ``master_host``); ``role=storage`` hosts are storage resources;
+every other host is a compute resource. Resource ids are given by sorted host names.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+_UNITS = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+_SPEED_RE = re.compile(r"^\s*([0-9.eE+-]+)\s*([kMGTPE]?)(f|flops)?\s*$")
+
+
+class PlatformError(ValueError):
+    """A platform file that cannot be used; the text names the file and element."""
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    speed: float  # flop/s of the first power state
+    cores: int
+    properties: dict[str, str]
+    zone_properties: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def role(self) -> str:
+        return self.properties.get("role", "")
+
+    @property
+    def node_class(self) -> str | None:
+        """timewarp extension: the ``node_class`` prop selects per-class job durations."""
+        return self.properties.get("node_class")
+
+
+@dataclass(frozen=True)
+class Platform:
+    path: str
+    master: Host
+    compute: list[Host]  # index = resource id
+    storage: list[Host]
+
+    def resources_json(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """``compute_resources`` / ``storage_resources`` of SIMULATION_BEGINS."""
+
+        def entry(rid: int, host: Host) -> dict[str, Any]:
+            properties = {"role": host.role}
+            properties.update(host.properties)
+            return {
+                "id": rid,
+                "name": host.name,
+                "state": "idle",
+                "properties": properties,
+                "zone_properties": dict(host.zone_properties),
+            }
+
+        compute = [entry(i, host) for i, host in enumerate(self.compute)]
+        offset = len(self.compute)
+        storage = [entry(offset + i, host) for i, host in enumerate(self.storage)]
+        return compute, storage
+
+
+def parse_speed(text: str, where: str) -> float:
+    """``"16.673E9f"``, ``"1Gf"``, ``"100Mf, 50Mf"`` (first power state) → flop/s."""
+    first = text.split(",")[0]
+    match = _SPEED_RE.match(first)
+    if not match:
+        raise PlatformError(f"{where}: speed {text!r} is not like '1Gf' or '16.673E9f'")
+    try:
+        value = float(match.group(1)) * _UNITS[match.group(2)]
+    except ValueError:
+        raise PlatformError(f"{where}: speed {text!r} is not a number") from None
+    if value <= 0:
+        raise PlatformError(f"{where}: speed must be > 0, got {text!r}")
+    return value
+
+
+def _radical(text: str, where: str) -> list[int]:
+    numbers: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        try:
+            if "-" in part:
+                low, high = (int(x) for x in part.split("-", 1))
+                numbers.extend(range(low, high + 1))
+            else:
+                numbers.append(int(part))
+        except ValueError:
+            raise PlatformError(
+                f"{where}: radical {text!r} is not like '0-15' or '1,3-5'"
+            ) from None
+    return numbers
+
+
+def _props(element: ET.Element) -> dict[str, str]:
+    return {
+        prop.get("id", ""): prop.get("value", "")
+        for prop in element.findall("prop")
+        if prop.get("id") is not None
+    }
+
+
+def _cores(text: str | None, where: str) -> int:
+    if text is None:
+        return 1
+    try:
+        cores = int(text)
+    except ValueError:
+        raise PlatformError(f"{where}: core={text!r} is not an integer") from None
+    if cores < 1:
+        raise PlatformError(f"{where}: core must be >= 1, got {cores}")
+    return cores
+
+
+def load_platform(path: str | Path, master_name: str = "master_host") -> Platform:
+    """Read a SimGrid platform file; raise :class:`PlatformError` naming file and element."""
+    path = str(path)
+    try:
+        root = ET.parse(path).getroot()
+    except FileNotFoundError:
+        raise PlatformError(f"{path}: no such platform file") from None
+    except ET.ParseError as exc:
+        raise PlatformError(f"{path}: malformed XML ({exc})") from None
+    except OSError as exc:
+        raise PlatformError(f"{path}: cannot read ({exc.strerror})") from None
+    if root.tag != "platform":
+        raise PlatformError(f"{path}: root element is <{root.tag}>, expected <platform>")
+    hosts: list[Host] = []
+
+    def walk(element: ET.Element, zone_props: dict[str, str]) -> None:
+        for child in element:
+            tag = child.tag
+            if tag in ("zone", "AS"):
+                walk(child, {**zone_props, **_props(child)})
+            elif tag == "host":
+                name = child.get("id")
+                where = f"{path}: <host id={name!r}>"
+                if not name:
+                    raise PlatformError(f"{path}: a <host> has no id")
+                speed = child.get("speed")
+                if speed is None:
+                    raise PlatformError(f"{where}: missing speed")
+                hosts.append(
+                    Host(
+                        name,
+                        parse_speed(speed, where),
+                        _cores(child.get("core"), where),
+                        _props(child),
+                        dict(zone_props),
+                    )
+                )
+            elif tag == "cluster":
+                cid = child.get("id", "?")
+                where = f"{path}: <cluster id={cid!r}>"
+                for attr in ("prefix", "radical", "speed"):
+                    if child.get(attr) is None:
+                        raise PlatformError(f"{where}: missing {attr}")
+                speed_value = parse_speed(child.get("speed", ""), where)
+                cores = _cores(child.get("core"), where)
+                cluster_props = _props(child)
+                for number in _radical(child.get("radical", ""), where):
+                    name = f"{child.get('prefix')}{number}{child.get('suffix', '')}"
+                    hosts.append(
+                        Host(
+                            name,
+                            speed_value,
+                            cores,
+                            dict(cluster_props),
+                            {**zone_props, **cluster_props},
+                        )
+                    )
+
+    walk(root, {})
+    if not hosts:
+        raise PlatformError(f"{path}: no <host> or <cluster> found")
+    seen: set[str] = set()
+    for host in hosts:
+        if host.name in seen:
+            raise PlatformError(f"{path}: host {host.name!r} is defined twice")
+        seen.add(host.name)
+    masters = [host for host in hosts if host.role == "master"]
+    if len(masters) > 1:
+        names = ", ".join(h.name for h in masters)
+        raise PlatformError(f"{path}: several hosts have role=master ({names}); need exactly one")
+    if not masters:
+        masters = [host for host in hosts if host.name == master_name]
+    if not masters:
+        raise PlatformError(
+            f'{path}: no master host: mark one host with <prop id="role" value="master"/> '
+            f"or name it with -m/--master-host (looked for {master_name!r})"
+        )
+    master = masters[0]
+    others = sorted((h for h in hosts if h is not master), key=lambda h: h.name)
+    compute = [h for h in others if h.role != "storage"]
+    storage = [h for h in others if h.role == "storage"]
+    if not compute:
+        raise PlatformError(f"{path}: no compute host besides the master {master.name!r}")
+    return Platform(path, master, compute, storage)

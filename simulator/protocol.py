@@ -1,0 +1,674 @@
+"""Batsim 4.x JSON protocol: the one module that owns its messages, for both sides.
+
+A message is an envelope ``{"now": float, "events": [event, ...]}``; an event is
+``{"timestamp": float, "type": str, "data": {...}}``. Batsim (or ``timewarp sim``) sends
+the first message and every message gets exactly one reply. A real message, as real
+Batsim 4.2.1 sent it (``shared/data/batsim-reference/protocol-trace``)::
+
+    {"now":10.000125,"events":[{"timestamp":10.000125,"type":"JOB_COMPLETED",
+      "data":{"job_id":"w0!1","job_state":"COMPLETED_SUCCESSFULLY","return_code":0,
+              "alloc":"0"}}]}
+
+and the decision process's reply::
+
+    {"now": 10.000125, "events": [{"timestamp": 10.000125, "type": "EXECUTE_JOB",
+      "data": {"job_id": "w0!2", "alloc": "0"}}]}
+
+Invariants checked by :func:`decode` (the same rules real Batsim aborts on, reported as a
+:class:`ProtocolError` naming the event and field instead): every event timestamp is
+``<= now``; timestamps are non-decreasing; each ``data`` has exactly the fields of its type
+(required ones present, no unknown ones); interval sets parse as :class:`procset.ProcSet`.
+Rules that need simulation state (job known, machine free, CALL_ME_LATER in the future)
+belong to the simulator, not here.
+
+Event payloads are frozen dataclasses, one per event type; ``TYPE`` is the wire name;
+interval sets are :class:`procset.ProcSet` (re-exported here as ``ProcSet``).
+:func:`encode` turns a :class:`Message` into compact JSON text, :func:`decode` does the
+reverse for a given sender (``"batsim"`` or ``"decision"``), so a decision process that
+sends JOB_COMPLETED is told so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from procset import ProcSet
+
+Sender = Literal["batsim", "decision"]
+
+JOB_STATES = (
+    "COMPLETED_SUCCESSFULLY",
+    "COMPLETED_FAILED",
+    "COMPLETED_WALLTIME_REACHED",
+    "COMPLETED_KILLED",
+    "REJECTED",
+)
+
+BATSIM_NOTIFY_TYPES = (
+    "no_more_static_job_to_submit",
+    "no_more_external_event_to_occur",
+    "event_machine_unavailable",
+    "event_machine_available",
+)
+DECISION_NOTIFY_TYPES = ("registration_finished", "continue_registration")
+
+
+class ProtocolError(ValueError):
+    """A message that breaks the Batsim protocol; the text names the event and field."""
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _where(where: str, name: str) -> str:
+    return f"{where}.{name}" if where else name
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ProtocolError(f"{where}: expected a number, got {value!r}")
+    if not math.isfinite(value):
+        raise ProtocolError(f"{where}: expected a finite number, got {value!r}")
+    return float(value)
+
+
+def _string(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise ProtocolError(f"{where}: expected a string, got {value!r}")
+    return value
+
+
+def _object(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ProtocolError(f"{where}: expected a JSON object, got {value!r}")
+    return value
+
+
+def _intervals(value: Any, where: str) -> ProcSet:
+    text = _string(value, where)
+    try:
+        procs = ProcSet.from_str(text)
+    except (ValueError, TypeError) as exc:
+        raise ProtocolError(
+            f"{where}: {text!r} is not an interval set like '0-3 5' ({exc})"
+        ) from None
+    if procs and procs.min < 0:
+        raise ProtocolError(f"{where}: resource ids must be >= 0, got {text!r}")
+    return procs
+
+
+def _job_id(value: Any, where: str) -> str:
+    text = _string(value, where)
+    if "!" not in text:
+        raise ProtocolError(f"{where}: job id {text!r} lacks its workload prefix ('w0!1')")
+    return text
+
+
+def _fields(data: dict[str, Any], where: str, required: tuple[str, ...], optional=()) -> None:
+    missing = [name for name in required if name not in data]
+    if missing:
+        raise ProtocolError(f"{where}: missing field(s) {', '.join(missing)}")
+    extra = sorted(set(data) - set(required) - set(optional))
+    if extra:
+        raise ProtocolError(
+            f"{where}: unexpected field(s) {', '.join(extra)} "
+            f"(allowed: {', '.join(required + tuple(optional))})"
+        )
+
+
+# --------------------------------------------------------------------------- payloads
+
+
+@dataclass(frozen=True)
+class SimulationBegins:
+    """First message. ``compute_resources`` entries: ``{id, name, state, properties,
+    zone_properties}``; ids follow sorted host names."""
+
+    TYPE: ClassVar[str] = "SIMULATION_BEGINS"
+    nb_resources: int
+    nb_compute_resources: int
+    nb_storage_resources: int
+    allow_compute_sharing: bool
+    allow_storage_sharing: bool
+    config: dict[str, Any]
+    compute_resources: list[dict[str, Any]]
+    storage_resources: list[dict[str, Any]]
+    workloads: dict[str, str]
+    profiles: dict[str, dict[str, dict[str, Any]]]
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "nb_resources": self.nb_resources,
+            "nb_compute_resources": self.nb_compute_resources,
+            "nb_storage_resources": self.nb_storage_resources,
+            "allow_compute_sharing": self.allow_compute_sharing,
+            "allow_storage_sharing": self.allow_storage_sharing,
+            "config": self.config,
+            "compute_resources": self.compute_resources,
+            "storage_resources": self.storage_resources,
+            "workloads": self.workloads,
+            "profiles": self.profiles,
+        }
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], where: str) -> SimulationBegins:
+        names = tuple(f.name for f in dataclasses.fields(cls))
+        _fields(data, where, names)
+        for name in ("nb_resources", "nb_compute_resources", "nb_storage_resources"):
+            if isinstance(data[name], bool) or not isinstance(data[name], int):
+                raise ProtocolError(f"{_where(where, name)}: expected an integer")
+        for name in ("allow_compute_sharing", "allow_storage_sharing"):
+            if not isinstance(data[name], bool):
+                raise ProtocolError(f"{_where(where, name)}: expected true or false")
+        for name in ("compute_resources", "storage_resources"):
+            if not isinstance(data[name], list):
+                raise ProtocolError(f"{_where(where, name)}: expected a list")
+        for name in ("config", "workloads", "profiles"):
+            _object(data[name], _where(where, name))
+        return cls(**{name: data[name] for name in names})
+
+
+@dataclass(frozen=True)
+class JobSubmitted:
+    """``job`` is the workload's job object with ``id`` rewritten to ``job_id``; unknown
+    fields (Batkube's, timewarp's) pass through. ``profile`` only with
+    ``--forward-profiles-on-submission``."""
+
+    TYPE: ClassVar[str] = "JOB_SUBMITTED"
+    job_id: str
+    job: dict[str, Any]
+    profile: dict[str, Any] | None = None
+
+    def to_data(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"job_id": self.job_id, "job": self.job}
+        if self.profile is not None:
+            data["profile"] = self.profile
+        return data
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], where: str) -> JobSubmitted:
+        _fields(data, where, ("job_id", "job"), ("profile",))
+        profile = data.get("profile")
+        if profile is not None:
+            _object(profile, _where(where, "profile"))
+        return cls(
+            _job_id(data["job_id"], _where(where, "job_id")),
+            _object(data["job"], _where(where, "job")),
+            profile,
+        )
+
+
+@dataclass(frozen=True)
+class JobCompleted:
+    TYPE: ClassVar[str] = "JOB_COMPLETED"
+    job_id: str
+    job_state: str
+    return_code: int
+    alloc: ProcSet
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "job_id": self.job_id,
+            "job_state": self.job_state,
+            "return_code": self.return_code,
+            "alloc": str(self.alloc),
+        }
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], where: str) -> JobCompleted:
+        _fields(data, where, ("job_id", "job_state", "return_code", "alloc"))
+        state = _string(data["job_state"], _where(where, "job_state"))
+        if state not in JOB_STATES:
+            raise ProtocolError(f"{where}.job_state: {state!r} is not one of {JOB_STATES}")
+        code = data["return_code"]
+        if isinstance(code, bool) or not isinstance(code, int):
+            raise ProtocolError(f"{where}.return_code: expected an integer, got {code!r}")
+        return cls(
+            _job_id(data["job_id"], _where(where, "job_id")),
+            state,
+            code,
+            _intervals(data["alloc"], _where(where, "alloc")),
+        )
+
+
+@dataclass(frozen=True)
+class JobKilled:
+    """``job_progress`` maps each job that was really running to
+    ``{"profile_name": str, "progress": float in [0, 1]}``; jobs that had already finished
+    are listed in ``job_ids`` only."""
+
+    TYPE: ClassVar[str] = "JOB_KILLED"
+    job_ids: list[str]
+    job_progress: dict[str, dict[str, Any]]
+
+    def to_data(self) -> dict[str, Any]:
+        return {"job_ids": list(self.job_ids), "job_progress": self.job_progress}
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], where: str) -> JobKilled:
+        _fields(data, where, ("job_ids", "job_progress"))
+        return cls(
+            _job_ids(data["job_ids"], _where(where, "job_ids")),
+            _object(data["job_progress"], _where(where, "job_progress")),
+        )
+
+
+@dataclass(frozen=True)
+class ResourceStateChanged:
+    TYPE: ClassVar[str] = "RESOURCE_STATE_CHANGED"
+    resources: ProcSet
+    state: str
+
+    def to_data(self) -> dict[str, Any]:
+        return {"resources": str(self.resources), "state": self.state}
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], where: str) -> ResourceStateChanged:
+        _fields(data, where, ("resources", "state"))
+        return cls(
+            _intervals(data["resources"], _where(where, "resources")),
+            _string(data["state"], _where(where, "state")),
+        )
+
+
+@dataclass(frozen=True)
+class RequestedCall:
+    """The answer to a CALL_ME_LATER, at its requested time. ``data`` is ``{}``."""
+
+    TYPE: ClassVar[str] = "REQUESTED_CALL"
+
+    def to_data(self) -> dict[str, Any]:
+        return {}
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], where: str) -> RequestedCall:
+        _fields(data, where, ())
+        return cls()
+
+
+@dataclass(frozen=True)
+class SimulationEnds:
+    """Last message; the decision process replies (with no events) and closes."""
+
+    TYPE: ClassVar[str] = "SIMULATION_ENDS"
+
+    def to_data(self) -> dict[str, Any]:
+        return {}
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], where: str) -> SimulationEnds:
+        _fields(data, where, ())
+        return cls()
+
+
+@dataclass(frozen=True)
+class Answer:
+    """Reply to a QUERY, e.g. ``{"consumed_energy": 0.0}``."""
+
+    TYPE: ClassVar[str] = "ANSWER"
+    answers: dict[str, Any]
+
+    def to_data(self) -> dict[str, Any]:
+        return dict(self.answers)
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], where: str) -> Answer:
+        return cls(dict(data))
+
+
+@dataclass(frozen=True)
+class Notify:
+    """Both directions. From Batsim: ``no_more_static_job_to_submit``, … (machine
+    availability notifications carry ``resources``); from the decision process:
+    ``registration_finished`` / ``continue_registration``."""
+
+    TYPE: ClassVar[str] = "NOTIFY"
+    type: str
+    resources: ProcSet | None = None
+
+    def to_data(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"type": self.type}
+        if self.resources is not None:
+            data["resources"] = str(self.resources)
+        return data
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], where: str) -> Notify:
+        _fields(data, where, ("type",), ("resources",))
+        resources = None
+        if "resources" in data:
+            resources = _intervals(data["resources"], _where(where, "resources"))
+        return cls(_string(data["type"], _where(where, "type")), resources)
+
+
+@dataclass(frozen=True)
+class ExecuteJob:
+    """Run a submitted job on ``alloc``. Batsim accepts at most one of ``mapping``,
+    ``storage_mapping``, ``additional_io_job`` beside ``job_id`` and ``alloc``."""
+
+    TYPE: ClassVar[str] = "EXECUTE_JOB"
+    job_id: str
+    alloc: ProcSet
+    mapping: dict[str, Any] | None = None
+    storage_mapping: dict[str, Any] | None = None
+    additional_io_job: dict[str, Any] | None = None
+
+    def to_data(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"job_id": self.job_id, "alloc": str(self.alloc)}
+        for name in ("mapping", "storage_mapping", "additional_io_job"):
+            value = getattr(self, name)
+            if value is not None:
+                data[name] = value
+        return data
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], where: str) -> ExecuteJob:
+        extras = ("mapping", "storage_mapping", "additional_io_job")
+        _fields(data, where, ("job_id", "alloc"), extras)
+        present = [name for name in extras if name in data]
+        if len(present) > 1:
+            raise ProtocolError(f"{where}: at most one of {', '.join(extras)} (got {present})")
+        alloc = _intervals(data["alloc"], _where(where, "alloc"))
+        if not alloc:
+            raise ProtocolError(f"{where}.alloc: empty allocation")
+        kwargs = {name: _object(data[name], _where(where, name)) for name in present}
+        return cls(_job_id(data["job_id"], _where(where, "job_id")), alloc, **kwargs)
+
+
+@dataclass(frozen=True)
+class RejectJob:
+    TYPE: ClassVar[str] = "REJECT_JOB"
+    job_id: str
+
+    def to_data(self) -> dict[str, Any]:
+        return {"job_id": self.job_id}
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], where: str) -> RejectJob:
+        _fields(data, where, ("job_id",))
+        return cls(_job_id(data["job_id"], _where(where, "job_id")))
+
+
+@dataclass(frozen=True)
+class KillJob:
+    TYPE: ClassVar[str] = "KILL_JOB"
+    job_ids: list[str]
+
+    def to_data(self) -> dict[str, Any]:
+        return {"job_ids": list(self.job_ids)}
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], where: str) -> KillJob:
+        _fields(data, where, ("job_ids",))
+        return cls(_job_ids(data["job_ids"], _where(where, "job_ids")))
+
+
+@dataclass(frozen=True)
+class CallMeLater:
+    """Ask for a REQUESTED_CALL at ``timestamp``, which must be strictly after the time
+    the event is applied."""
+
+    TYPE: ClassVar[str] = "CALL_ME_LATER"
+    timestamp: float
+
+    def to_data(self) -> dict[str, Any]:
+        return {"timestamp": self.timestamp}
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], where: str) -> CallMeLater:
+        _fields(data, where, ("timestamp",))
+        return cls(_number(data["timestamp"], _where(where, "timestamp")))
+
+
+@dataclass(frozen=True)
+class SetResourceState:
+    TYPE: ClassVar[str] = "SET_RESOURCE_STATE"
+    resources: ProcSet
+    state: str
+
+    def to_data(self) -> dict[str, Any]:
+        return {"resources": str(self.resources), "state": self.state}
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], where: str) -> SetResourceState:
+        _fields(data, where, ("resources", "state"))
+        return cls(
+            _intervals(data["resources"], _where(where, "resources")),
+            _string(data["state"], _where(where, "state")),
+        )
+
+
+@dataclass(frozen=True)
+class SetJobMetadata:
+    TYPE: ClassVar[str] = "SET_JOB_METADATA"
+    job_id: str
+    metadata: str
+
+    def to_data(self) -> dict[str, Any]:
+        return {"job_id": self.job_id, "metadata": self.metadata}
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], where: str) -> SetJobMetadata:
+        _fields(data, where, ("job_id", "metadata"))
+        return cls(
+            _job_id(data["job_id"], _where(where, "job_id")),
+            _string(data["metadata"], _where(where, "metadata")),
+        )
+
+
+@dataclass(frozen=True)
+class RegisterJob:
+    """Dynamic job (``--enable-dynamic-jobs``); ``job["id"]`` must equal ``job_id``."""
+
+    TYPE: ClassVar[str] = "REGISTER_JOB"
+    job_id: str
+    job: dict[str, Any]
+
+    def to_data(self) -> dict[str, Any]:
+        return {"job_id": self.job_id, "job": self.job}
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], where: str) -> RegisterJob:
+        _fields(data, where, ("job_id", "job"))
+        return cls(
+            _job_id(data["job_id"], _where(where, "job_id")),
+            _object(data["job"], _where(where, "job")),
+        )
+
+
+@dataclass(frozen=True)
+class RegisterProfile:
+    TYPE: ClassVar[str] = "REGISTER_PROFILE"
+    workload_name: str
+    profile_name: str
+    profile: dict[str, Any]
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "workload_name": self.workload_name,
+            "profile_name": self.profile_name,
+            "profile": self.profile,
+        }
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], where: str) -> RegisterProfile:
+        _fields(data, where, ("workload_name", "profile_name", "profile"))
+        return cls(
+            _string(data["workload_name"], _where(where, "workload_name")),
+            _string(data["profile_name"], _where(where, "profile_name")),
+            _object(data["profile"], _where(where, "profile")),
+        )
+
+
+@dataclass(frozen=True)
+class Query:
+    """``{"requests": {"consumed_energy": {}}}``; answered by an ANSWER event."""
+
+    TYPE: ClassVar[str] = "QUERY"
+    requests: dict[str, Any]
+
+    def to_data(self) -> dict[str, Any]:
+        return {"requests": self.requests}
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], where: str) -> Query:
+        _fields(data, where, ("requests",))
+        return cls(_object(data["requests"], _where(where, "requests")))
+
+
+def _job_ids(value: Any, where: str) -> list[str]:
+    if not isinstance(value, list) or not value:
+        raise ProtocolError(f"{where}: expected a non-empty list of job ids")
+    return [_job_id(item, f"{where}[{i}]") for i, item in enumerate(value)]
+
+
+Payload = (
+    SimulationBegins
+    | JobSubmitted
+    | JobCompleted
+    | JobKilled
+    | ResourceStateChanged
+    | RequestedCall
+    | SimulationEnds
+    | Answer
+    | Notify
+    | ExecuteJob
+    | RejectJob
+    | KillJob
+    | CallMeLater
+    | SetResourceState
+    | SetJobMetadata
+    | RegisterJob
+    | RegisterProfile
+    | Query
+)
+
+FROM_BATSIM: dict[str, type] = {
+    cls.TYPE: cls
+    for cls in (
+        SimulationBegins,
+        JobSubmitted,
+        JobCompleted,
+        JobKilled,
+        ResourceStateChanged,
+        RequestedCall,
+        SimulationEnds,
+        Answer,
+        Notify,
+    )
+}
+FROM_DECISION: dict[str, type] = {
+    cls.TYPE: cls
+    for cls in (
+        ExecuteJob,
+        RejectJob,
+        KillJob,
+        CallMeLater,
+        SetResourceState,
+        SetJobMetadata,
+        RegisterJob,
+        RegisterProfile,
+        Query,
+        Notify,
+    )
+}
+
+
+# --------------------------------------------------------------------------- envelope
+
+
+@dataclass(frozen=True)
+class Event:
+    timestamp: float
+    data: Payload
+
+    @property
+    def type(self) -> str:
+        return self.data.TYPE
+
+    def to_json(self) -> dict[str, Any]:
+        return {"timestamp": self.timestamp, "type": self.data.TYPE, "data": self.data.to_data()}
+
+
+@dataclass(frozen=True)
+class Message:
+    now: float
+    events: list[Event] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"now": self.now, "events": [event.to_json() for event in self.events]}
+
+
+def message(now: float, *payloads: Payload) -> Message:
+    """A message whose events are all stamped ``now`` — the usual decision reply::
+
+    encode(message(now, ExecuteJob("w0!1", ProcSet(0)), CallMeLater(now + 5)))
+    """
+    return Message(now, [Event(now, payload) for payload in payloads])
+
+
+def encode(message: Message) -> str:
+    """Compact JSON text of ``message`` (deterministic: same message, same bytes)."""
+    return json.dumps(message.to_json(), separators=(",", ":"), allow_nan=False)
+
+
+def decode(text: str | bytes, sender: Sender) -> Message:
+    """Parse and validate one message sent by ``sender``; raise :class:`ProtocolError`."""
+    if sender not in ("batsim", "decision"):
+        raise ValueError(f"sender must be 'batsim' or 'decision', not {sender!r}")
+    try:
+        raw = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        snippet = text[:80] if isinstance(text, str) else text[:80].decode("utf-8", "replace")
+        raise ProtocolError(f"message from {sender} is not JSON ({exc}): {snippet!r}") from None
+    return from_json(raw, sender)
+
+
+def from_json(raw: Any, sender: Sender) -> Message:
+    """Validate an already-parsed JSON envelope (see :func:`decode`)."""
+    known = FROM_BATSIM if sender == "batsim" else FROM_DECISION
+    envelope = _object(raw, f"message from {sender}")
+    _fields(envelope, f"message from {sender}", ("now", "events"))
+    now = _number(envelope["now"], "message.now")
+    if now < 0:
+        raise ProtocolError(f"message.now: must be >= 0, got {now}")
+    if not isinstance(envelope["events"], list):
+        raise ProtocolError("message.events: expected a list")
+    events: list[Event] = []
+    previous = -math.inf
+    for index, raw_event in enumerate(envelope["events"]):
+        where = f"events[{index}]"
+        item = _object(raw_event, where)
+        _fields(item, where, ("timestamp", "type"), ("data",))
+        timestamp = _number(item["timestamp"], f"{where}.timestamp")
+        kind = _string(item["type"], f"{where}.type")
+        where = f"events[{index}] ({kind})"
+        if timestamp > now:
+            raise ProtocolError(f"{where}: timestamp {timestamp} is after the message's now {now}")
+        if timestamp < previous:
+            raise ProtocolError(
+                f"{where}: timestamp {timestamp} is before the previous event's {previous}"
+            )
+        previous = timestamp
+        cls = known.get(kind)
+        if cls is None:
+            other = FROM_DECISION if sender == "batsim" else FROM_BATSIM
+            hint = " (it is sent the other way)" if kind in other else ""
+            raise ProtocolError(
+                f"{where}: unknown event type {kind!r} from {sender}{hint}; "
+                f"known: {', '.join(sorted(known))}"
+            )
+        data = _object(item.get("data", {}), f"{where}.data")
+        payload = cls.from_data(data, f"{where}.data")
+        if isinstance(payload, Notify):
+            allowed = BATSIM_NOTIFY_TYPES if sender == "batsim" else DECISION_NOTIFY_TYPES
+            if payload.type not in allowed:
+                raise ProtocolError(
+                    f"{where}.data.type: NOTIFY {payload.type!r} is not one of {allowed}"
+                )
+        events.append(Event(timestamp, payload))
+    return Message(now, events)

@@ -1,0 +1,89 @@
+"""The ZMQ side: Batsim's REQ socket around a :class:`~simulator.engine.Simulator`.
+
+Like Batsim, the simulator *connects* a REQ socket to the decision process's REP endpoint
+(start order does not matter: zmq queues the first message until the peer binds), speaks
+first, and waits for exactly one reply per message, SIMULATION_ENDS included. Batsim
+waits forever; ``reply_timeout`` (seconds) bounds the wait when set.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TextIO
+
+import zmq
+
+from simulator import protocol as p
+from simulator.engine import Simulator
+
+
+class ReplyTimeout(RuntimeError):
+    """The decision process did not answer in time."""
+
+
+@dataclass
+class RunStats:
+    messages: int = 0
+    scheduling_time: float = 0.0  # wall seconds spent waiting for replies
+    simulation_time: float = 0.0  # wall seconds of the whole run
+
+
+def run(
+    sim: Simulator,
+    endpoint: str,
+    *,
+    reply_timeout: float | None = None,
+    message_log: TextIO | None = None,
+    progress: Callable[[Simulator, RunStats], None] | None = None,
+    progress_every: float = 2.0,
+) -> RunStats:
+    """Drive ``sim`` against the decision process at ``endpoint`` until SIMULATION_ENDS."""
+    stats = RunStats()
+    began = time.perf_counter()
+    context = zmq.Context()
+    socket = context.socket(zmq.REQ)
+    socket.setsockopt(zmq.LINGER, 0)
+    try:
+        socket.connect(endpoint)
+        message = sim.first_message()
+        next_progress = time.monotonic() + progress_every
+        while True:
+            text = p.encode(message)
+            if message_log is not None:
+                message_log.write(f"BATSIM -> SCHED: {text}\n")
+            sent = time.perf_counter()
+            socket.send_string(text)
+            if reply_timeout is not None and not socket.poll(int(reply_timeout * 1000)):
+                raise ReplyTimeout(
+                    f"no reply from the decision process at {endpoint} within "
+                    f"{reply_timeout} s (simulated time {sim.now})"
+                )
+            answer = socket.recv()
+            stats.scheduling_time += time.perf_counter() - sent
+            stats.messages += 1
+            if message_log is not None:
+                message_log.write(f"SCHED -> BATSIM: {answer.decode('utf-8', 'replace')}\n")
+            reply = p.decode(answer, "decision")
+            if sim.ended:
+                break
+            message = sim.handle_reply(reply)
+            if progress is not None and time.monotonic() >= next_progress:
+                progress(sim, stats)
+                next_progress = time.monotonic() + progress_every
+    finally:
+        socket.close(linger=0)
+        context.term()
+    stats.simulation_time = time.perf_counter() - began
+    return stats
+
+
+def print_progress(sim: Simulator, stats: RunStats, stream: TextIO = sys.stderr) -> None:
+    done = sum(1 for r in sim.records.values() if r.state in ("done", "rejected"))
+    stream.write(
+        f"timewarp sim: t={sim.now:.3f} s simulated, {done}/{len(sim.records)} jobs ended, "
+        f"{stats.messages} messages, {sim.events_processed} events\n"
+    )
+    stream.flush()

@@ -1,0 +1,56 @@
+"""Helpers for tests that drive the simulator (platforms, workloads, endpoints)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+from simulator.engine import Options, Simulator
+from simulator.platform import load_platform
+from simulator.workload import load_workload
+
+ROOT = Path(__file__).resolve().parent.parent  # the checkout
+
+
+def shared_data_dir() -> Path | None:
+    """``shared/data`` beside the checkout (CI) or beside the worktree folder."""
+    for base in (ROOT.parent, ROOT.parent.parent):
+        path = base / "shared" / "data"
+        if path.is_dir():
+            return path
+    return None
+
+
+def free_endpoint() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
+
+
+def write_platform(path: Path, nodes: int, cores: int = 1, speed: str = "1Gf", props=None) -> Path:
+    hosts = ['<host id="master_host" speed="1Gf"><prop id="role" value="master"/></host>']
+    for i in range(nodes):
+        extra = "".join(
+            f'<prop id="{k}" value="{v}"/>' for k, v in ((props or {}).get(i, {})).items()
+        )
+        hosts.append(
+            f'<host id="n{i:03d}" speed="{speed}"><prop id="core" value="{cores}"/>{extra}</host>'
+        )
+    path.write_text(
+        '<?xml version="1.0"?>\n<platform version="4.1"><zone id="z" routing="Full">'
+        + "".join(hosts)
+        + "</zone></platform>\n"
+    )
+    return path
+
+
+def write_workload(path: Path, jobs: list[dict], profiles: dict) -> Path:
+    path.write_text(json.dumps({"nb_res": 1, "jobs": jobs, "profiles": profiles}))
+    return path
+
+
+def make_sim(platform: Path, workloads: list[Path], **options) -> Simulator:
+    plat = load_platform(platform)
+    loaded = [load_workload(w, f"w{i}", len(plat.compute)) for i, w in enumerate(workloads)]
+    return Simulator(plat, loaded, Options(**options))

@@ -1,0 +1,249 @@
+"""``timewarp workload``: import SWF traces, generate workloads and platforms.
+
+    timewarp workload from-swf TRACE.swf -o wl.json [--norm N] [--trim S] [--window A:B]
+    timewarp workload burst   -n 40 --delay 170 -o burst.json
+    timewarp workload spaced  -n 40 --delay 170 --interval 10 -o spaced.json
+    timewarp workload poisson -n 100 --rate 0.1 --mean-delay 120 --seed 1 -o p.json
+    timewarp workload mixed   -n 100 --rate 0.05 --gpu-fraction 0.3 --seed 1 -o m.json
+    timewarp workload platform -n 16 --cores 1 -o cluster16.xml
+    timewarp workload platform --cpu-nodes 8 --gpu-nodes 4 -o hetero.xml
+
+Every output is checked with the simulator's own loaders before it is written, and is
+written atomically (no partial file on error). Exit 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from simulator import generators
+from simulator.platform import PlatformError, load_platform
+from simulator.swf import SwfError, convert, read_swf
+from simulator.workload import WorkloadError, load_workload
+
+PROG = "timewarp workload"
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
+    return value
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
+    return value
+
+
+def _window(text: str) -> tuple[float, float]:
+    start, sep, end = text.partition(":")
+    try:
+        window = (float(start) if start else 0.0, float(end) if end else float("inf"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected START:END in seconds, got {text!r}") from None
+    if not sep or window[0] >= window[1]:
+        raise argparse.ArgumentTypeError(f"expected START:END with START < END, got {text!r}")
+    return window
+
+
+def _pod_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cpu", default="1", help="pod cpu request (default: %(default)s)")
+    parser.add_argument("--memory", default=None, help="pod memory request, e.g. 500Mi")
+    parser.add_argument("--scheduler", default="default", help="schedulerName of the pods")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="tool", metavar="TOOL", required=True)
+
+    swf = sub.add_parser("from-swf", help="import a Standard Workload Format trace")
+    swf.add_argument("trace", help="SWF file")
+    swf.add_argument("-o", "--output", required=True)
+    swf.add_argument(
+        "--mode",
+        choices=("batkube", "procs"),
+        default="batkube",
+        help="batkube: one pod per job with cpu = norm*procs/MaxProcs; procs: res = procs",
+    )
+    swf.add_argument("--norm", type=_positive, default=1.0, help="cpu of a full-machine job")
+    swf.add_argument("--max-procs", type=_positive_int, help="override the header's MaxProcs")
+    swf.add_argument("--cpu-cap", type=_positive, help="cap each job's cpu (e.g. 5.9)")
+    swf.add_argument("--trim", type=_positive, metavar="SECONDS", help="cap run times")
+    swf.add_argument("--window", type=_window, metavar="START:END", help="trace submit times")
+    swf.add_argument("--walltime-from-request", action="store_true")
+    swf.add_argument("--scheduler", default="default")
+
+    for name, text in (("burst", "N jobs at once"), ("spaced", "N jobs at a fixed interval")):
+        gen = sub.add_parser(name, help=text)
+        gen.add_argument("-n", "--count", type=_positive_int, required=True)
+        gen.add_argument("--delay", type=_non_negative, required=True, help="seconds per job")
+        if name == "spaced":
+            gen.add_argument("--interval", type=_non_negative, required=True)
+        gen.add_argument("--walltime", type=_positive, default=1000.0)
+        gen.add_argument("-o", "--output", required=True)
+        _pod_options(gen)
+
+    poisson = sub.add_parser("poisson", help="Poisson arrivals at rate λ")
+    poisson.add_argument("-n", "--count", type=_positive_int, required=True)
+    poisson.add_argument("--rate", type=_positive, required=True, help="jobs per second")
+    poisson.add_argument("--mean-delay", type=_positive, required=True)
+    poisson.add_argument("--fixed-delay", action="store_true", help="every job runs mean-delay")
+    poisson.add_argument("--seed", type=int, required=True)
+    poisson.add_argument("-o", "--output", required=True)
+    _pod_options(poisson)
+
+    mixed = sub.add_parser("mixed", help="KubCG-style CPU/GPU image classes")
+    mixed.add_argument("-n", "--count", type=_positive_int, required=True)
+    mixed.add_argument("--rate", type=_positive, required=True, help="jobs per second")
+    mixed.add_argument("--gpu-fraction", type=float, default=0.5)
+    mixed.add_argument("--gpu-on-gpu", type=_non_negative, default=100.0)
+    mixed.add_argument("--gpu-on-cpu", type=_non_negative, default=600.0)
+    mixed.add_argument("--cpu-on-gpu", type=_non_negative, default=300.0)
+    mixed.add_argument("--cpu-on-cpu", type=_non_negative, default=300.0)
+    mixed.add_argument("--no-sharing-slowdown", action="store_true")
+    mixed.add_argument("--seed", type=int, required=True)
+    mixed.add_argument("-o", "--output", required=True)
+    mixed.add_argument("--cpu", default="1")
+    mixed.add_argument("--memory", default="1Gi")
+    mixed.add_argument("--scheduler", default="default")
+
+    plat = sub.add_parser("platform", help="generate a SimGrid platform")
+    plat.add_argument("-n", "--nodes", type=_positive_int, help="homogeneous nodes")
+    plat.add_argument("--cpu-nodes", type=int, default=0, help="heterogeneous: CPU nodes")
+    plat.add_argument("--gpu-nodes", type=int, default=0, help="heterogeneous: GPU nodes")
+    plat.add_argument("--gpus-per-node", type=_positive_int, default=1)
+    plat.add_argument("--cores", type=_positive_int, default=1)
+    plat.add_argument("--memory", default="4Gi")
+    plat.add_argument("--speed", default="1Gf")
+    plat.add_argument("-o", "--output", required=True)
+
+
+def _fail(text: str) -> int:
+    print(f"{PROG}: {text}", file=sys.stderr)
+    return 2
+
+
+def _write_atomically(path: str, text: str, check) -> None:
+    """Write ``text`` to a temporary file beside ``path``, ``check(tmp_path)``, rename."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        check(tmp)
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _dump_workload(workload: dict, path: str) -> None:
+    text = json.dumps(workload, indent=1) + "\n"
+    # a workload must be loadable by the simulator on a platform wide enough for it
+    _write_atomically(path, text, lambda tmp: load_workload(tmp, "w0", 1 << 30))
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        if args.tool == "from-swf":
+            jobs, header = read_swf(args.trace)
+            workload = convert(
+                jobs,
+                header,
+                source=args.trace,
+                mode=args.mode,
+                norm=args.norm,
+                max_procs=args.max_procs,
+                cpu_cap=args.cpu_cap,
+                trim=args.trim,
+                window=args.window,
+                scheduler=args.scheduler,
+                walltime_from_request=args.walltime_from_request,
+            )
+            _dump_workload(workload, args.output)
+            print(f"{PROG}: {len(workload['jobs'])} jobs -> {args.output}", file=sys.stderr)
+        elif args.tool in ("burst", "spaced"):
+            interval = args.interval if args.tool == "spaced" else 0.0
+            workload = generators.spaced(
+                args.count,
+                args.delay,
+                interval,
+                cpu=args.cpu,
+                memory=args.memory,
+                scheduler=args.scheduler,
+                walltime=args.walltime,
+            )
+            _dump_workload(workload, args.output)
+        elif args.tool == "poisson":
+            workload = generators.poisson(
+                args.count,
+                args.rate,
+                args.mean_delay,
+                seed=args.seed,
+                fixed_delay=args.fixed_delay,
+                cpu=args.cpu,
+                memory=args.memory,
+                scheduler=args.scheduler,
+            )
+            _dump_workload(workload, args.output)
+        elif args.tool == "mixed":
+            if not 0 <= args.gpu_fraction <= 1:
+                return _fail("--gpu-fraction must be within [0, 1]")
+            workload = generators.mixed(
+                args.count,
+                args.rate,
+                seed=args.seed,
+                gpu_fraction=args.gpu_fraction,
+                gpu_image_durations=(args.gpu_on_gpu, args.gpu_on_cpu),
+                cpu_image_durations=(args.cpu_on_gpu, args.cpu_on_cpu),
+                cpu=args.cpu,
+                memory=args.memory,
+                scheduler=args.scheduler,
+                sharing_slowdown=not args.no_sharing_slowdown,
+            )
+            _dump_workload(workload, args.output)
+        else:
+            return _platform(args)
+    except (SwfError, WorkloadError, PlatformError) as exc:
+        return _fail(str(exc))
+    return 0
+
+
+def _platform(args: argparse.Namespace) -> int:
+    hetero = args.cpu_nodes or args.gpu_nodes
+    if args.nodes and hetero:
+        return _fail("use either -n/--nodes or --cpu-nodes/--gpu-nodes, not both")
+    if args.cpu_nodes < 0 or args.gpu_nodes < 0:
+        return _fail("--cpu-nodes/--gpu-nodes must be >= 0")
+    if args.nodes:
+        text = generators.homogeneous_platform(
+            args.nodes, cores=args.cores, memory=args.memory, speed=args.speed
+        )
+    elif hetero:
+        text = generators.heterogeneous_platform(
+            args.cpu_nodes,
+            args.gpu_nodes,
+            cores=args.cores,
+            memory=args.memory,
+            gpus_per_node=args.gpus_per_node,
+            speed=args.speed,
+        )
+    else:
+        return _fail("give -n/--nodes, or --cpu-nodes and/or --gpu-nodes")
+    _write_atomically(args.output, text, load_platform)
+    return 0

@@ -1,0 +1,22 @@
+"""One thread ticks in virtual time, another blocks in a real (unpatched) sleep."""
+
+import os
+import sys
+import threading
+import time as real_time
+
+from timewarp import vtime
+
+print(os.getpid(), flush=True)
+
+
+def ticker():
+    for _ in range(3):
+        vtime.sleep(60)
+    print("ticks done at", vtime.monotonic() - 1000, flush=True)
+
+
+t = threading.Thread(target=ticker)
+t.start()
+real_time.sleep(float(sys.argv[1]))
+t.join()

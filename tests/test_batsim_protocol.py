@@ -1,0 +1,172 @@
+"""The Batsim wire format: pinned against real Batsim 4.2.1 traces, round-trips, errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from procset import ProcSet
+
+from simulator import protocol as p
+from simulator.testing import shared_data_dir
+
+TRACE_DIR = "batsim-reference/protocol-trace"
+
+
+def _trace_lines():
+    data = shared_data_dir()
+    if data is None:
+        pytest.skip("shared/data is not beside this checkout")
+    for name in ("fcfs-normal.messages.log", "all-events.messages.log"):
+        for line in (data / TRACE_DIR / name).read_text().splitlines():
+            direction, _, text = line.partition(": ")
+            yield name, ("batsim" if direction.startswith("BATSIM") else "decision"), text
+
+
+def test_every_message_of_the_real_batsim_traces_decodes_and_reencodes_to_the_same_json():
+    count = 0
+    for _name, sender, text in _trace_lines():
+        message = p.decode(text, sender)
+        assert json.loads(p.encode(message)) == json.loads(text)
+        count += 1
+    assert count == 44
+
+
+def test_trace_messages_become_typed_events():
+    messages = [p.decode(text, sender) for _, sender, text in _trace_lines()]
+    completed = messages[12].events[0].data
+    assert completed == p.JobCompleted("w0!1", "COMPLETED_SUCCESSFULLY", 0, ProcSet(0))
+    execute = messages[3].events[0].data
+    assert execute == p.ExecuteJob("w0!1", ProcSet(0))
+    killed = [e.data for m in messages for e in m.events if isinstance(e.data, p.JobKilled)]
+    assert killed[0].job_progress["w0!1"]["profile_name"] == "delay10"
+
+
+def test_encoded_execute_job_is_exactly_batsims_shape():
+    message = p.Message(6e-05, [p.Event(6e-05, p.ExecuteJob("w0!1", ProcSet((0, 3), 5)))])
+    assert p.encode(message) == (
+        '{"now":6e-05,"events":[{"timestamp":6e-05,"type":"EXECUTE_JOB",'
+        '"data":{"job_id":"w0!1","alloc":"0-3 5"}}]}'
+    )
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        (
+            '{"now": 1, "events": [{"timestamp": 2, "type": "REJECT_JOB", '
+            '"data": {"job_id": "w0!1"}}]}',
+            "after the message's now",
+        ),
+        (
+            '{"now": 1, "events": [{"timestamp": 0, "type": "EXECUTE_JOB", '
+            '"data": {"job_id": "w0!1", "alloc": "0", "extra": 1}}]}',
+            "unexpected field(s) extra",
+        ),
+        (
+            '{"now": 1, "events": [{"timestamp": 0, "type": "EXECUTE_JOB", '
+            '"data": {"job_id": "w0!1", "alloc": "3-1"}}]}',
+            "not an interval set",
+        ),
+        (
+            '{"now": 1, "events": [{"timestamp": 0, "type": "EXECUTE_JOB", '
+            '"data": {"job_id": "w0!1"}}]}',
+            "missing field(s) alloc",
+        ),
+        (
+            '{"now": 1, "events": [{"timestamp": 0, "type": "JOB_COMPLETED", "data": {}}]}',
+            "sent the other way",
+        ),
+        (
+            '{"now": 1, "events": [{"timestamp": 0, "type": "FROBNICATE", "data": {}}]}',
+            "unknown event type 'FROBNICATE'",
+        ),
+        (
+            '{"now": 1, "events": [{"timestamp": 1, "type": "REJECT_JOB", "data": {"job_id": "w0!1"}},'
+            '{"timestamp": 0.5, "type": "REJECT_JOB", "data": {"job_id": "w0!2"}}]}',
+            "before the previous event",
+        ),
+        (
+            '{"now": 1, "events": [{"timestamp": 0, "type": "REJECT_JOB", "data": {"job_id": "7"}}]}',
+            "workload prefix",
+        ),
+        (
+            '{"now": 1, "events": [{"timestamp": 0, "type": "NOTIFY", "data": {"type": "nope"}}]}',
+            "NOTIFY 'nope'",
+        ),
+        ('{"now": "soon", "events": []}', "message.now: expected a number"),
+        ("not json", "not JSON"),
+    ],
+)
+def test_bad_decision_messages_are_rejected_naming_event_and_field(text, needle):
+    with pytest.raises(p.ProtocolError) as info:
+        p.decode(text, "decision")
+    assert needle in str(info.value)
+
+
+def test_decision_events_name_their_index_and_type():
+    text = (
+        '{"now": 1, "events": [{"timestamp": 0, "type": "REJECT_JOB", "data": {"job_id": "w0!1"}},'
+        '{"timestamp": 0, "type": "CALL_ME_LATER", "data": {"timestamp": "x"}}]}'
+    )
+    with pytest.raises(p.ProtocolError, match=r"events\[1\] \(CALL_ME_LATER\)\.data\.timestamp"):
+        p.decode(text, "decision")
+
+
+# --------------------------------------------------------------------------- round trip
+
+job_ids = st.builds(
+    lambda w, j: f"w{w}!{j}", st.integers(0, 3), st.text("abc123", min_size=1, max_size=4)
+)
+procsets = st.lists(st.integers(0, 50), min_size=1, max_size=8).map(lambda xs: ProcSet(*xs))
+times = st.floats(0, 1e6, allow_nan=False, allow_infinity=False)
+
+decision_payloads = st.one_of(
+    st.builds(p.ExecuteJob, job_ids, procsets),
+    st.builds(p.RejectJob, job_ids),
+    st.builds(p.KillJob, st.lists(job_ids, min_size=1, max_size=3)),
+    st.builds(p.CallMeLater, times),
+    st.builds(p.SetJobMetadata, job_ids, st.text(max_size=10)),
+    st.builds(p.SetResourceState, procsets, st.sampled_from(["0", "1", "2"])),
+    st.builds(p.Notify, st.sampled_from(p.DECISION_NOTIFY_TYPES)),
+    st.builds(
+        p.RegisterProfile,
+        st.just("dyn"),
+        st.text("xyz", min_size=1, max_size=3),
+        st.just({"type": "delay", "delay": 5}),
+    ),
+)
+batsim_payloads = st.one_of(
+    st.builds(
+        p.JobSubmitted,
+        job_ids,
+        st.just({"id": "w0!1", "subtime": 0, "res": 1, "profile": "d"}),
+        st.one_of(st.none(), st.just({"type": "delay", "delay": 3})),
+    ),
+    st.builds(p.JobCompleted, job_ids, st.sampled_from(p.JOB_STATES), st.integers(-1, 3), procsets),
+    st.builds(p.RequestedCall),
+    st.builds(p.SimulationEnds),
+    st.builds(p.ResourceStateChanged, procsets, st.just("1")),
+    st.builds(p.Notify, st.sampled_from(p.BATSIM_NOTIFY_TYPES[:2])),
+)
+
+
+def _messages(payloads):
+    return st.tuples(times, st.lists(st.tuples(times, payloads), max_size=6)).map(
+        lambda t: p.Message(
+            max([t[0]] + [ts for ts, _ in t[1]]),
+            [p.Event(ts, data) for ts, data in sorted(t[1], key=lambda x: x[0])],
+        )
+    )
+
+
+@given(_messages(decision_payloads))
+def test_decision_messages_round_trip(message):
+    assert p.decode(p.encode(message), "decision") == message
+
+
+@given(_messages(batsim_payloads))
+def test_batsim_messages_round_trip(message):
+    assert p.decode(p.encode(message), "batsim") == message

@@ -1,0 +1,93 @@
+"""The clock protocol's wire format is pinned: these bytes are the contract."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from timewarp import clockproto as cp
+
+
+@pytest.mark.parametrize(
+    ("msg", "wire"),
+    [
+        (cp.hello("sched0", 4242), b'{"op":"hello","v":1,"name":"sched0","pid":4242}'),
+        (cp.now_request(7), b'{"op":"now","rid":7}'),
+        (
+            cp.timer(3, 60_000_000_000, [12]),
+            b'{"op":"timer","id":3,"deadline":60000000000,"key":[12]}',
+        ),
+        (cp.cancel(3), b'{"op":"cancel","id":3}'),
+        (
+            cp.state(False, 12, [[53412, 310, 2048]]),
+            b'{"op":"state","busy":false,"ack":12,"io":[[53412,310,2048]]}',
+        ),
+        (cp.stacks("T"), b'{"op":"stacks","text":"T"}'),
+        (cp.bye(), b'{"op":"bye"}'),
+        (
+            cp.welcome(0, 5, 6, "deterministic"),
+            b'{"op":"welcome","v":1,"t":0,"epoch":5,"mono":6,"mode":"deterministic"}',
+        ),
+        (cp.now_reply(7, 120), b'{"op":"now","rid":7,"t":120}'),
+        (cp.fire([3, 9], 60), b'{"op":"fire","ids":[3,9],"t":60}'),
+        (cp.time_update(60), b'{"op":"time","t":60}'),
+        (cp.dump(), b'{"op":"dump"}'),
+        (cp.error("boom"), b'{"op":"error","message":"boom"}'),
+    ],
+)
+def test_wire_format_is_pinned(msg, wire):
+    assert cp.encode(msg) == wire
+
+
+@pytest.mark.parametrize(
+    ("frame", "message"),
+    [
+        (b"not json", "is not JSON"),
+        (b"[1,2]", "must be a JSON object"),
+        (b'{"op":"teleport"}', "unknown op 'teleport'"),
+        (b'{"op":"timer","id":1,"deadline":-5,"key":[1]}', "field 'deadline' must be >= 0"),
+        (
+            b'{"op":"timer","id":1,"deadline":"soon","key":[1]}',
+            "field 'deadline' must be an integer",
+        ),
+        (b'{"op":"state","busy":1,"ack":0,"io":[]}', "field 'busy' must be true or false"),
+        (
+            b'{"op":"state","busy":true,"ack":0,"io":[[1,2]]}',
+            "field 'io' must be a list of [port, sent, consumed]",
+        ),
+        (b'{"op":"hello","v":1,"pid":3}', "field 'name' must be a string"),
+    ],
+)
+def test_malformed_messages_are_named(frame, message):
+    with pytest.raises(cp.ProtocolError, match=None) as info:
+        cp.decode_to_broker(frame)
+    assert message in str(info.value)
+
+
+nat = st.integers(min_value=0, max_value=2**62)
+to_broker = st.one_of(
+    st.builds(cp.hello, st.text(), nat),
+    st.builds(cp.now_request, nat),
+    st.builds(cp.timer, nat, nat, st.lists(nat, max_size=4)),
+    st.builds(cp.cancel, nat),
+    st.builds(cp.state, st.booleans(), nat, st.lists(st.lists(nat, min_size=3, max_size=3))),
+    st.builds(cp.stacks, st.text()),
+    st.just(cp.bye()),
+)
+to_runtime = st.one_of(
+    st.builds(cp.welcome, nat, st.integers(), st.integers(), st.text()),
+    st.builds(cp.now_reply, nat, nat),
+    st.builds(cp.fire, st.lists(nat), nat),
+    st.builds(cp.time_update, nat),
+    st.just(cp.dump()),
+    st.builds(cp.error, st.text()),
+)
+
+
+@given(to_broker)
+def test_runtime_to_broker_round_trip(msg):
+    assert cp.decode_to_broker(cp.encode(msg)) == msg
+
+
+@given(to_runtime)
+def test_broker_to_runtime_round_trip(msg):
+    assert cp.decode_to_runtime(cp.encode(msg)) == msg

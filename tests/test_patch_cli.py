@@ -1,0 +1,221 @@
+"""``timewarp patch`` as a user runs it: trees, reports, exit codes, safe writes."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from timewarp.cli import main
+
+UNPATCHED = "import time\n\n\ndef nap():\n    time.sleep(1)  # polite\n"
+PATCHED = (
+    "import timewarp.vtime as _timewarp_vtime; import time\n\n\n"
+    "def nap():\n    _timewarp_vtime.sleep(1)  # polite\n"
+)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    src = tmp_path / "sched"
+    (src / "pkg").mkdir(parents=True)
+    (src / "pkg" / "__init__.py").write_text("")
+    (src / "pkg" / "loop.py").write_text(UNPATCHED)
+    (src / "pkg" / "plain.py").write_text("x = 1\n")
+    (src / "config.yaml").write_text("interval: 5\n")
+    (src / "__pycache__").mkdir()
+    (src / "__pycache__" / "stale.cpython-311.pyc").write_bytes(b"\0")
+    run_sh = src / "run.sh"
+    run_sh.write_text("#!/bin/sh\n")
+    run_sh.chmod(0o755)
+    return src
+
+
+def patch(*args: str | Path) -> int:
+    return main(["patch", *map(str, args)])
+
+
+def test_mirror_tree_rewrites_python_and_copies_the_rest(
+    tree: Path, tmp_path: Path, capsys
+) -> None:
+    out = tmp_path / "build"
+    assert patch(tree, "-o", out) == 0
+    assert (out / "pkg" / "loop.py").read_text() == PATCHED
+    assert (out / "pkg" / "plain.py").read_text() == "x = 1\n"
+    assert (out / "config.yaml").read_text() == "interval: 5\n"
+    assert os.access(out / "run.sh", os.X_OK)
+    assert not (out / "__pycache__").exists()
+    assert (tree / "pkg" / "loop.py").read_text() == UNPATCHED  # source untouched
+    err = capsys.readouterr().err
+    assert "3 Python file(s) scanned, 1 changed, 2 unchanged, 0 skipped" in err
+    assert "1  time.sleep -> timewarp.vtime.sleep" in err
+
+
+def test_rerun_replaces_its_own_output_and_drops_stale_files(tree: Path, tmp_path: Path) -> None:
+    out = tmp_path / "build"
+    assert patch(tree, "-o", out) == 0
+    (tree / "pkg" / "plain.py").unlink()
+    assert patch(tree, "-o", out) == 0
+    assert not (out / "pkg" / "plain.py").exists()
+    assert stat.S_IMODE(out.stat().st_mode) & 0o755 == 0o755
+
+
+def test_refuses_to_overwrite_a_directory_it_did_not_write(
+    tree: Path, tmp_path: Path, capsys
+) -> None:
+    out = tmp_path / "precious"
+    out.mkdir()
+    (out / "thesis.tex").write_text("years of work")
+    assert patch(tree, "-o", out) == 2
+    assert (out / "thesis.tex").read_text() == "years of work"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["precious", "sched"]
+    assert "not empty and was not written by timewarp patch" in capsys.readouterr().err
+
+
+def test_output_inside_the_source_tree_is_not_scanned(tree: Path) -> None:
+    assert patch(tree, "-o", tree / "build") == 0
+    assert patch(tree, "-o", tree / "build") == 0
+    assert (tree / "build" / "pkg" / "loop.py").read_text() == PATCHED
+    assert not (tree / "build" / "build").exists()
+
+
+def test_unparseable_file_is_reported_copied_and_fails_unless_keep_going(
+    tree: Path, tmp_path: Path, capsys
+) -> None:
+    (tree / "pkg" / "legacy.py").write_text("print 'python 2'\n")
+    out = tmp_path / "build"
+    assert patch(tree, "-o", out) == 1
+    assert (out / "pkg" / "legacy.py").read_text() == "print 'python 2'\n"
+    assert (out / "pkg" / "loop.py").read_text() == PATCHED
+    err = capsys.readouterr().err
+    assert "skipped pkg/legacy.py: line 1: does not parse" in err
+    assert patch(tree, "-o", out, "--keep-going") == 0
+
+
+def test_undecodable_file_is_skipped_with_a_reason(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "latin.py"
+    bad.write_bytes(b"name = '\xe9t\xe9'\n")
+    assert patch(bad, "--keep-going") == 0
+    assert "skipped latin.py" in capsys.readouterr().err
+
+
+def test_check_changes_nothing_and_fails_only_when_something_would_change(
+    tree: Path, tmp_path: Path
+) -> None:
+    before = (tree / "pkg" / "loop.py").read_text()
+    assert patch(tree, "--check") == 1
+    assert (tree / "pkg" / "loop.py").read_text() == before
+    out = tmp_path / "build"
+    patch(tree, "-o", out)
+    assert patch(out, "--check") == 0
+
+
+def test_diff_prints_a_unified_diff(tree: Path, capsys) -> None:
+    assert patch(tree, "--diff") == 0
+    out = capsys.readouterr().out
+    assert "--- a/pkg/loop.py\n+++ b/pkg/loop.py\n" in out
+    assert "-    time.sleep(1)  # polite\n+    _timewarp_vtime.sleep(1)  # polite\n" in out
+    assert "plain.py" not in out
+
+
+def test_in_place_rewrites_atomically_and_keeps_modes(tree: Path, capsys) -> None:
+    loop = tree / "pkg" / "loop.py"
+    loop.chmod(0o750)
+    assert patch(tree, "--in-place") == 0
+    assert loop.read_text() == PATCHED
+    assert stat.S_IMODE(loop.stat().st_mode) == 0o750
+    assert not [p for p in tree.rglob("*.tmp")]
+    capsys.readouterr()
+    assert patch(tree, "--in-place") == 0
+    assert "0 changed" in capsys.readouterr().err
+
+
+def test_exclude_leaves_matching_files_untouched(tree: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "build"
+    assert patch(tree, "-o", out, "--exclude", "pkg/loop.py") == 0
+    assert (out / "pkg" / "loop.py").read_text() == UNPATCHED
+    assert "skipped pkg/loop.py: excluded by --exclude 'pkg/loop.py'" in capsys.readouterr().err
+
+
+def test_exclude_a_directory_by_name(tree: Path, tmp_path: Path) -> None:
+    out = tmp_path / "build"
+    assert patch(tree, "-o", out, "--exclude", "pkg") == 0
+    assert not (out / "pkg").exists()
+
+
+def test_single_file_to_a_file_and_to_a_directory(tree: Path, tmp_path: Path) -> None:
+    target = tmp_path / "patched_loop.py"
+    assert patch(tree / "pkg" / "loop.py", "-o", target) == 0
+    assert target.read_text() == PATCHED
+    directory = tmp_path / "dir"
+    directory.mkdir()
+    assert patch(tree / "pkg" / "loop.py", "-o", directory) == 0
+    assert (directory / "loop.py").read_text() == PATCHED
+
+
+def test_the_patcher_never_runs_the_code(tmp_path: Path) -> None:
+    evil = tmp_path / "evil.py"
+    marker = tmp_path / "ran"
+    evil.write_text(f"open({str(marker)!r}, 'w').close()\nimport time\ntime.sleep(1)\n")
+    assert patch(evil, "--in-place") == 0
+    assert not marker.exists()
+    assert "_timewarp_vtime.sleep(1)" in evil.read_text()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["does/not/exist"], "SRC does/not/exist does not exist"),
+        ([], "give SRC"),
+        (["--package", "no_such_package_xyz"], "no installed package or module named"),
+        (["--package", "apscheduler", "--in-place"], "--in-place cannot be used with --package"),
+        (["x.py", "--check", "-o", "out"], "--check changes nothing"),
+        (["x.py", "--package", "apscheduler"], "either SRC or --package"),
+    ],
+)
+def test_usage_errors_exit_2_with_a_message(args: list[str], message: str, capsys) -> None:
+    assert patch(*args) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_output_and_in_place_are_exclusive(capsys) -> None:
+    with pytest.raises(SystemExit) as info:
+        patch("x.py", "-o", "out", "--in-place")
+    assert info.value.code == 2
+
+
+def test_package_is_patched_ahead_of_time_without_importing_it(tmp_path: Path, capsys) -> None:
+    vendor = tmp_path / "vendor"
+    assert patch("--package", "apscheduler", "-o", vendor) == 0
+    blocking = (vendor / "apscheduler" / "schedulers" / "blocking.py").read_text()
+    assert "from timewarp.vthreading import Event" in blocking
+    assert "written to" in capsys.readouterr().err
+
+
+def test_cli_end_to_end_in_a_subprocess(tree: Path, tmp_path: Path, subprocess_env) -> None:
+    out = tmp_path / "build"
+    proc = subprocess.run(
+        [sys.executable, "-m", "timewarp", "patch", str(tree), "-o", str(out), "--diff"],
+        env=subprocess_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "+++ b/pkg/loop.py" in proc.stdout
+    assert "1 changed" in proc.stderr
+    assert (out / "pkg" / "loop.py").read_text() == PATCHED
+
+
+def test_single_file_to_a_new_directory_named_with_a_slash(tree: Path, tmp_path: Path) -> None:
+    assert patch(tree / "pkg" / "loop.py", "-o", f"{tmp_path / 'fresh'}/") == 0
+    assert (tmp_path / "fresh" / "loop.py").read_text() == PATCHED
+
+
+def test_single_file_onto_itself_is_refused(tree: Path, capsys) -> None:
+    assert patch(tree / "pkg" / "loop.py", "-o", tree / "pkg" / "loop.py") == 2
+    assert "use --in-place" in capsys.readouterr().err

@@ -1,0 +1,204 @@
+"""Turning the runtime on: from the environment a launcher set, once per process.
+
+With no ``TIMEWARP_CLOCK`` in the environment nothing happens and every drop-in behaves
+exactly like the standard library (passthrough), so patched code still runs on a real
+cluster. With it, the first import of any ``timewarp.v*`` module connects to the broker,
+adopts the current thread as the root of the thread tree, and hooks
+``threading.Thread.start``/``join`` so that every thread of the process is tracked —
+including threads started by libraries that were not rewritten.
+"""
+
+from __future__ import annotations
+
+import atexit
+import math
+import os
+import sys
+import threading
+import types
+
+from timewarp import _runtime, clockproto
+
+_orig_start = threading.Thread.start
+_orig_join = threading.Thread.join
+_activation_lock = threading.Lock()
+CLIENT = None  # the ClockClient, when active
+
+
+def seconds_to_ns(secs: object, *, what: str = "timeout") -> int:
+    """Virtual durations are integer nanoseconds; reject what the stdlib rejects."""
+    if isinstance(secs, bool) or not isinstance(secs, int | float):
+        try:
+            secs = float(secs)  # Decimal, numpy scalars, ...
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"'{type(secs).__name__}' object cannot be interpreted as an integer or float"
+            ) from None
+    if isinstance(secs, float) and (math.isnan(secs) or math.isinf(secs)):
+        if math.isinf(secs) and secs > 0:
+            return 2**62
+        raise ValueError(f"Invalid value {secs!r} for {what}")
+    return int(round(secs * 1_000_000_000))
+
+
+def active() -> _runtime.Runtime | None:
+    rt = _runtime.ACTIVE
+    if rt is not None or clockproto.ENV_ENDPOINT not in os.environ:
+        return rt
+    return activate_from_env()
+
+
+def activate_from_env() -> _runtime.Runtime | None:
+    global CLIENT
+    with _activation_lock:
+        if _runtime.ACTIVE is not None:
+            return _runtime.ACTIVE
+        endpoint = os.environ.get(clockproto.ENV_ENDPOINT)
+        if not endpoint:
+            return None
+        from timewarp._client import BrokerUnreachable, ClockClient
+
+        name = os.environ.get(clockproto.ENV_NAME) or f"pid{os.getpid()}"
+        broker_pid = os.environ.get(clockproto.ENV_BROKER_PID)
+        timeout = float(os.environ.get(clockproto.ENV_CONNECT_TIMEOUT, "10"))
+        client = ClockClient(endpoint, name, broker_pid=int(broker_pid) if broker_pid else None)
+        try:
+            welcome = client.handshake(timeout)
+        except BrokerUnreachable as exc:
+            sys.stderr.write(f"{exc}\n")
+            sys.stderr.flush()
+            os._exit(3)
+        rt = _runtime.Runtime(
+            now_ns=welcome["t"],
+            epoch_ns=welcome["epoch"],
+            mono_ns=welcome["mono"],
+            mode=welcome["mode"],
+            poke=client.poke,
+            now_roundtrip=os.environ.get("TIMEWARP_NOW") == "roundtrip",
+        )
+        rt.adopt_main()
+        _runtime.ACTIVE = rt
+        threading.Thread.start = _start  # type: ignore[method-assign]
+        threading.Thread.join = _join  # type: ignore[method-assign]
+        client.start(rt)
+        CLIENT = client
+        threading._register_atexit(_root_thread_done)  # type: ignore[attr-defined]
+        atexit.register(client.send_bye)
+        os.register_at_fork(after_in_child=_deactivate_in_child)
+        _virtualize_stdlib()
+        facade = os.environ.get(clockproto.ENV_FACADE)
+        if facade:
+            from timewarp import _netio
+
+            _netio.install(facade)
+        return rt
+
+
+class _ModuleShim(types.ModuleType):
+    """A stand-in for a module inside one stdlib module: overrides first, then the real."""
+
+    def __init__(self, real: types.ModuleType, overrides: dict) -> None:
+        super().__init__(real.__name__)
+        self.__dict__.update(overrides)
+        self._tw_real = real
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self._tw_real, name)
+
+
+def _virtualize_stdlib() -> None:
+    """Standard-library code that schedulers lean on and that waits: concurrent.futures
+    (APScheduler's and asyncio's thread pools, ``Future.result(timeout)``) and asyncio's
+    loops. Their waits become virtual; everything else of the stdlib stays real."""
+    import concurrent.futures._base as cf_base
+    import concurrent.futures.thread as cf_thread
+    import queue
+
+    from timewarp import vasyncio, vqueue, vthreading
+
+    virtual_threading = {
+        name: getattr(vthreading, name)
+        for name in ("Condition", "Event", "Lock", "RLock", "Semaphore", "BoundedSemaphore")
+    }
+    cf_base.threading = _ModuleShim(threading, virtual_threading)  # type: ignore[attr-defined]
+    cf_thread.queue = _ModuleShim(queue, {"SimpleQueue": vqueue.SimpleQueue, "Queue": vqueue.Queue})  # type: ignore[attr-defined]
+    vasyncio.install_policy()
+
+
+def _deactivate_in_child() -> None:
+    # A forked child cannot share the parent's clock connection; it runs in real time.
+    global CLIENT
+    _runtime.ACTIVE = None
+    CLIENT = None
+    threading.Thread.start = _orig_start  # type: ignore[method-assign]
+    threading.Thread.join = _orig_join  # type: ignore[method-assign]
+
+
+def _root_thread_done() -> None:
+    """The main thread finished the program: it stops counting (and frees the baton)
+    while the interpreter joins the remaining non-daemon threads."""
+    rt = _runtime.ACTIVE
+    if rt is None:
+        return
+    ts = rt.threads.get(threading.get_ident())
+    if ts is not None and ts.tracked:
+        rt.exit(ts)
+
+
+def _start(self: threading.Thread) -> None:
+    rt = _runtime.ACTIVE
+    if rt is None or getattr(self, "_timewarp_internal", False):
+        return _orig_start(self)
+    if self._started.is_set():  # type: ignore[attr-defined]
+        raise RuntimeError("threads can only be started once")
+    with rt.lock:
+        parent = rt.current()
+        if not parent.tracked:
+            ts = None
+        else:
+            ts = rt.new_child_locked(parent, self.name)
+    if ts is None:
+        return _orig_start(self)
+    run = self.run
+
+    def _tracked_run() -> None:
+        rt.enter(ts)
+        try:
+            run()
+        finally:
+            rt.exit(ts)
+
+    self.run = _tracked_run  # type: ignore[method-assign]
+    self._timewarp_state = ts  # type: ignore[attr-defined]
+    try:
+        _orig_start(self)
+    except BaseException:
+        with rt.lock:
+            if ts in rt.ready:
+                rt.ready.remove(ts)
+        raise
+
+
+def _join(self: threading.Thread, timeout: float | None = None) -> None:
+    rt = _runtime.ACTIVE
+    ts = getattr(self, "_timewarp_state", None)
+    if rt is None or ts is None:
+        return _orig_join(self, timeout)
+    if not self._started.is_set():  # type: ignore[attr-defined]
+        raise RuntimeError("cannot join thread before it is started")
+    if self is threading.current_thread():
+        raise RuntimeError("cannot join current thread")
+    with rt.lock:
+        if not ts.done:
+            waiter = _runtime.Waiter(rt.current())
+            ts.joiners.append(waiter)
+            deadline = None
+            if timeout is not None:
+                deadline = rt.now_ns + max(0, seconds_to_ns(timeout))
+            rt.park_locked(waiter, deadline)
+            if waiter.state == _runtime.TIMEDOUT:
+                if waiter in ts.joiners:
+                    ts.joiners.remove(waiter)
+                return None
+    # The thread has left its run(): the rest of its exit is short and real.
+    return _orig_join(self)

@@ -1,0 +1,33 @@
+"""What ``timewarp run`` does inside the program's process before the program starts:
+turn the runtime on, install the import hook, optionally freeze unpatched modules."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from timewarp import clockproto
+
+
+def boot() -> None:
+    from timewarp._activation import activate_from_env
+
+    rt = activate_from_env()
+    if rt is None:
+        return
+    modules = [m for m in os.environ.get(clockproto.ENV_PATCH_MODULES, "").split(",") if m]
+    if os.environ.get("TIMEWARP_NO_IMPORT_HOOK") != "1":
+        try:
+            from patcher import importhook
+        except ImportError as exc:
+            sys.stderr.write(
+                f"timewarp run: import hook unavailable ({exc}); "
+                "only pre-patched code follows virtual time\n"
+            )
+        else:
+            importhook.install(modules)
+    if os.environ.get(clockproto.ENV_FREEZE_UNPATCHED) == "1":
+        from patcher import freeze
+        from timewarp import vtime
+
+        freeze.start_freeze(vtime.time_ns)

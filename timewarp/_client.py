@@ -1,0 +1,188 @@
+"""The clock client: one request loop per process, a background thread that owns the
+DEALER socket to the broker's clock service.
+
+Other threads never touch the socket: they append to the runtime's outbox (under the
+runtime lock) and poke the loop through a pipe. The loop sends the outbox in order,
+followed by a ``state`` message whenever the process's (busy, ack, io) snapshot changed —
+so a timer always reaches the broker before the report that its thread blocked.
+
+Round-trip ``now()`` requests from many threads are gathered: while one request is in
+flight, later callers wait for its answer too, so N concurrent readers cost far fewer
+than N round trips (batsky-go's requester loop).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time as _time
+
+import zmq
+
+from timewarp import _runtime, clockproto
+
+_BROKER_CHECK_S = 1.0
+
+
+class BrokerUnreachable(RuntimeError):
+    pass
+
+
+class ClockClient:
+    def __init__(self, endpoint: str, name: str, *, broker_pid: int | None = None) -> None:
+        self.endpoint = endpoint
+        self.name = name
+        self.broker_pid = broker_pid
+        self._ctx = zmq.Context.instance()
+        self._sock = self._ctx.socket(zmq.DEALER)
+        self._sock.setsockopt(zmq.LINGER, 500)
+        self._sock.connect(endpoint)
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._poked = False
+        self.runtime: _runtime.Runtime | None = None
+        self._last_state: tuple | None = None
+        self._rid = 0
+        self._now_in_flight: list[list] | None = None
+        self.round_trips = 0  # now() requests sent (tests and the benchmark read this)
+        self._closed = False
+        self._bye_sent: threading.Event | None = None
+
+    # -- handshake ---------------------------------------------------------
+    def handshake(self, timeout_s: float) -> dict:
+        self._sock.send(clockproto.encode(clockproto.hello(self.name, os.getpid())))
+        if not self._sock.poll(int(timeout_s * 1000)):
+            raise BrokerUnreachable(
+                f"timewarp: no answer from the broker's clock service at {self.endpoint} "
+                f"within {timeout_s:g} s (set by {clockproto.ENV_ENDPOINT}); is the broker running?"
+            )
+        msg = clockproto.decode_to_runtime(self._sock.recv())
+        if msg["op"] == "error":
+            raise BrokerUnreachable(f"timewarp: the broker refused this process: {msg['message']}")
+        if msg["op"] != "welcome":
+            raise BrokerUnreachable(
+                f"timewarp: expected a welcome from the broker, got {msg['op']!r}"
+            )
+        return msg
+
+    def poke(self) -> None:
+        # Called with the runtime lock held; one byte per batch of changes is enough.
+        if not self._poked:
+            self._poked = True
+            try:
+                os.write(self._wake_w, b"\0")
+            except BlockingIOError:
+                pass
+
+    def start(self, runtime: _runtime.Runtime) -> None:
+        self.runtime = runtime
+        t = threading.Thread(target=self._loop, name="timewarp-clock", daemon=True)
+        # The loop thread is the runtime's own: it must not be tracked as a program thread.
+        t._timewarp_internal = True  # type: ignore[attr-defined]
+        t.start()
+
+    # -- the loop ------------------------------------------------------------
+    def _loop(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self._sock, zmq.POLLIN)
+        poller.register(self._wake_r, zmq.POLLIN)
+        last_check = _time.monotonic()
+        try:
+            while not self._closed:
+                events = dict(poller.poll(int(_BROKER_CHECK_S * 1000)))
+                if self._wake_r in events:
+                    try:
+                        os.read(self._wake_r, 4096)
+                    except BlockingIOError:
+                        pass
+                if self._sock in events:
+                    while self._sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                        self._handle(clockproto.decode_to_runtime(self._sock.recv()))
+                self._flush()
+                if _time.monotonic() - last_check >= _BROKER_CHECK_S:
+                    last_check = _time.monotonic()
+                    self._check_broker_alive()
+        except zmq.ContextTerminated:
+            return
+        except Exception as exc:  # a broken clock must never turn into a silent hang
+            sys.stderr.write(f"timewarp: clock client failed: {exc!r}\n")
+            sys.stderr.flush()
+            os._exit(3)
+
+    def _check_broker_alive(self) -> None:
+        if self.broker_pid is None:
+            return
+        try:
+            os.kill(self.broker_pid, 0)
+        except ProcessLookupError:
+            sys.stderr.write(
+                f"timewarp: the broker (pid {self.broker_pid}) is gone; stopping this process\n"
+            )
+            sys.stderr.flush()
+            os._exit(3)
+        except PermissionError:
+            pass
+
+    def _handle(self, msg: dict) -> None:
+        rt = self.runtime
+        op = msg["op"]
+        if op == "fire":
+            with rt.lock:
+                rt.on_fire_locked(msg["ids"], msg["t"])
+        elif op == "time":
+            with rt.lock:
+                rt.on_time_locked(msg["t"])
+        elif op == "now":
+            batch = self._now_in_flight or []
+            self._now_in_flight = None
+            with rt.lock:
+                if msg["t"] > rt.now_ns:
+                    rt.now_ns = msg["t"]
+                batch.extend(rt.now_waiters)  # latecomers share this answer
+                rt.now_waiters = []
+            for box in batch:
+                box[1] = msg["t"]
+                box[0].release()
+        elif op == "dump":
+            text = rt.format_stacks()
+            with rt.lock:
+                rt.detach_holder_locked()
+            self._sock.send(clockproto.encode(clockproto.stacks(text)))
+        elif op == "error":
+            sys.stderr.write(f"timewarp: the broker stopped this process: {msg['message']}\n")
+            sys.stderr.flush()
+            os._exit(3)
+
+    def _flush(self) -> None:
+        rt = self.runtime
+        with rt.lock:
+            self._poked = False
+            out = rt.outbox
+            rt.outbox = []
+            if rt.now_waiters and self._now_in_flight is None:
+                self._rid += 1
+                self._now_in_flight = rt.now_waiters
+                rt.now_waiters = []
+                out.append(clockproto.now_request(self._rid))
+                self.round_trips += 1
+            snap = rt.snapshot_locked()
+            if snap != self._last_state:
+                self._last_state = snap
+                out.append(clockproto.state(*snap))
+        for msg in out:
+            self._sock.send(clockproto.encode(msg))
+            if msg["op"] == "bye":
+                self._closed = True
+                self._bye_sent.set()
+
+    def send_bye(self, timeout_s: float = 2.0) -> None:
+        """Last words at exit: queued messages, then ``bye``, sent by the loop thread."""
+        if self._closed or self.runtime is None:
+            return
+        self._bye_sent = threading.Event()
+        with self.runtime.lock:
+            self.runtime.outbox.append(clockproto.bye())
+            self.poke()
+        self._bye_sent.wait(timeout_s)

@@ -1,0 +1,366 @@
+"""The process-wide virtual-time runtime: the baton, virtual waits, and thread tracking.
+
+Invariants (deterministic mode):
+
+- At most one tracked thread of the process runs at a time: the one holding the *baton*.
+  The others are parked — in a virtual wait, or ready and queued for the baton in a fixed
+  order (wake order). A thread gives the baton up only when it enters a virtual wait,
+  blocks reading the API facade, or exits; the baton then goes to the head of the ready
+  queue. So, given the same wake-ups from the broker, a multi-threaded program runs the
+  same interleaving every time.
+- The process is *busy* exactly while some thread holds the baton. The broker may move
+  time only while every process is idle (and has acknowledged every wake-up it was sent),
+  so while any thread runs, virtual time is frozen and ``now()`` is served from a cache
+  that the broker refreshes before it wakes anyone.
+- Whoever wakes a thread makes it ready at once (the waker's doing), so there is never a
+  moment where the waker has blocked and the wakee is not yet counted.
+
+A tracked thread blocked in a wait this runtime cannot see (an unpatched library's lock,
+a socket other than the facade's) keeps the baton and the process busy; the broker's stall
+guard then asks for stacks and, if told to advance anyway, the runtime detaches that
+thread from the baton so the others can go on (a counted non-deterministic advance).
+
+Threads that this runtime did not see start (started before activation, or through
+``_thread.start_new_thread``) are *untracked*: their virtual waits work, but they never
+hold the baton and are not counted as busy.
+"""
+
+from __future__ import annotations
+
+import _thread
+import os
+import sys
+import threading
+import traceback
+from collections import deque
+from collections.abc import Callable
+from itertools import count
+
+from timewarp import clockproto
+
+WAITING, NOTIFIED, TIMEDOUT = 0, 1, 2
+
+_real_lock = _thread.allocate_lock
+_get_ident = _thread.get_ident
+
+
+class ThreadState:
+    """One tracked (or untracked) thread, as the runtime sees it."""
+
+    __slots__ = (
+        "path",
+        "children",
+        "wait_no",
+        "go",
+        "name",
+        "done",
+        "joiners",
+        "tracked",
+        "running",
+    )
+
+    def __init__(self, path: tuple[int, ...], name: str, tracked: bool = True) -> None:
+        self.path = path
+        self.children = 0
+        self.wait_no = 0
+        self.go = _real_lock()
+        self.go.acquire()  # released by whoever hands this thread the baton
+        self.name = name
+        self.done = False
+        self.joiners: deque[Waiter] = deque()
+        self.tracked = tracked
+        self.running = False  # free mode: counted in Runtime.running
+
+
+class Waiter:
+    """A thread in one virtual wait. ``state`` goes WAITING -> NOTIFIED | TIMEDOUT once."""
+
+    __slots__ = ("ts", "state", "timer_id", "parked", "on_wake")
+
+    def __init__(self, ts: ThreadState) -> None:
+        self.ts = ts
+        self.state = WAITING
+        self.timer_id = 0
+        self.parked = False
+        self.on_wake: Callable[[], None] | None = None
+
+
+class Runtime:
+    """State shared by every virtual primitive of this process. One instance, ACTIVE."""
+
+    def __init__(
+        self,
+        *,
+        now_ns: int,
+        epoch_ns: int,
+        mono_ns: int,
+        mode: str,
+        poke: Callable[[], None],
+        now_roundtrip: bool = False,
+    ) -> None:
+        self.lock = _real_lock()
+        self.now_ns = now_ns
+        self.epoch_ns = epoch_ns
+        self.mono_ns = mono_ns
+        self.mode = mode
+        self.deterministic = mode == "deterministic"
+        self.now_roundtrip = now_roundtrip or not self.deterministic
+        self._poke = poke
+        self.holder: ThreadState | None = None  # deterministic mode: the baton
+        self.ready: deque[ThreadState] = deque()
+        self.running = 0  # free mode (lockstep, realtime): tracked threads not parked
+        self.threads: dict[int, ThreadState] = {}
+        self.outbox: list[dict] = []
+        self.acks = 0
+        self.io: dict[int, list[int]] = {}  # io wait id -> [port, sent, consumed]
+        self._io_ids = count(1)
+        self._timer_ids = count(1)
+        self.timers: dict[int, Waiter] = {}
+        self._untracked_ids = count(1)
+        self.detached: set[ThreadState] = set()
+        # round-trip now(): waiters for the broker's answer, served by the request loop
+        self.now_waiters: list[list] = []
+
+    # ----------------------------------------------------------------- threads
+    def current(self) -> ThreadState:
+        ts = self.threads.get(_get_ident())
+        if ts is None:
+            # A thread we did not see start: its waits work, without the baton.
+            ts = ThreadState((1_000_000, next(self._untracked_ids)), "untracked", tracked=False)
+            self.threads[_get_ident()] = ts
+        return ts
+
+    def adopt_main(self) -> ThreadState:
+        ts = ThreadState((0,), threading.current_thread().name)
+        with self.lock:
+            self.threads[_get_ident()] = ts
+            if self.deterministic:
+                self.holder = ts
+            else:
+                ts.running = True
+                self.running += 1
+        return ts
+
+    def new_child_locked(self, parent: ThreadState, name: str) -> ThreadState:
+        ts = ThreadState((*parent.path, parent.children), name)
+        parent.children += 1
+        self.make_ready_locked(ts)
+        return ts
+
+    def enter(self, ts: ThreadState) -> None:
+        """First thing a started thread does: wait for the baton."""
+        with self.lock:
+            self.threads[_get_ident()] = ts
+        ts.go.acquire()
+
+    def exit(self, ts: ThreadState) -> None:
+        with self.lock:
+            ts.done = True
+            while ts.joiners:
+                self.wake_locked(ts.joiners.popleft(), NOTIFIED)
+            self.threads.pop(_get_ident(), None)
+            self._release_baton_locked(ts)
+
+    # ------------------------------------------------------------------- baton
+    def make_ready_locked(self, ts: ThreadState) -> None:
+        """``ts`` may run (the caller's doing): queue it for the baton, or in free mode
+        let it go at once."""
+        if self.deterministic:
+            self.ready.append(ts)
+            if self.holder is None:
+                self._hand_off_locked()
+        elif not ts.running:
+            ts.running = True
+            self.running += 1
+            ts.go.release()
+
+    def _hand_off_locked(self) -> None:
+        if self.ready:
+            nxt = self.ready.popleft()
+            self.holder = nxt
+            nxt.go.release()
+        else:
+            self.holder = None
+            self._poke()
+
+    def _release_baton_locked(self, ts: ThreadState) -> None:
+        if not self.deterministic:
+            if ts.running:
+                ts.running = False
+                self.running -= 1
+                if self.running == 0:
+                    self._poke()
+        elif self.holder is ts:
+            self._hand_off_locked()
+        else:
+            self.detached.discard(ts)
+
+    def yield_baton(self) -> None:
+        """sleep(0): let every ready thread run once before continuing."""
+        with self.lock:
+            ts = self.current()
+            if not self.deterministic or not ts.tracked or self.holder is not ts or not self.ready:
+                return
+            self.ready.append(ts)
+            self._hand_off_locked()
+        ts.go.acquire()
+
+    # ------------------------------------------------------------------- waits
+    def park_locked(self, waiter: Waiter, deadline_ns: int | None) -> None:
+        """Block the calling thread in a virtual wait. Called with ``lock`` held; returns
+        with it held, once the waiter was woken and (if tracked) holds the baton again."""
+        if waiter.state != WAITING:
+            return
+        ts = waiter.ts
+        if deadline_ns is not None:
+            if deadline_ns <= self.now_ns:
+                waiter.state = TIMEDOUT
+                return
+            self._add_timer_locked(waiter, deadline_ns)
+        waiter.parked = True
+        if ts.tracked:
+            self._release_baton_locked(ts)
+        self.lock.release()
+        try:
+            ts.go.acquire()
+        finally:
+            self.lock.acquire()
+
+    def _add_timer_locked(self, waiter: Waiter, deadline_ns: int) -> None:
+        ts = waiter.ts
+        tid = next(self._timer_ids)
+        waiter.timer_id = tid
+        self.timers[tid] = waiter
+        ts.wait_no += 1
+        # Under the baton registrations happen in a reproducible order, so the
+        # registration sequence is a deterministic tie-break for equal deadlines.
+        self.outbox.append(clockproto.timer(tid, deadline_ns, [tid]))
+        self._poke()
+
+    def wake_locked(self, waiter: Waiter, how: int) -> bool:
+        """Make a waiting thread ready (the waker's doing). False if it was already woken."""
+        if waiter.state != WAITING:
+            return False
+        waiter.state = how
+        if waiter.timer_id and how != TIMEDOUT:
+            if self.timers.pop(waiter.timer_id, None) is not None:
+                self.outbox.append(clockproto.cancel(waiter.timer_id))
+                self._poke()
+        if waiter.parked:
+            ts = waiter.ts
+            if ts.tracked:
+                self.make_ready_locked(ts)
+            else:
+                ts.go.release()
+        if waiter.on_wake is not None:
+            waiter.on_wake()
+        return True
+
+    def wait_for_wake(self, deadline_ns: int | None) -> int:
+        """A bare wait with nobody to notify it (sleep). Returns the waiter's final state."""
+        with self.lock:
+            waiter = Waiter(self.current())
+            self.park_locked(waiter, deadline_ns)
+            return waiter.state
+
+    # ----------------------------------------------- selector waits (asyncio)
+    def begin_external_wait(self, waiter: Waiter, deadline_ns: int | None) -> None:
+        """The thread is about to block in a real wait that ``wake_locked`` can interrupt
+        through ``waiter.on_wake`` (an event loop's self-pipe). Gives up the baton."""
+        with self.lock:
+            if deadline_ns is not None:
+                self._add_timer_locked(waiter, deadline_ns)
+            waiter.parked = True
+            # parked threads get the baton via go; wake_locked queues us as usual
+            if waiter.ts.tracked:
+                self._release_baton_locked(waiter.ts)
+
+    def end_external_wait(self, waiter: Waiter) -> None:
+        """The real wait returned: rejoin the baton queue (if nobody woke us, real I/O did)."""
+        ts = waiter.ts
+        with self.lock:
+            if waiter.state == WAITING:
+                waiter.on_wake = None
+                self.wake_locked(waiter, NOTIFIED)
+        if ts.tracked:
+            ts.go.acquire()
+
+    # ------------------------------------------------------------------- clock
+    def now(self) -> int:
+        if not self.now_roundtrip:
+            return self.now_ns
+        box = [_real_lock(), 0]
+        box[0].acquire()
+        with self.lock:
+            self.now_waiters.append(box)
+            self._poke()
+        box[0].acquire()
+        return box[1]
+
+    # ------------------------------------------------- request-loop callbacks
+    def on_fire_locked(self, timer_ids: list[int], t_ns: int) -> None:
+        if t_ns > self.now_ns:
+            self.now_ns = t_ns
+        for tid in timer_ids:
+            waiter = self.timers.pop(tid, None)
+            if waiter is not None:
+                self.wake_locked(waiter, TIMEDOUT)
+        self.acks += 1
+
+    def on_time_locked(self, t_ns: int) -> None:
+        if t_ns > self.now_ns:
+            self.now_ns = t_ns
+        self.acks += 1
+
+    def snapshot_locked(self) -> tuple[bool, int, list[list[int]]]:
+        busy = self.holder is not None if self.deterministic else self.running > 0
+        return (busy, self.acks, [list(v) for v in self.io.values()])
+
+    def detach_holder_locked(self) -> None:
+        """Stall guard said advance: let the others run while the holder is stuck."""
+        if self.holder is not None:
+            self.detached.add(self.holder)
+            self._hand_off_locked()
+
+    # ------------------------------------------------------------- facade I/O
+    def begin_io_wait(self, port: int, sent: int, consumed: int) -> int:
+        with self.lock:
+            ts = self.current()
+            io_id = next(self._io_ids)
+            self.io[io_id] = [port, sent, consumed]
+            if ts.tracked:
+                self._release_baton_locked(ts)
+            self._poke()
+            return io_id
+
+    def end_io_wait(self, io_id: int) -> None:
+        with self.lock:
+            self.io.pop(io_id, None)
+            ts = self.current()
+            if not ts.tracked:
+                self._poke()
+                return
+            self.make_ready_locked(ts)
+            self._poke()
+        ts.go.acquire()
+
+    def format_stacks(self) -> str:
+        frames = sys._current_frames()
+        out = []
+        with self.lock:
+            by_ident = dict(self.threads)
+            holder = self.holder
+        names = {t.ident: t.name for t in threading.enumerate()}
+        for ident, frame in frames.items():
+            ts = by_ident.get(ident)
+            if ts is None:
+                continue  # the runtime's own threads
+            role = (
+                "holds the baton" if ts is holder else ("ready" if ts in self.ready else "waiting")
+            )
+            out.append(f"Thread {names.get(ident, ts.name)!r} [{role}] (pid {os.getpid()}):\n")
+            out.extend(traceback.format_stack(frame))
+        return "".join(out)
+
+
+ACTIVE: Runtime | None = None

@@ -1,0 +1,242 @@
+"""The clock protocol between a scheduler process's runtime and the broker's clock service.
+
+This module owns the wire format; nothing else builds or parses clock messages.
+
+Transport: ZeroMQ. The broker binds a ROUTER socket (``tcp://127.0.0.1:<free port>`` or
+``ipc://...``); each scheduler process connects one DEALER socket, owned by one background
+thread of its runtime (the request loop). Every message is one frame of compact JSON, an
+object with an ``op`` field. Times are integer nanoseconds of virtual time since the
+simulation started.
+
+Runtime -> broker::
+
+    {"op":"hello","v":1,"name":"sched0","pid":4242}
+    {"op":"now","rid":7}                                   round-trip read of the clock
+    {"op":"timer","id":3,"deadline":60000000000,"key":[0,2,5]}
+    {"op":"cancel","id":3}                                 the waiter woke some other way
+    {"op":"state","busy":false,"ack":12,"io":[[53412,310,2048]]}
+    {"op":"stacks","text":"Thread main (holds the baton) ..."}
+    {"op":"bye"}
+
+Broker -> runtime::
+
+    {"op":"welcome","v":1,"t":0,"epoch":1767225600000000000,"mono":1000000000000,"mode":"deterministic"}
+    {"op":"now","rid":7,"t":120000000000}
+    {"op":"fire","ids":[3,9],"t":60000000000}              timers due now, in release order
+    {"op":"time","t":60000000000}                          clock moved (acknowledged via ack)
+    {"op":"dump"}                                          send your threads' stacks
+    {"op":"error","message":"..."}                         fatal: the runtime prints it and exits
+
+Invariants the broker relies on:
+
+- messages from one process arrive in the order its runtime produced them, so a timer is
+  always registered before the ``state`` that reports its thread blocked;
+- ``ack`` counts the ``fire`` and ``time`` messages the runtime has applied; the broker
+  counts a process as runnable from the moment it sends one of those until a ``state``
+  acknowledges it (wake-ups are the broker's own doing);
+- ``busy`` is true while any thread of the process runs outside a virtual wait;
+- ``io`` lists threads blocked reading a connection to the API facade, as
+  ``[client_port, bytes_sent, bytes_consumed]`` on that connection.
+- ``key`` orders timers with equal deadlines: the process's registration sequence.
+  In deterministic mode only one thread of a process runs at a time, in a reproducible
+  order, so this sequence is the same every run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+VERSION = 1
+
+
+class ProtocolError(ValueError):
+    """A clock message that does not follow this module's format."""
+
+
+def _int(msg: Mapping[str, Any], field: str, *, minimum: int | None = 0) -> int:
+    value = msg.get(field)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ProtocolError(
+            f"clock message {msg.get('op')!r}: field {field!r} must be an integer, got {value!r}"
+        )
+    if minimum is not None and value < minimum:
+        raise ProtocolError(
+            f"clock message {msg.get('op')!r}: field {field!r} must be >= {minimum}, got {value}"
+        )
+    return value
+
+
+def _str(msg: Mapping[str, Any], field: str) -> str:
+    value = msg.get(field)
+    if not isinstance(value, str):
+        raise ProtocolError(
+            f"clock message {msg.get('op')!r}: field {field!r} must be a string, got {value!r}"
+        )
+    return value
+
+
+def _bool(msg: Mapping[str, Any], field: str) -> bool:
+    value = msg.get(field)
+    if not isinstance(value, bool):
+        raise ProtocolError(
+            f"clock message {msg.get('op')!r}: field {field!r} must be true or false, got {value!r}"
+        )
+    return value
+
+
+def _int_list(msg: Mapping[str, Any], field: str) -> list[int]:
+    value = msg.get(field)
+    if not isinstance(value, list) or not all(
+        isinstance(x, int) and not isinstance(x, bool) for x in value
+    ):
+        raise ProtocolError(
+            f"clock message {msg.get('op')!r}: field {field!r} must be a list of integers, "
+            f"got {value!r}"
+        )
+    return value
+
+
+def _io(msg: Mapping[str, Any]) -> list[list[int]]:
+    value = msg.get("io")
+    ok = isinstance(value, list) and all(
+        isinstance(item, list)
+        and len(item) == 3
+        and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in item)
+        for item in value
+    )
+    if not ok:
+        raise ProtocolError(
+            f"clock message 'state': field 'io' must be a list of [port, sent, consumed] "
+            f"non-negative integers, got {value!r}"
+        )
+    return value
+
+
+# op -> validator of the remaining fields; one table per direction.
+_TO_BROKER = {
+    "hello": lambda m: (_int(m, "v"), _str(m, "name"), _int(m, "pid")),
+    "now": lambda m: _int(m, "rid"),
+    "timer": lambda m: (_int(m, "id"), _int(m, "deadline"), _int_list(m, "key")),
+    "cancel": lambda m: _int(m, "id"),
+    "state": lambda m: (_bool(m, "busy"), _int(m, "ack"), _io(m)),
+    "stacks": lambda m: _str(m, "text"),
+    "bye": lambda m: None,
+}
+_TO_RUNTIME = {
+    "welcome": lambda m: (
+        _int(m, "v"),
+        _int(m, "t"),
+        _int(m, "epoch", minimum=None),
+        _int(m, "mono", minimum=None),
+        _str(m, "mode"),
+    ),
+    "now": lambda m: (_int(m, "rid"), _int(m, "t")),
+    "fire": lambda m: (_int_list(m, "ids"), _int(m, "t")),
+    "time": lambda m: _int(m, "t"),
+    "dump": lambda m: None,
+    "error": lambda m: _str(m, "message"),
+}
+
+
+def encode(msg: Mapping[str, Any]) -> bytes:
+    """One frame of compact JSON (no validation: the builders below are the way in)."""
+    return json.dumps(msg, separators=(",", ":")).encode()
+
+
+def _decode(frame: bytes, table: Mapping[str, Any], direction: str) -> dict[str, Any]:
+    try:
+        msg = json.loads(frame)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"clock message ({direction}) is not JSON: {frame[:80]!r}") from exc
+    if not isinstance(msg, dict):
+        raise ProtocolError(f"clock message ({direction}) must be a JSON object: {frame[:80]!r}")
+    op = msg.get("op")
+    check = table.get(op)
+    if check is None:
+        raise ProtocolError(
+            f"clock message ({direction}): unknown op {op!r}; expected one of {sorted(table)}"
+        )
+    check(msg)
+    return msg
+
+
+def decode_to_broker(frame: bytes) -> dict[str, Any]:
+    """Parse and validate a message a runtime sent to the broker."""
+    return _decode(frame, _TO_BROKER, "runtime -> broker")
+
+
+def decode_to_runtime(frame: bytes) -> dict[str, Any]:
+    """Parse and validate a message the broker sent to a runtime."""
+    return _decode(frame, _TO_RUNTIME, "broker -> runtime")
+
+
+# Builders: the only places a message dict is spelled out.
+def hello(name: str, pid: int) -> dict[str, Any]:
+    return {"op": "hello", "v": VERSION, "name": name, "pid": pid}
+
+
+def now_request(rid: int) -> dict[str, Any]:
+    return {"op": "now", "rid": rid}
+
+
+def timer(timer_id: int, deadline_ns: int, key: list[int]) -> dict[str, Any]:
+    return {"op": "timer", "id": timer_id, "deadline": deadline_ns, "key": key}
+
+
+def cancel(timer_id: int) -> dict[str, Any]:
+    return {"op": "cancel", "id": timer_id}
+
+
+def state(busy: bool, ack: int, io: list[list[int]]) -> dict[str, Any]:
+    return {"op": "state", "busy": busy, "ack": ack, "io": io}
+
+
+def stacks(text: str) -> dict[str, Any]:
+    return {"op": "stacks", "text": text}
+
+
+def bye() -> dict[str, Any]:
+    return {"op": "bye"}
+
+
+def welcome(t_ns: int, epoch_ns: int, mono_ns: int, mode: str) -> dict[str, Any]:
+    return {
+        "op": "welcome",
+        "v": VERSION,
+        "t": t_ns,
+        "epoch": epoch_ns,
+        "mono": mono_ns,
+        "mode": mode,
+    }
+
+
+def now_reply(rid: int, t_ns: int) -> dict[str, Any]:
+    return {"op": "now", "rid": rid, "t": t_ns}
+
+
+def fire(timer_ids: list[int], t_ns: int) -> dict[str, Any]:
+    return {"op": "fire", "ids": timer_ids, "t": t_ns}
+
+
+def time_update(t_ns: int) -> dict[str, Any]:
+    return {"op": "time", "t": t_ns}
+
+
+def dump() -> dict[str, Any]:
+    return {"op": "dump"}
+
+
+def error(message: str) -> dict[str, Any]:
+    return {"op": "error", "message": message}
+
+
+# Environment variables through which a launcher hands a process to a broker.
+ENV_ENDPOINT = "TIMEWARP_CLOCK"  # e.g. tcp://127.0.0.1:40123
+ENV_NAME = "TIMEWARP_PROCESS"  # stable process name (orders simultaneous wake-ups)
+ENV_BROKER_PID = "TIMEWARP_BROKER_PID"  # the runtime exits if this process disappears
+ENV_CONNECT_TIMEOUT = "TIMEWARP_CONNECT_TIMEOUT"  # seconds to wait for the welcome (default 10)
+ENV_FACADE = "TIMEWARP_FACADE"  # host:port of the API facade (I/O accounting)
+ENV_PATCH_MODULES = "TIMEWARP_PATCH_MODULES"  # comma-separated, for the import hook
+ENV_FREEZE_UNPATCHED = "TIMEWARP_FREEZE_UNPATCHED"  # "1": freezegun for unpatched modules

@@ -1,0 +1,208 @@
+"""``timewarp run``: run a program under virtual time.
+
+    timewarp run --standalone -- python prog.py          # no simulator: time jumps
+    timewarp run --patch-module apscheduler -- python sched.py   # under a broker
+
+The program's own modules (everything outside the standard library and site-packages)
+are rewritten on import, plus the ``--patch-module`` packages; nothing has to be patched
+by hand first. Under ``timewarp simulate`` the broker's address comes from the
+environment; ``--standalone`` starts a private clock service instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from timewarp import clockproto
+
+BOOT_DIR = Path(__file__).resolve().parent / "_boot"
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+
+
+def parse_epoch(text: str) -> int:
+    """An ISO-8601 date/time (UTC if naive) or Unix seconds -> epoch in ns."""
+    try:
+        return int(round(float(text) * 1_000_000_000))
+    except ValueError:
+        pass
+    try:
+        value = _dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--epoch: expected an ISO date/time like 2026-01-01T00:00:00Z or Unix seconds, got {text!r}"
+        ) from None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=_dt.UTC)
+    return int(value.timestamp()) * 1_000_000_000 + value.microsecond * 1000
+
+
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--standalone",
+        action="store_true",
+        help="no simulator: start a private clock service; time jumps whenever the program is idle",
+    )
+    parser.add_argument(
+        "--patch-module",
+        action="append",
+        default=[],
+        metavar="PKG",
+        help="also rewrite this installed package on import (repeatable; globs like 'mylib.*')",
+    )
+    parser.add_argument(
+        "--no-import-hook",
+        action="store_true",
+        help="rewrite nothing on import (the program was patched ahead of time)",
+    )
+    parser.add_argument(
+        "--freeze-unpatched",
+        action="store_true",
+        help="modules that were not rewritten read virtual wall-clock time too (freezegun)",
+    )
+    parser.add_argument(
+        "--name", default="main", help="process name (orders simultaneous wake-ups)"
+    )
+    parser.add_argument(
+        "--epoch",
+        type=parse_epoch,
+        default=None,
+        help="wall-clock time at virtual 0 (ISO date/time or Unix seconds; default 2026-01-01T00:00:00Z)",
+    )
+    parser.add_argument(
+        "--stall-timeout",
+        type=positive_seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="wall seconds without progress before the stall guard reports (default 10)",
+    )
+    parser.add_argument(
+        "--on-stall",
+        choices=("advance", "stop"),
+        default="advance",
+        help="after a stall report: advance anyway (counted) or stop (default advance)",
+    )
+    parser.add_argument(
+        "--threads",
+        choices=("deterministic", "free"),
+        default="deterministic",
+        help="standalone only: deterministic (default) runs one thread at a time in a "
+        "reproducible order; free lets threads run in parallel and reads the clock by "
+        "round trip (not reproducible)",
+    )
+    parser.add_argument("-q", "--quiet", action="store_true", help="no summary line at the end")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]")
+
+
+def child_environment(args: argparse.Namespace) -> dict[str, str]:
+    env = dict(os.environ)
+    paths = [str(BOOT_DIR), str(PACKAGE_ROOT)]
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    modules = [m for m in env.get(clockproto.ENV_PATCH_MODULES, "").split(",") if m]
+    env[clockproto.ENV_PATCH_MODULES] = ",".join(modules + list(args.patch_module))
+    if args.no_import_hook:
+        env["TIMEWARP_NO_IMPORT_HOOK"] = "1"
+    if args.freeze_unpatched:
+        env[clockproto.ENV_FREEZE_UNPATCHED] = "1"
+    return env
+
+
+def _is_python(program: str) -> bool:
+    name = os.path.basename(program)
+    return (
+        program == sys.executable
+        or name.startswith("python")
+        and not name.endswith((".py", "-config"))
+    )
+
+
+def resolve_command(command: list[str], *, rewrite_script: bool = True) -> list[str]:
+    """The command as it will run. A bare ``python`` means this interpreter (the one
+    timewarp is installed in); ``python prog.py ...`` becomes
+    ``python -m patcher.run_script prog.py ...``, because the interpreter compiles the main
+    script itself, past every import hook (``python -m pkg.mod`` goes through them)."""
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        return command
+    if command[0] in ("python", "python3"):
+        command = [sys.executable, *command[1:]]
+    if rewrite_script and _is_python(command[0]) and len(command) > 1:
+        script = command[1]
+        if not script.startswith("-") and script.endswith(".py"):
+            command = [command[0], "-m", "patcher.run_script", *command[1:]]
+    return command
+
+
+def run(args: argparse.Namespace) -> int:
+    command = resolve_command(args.command, rewrite_script=not args.no_import_hook)
+    if not command:
+        print(
+            "timewarp run: give the program to run after --, e.g. "
+            "`timewarp run --standalone -- python prog.py`",
+            file=sys.stderr,
+        )
+        return 2
+    if shutil.which(command[0]) is None and not os.path.exists(command[0]):
+        print(f"timewarp run: program not found: {command[0]!r}", file=sys.stderr)
+        return 2
+    env = child_environment(args)
+    if not args.standalone:
+        if clockproto.ENV_ENDPOINT not in os.environ:
+            print(
+                "timewarp run: no broker to connect to (TIMEWARP_CLOCK is not set); use "
+                "--standalone, or run it under `timewarp simulate`",
+                file=sys.stderr,
+            )
+            return 2
+        if args.name != "main" or clockproto.ENV_NAME not in env:
+            env[clockproto.ENV_NAME] = args.name
+        os.execvpe(command[0], command, env)
+
+    from broker.clock_service import DEFAULT_EPOCH_NS, ClockService
+    from broker.standalone import run_standalone
+
+    with ClockService(
+        epoch_ns=args.epoch if args.epoch is not None else DEFAULT_EPOCH_NS,
+        mode="deterministic" if args.threads == "deterministic" else "free",
+        stall_timeout=args.stall_timeout,
+        on_stall=args.on_stall,
+    ) as clock:
+        result = run_standalone(command, env=env, clock=clock, name=args.name)
+    if not args.quiet:
+        speedup = (result.virtual_ns / 1e9) / result.wall_s if result.wall_s > 0 else float("inf")
+        print(
+            f"timewarp: simulated {_fmt_duration(result.virtual_ns)} in {result.wall_s:.3f} s of "
+            f"wall time ({speedup:,.0f}x); {result.fires} wake-ups, {result.advances} time "
+            f"advances, {result.nondeterministic_advances} non-deterministic advances; "
+            f"exit code {result.returncode}",
+            file=sys.stderr,
+        )
+    if result.returncode < 0:
+        return 128 - result.returncode
+    return result.returncode
+
+
+def _fmt_duration(ns: int) -> str:
+    total = ns / 1e9
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    text = f"{int(hours):02d}:{int(minutes):02d}:{seconds:06.3f}"
+    return f"{int(days)}d {text}" if days else text

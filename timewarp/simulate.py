@@ -1,0 +1,341 @@
+"""``timewarp simulate``: the simulator, the broker and the scheduler(s) in one command.
+
+    timewarp simulate --scheduler 'python -m sample_schedulers.default_like --scheduler-name default' \\
+        -p examples/inputs/cluster16.xml -w examples/inputs/burst_40_delay170.json -o out/
+
+Each ``--scheduler`` is an ordinary command line, run under ``timewarp run`` (its own
+modules and the ``--patch-module`` packages are rewritten on import) with its own token
+and ``KUBECONFIG``. Outputs in ``-o``: Batsim's CSVs (``out_jobs.csv``,
+``out_schedule.csv``, ``out_machine_states.csv``), ``manifest.json`` (versions,
+arguments, input hashes, figures), ``gantt.png`` and ``utilisation.png``, and one log per
+process. Ctrl-C or any failure stops everything, keeps what was written, and exits
+non-zero with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time as _wall
+from pathlib import Path
+
+from timewarp import __version__
+from timewarp.run_cli import parse_epoch, positive_seconds
+
+OUT_PREFIX = "out"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--scheduler",
+        action="append",
+        required=True,
+        metavar="CMD",
+        help="a scheduler's ordinary command line (repeatable: several schedulers at once)",
+    )
+    parser.add_argument("-p", "--platform", required=True, help="SimGrid platform XML")
+    parser.add_argument(
+        "-w", "--workload", action="append", required=True, help="Batsim workload JSON (repeatable)"
+    )
+    parser.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory")
+    parser.add_argument(
+        "--patch-module",
+        action="append",
+        default=[],
+        metavar="PKG",
+        help="also rewrite this installed package on import (e.g. apscheduler)",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=("deterministic",),
+        default="deterministic",
+        help="time mode (lockstep and realtime: see docs/broker.md)",
+    )
+    parser.add_argument(
+        "--batsim", metavar="PATH", help="use real Batsim at PATH instead of the embedded simulator"
+    )
+    parser.add_argument(
+        "--write-kubeconfig",
+        metavar="PATH",
+        help="also write the (first) scheduler's kubeconfig here",
+    )
+    parser.add_argument(
+        "--incluster",
+        action="store_true",
+        help="serve HTTPS and give schedulers in-cluster configuration",
+    )
+    parser.add_argument(
+        "--freeze-unpatched",
+        action="store_true",
+        help="unpatched modules read virtual wall-clock time too",
+    )
+    parser.add_argument(
+        "--epoch", type=parse_epoch, default=None, help="wall-clock time at virtual 0"
+    )
+    parser.add_argument("--stall-timeout", type=positive_seconds, default=10.0, metavar="SECONDS")
+    parser.add_argument("--on-stall", choices=("advance", "stop"), default="advance")
+    parser.add_argument("--cwd", metavar="DIR", help="working directory of the scheduler processes")
+    parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"timewarp simulate: {message}", file=sys.stderr)
+    return code
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def run(args: argparse.Namespace) -> int:
+    from simulator.platform import PlatformError, load_platform
+    from simulator.workload import WorkloadError, load_workload
+
+    out = Path(args.output)
+    try:
+        platform = load_platform(args.platform)
+        workloads = [
+            load_workload(w, f"w{i}", len(platform.compute)) for i, w in enumerate(args.workload)
+        ]
+    except FileNotFoundError as exc:
+        return _fail(f"no such file: {exc.filename}")
+    except (PlatformError, WorkloadError) as exc:
+        return _fail(str(exc))
+    if args.batsim and shutil.which(args.batsim) is None:
+        return _fail(f"--batsim: program not found: {args.batsim!r}")
+    total_jobs = sum(len(w.jobs) for w in workloads)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return _fail(f"cannot create output directory {out}: {exc.strerror}")
+    return _Simulation(args, out, total_jobs).run()
+
+
+class _Simulation:
+    def __init__(self, args: argparse.Namespace, out: Path, total_jobs: int) -> None:
+        self.args = args
+        self.out = out
+        self.total_jobs = total_jobs
+        self.sim_proc: subprocess.Popen | None = None
+
+    def run(self) -> int:
+        from broker.clock_service import DEFAULT_EPOCH_NS, ClockService
+        from broker.engine import Broker, FacadeClock
+        from broker.facade import Facade
+        from broker.launcher import Launcher, SchedulerFailed
+
+        args = self.args
+        started = _wall.perf_counter()
+        clock = ClockService(
+            epoch_ns=args.epoch if args.epoch is not None else DEFAULT_EPOCH_NS,
+            stall_timeout=args.stall_timeout,
+            on_stall=args.on_stall,
+        )
+        facade = Facade(FacadeClock(clock), tls=args.incluster).start()
+        incluster_dir = Path(tempfile.mkdtemp(prefix="timewarp-sa-")) if args.incluster else None
+        launcher = Launcher(
+            clock=clock,
+            facade=facade,
+            out_dir=self.out,
+            patch_modules=args.patch_module,
+            freeze_unpatched=args.freeze_unpatched,
+            incluster_dir=incluster_dir,
+            extra_kubeconfig=Path(args.write_kubeconfig) if args.write_kubeconfig else None,
+        )
+        broker = Broker(endpoint="tcp://127.0.0.1:*", clock=clock, facade=facade, launcher=launcher)
+        result = None
+        reason = ""
+        interrupted = False
+        progress = _ProgressView(self.total_jobs, disabled=args.quiet)
+        broker.on_progress = progress.update
+        try:
+            for command in args.scheduler:
+                launcher.start(command, cwd=args.cwd)
+            self.sim_proc = self._start_simulator(broker.endpoint)
+            watcher = threading.Thread(target=self._watch_simulator, args=(broker,), daemon=True)
+            watcher.start()
+            with progress:
+                result = broker.run()
+            self.sim_wall = _wall.perf_counter() - started
+            reason = result.reason
+        except SchedulerFailed as exc:
+            reason = str(exc)
+        except KeyboardInterrupt:
+            interrupted = True
+            reason = "interrupted (Ctrl-C)"
+        finally:
+            launcher.stop_all()
+            sim_code = self._stop_simulator(wait=result is not None and result.ok)
+            broker.close()
+            facade.stop()
+            clock.close()
+            if incluster_dir is not None:
+                shutil.rmtree(incluster_dir, ignore_errors=True)
+        wall = getattr(self, "sim_wall", None) or (_wall.perf_counter() - started)
+        ok = result is not None and result.ok and sim_code == 0
+        if result is not None and result.ok and sim_code != 0:
+            reason = f"the simulator exited with code {sim_code}; see {self.out / 'simulator.log'}"
+        if self._sim_failure and not reason:
+            reason = self._sim_failure
+        from timewarp import report
+
+        figures = report.summarise(self.out / OUT_PREFIX, result.stats if result else {}, wall)
+        self._write_manifest(figures, ok, reason, wall)
+        if not args.no_plots and (self.out / f"{OUT_PREFIX}_jobs.csv").exists():
+            try:
+                report.plot(self.out / OUT_PREFIX, self.out)
+            except Exception as exc:  # plots are a bonus: never lose the run for them
+                print(f"timewarp simulate: plots skipped ({exc})", file=sys.stderr)
+        report.print_summary(figures, sys.stderr)
+        if not ok:
+            print(f"timewarp simulate: FAILED: {reason}", file=sys.stderr)
+            return 130 if interrupted else 1
+        return 0
+
+    # ----------------------------------------------------------------- simulator
+    _sim_failure = ""
+
+    def _simulator_command(self, endpoint: str) -> list[str]:
+        args = self.args
+        prefix = str(self.out / OUT_PREFIX)
+        if args.batsim:
+            cmd = [
+                args.batsim,
+                "-p",
+                args.platform,
+                "-e",
+                prefix,
+                "-s",
+                endpoint,
+                "--enable-compute-sharing",
+            ]
+        else:
+            cmd = [
+                sys.executable,
+                "-m",
+                "timewarp",
+                "sim",
+                "-p",
+                args.platform,
+                "-e",
+                prefix,
+                "-s",
+                endpoint,
+                "--enable-compute-sharing",
+                "--reproducible",
+                "-q",
+            ]
+        for workload in args.workload:
+            cmd += ["-w", workload]
+        return cmd
+
+    def _start_simulator(self, endpoint: str) -> subprocess.Popen:
+        log = open(self.out / "simulator.log", "wb")  # noqa: SIM115
+        try:
+            return subprocess.Popen(
+                self._simulator_command(endpoint),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        finally:
+            log.close()
+
+    def _watch_simulator(self, broker) -> None:  # type: ignore[no-untyped-def]
+        code = self.sim_proc.wait()
+        if code != 0:
+            tail = (self.out / "simulator.log").read_text(errors="replace").splitlines()[-15:]
+            self._sim_failure = f"the simulator exited with code {code}:\n" + "\n".join(tail)
+            broker.batsim_timeout_s = 0.5  # stop waiting for messages that will not come
+
+    def _stop_simulator(self, wait: bool) -> int | None:
+        proc = self.sim_proc
+        if proc is None:
+            return None
+        try:
+            return proc.wait(30 if wait else 0.5)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                return proc.wait(5)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                return proc.wait()
+
+    # ----------------------------------------------------------------- manifest
+    def _write_manifest(self, figures: dict, ok: bool, reason: str, wall: float) -> None:
+        import platform as _platform
+        from importlib.metadata import version
+
+        args = self.args
+        manifest = {
+            "timewarp": __version__,
+            "python": _platform.python_version(),
+            "kubernetes_client": version("kubernetes"),
+            "simulator": args.batsim or "embedded",
+            "mode": args.mode,
+            "arguments": sys.argv[1:],
+            "schedulers": args.scheduler,
+            "patch_modules": args.patch_module,
+            "epoch_ns": args.epoch,
+            "inputs": {path: _sha256(Path(path)) for path in [args.platform, *args.workload]},
+            "ok": ok,
+            "reason": reason,
+            "wall_s": round(wall, 3),
+            "figures": figures,
+        }
+        tmp = self.out / "manifest.json.tmp"
+        tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        tmp.replace(self.out / "manifest.json")
+
+
+class _ProgressView:
+    """A rich progress bar: simulated time, jobs done/total, wall time, speed-up."""
+
+    def __init__(self, total_jobs: int, disabled: bool) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        self.console = Console(stderr=True)
+        self.disabled = disabled or not self.console.is_terminal
+        self.progress = Progress(
+            TextColumn("[bold]simulated {task.fields[now]}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("jobs"),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[speedup]}"),
+            console=self.console,
+            disable=self.disabled,
+        )
+        self.task = self.progress.add_task("sim", total=total_jobs or None, now="0 s", speedup="")
+        self.started = _wall.perf_counter()
+
+    def __enter__(self):  # type: ignore[no-untyped-def]
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc):  # type: ignore[no-untyped-def]
+        self.progress.__exit__(*exc)
+
+    def update(self, p) -> None:  # type: ignore[no-untyped-def]
+        wall = _wall.perf_counter() - self.started
+        speed = f"{p.now_s / wall:,.0f}x" if wall > 0 else ""
+        self.progress.update(
+            self.task, completed=p.jobs_done, now=f"{p.now_s:,.0f} s", speedup=speed
+        )
