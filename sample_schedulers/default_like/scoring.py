@@ -29,29 +29,38 @@ MAX_NODE_SCORE = 100
 SCORED_RESOURCES = (CPU, MEMORY)
 
 
-def least_allocated(pod: PodSummary, view: NodeView) -> int:
+def _least_allocated(view: NodeView, pod_cpu: int, pod_memory: int) -> int:
     score = 0
     for capacity, requested in (
-        (view.alloc_cpu, view.nonzero_cpu + pod.nonzero_requests.cpu_millis),
-        (view.alloc_memory, view.nonzero_memory + pod.nonzero_requests.memory_bytes),
+        (view.alloc_cpu, view.nonzero_cpu + pod_cpu),
+        (view.alloc_memory, view.nonzero_memory + pod_memory),
     ):
         if capacity and requested <= capacity:
             score += (capacity - requested) * MAX_NODE_SCORE // capacity
     return score // len(SCORED_RESOURCES)
 
 
-def balanced_allocation(pod: PodSummary, view: NodeView) -> int:
+def _balanced_allocation(view: NodeView, pod_cpu: int, pod_memory: int) -> int:
     fractions = [
         min(requested / capacity, 1.0)
         for capacity, requested in (
-            (view.alloc_cpu, view.requested_cpu + pod.requests.cpu_millis),
-            (view.alloc_memory, view.requested_memory + pod.requests.memory_bytes),
+            (view.alloc_cpu, view.requested_cpu + pod_cpu),
+            (view.alloc_memory, view.requested_memory + pod_memory),
         )
         if capacity
     ]
     # the standard deviation of the fractions; with two it is half their distance
     std = abs(fractions[0] - fractions[1]) / 2 if len(fractions) == 2 else 0.0
     return int((1 - std) * MAX_NODE_SCORE)
+
+
+def least_allocated(pod: PodSummary, view: NodeView) -> int:
+    nonzero = pod.nonzero_requests
+    return _least_allocated(view, nonzero.cpu_millis, nonzero.memory_bytes)
+
+
+def balanced_allocation(pod: PodSummary, view: NodeView) -> int:
+    return _balanced_allocation(view, pod.requests.cpu_millis, pod.requests.memory_bytes)
 
 
 def score(pod: PodSummary, view: NodeView) -> int:
@@ -62,7 +71,12 @@ def choose(pod: PodSummary, fits: list[NodeView], why_not: str) -> Decision:
     """The highest-scoring feasible node; ties to the smallest name (natural order)."""
     if not fits:
         return Decision(None, why_not)
-    scored = [(score(pod, v), v.name) for v in fits]
+    nz_cpu, nz_mem = pod.nonzero_requests.cpu_millis, pod.nonzero_requests.memory_bytes
+    cpu, mem = pod.requests.cpu_millis, pod.requests.memory_bytes
+    scored = [
+        (_least_allocated(v, nz_cpu, nz_mem) + _balanced_allocation(v, cpu, mem), v.name)
+        for v in fits
+    ]
     top = max(s for s, _ in scored)
     best = min((name for s, name in scored if s == top), key=lambda n: (natural_key(n), n))
     runners_up = heapq.nsmallest(4, ((-s, name) for s, name in scored if name != best))
