@@ -450,3 +450,14 @@ def test_simulated_kcss_packs_low_power_nodes_where_default_like_spreads(tmp_pat
     assert sorted(r["allocated_resources"] for r in kcss) == ["0", "0", "1", "1"]
     # ... where kube-scheduler's LeastAllocated puts one on each node
     assert sorted(r["allocated_resources"] for r in spread) == ["0", "1", "2", "3"]
+
+
+def test_simgrid_wattage_per_state_gives_the_linear_power_model():
+    # SimGrid's host property, as the broker publishes it: first state idle:epsilon:full
+    n = node("n", annotations={"timewarp.io/wattage-per-state": "100:120:300, 90:95:200"})
+    values = node_criteria(pod(cpu=1000), NodeView(n), 0, KcssConfig(), [])
+    assert values[CRITERIA.index("power")] == 100 + (300 - 100) * 1000 / 4000
+    bad = node("b", annotations={"timewarp.io/wattage-per-state": "lots"})
+    problems = []
+    node_criteria(pod(), NodeView(bad), 0, KcssConfig(), problems)
+    assert problems and "wattage-per-state='lots' is not valid" in problems[0]

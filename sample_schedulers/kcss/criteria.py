@@ -15,7 +15,9 @@ Where the numbers come from (annotation first, then label of the same key; the k
 can be changed in the config file's ``keys`` section):
 
 - node ``timewarp.io/power-watts`` (e.g. ``"180"``), or ``timewarp.io/power-idle-watts``
-  with ``timewarp.io/power-max-watts`` for the linear model;
+  with ``timewarp.io/power-max-watts`` for the linear model, or SimGrid's
+  ``wattage_per_state`` host property (``timewarp.io/wattage-per-state``, first state,
+  ``"idle:full"`` or ``"idle:epsilon:full"``) for the same linear model;
 - node ``timewarp.io/disk-free`` (a quantity, e.g. ``"200Gi"``);
 - node ``timewarp.io/bandwidth`` (bytes per second as a quantity, e.g. ``"125M"`` for
   1 Gbit/s);
@@ -54,6 +56,7 @@ DEFAULT_KEYS = {
     "power_watts": "timewarp.io/power-watts",
     "power_idle_watts": "timewarp.io/power-idle-watts",
     "power_max_watts": "timewarp.io/power-max-watts",
+    "wattage_per_state": "timewarp.io/wattage-per-state",
     "disk_free": "timewarp.io/disk-free",
     "bandwidth": "timewarp.io/bandwidth",
     "images": "timewarp.io/images",
@@ -270,7 +273,8 @@ def node_figures(node: NodeSummary, config: KcssConfig) -> NodeFigures:
         try:
             return parse(raw)
         except (TypeError, ValueError):
-            problems.append(f"node {node.name}: {key}={raw!r} is not valid; using {default}")
+            fallback = f"using {default}" if isinstance(default, int | float) else "ignoring it"
+            problems.append(f"node {node.name}: {key}={raw!r} is not valid; {fallback}")
             return default
 
     bandwidth = number("bandwidth", lambda s: quantity_to_int("bandwidth", s), None)
@@ -279,6 +283,8 @@ def node_figures(node: NodeSummary, config: KcssConfig) -> NodeFigures:
         bandwidth = None
     idle = number("power_idle_watts", float, None)
     peak = number("power_max_watts", float, None)
+    if idle is None or peak is None:
+        idle, peak = number("wattage_per_state", parse_wattage, (None, None))
     return NodeFigures(
         images=frozenset(images_on(node, config)),
         bandwidth=bandwidth or config.default_bandwidth,
@@ -290,6 +296,15 @@ def node_figures(node: NodeSummary, config: KcssConfig) -> NodeFigures:
         ),
         problems=tuple(problems),
     )
+
+
+def parse_wattage(text: str) -> tuple[float, float]:
+    """SimGrid's ``wattage_per_state`` (the first power state): ``"idle:full"`` or
+    ``"idle:epsilon:full"`` watts, e.g. ``"95.0:190.0, 93.0:170.0"`` -> (95, 190)."""
+    parts = [float(x) for x in text.split(",")[0].split(":")]
+    if len(parts) not in (2, 3):
+        raise ValueError(f"expected idle:full or idle:epsilon:full, got {text!r}")
+    return parts[0], parts[-1]
 
 
 _figures_cache: dict[str, tuple[NodeSummary, KcssConfig, NodeFigures]] = {}
