@@ -39,7 +39,8 @@ def decide(pod: PodSummary, views: list[NodeView], config: KcssConfig) -> Decisi
     values = ", ".join(_show(c, x) for c, x in zip(CRITERIA, matrix[best], strict=True))
     detail = f"[RC {shown}; chosen {values}]"
     if problems:
-        detail += " problems: " + "; ".join(problems)
+        more = f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
+        detail += " problems: " + "; ".join(problems[:3]) + more
     return Decision(fits[best].name, detail=detail)
 
 
