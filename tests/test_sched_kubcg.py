@@ -27,7 +27,9 @@ from sample_schedulers.kubcg.model import (
     QueuedPod,
     Slot,
     Stats,
+    Taint,
     Technique,
+    Toleration,
 )
 from sample_schedulers.kubcg.scheduler import KubcgScheduler
 from sample_schedulers.kubcg.switch import parse_image_table, select_image
@@ -211,6 +213,18 @@ def test_requests_and_node_selector_filter_nodes():
     assert decide(pod(cpu=64), view, table({})).action == "unschedulable"
 
 
+def test_untolerated_taints_keep_pods_off_a_node():
+    tainted = NodeInfo("cp", cpu=16, memory=64e9, taints=(Taint("node-role", "", "NoSchedule"),))
+    view = ClusterView(now=0.0, nodes=[tainted])
+    assert decide(pod(), view, table({})).action == "unschedulable"
+    tolerant = PodInfo(
+        "default", "t", "uid-t", "scale", cpu=1, tolerations=(Toleration("node-role", "Exists"),)
+    )
+    assert decide(tolerant, view, table({})).slot == Slot("cp", "cpu")
+    everything = PodInfo("default", "e", "uid-e", "scale", tolerations=(Toleration("", "Exists"),))
+    assert decide(everything, view, table({})).action == "bind"
+
+
 # -- history, switch, reading the client's objects ------------------------------------------
 
 
@@ -336,6 +350,17 @@ def test_node_and_pod_are_read_from_typed_models():
     assert (p.cpu, p.memory, p.gpu_capable, p.gpu_image) == (0.188, 500 * 2**20, True, "scale:cuda")
     assert kube.pod_info(make_pod("b", gpu=1)).gpu_required
     assert kube.pod_info(make_pod("c"), gpu_capable_images=["scale"]).gpu_capable
+    node = make_node("cp")
+    node.spec.taints = [
+        client.V1Taint(key="node-role.kubernetes.io/control-plane", effect="NoSchedule"),
+        client.V1Taint(key="soft", effect="PreferNoSchedule"),
+    ]
+    assert kube.node_info(node).taints == (
+        Taint("node-role.kubernetes.io/control-plane", "", "NoSchedule"),
+    )
+    tolerating = make_pod("d")
+    tolerating.spec.tolerations = [client.V1Toleration(key="gpu", operator="Exists")]
+    assert kube.pod_info(tolerating).tolerations == (Toleration("gpu", "Exists"),)
 
 
 def test_running_time_comes_from_terminated_container_state():
