@@ -382,12 +382,31 @@ def test_target_book_is_fifo_per_owner_and_can_withdraw():
     assert book.clear() == 1 and len(book) == 0
 
 
-def test_cli_rejects_bad_arguments(subprocess_env, tmp_path):
-    run = [sys.executable, "-m", "sample_schedulers.kse_rebalancer"]
+def test_cli_rejects_bad_arguments(subprocess_env, capsys):
+    from sample_schedulers.kse_rebalancer.__main__ import main
+
     for bad in (["--overload", "0.5"], ["--interval", "0"], ["--algorithm", "best"]):
-        r = subprocess.run([*run, *bad], env=subprocess_env, capture_output=True, text=True)
-        assert r.returncode == 2, bad
-        assert bad[0] in r.stderr
+        with pytest.raises(SystemExit) as exit_info:
+            main(bad)
+        assert exit_info.value.code == 2, bad
+        assert bad[0] in capsys.readouterr().err
+    # and through the real entry point, with nothing written
+    r = subprocess.run(
+        [sys.executable, "-m", "sample_schedulers.kse_rebalancer", "--overload", "0.5"],
+        env=subprocess_env,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2 and "--overload must be >= 1.0" in r.stderr
+
+
+def test_cli_unwritable_csv_is_a_usage_error(tmp_path, capsys):
+    from sample_schedulers.kse_rebalancer.__main__ import main
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(["--imbalance-csv", str(blocker / "x.csv"), "--once"]) == 2
+    assert "--imbalance-csv" in capsys.readouterr().err
 
 
 def naive_refine(pods, residual, overload):

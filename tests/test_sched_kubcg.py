@@ -592,18 +592,26 @@ def test_run_survives_a_lost_connection():
     assert [(b[1], b[2]) for b in api.bindings] == [("late", "cpu1")]
 
 
-def test_cli_rejects_bad_arguments(subprocess_env, tmp_path):
+def test_cli_rejects_bad_arguments(subprocess_env, tmp_path, capsys):
+    from sample_schedulers.kubcg.__main__ import main
+
     bad = tmp_path / "h.json"
     bad.write_text("[]")
-    run = [sys.executable, "-m", "sample_schedulers.kubcg"]
+    assert main(["--history", str(bad)]) == 2
+    assert "h.json" in capsys.readouterr().err
+    assert main(["--gpu-image", "x"]) == 2
+    assert "CPU_IMAGE=GPU_IMAGE" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--prior-duration", "0"])
+    assert exit_info.value.code == 2
+    # and through the real entry point
     r = subprocess.run(
-        [*run, "--history", str(bad)], env=subprocess_env, capture_output=True, text=True
+        [sys.executable, "-m", "sample_schedulers.kubcg", "--history", str(bad)],
+        env=subprocess_env,
+        capture_output=True,
+        text=True,
     )
     assert r.returncode == 2 and "h.json" in r.stderr
-    r = subprocess.run(
-        [*run, "--gpu-image", "x"], env=subprocess_env, capture_output=True, text=True
-    )
-    assert r.returncode == 2 and "CPU_IMAGE=GPU_IMAGE" in r.stderr
 
 
 # -- end to end over HTTP: the real CLI and client against a small fake API server ----------
