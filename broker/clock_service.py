@@ -317,7 +317,18 @@ class ClockService:
                     "(not run under `timewarp run`, or its runtime did not start)"
                 )
             else:
-                lines.append(f"- process {proc.name!r} (pid {proc.pid}):")
+                why = []
+                if proc.busy:
+                    why.append("a thread runs outside any virtual wait")
+                if proc.ack != proc.sent:
+                    why.append(f"{proc.sent - proc.ack} wake-up(s) not yet acknowledged")
+                for port, sent, consumed in proc.io:
+                    idle = self._io_checker is not None and self._io_checker(port, sent, consumed)
+                    why.append(
+                        f"API connection from port {port}: sent {sent} B, consumed {consumed} B"
+                        + (" (parked)" if idle else " (the facade has more for it, or is busy)")
+                    )
+                lines.append(f"- process {proc.name!r} (pid {proc.pid}): {'; '.join(why)}")
                 lines.append(proc.stacks or "  (no stacks received)")
         report = "\n".join(lines)
         self.stall_reports.append(report)

@@ -35,13 +35,13 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from kubernetes.utils import parse_quantity
 from procset import ProcSet
 
 from broker import naming
 from broker.facade import Facade
 from broker.facade.errors import not_found
 from broker.facade.objects import make_node
+from broker.quantity import parse_quantity
 from simulator import protocol as p
 
 JOB_ID_ANNOTATION = "timewarp.io/job-id"
@@ -88,6 +88,7 @@ class NodeInfo:
     cpu_m: int
     memory: int
     ip: str
+    labels: dict[str, str] = field(default_factory=dict)
     used_cpu_m: int = 0
     used_memory: int = 0
 
@@ -103,6 +104,7 @@ class JobPod:
     node: str | None = None
     state: str = "pending"  # pending | running | done | rejected | killed
     started_ns: int | None = None
+    labels: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -131,6 +133,8 @@ class Cluster:
     all_submitted: bool = False
 
     def __post_init__(self) -> None:
+        self._running: dict[tuple[str, str], JobPod] = {}
+        self._metrics_at: int | None = None
         self._lock = threading.Lock()
         self._bindings: list[tuple[str, str, str]] = []
         self._kills: list[str] = []
@@ -161,12 +165,22 @@ class Cluster:
                     labels[k] = str(value)
             ip = f"10.{(index >> 16) & 255}.{(index >> 8) & 255}.{index & 255}"
             node = make_node(name, cpu=cpu, memory=memory, labels=labels, address=ip)
-            node["metadata"]["annotations"] = {**annotations, "timewarp.io/resource-id": str(res["id"])}
+            node["metadata"]["annotations"] = {
+                **annotations,
+                "timewarp.io/resource-id": str(res["id"]),
+            }
             if gpu is not None:
                 for section in ("capacity", "allocatable"):
                     node["status"][section]["nvidia.com/gpu"] = str(gpu)
             store.create("nodes", node)
-            self.nodes[name] = NodeInfo(name, int(res["id"]), _cpu_millis(cpu), _bytes(memory), ip)
+            self.nodes[name] = NodeInfo(
+                name,
+                int(res["id"]),
+                _cpu_millis(cpu),
+                _bytes(memory),
+                ip,
+                node["metadata"]["labels"],
+            )
             self.stats.capacity_cores += _cpu_millis(cpu) / 1000
 
     def submit(self, data: p.JobSubmitted) -> None:
@@ -192,7 +206,9 @@ class Cluster:
                 "annotations": {**(spec.get("annotations") or {}), JOB_ID_ANNOTATION: data.job_id},
             },
             "spec": {
-                "schedulerName": str(profile.get("scheduler", job.get("scheduler", "default-scheduler"))),
+                "schedulerName": str(
+                    profile.get("scheduler", job.get("scheduler", "default-scheduler"))
+                ),
                 "containers": [
                     {
                         "name": "main",
@@ -206,7 +222,9 @@ class Cluster:
             if key in spec:
                 pod["spec"][key] = spec[key]
         if "replicaset" in spec:
-            rs = self.facade.store.get_or_none("replicasets.apps", namespace, str(spec["replicaset"]))
+            rs = self.facade.store.get_or_none(
+                "replicasets.apps", namespace, str(spec["replicaset"])
+            )
             pod["metadata"]["ownerReferences"] = [
                 {
                     "apiVersion": "apps/v1",
@@ -219,6 +237,7 @@ class Cluster:
             ]
         usage = (profile.get("timewarp") or {}).get("usage")
         jp = JobPod(data.job_id, namespace, name, _cpu_millis(cpu), _bytes(memory or 0), usage)
+        jp.labels = dict(pod["metadata"]["labels"])
         self.jobs[data.job_id] = jp
         self.pods[(namespace, name)] = jp
         self.stats.jobs_submitted += 1
@@ -246,7 +265,9 @@ class Cluster:
             if walltime:
                 status["reason"] = "DeadlineExceeded"
                 status["message"] = "Pod was active on the node longer than the specified deadline"
-            exit_code = 0 if ok else (data.return_code if data.return_code > 0 else 137 if walltime else 1)
+            exit_code = (
+                0 if ok else (data.return_code if data.return_code > 0 else 137 if walltime else 1)
+            )
             for cs in status.get("containerStatuses") or []:
                 started = (cs.get("state") or {}).get("running", {}).get("startedAt", now)
                 cs["state"] = {
@@ -266,7 +287,6 @@ class Cluster:
             return pod
 
         self.facade.store.update("pods", jp.namespace, jp.name, finish)
-        self.facade.metrics.remove_pod(jp.namespace, jp.name)
 
     def all_done(self) -> bool:
         return self.all_submitted and all(
@@ -301,7 +321,6 @@ class Cluster:
         for job_id in kills:
             jp = self.jobs[job_id]
             self._release(jp)
-            self.facade.metrics.remove_pod(jp.namespace, jp.name)
             self.stats.kills += 1
             self._decisions.append(p.KillJob([job_id]))
         for namespace, pod, node in bindings:
@@ -324,7 +343,7 @@ class Cluster:
             short = ("memory", memory, node.used_memory, node.memory)
         if short is not None:
             resource, requested, used, capacity = short
-            reason = f"Out{resource}"
+            reason = f"OutOf{resource}"
 
             def refuse(obj: dict[str, Any]) -> dict[str, Any]:
                 status = obj.setdefault("status", {})
@@ -384,9 +403,13 @@ class Cluster:
             self._decisions.append(p.ExecuteJob(jp.job_id, ProcSet(node.resource_id)))
         elif jp is None:
             # A pod the API created (not a Batsim job): it runs until deleted.
-            self.pods[(namespace, pod_name)] = JobPod(
+            jp = JobPod(
                 "", namespace, pod_name, cpu_m, memory, None, node_name, "running", self.now_ns()
             )
+            jp.labels = dict(pod["metadata"].get("labels") or {})
+            self.pods[(namespace, pod_name)] = jp
+        self._running[(namespace, pod_name)] = jp
+        self._metrics_at = None
 
     @staticmethod
     def _requests(pod: dict[str, Any]) -> tuple[int, int]:
@@ -398,6 +421,9 @@ class Cluster:
         return int(cpu * 1000), int(memory)
 
     def _release(self, jp: JobPod) -> None:
+        if self._running.pop((jp.namespace, jp.name), None) is not None:
+            self._metrics_at = None
+            self.facade.metrics.remove_pod(jp.namespace, jp.name)
         if jp.node is not None and jp.state in ("running", "killed"):
             node = self.nodes[jp.node]
             node.used_cpu_m -= jp.cpu_m
@@ -410,22 +436,29 @@ class Cluster:
     # ------------------------------------------------------------- metrics
     def refresh_metrics(self) -> None:
         """metrics.k8s.io: running pods use their profile's usage curve (timewarp
-        extension ``usage``), else their requests; nodes the sum of their pods."""
+        extension ``usage``), else their requests; nodes the sum of their pods. Recomputed
+        when time moved or the running set changed."""
         now = self.now_ns()
+        if self._metrics_at == now:
+            return
+        self._metrics_at = now
+        board = self.facade.metrics
         per_node: dict[str, list[int]] = {name: [0, 0] for name in self.nodes}
-        for jp in self.pods.values():
-            if jp.state != "running" or jp.node is None:
-                continue
+        for jp in self._running.values():
             cpu_n, mem = jp.cpu_m * 1_000_000, jp.memory
             if jp.usage and jp.started_ns is not None:
                 elapsed = (now - jp.started_ns) / 1e9
-                cpu_n = int(_curve(jp.usage.get("cpu"), elapsed, jp.usage.get("period"), cpu_n / 1e9) * 1e9)
-                mem = _bytes(_curve(jp.usage.get("memory"), elapsed, jp.usage.get("period"), mem))
-            self.facade.set_pod_metrics(jp.namespace, jp.name, {"main": (cpu_n, mem)})
-            per_node[jp.node][0] += cpu_n
-            per_node[jp.node][1] += mem
+                period = jp.usage.get("period")
+                cpu_n = int(float(_curve(jp.usage.get("cpu"), elapsed, period, cpu_n / 1e9)) * 1e9)
+                mem = _bytes(_curve(jp.usage.get("memory"), elapsed, period, mem))
+            board.set_pod(
+                jp.namespace, jp.name, {"main": (cpu_n, mem)}, timestamp_ns=now, labels=jp.labels
+            )
+            if jp.node in per_node:
+                per_node[jp.node][0] += cpu_n
+                per_node[jp.node][1] += mem
         for name, (cpu_n, mem) in per_node.items():
-            self.facade.set_node_metrics(name, cpu_n, mem)
+            board.set_node(name, cpu_n, mem, timestamp_ns=now, labels=self.nodes[name].labels)
 
 
 def _curve(points: Any, elapsed: float, period: Any, default: Any) -> Any:

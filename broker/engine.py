@@ -27,8 +27,8 @@ from typing import TextIO
 
 import zmq
 
-from broker.cluster import Cluster
 from broker.clock_service import ClockService, ClockStall
+from broker.cluster import Cluster
 from broker.facade import Facade
 from broker.launcher import Launcher, SchedulerFailed
 from simulator import protocol as p
@@ -101,6 +101,7 @@ class Broker:
         else:
             self._sock.bind(endpoint)
             self.endpoint = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        clock.set_io_checker(facade.connection_idle)
         facade.add_idle_listener(lambda _port: clock.notify())
 
     # ------------------------------------------------------------------ loop
@@ -150,6 +151,7 @@ class Broker:
         self._advance(t_ns)
         for event in message.events:
             self._apply(event.data)
+        self.cluster.refresh_metrics()
         self._settle()
         decisions = self.cluster.take_decisions()
         events = [p.Event(t, d) for d in decisions]
@@ -178,7 +180,6 @@ class Broker:
                 self.cluster.all_submitted = True
         # JOB_KILLED follows a JOB_COMPLETED(COMPLETED_KILLED): nothing more to do;
         # REQUESTED_CALL only moved time; SIMULATION_ENDS ends the loop.
-        self.cluster.refresh_metrics()
 
     def _advance(self, t_ns: int) -> None:
         if t_ns > self.clock.now_ns:
@@ -200,6 +201,7 @@ class Broker:
             self.clock.wait_quiescent()
             self.launcher.check()
             if self.cluster.process():
+                self.cluster.refresh_metrics()
                 continue
             deadline = self.clock.next_deadline()
             if deadline is not None and deadline <= self.clock.now_ns:

@@ -70,7 +70,9 @@ class Launcher:
         self._finishing = False
         self._lock = threading.Lock()
 
-    def start(self, command: str | Sequence[str], *, name: str | None = None, cwd: str | None = None) -> SchedulerProcess:
+    def start(
+        self, command: str | Sequence[str], *, name: str | None = None, cwd: str | None = None
+    ) -> SchedulerProcess:
         argv = shlex.split(command) if isinstance(command, str) else list(command)
         if not argv:
             raise ValueError("empty scheduler command")
@@ -102,12 +104,19 @@ class Launcher:
         log = open(proc.log_path, "wb")  # noqa: SIM115 - owned by the child
         try:
             proc.popen = subprocess.Popen(
-                wrapped, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                wrapped,
+                env=env,
+                cwd=cwd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         except OSError as exc:
             if self.virtual:
                 self.clock.process_gone(name)
-            raise SchedulerFailed(f"cannot start scheduler {name!r} ({shlex.join(argv)}): {exc.strerror}") from exc
+            raise SchedulerFailed(
+                f"cannot start scheduler {name!r} ({shlex.join(argv)}): {exc.strerror}"
+            ) from exc
         finally:
             log.close()
         self.processes.append(proc)
@@ -126,17 +135,32 @@ class Launcher:
         """Raise SchedulerFailed if a scheduler ended before the simulation did."""
         if self._finishing:
             return
+        # A process that said goodbye to the clock is exiting: give it a moment to end,
+        # so that the report carries its exit code.
+        said_bye = {p.name for p in self.clock.processes() if p.gone}
+        for proc in self.processes:
+            if proc.name in said_bye and proc.returncode is None and proc.popen is not None:
+                try:
+                    code = proc.popen.wait(5)
+                except subprocess.TimeoutExpired:
+                    continue
+                with self._lock:
+                    proc.returncode = code
         with self._lock:
             dead = [p for p in self.processes if p.returncode is not None]
         if dead:
             proc = dead[0]
-            how = f"was killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exited with code {proc.returncode}"
+            how = (
+                f"was killed by signal {-proc.returncode}"
+                if proc.returncode < 0
+                else f"exited with code {proc.returncode}"
+            )
             raise SchedulerFailed(
                 f"scheduler {proc.name!r} ({shlex.join(proc.command)}) {how} before the simulation "
                 f"ended; last lines of {proc.log_path}:\n{proc.log_tail()}"
             )
 
-    def stop_all(self, grace_s: float = 3.0) -> None:
+    def stop_all(self, grace_s: float = 1.0) -> None:
         self._finishing = True
         for proc in self.processes:
             if proc.popen is not None and proc.popen.poll() is None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import test_facade_client_scenarios as scenarios  # tests/ is on sys.path under pytest
 
-from broker.facade import Facade, ManualClock
+from broker.facade import Facade, ManualClock, podstatus
 from broker.facade.objects import make_node
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,7 +31,7 @@ class ParkedDriver:
         self.errors: list[str] = []
         self.threads: list[threading.Thread] = []
 
-    def _ready(self, pods_in, label) -> bool:
+    def _ready(self, pods_in, label, unbound_in=None) -> bool:
         stats = self.facade.token_stats(TOKEN_NAME)
         if stats.watches < 1 or stats.in_flight != 0:
             return False
@@ -39,25 +39,98 @@ class ParkedDriver:
             return False
         if pods_in and len(self.facade.store.list("pods", pods_in[0])[0]) < pods_in[1]:
             return False
+        if unbound_in:
+            ns, scheduler = unbound_in
+            if self.facade.store.list(
+                "pods", ns, field_selector=f"spec.nodeName=,spec.schedulerName={scheduler}"
+            )[0]:
+                return False
         if label:
             pod = self.facade.store.get_or_none("pods", label[0], label[1]) or {}
             if (pod.get("metadata", {}).get("labels") or {}).get(label[2]) != label[3]:
                 return False
         return True
 
-    def _run(self, seconds, pods_in, label) -> None:
+    def _run(self, seconds, pods_in, label, unbound_in) -> None:
         for _ in range(400):  # bounded: 400 wake-ups or 0.05 s waits, ~20 s at most
-            if self._ready(pods_in, label):
+            if self._ready(pods_in, label, unbound_in):
                 self.clock.advance(int(seconds * 1e9))
                 return
             self._wake.wait(0.05)
             self._wake.clear()
         self.errors.append(f"watch never parked (advance {seconds}s, {pods_in}, {label})")
 
-    def advance_when_parked(self, seconds: float, pods_in=None, label=None) -> None:
-        t = threading.Thread(target=self._run, args=(seconds, pods_in, label), daemon=True)
+    def advance_when_parked(
+        self, seconds: float, pods_in=None, label=None, unbound_in=None
+    ) -> None:
+        t = threading.Thread(
+            target=self._run, args=(seconds, pods_in, label, unbound_in), daemon=True
+        )
         self.threads.append(t)
         t.start()
+
+
+def make_lifecycle_pods(store) -> None:
+    """Pods in every state the broker's kubelet model writes (see podstatus.py)."""
+    spec = {
+        "containers": [
+            {"name": "main", "image": "busybox:1.36"},
+            {"name": "side", "image": "pause"},
+        ]
+    }
+    rs = store.create(
+        "replicasets.apps",
+        {
+            "metadata": {"name": "owner"},
+            "spec": {
+                "selector": {"matchLabels": {"a": "b"}},
+                "template": {"metadata": {"labels": {"a": "b"}}, "spec": spec},
+            },
+        },
+        namespace="lifecycle",
+    )
+    for name in ("running", "succeeded", "failed", "rejected"):
+        store.create(
+            "pods",
+            {
+                "metadata": {"name": name, "ownerReferences": [podstatus.owner_reference(rs)]},
+                "spec": spec,
+            },
+            namespace="lifecycle",
+        )
+        if name != "rejected":
+            store.bind("lifecycle", name, "node-0")
+            store.update(
+                "pods",
+                "lifecycle",
+                name,
+                lambda p: podstatus.mark_running(p, now=store.timestamp(), host_ip="10.0.0.1"),
+            )
+    store.update(
+        "pods",
+        "lifecycle",
+        "succeeded",
+        lambda p: podstatus.mark_finished(p, now=store.timestamp(), succeeded=True),
+    )
+    store.update(
+        "pods",
+        "lifecycle",
+        "failed",
+        lambda p: podstatus.mark_finished(
+            p, now=store.timestamp(), succeeded=False, exit_code=137, reason="OOMKilled"
+        ),
+    )
+    store.update(
+        "pods",
+        "lifecycle",
+        "rejected",
+        lambda p: podstatus.mark_rejected(
+            p,
+            now=store.timestamp(),
+            reason="OutOfcpu",
+            message="Pod Node didn't have enough resource: cpu, requested: 8000, used: 0, capacity: 4000",
+        ),
+    )
 
 
 @pytest.fixture
@@ -69,6 +142,7 @@ def cluster(tmp_path):
     facade.set_node_metrics("node-0", 250_000_000, 123456 * 1024)
     facade.set_node_metrics("node-1", 1_500_000_000, 2 * 1024**3)
     facade.set_pod_metrics("default", "busy", {"main": (100_000_000, 2 * 1024**2)})
+    make_lifecycle_pods(facade.store)
     kubeconfig = facade.write_kubeconfig(tmp_path / "kubeconfig", TOKEN_NAME)
     with facade:
         yield facade, clock, kubeconfig
@@ -123,7 +197,9 @@ def test_old_client_24_runs_every_scenario(cluster, subprocess_env):
     for line in proc.stdout:
         if line.startswith("ADVANCE_WHEN_PARKED "):
             request = json.loads(line.split(" ", 1)[1])
-            driver.advance_when_parked(request["seconds"], request["pods_in"], request["label"])
+            driver.advance_when_parked(
+                request["seconds"], request["pods_in"], request["label"], request["unbound_in"]
+            )
         else:
             outcome.append(line.strip())
     stderr = proc.stderr.read()

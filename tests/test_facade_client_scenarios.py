@@ -30,12 +30,15 @@ UTC = datetime.UTC
 class PipeDriver:
     """The child-process side of the driver: asks the parent through stdout."""
 
-    def advance_when_parked(self, seconds: float, pods_in=None, label=None) -> None:
+    def advance_when_parked(
+        self, seconds: float, pods_in=None, label=None, unbound_in=None
+    ) -> None:
         """Ask the parent to advance virtual time by ``seconds`` once the watch is parked
-        and the store shows ``pods_in=(ns, count)`` pods / ``label=(ns, pod, key, value)``."""
+        and the store shows ``pods_in=(ns, count)`` pods / ``label=(ns, pod, key, value)`` /
+        no unbound pod in namespace ``unbound_in``."""
         import json
 
-        request = {"seconds": seconds, "pods_in": pods_in, "label": label}
+        request = {"seconds": seconds, "pods_in": pods_in, "label": label, "unbound_in": unbound_in}
         print(f"ADVANCE_WHEN_PARKED {json.dumps(request)}", flush=True)
 
 
@@ -374,7 +377,12 @@ def scenario_workloads(api: client.ApiClient, driver) -> None:
         ),
     )
     assert rs.metadata.generation == 1 and rs.spec.replicas == 2
-    assert [r.metadata.name for r in apps.list_replica_set_for_all_namespaces().items] == ["web"]
+    everywhere = apps.list_replica_set_for_all_namespaces().items
+    assert [(r.metadata.namespace, r.metadata.name) for r in everywhere] == [
+        ("lifecycle", "owner"),
+        (NS, "web"),
+    ]
+    assert [r.metadata.name for r in apps.list_namespaced_replica_set(NS).items] == ["web"]
     dep = apps.create_namespaced_deployment(
         NS,
         client.V1Deployment(
@@ -428,6 +436,84 @@ def scenario_unauthorized(api: client.ApiClient, driver) -> None:
         with client.ApiClient(conf) as anonymous:
             exc = _expect_status(401, client.CoreV1Api(anonymous).list_node)
             assert '"reason":"Unauthorized"' in exc.body.replace(" ", "")
+
+
+def scenario_lifecycle(api: client.ApiClient, driver) -> None:
+    """Pods as the broker's kubelet writes them deserialize into typed models."""
+    v1 = client.CoreV1Api(api)
+    pods = {p.metadata.name: p for p in v1.list_namespaced_pod("lifecycle").items}
+    assert pods["running"].status.phase == "Running"
+    assert all(cs.ready and cs.state.running for cs in pods["running"].status.container_statuses)
+    done = pods["succeeded"].status.container_statuses[0].state.terminated
+    assert (pods["succeeded"].status.phase, done.exit_code, done.reason) == (
+        "Succeeded",
+        0,
+        "Completed",
+    )
+    failed = pods["failed"].status.container_statuses[0].state.terminated
+    assert (pods["failed"].status.phase, failed.exit_code, failed.reason) == (
+        "Failed",
+        137,
+        "OOMKilled",
+    )
+    assert (pods["rejected"].status.phase, pods["rejected"].status.reason) == ("Failed", "OutOfcpu")
+    owner = pods["running"].metadata.owner_references[0]
+    assert (owner.kind, owner.name, owner.controller) == ("ReplicaSet", "owner", True)
+    assert (
+        v1.list_namespaced_pod("lifecycle", field_selector="status.phase=Running")
+        .items[0]
+        .metadata.name
+        == "running"
+    )
+
+
+def scenario_scheduler_loop(api: client.ApiClient, driver) -> None:
+    """An ordinary watch-based scheduler: pending pods of its schedulerName, least-loaded
+    node by cpu requests, binding, an Event per decision."""
+    v1 = client.CoreV1Api(api)
+    ns = "sched"
+    _ensure_namespace(v1, ns)
+    for i in range(6):
+        v1.create_namespaced_pod(ns, _pod(name=f"job-{i}", scheduler_name="tiny"))
+    v1.create_namespaced_pod(ns, _pod(name="not-mine"))  # default-scheduler: not ours
+    nodes = [n.metadata.name for n in v1.list_node().items]
+    load = dict.fromkeys(nodes, 0)
+    decisions = []
+    driver.advance_when_parked(30, unbound_in=(ns, "tiny"))
+    stream = watch.Watch().stream(
+        v1.list_namespaced_pod,
+        ns,
+        field_selector="spec.schedulerName=tiny,spec.nodeName=",
+        timeout_seconds=30,
+    )
+    for event in stream:
+        pod = event["object"]
+        if event["type"] != "ADDED":
+            continue  # a bound pod leaves the selection as DELETED
+        node = min(nodes, key=lambda n: (load[n], n))
+        target = client.V1ObjectReference(kind="Node", name=node)
+        body = client.V1Binding(metadata=client.V1ObjectMeta(name=pod.metadata.name), target=target)
+        v1.create_namespaced_binding(ns, body, _preload_content=False)
+        load[node] += 500
+        decisions.append((pod.metadata.name, node))
+        v1.create_namespaced_event(
+            ns,
+            client.CoreV1Event(
+                metadata=client.V1ObjectMeta(generate_name=f"{pod.metadata.name}."),
+                involved_object=client.V1ObjectReference(
+                    kind="Pod", name=pod.metadata.name, namespace=ns, uid=pod.metadata.uid
+                ),
+                reason="Scheduled",
+                message=f"Successfully assigned {ns}/{pod.metadata.name} to {node}",
+                type="Normal",
+                source=client.V1EventSource(component="tiny"),
+            ),
+        )
+    assert decisions == [(f"job-{i}", nodes[i % 3]) for i in range(6)], decisions
+    bound = {p.metadata.name: p.spec.node_name for p in v1.list_namespaced_pod(ns).items}
+    assert bound == {**dict(decisions), "not-mine": None}
+    events = v1.list_namespaced_event(ns, field_selector="reason=Scheduled,source=tiny").items
+    assert len(events) == 6
 
 
 def scenario_dynamic(api: client.ApiClient, driver) -> None:

@@ -124,6 +124,8 @@ def test_store_update_and_listener_for_the_broker():
     with pytest.raises(ApiError) as err:
         store.bind("jobs", "p", "n2")
     assert err.value.code == 409
+    with pytest.raises(ValueError, match="may not rename"):
+        store.update("pods", "jobs", "p", lambda pod: pod["metadata"].update(name="q"))
 
 
 def test_timestamps_come_from_the_virtual_clock():
@@ -171,3 +173,56 @@ def test_kubeconfig_names_the_server_and_token(facade, tmp_path):
     assert doc["users"][0]["user"]["token"] == facade.add_token("sched-a")
     assert facade.add_token("sched-b") != facade.add_token("sched-a")
     assert (path.stat().st_mode & 0o077) == 0, "the token file is private"
+
+
+def test_replacing_with_an_identical_object_is_not_a_write():
+    store = Store(ManualClock())
+    pod = store.create("pods", {"metadata": {"name": "p"}, "spec": SPEC}, namespace="default")
+    watcher = store.watch("pods", resource_version=pod["metadata"]["resourceVersion"])
+    del pod["metadata"]["resourceVersion"]
+    again = store.replace("pods", pod, namespace="default")
+    assert again["metadata"]["resourceVersion"] == str(store.resource_version)
+    assert watcher.drain() == []
+
+
+def test_a_hook_returning_true_takes_over_the_write(facade):
+    def on_delete_pod(ns, name):
+        facade.store.update(
+            "pods",
+            ns,
+            name,
+            lambda p: p["metadata"].update(deletionTimestamp=facade.store.timestamp()),
+        )
+        return True  # the broker deletes it once the job is killed
+
+    def on_bind(ns, name, node):
+        def bind_and_fail(pod):
+            pod["spec"]["nodeName"] = node
+            pod["status"].update(phase="Failed", reason="OutOfcpu")
+
+        facade.store.update("pods", ns, name, bind_and_fail)
+        return True
+
+    facade.api.hooks = Hooks(on_delete_pod=on_delete_pod, on_bind=on_bind)
+    facade.store.create("pods", {"metadata": {"name": "t"}, "spec": SPEC}, namespace="default")
+    binding = {"metadata": {"name": "t"}, "target": {"kind": "Node", "name": "n1"}}
+    assert call(facade, "POST", "/api/v1/namespaces/default/pods/t/binding", binding)[0] == 201
+    pod = facade.store.get("pods", "default", "t")
+    assert (pod["spec"]["nodeName"], pod["status"]["phase"], pod["status"]["reason"]) == (
+        "n1",
+        "Failed",
+        "OutOfcpu",
+    )
+    status, body = call(facade, "DELETE", "/api/v1/namespaces/default/pods/t")
+    assert status == 200 and body["metadata"]["deletionTimestamp"]
+    assert facade.store.get_or_none("pods", "default", "t") is not None
+
+
+def test_failed_preconditions_do_not_reach_the_hook(facade):
+    calls = []
+    facade.api.hooks = Hooks(on_delete_pod=lambda ns, name: calls.append(name))
+    facade.store.create("pods", {"metadata": {"name": "u"}, "spec": SPEC}, namespace="default")
+    status, body = call(
+        facade, "DELETE", "/api/v1/namespaces/default/pods/u", {"preconditions": {"uid": "other"}}
+    )
+    assert status == 409 and "Precondition failed" in body["message"] and calls == []

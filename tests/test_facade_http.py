@@ -187,6 +187,9 @@ def test_errors_are_status_objects_with_the_right_codes(facade):
         (("POST", "/api/v1/namespaces/nowhere/pods", POD), 404, "NotFound"),
         (("GET", "/apis/nope.example.com/v1"), 404, "NotFound"),
         (("PATCH", "/api/v1/nodes/n1", {"metadata": {}}), 415, "UnsupportedMediaType"),
+        (("GET", "/api/v1/namespaces/default/bindings"), 405, "MethodNotAllowed"),
+        (("DELETE", "/apis/metrics.k8s.io/v1beta1/nodes/n1"), 405, "MethodNotAllowed"),
+        (("GET", "/api/v1/nodes/n1/eviction"), 404, "NotFound"),
     ]
     for args, code, reason in cases:
         status, body = c.request(*args)
@@ -308,6 +311,12 @@ def test_ledger_counts_request_and_response_bytes_exactly(facade):
     assert facade.connection_idle(c.port, 0, 0)
     c.request("GET", "/api/v1/nodes")
     assert wait_idle(facade, c)
+    state = facade.connections()[c.port]
+    assert (state["received"], state["written"], state["last_request"]) == (
+        c.sent,
+        c.consumed,
+        "GET /api/v1/nodes",
+    )
     assert not facade.connection_idle(c.port, c.sent, c.consumed - 1)
     assert not facade.connection_idle(c.port, c.sent + 1, c.consumed)
     assert not facade.connection_idle(c.port + 1 if c.port < 65535 else c.port - 1, 10, 0)
@@ -381,7 +390,7 @@ def test_small_requests_do_not_stall_on_delayed_acks(facade):
     for _ in range(50):
         c.request("GET", "/api/v1/nodes/n1")
     per_request = (time.perf_counter() - started) / 50
-    assert per_request < 0.02, (
+    assert per_request < 0.03, (
         f"{per_request * 1000:.1f} ms per request (a 40 ms stall means Nagle/delayed ACK)"
     )
 
@@ -421,3 +430,130 @@ def test_load_incluster_config_reaches_the_facade_over_https(tmp_path, subproces
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "secure-node"
     assert f.token_stats("incluster-scheduler").requests == 1
+
+
+def test_chunked_request_bodies_and_connection_close(facade):
+    c = RawClient(facade)
+    body = json.dumps({"metadata": {"name": "chunky"}, "spec": POD["spec"]}).encode()
+    half = len(body) // 2
+    raw = (
+        f"POST /api/v1/namespaces/default/pods HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {facade.token}\r\n"
+        "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    ).encode()
+    raw += f"{half:x}\r\n".encode() + body[:half] + b"\r\n"
+    raw += f"{len(body) - half:x}\r\n".encode() + body[half:] + b"\r\n0\r\n\r\n"
+    c.sock.sendall(raw)
+    c.sent += len(raw)
+    status, created = c.response()
+    assert status == 201 and created["metadata"]["name"] == "chunky"
+    assert c.sock.recv(1) == b"", "Connection: close is honoured"
+
+
+def test_malformed_request_line_is_400_and_closes(facade):
+    c = RawClient(facade)
+    c.sock.sendall(b"NONSENSE\r\n\r\n")
+    status, body = c.response()
+    assert status == 400 and "malformed request line" in body["message"]
+    assert c.sock.recv(1) == b""
+
+
+def test_subresource_verbs_are_checked(facade):
+    facade.store.create("pods", {**POD, "metadata": {"name": "s", "namespace": "default"}})
+    c = RawClient(facade)
+    assert c.request("GET", "/api/v1/namespaces/default/pods/s/binding")[0] == 405
+    assert c.request("DELETE", "/api/v1/namespaces/default/pods/s/status")[0] == 405
+    status, pod = c.request("GET", "/api/v1/namespaces/default/pods/s/status")
+    assert status == 200 and pod["status"]["phase"] == "Pending"
+    status, pod = c.request(
+        "PATCH",
+        "/api/v1/namespaces/default/pods/s/status",
+        {"status": {"phase": "Running"}, "spec": {"nodeName": "sneaky"}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert status == 200 and pod["status"]["phase"] == "Running" and "nodeName" not in pod["spec"]
+    status, body = c.request(
+        "PATCH",
+        "/api/v1/namespaces/default/pods/s",
+        {"spec": {"nodeName": "sneaky"}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert status == 422 and "binding" in body["message"]
+
+
+def test_send_initial_events_ends_with_the_marked_bookmark(facade):
+    c = RawClient(facade)
+    c.send(
+        "GET",
+        "/api/v1/nodes?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true",
+    )
+    c.head()
+    assert c.event()["type"] == "ADDED"
+    bookmark = c.event()
+    assert bookmark["type"] == "BOOKMARK"
+    assert bookmark["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+    assert bookmark["object"]["metadata"]["resourceVersion"] == str(facade.store.resource_version)
+
+
+def test_legacy_watch_paths_and_single_object_watch(facade):
+    facade.store.create("pods", {**POD, "metadata": {"name": "one", "namespace": "default"}})
+    facade.store.create("pods", {**POD, "metadata": {"name": "two", "namespace": "default"}})
+    c = RawClient(facade)
+    c.send("GET", "/api/v1/watch/namespaces/default/pods/two")
+    c.head()
+    assert c.event()["object"]["metadata"]["name"] == "two"
+    facade.store.patch("pods", "default", "one", {"metadata": {"labels": {"x": "y"}}})
+    facade.store.patch("pods", "default", "two", {"metadata": {"labels": {"x": "y"}}})
+    event = c.event()
+    assert (event["type"], event["object"]["metadata"]["name"]) == ("MODIFIED", "two")
+
+
+def test_delete_collection_and_namespace_cascade(facade):
+    c = RawClient(facade)
+    assert c.request("POST", "/api/v1/namespaces", {"metadata": {"name": "team"}})[0] == 201
+    for name in ("a", "b"):
+        body = {"metadata": {"name": name, "labels": {"k": name}}, "data": {"x": "1"}}
+        assert c.request("POST", "/api/v1/namespaces/team/configmaps", body)[0] == 201
+        assert (
+            c.request("POST", "/api/v1/namespaces/team/pods", {**POD, "metadata": {"name": name}})[
+                0
+            ]
+            == 201
+        )
+    assert c.request("DELETE", "/api/v1/namespaces/team/configmaps?labelSelector=k%3Da")[0] == 200
+    assert [
+        i["metadata"]["name"]
+        for i in c.request("GET", "/api/v1/namespaces/team/configmaps")[1]["items"]
+    ] == ["b"]
+    status, body = c.request("DELETE", "/api/v1/namespaces/team")
+    assert status == 200 and body["details"]["name"] == "team"
+    assert c.request("GET", "/api/v1/namespaces/team/pods")[1]["items"] == []
+    assert c.request("GET", "/api/v1/namespaces/team")[0] == 404
+
+
+KUBECONFIG_SCRIPT = """
+from kubernetes import client, config
+config.load_kube_config()
+print(",".join(n.metadata.name for n in client.CoreV1Api().list_node().items))
+"""
+
+
+@pytest.mark.parametrize("old", [False, True], ids=["client-37", "client-24"])
+def test_unmodified_load_kube_config_with_KUBECONFIG(tmp_path, subprocess_env, old):
+    if old and not (OLD_CLIENT / "kubernetes").is_dir():
+        pytest.skip("run scripts/setup-venv.sh: .venv/k8s24 missing")
+    f = Facade(ManualClock())
+    f.store.create("nodes", make_node("plain-node"))
+    env = dict(subprocess_env, KUBECONFIG=str(f.write_kubeconfig(tmp_path / "kc", "proc-1")))
+    if old:
+        env["PYTHONPATH"] = os.pathsep.join([str(OLD_CLIENT), str(ROOT)])
+    with f:
+        out = subprocess.run(
+            [sys.executable, "-c", KUBECONFIG_SCRIPT],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "plain-node"
+    assert f.token_stats("proc-1").requests == 1

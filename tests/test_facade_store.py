@@ -247,3 +247,45 @@ def test_history_memory_stays_flat_under_many_writes():
         store.patch("pods", "default", "p", {"metadata": {"annotations": {"i": str(i)}}})
     assert store.history_size("pods") == 100
     assert store.count("pods") == 1
+
+
+def test_list_by_namespace_with_prefix_sharing_names():
+    store = Store(ManualClock(), namespaces=[])
+    for ns in ("a", "a-b", "ab", "b"):
+        for name in ("x", "y"):
+            store.create("pods", {"metadata": {"name": name}, "spec": SPEC}, namespace=ns)
+    for ns in ("a", "a-b", "ab", "b"):
+        items, _ = store.list("pods", ns)
+        assert [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in items] == [
+            (ns, "x"),
+            (ns, "y"),
+        ]
+    store.delete("pods", "a", "x")
+    assert [p["metadata"]["name"] for p in store.list("pods", "a")[0]] == ["y"]
+    assert len(store.list("pods")[0]) == 7
+
+
+def test_concurrent_writers_every_watcher_sees_every_change_once_in_order():
+    import threading
+
+    store = Store(ManualClock(), history_limit=10_000)
+    for i in range(4):
+        store.create("pods", {"metadata": {"name": f"p{i}"}, "spec": SPEC}, namespace="default")
+    start = store.resource_version
+    watchers = [store.watch("pods", resource_version=str(start)) for _ in range(3)]
+
+    def writer(i: int) -> None:
+        for n in range(200):
+            store.patch("pods", "default", f"p{i}", {"metadata": {"annotations": {"n": str(n)}}})
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(4)]
+    late = []
+    for t in threads:
+        t.start()
+    late.append(store.watch("pods", resource_version=str(start)))  # joins mid-way: replay + live
+    for t in threads:
+        t.join()
+    expected = list(range(start + 1, store.resource_version + 1))
+    for w in watchers + late:
+        rvs = [_decode(f)[2] for f in w.drain()]
+        assert rvs == expected

@@ -55,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"timewarp {name}: not available in this build ({exc})", file=sys.stderr)
             return 2
         raise
+    import faulthandler
+    import signal
+
+    faulthandler.register(signal.SIGUSR1)  # `kill -USR1 <pid>` prints every thread's stack
     parser = argparse.ArgumentParser(prog=f"timewarp {name}", description=help_text)
     module.add_arguments(parser)
     args = parser.parse_args(rest)

@@ -123,19 +123,35 @@ def child_environment(args: argparse.Namespace) -> dict[str, str]:
     return env
 
 
-def resolve_command(command: list[str]) -> list[str]:
+def _is_python(program: str) -> bool:
+    name = os.path.basename(program)
+    return (
+        program == sys.executable
+        or name.startswith("python")
+        and not name.endswith((".py", "-config"))
+    )
+
+
+def resolve_command(command: list[str], *, rewrite_script: bool = True) -> list[str]:
+    """The command as it will run. A bare ``python`` means this interpreter (the one
+    timewarp is installed in); ``python prog.py ...`` becomes
+    ``python -m patcher.run_script prog.py ...``, because the interpreter compiles the main
+    script itself, past every import hook (``python -m pkg.mod`` goes through them)."""
     if command and command[0] == "--":
         command = command[1:]
     if not command:
         return command
-    # A bare `python` means this interpreter: the one timewarp is installed in.
     if command[0] in ("python", "python3"):
-        return [sys.executable, *command[1:]]
+        command = [sys.executable, *command[1:]]
+    if rewrite_script and _is_python(command[0]) and len(command) > 1:
+        script = command[1]
+        if not script.startswith("-") and script.endswith(".py"):
+            command = [command[0], "-m", "patcher.run_script", *command[1:]]
     return command
 
 
 def run(args: argparse.Namespace) -> int:
-    command = resolve_command(args.command)
+    command = resolve_command(args.command, rewrite_script=not args.no_import_hook)
     if not command:
         print(
             "timewarp run: give the program to run after --, e.g. "

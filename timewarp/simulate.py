@@ -47,18 +47,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory")
     parser.add_argument(
-        "--patch-module", action="append", default=[], metavar="PKG",
+        "--patch-module",
+        action="append",
+        default=[],
+        metavar="PKG",
         help="also rewrite this installed package on import (e.g. apscheduler)",
     )
     parser.add_argument(
-        "--mode", choices=("deterministic",), default="deterministic",
+        "--mode",
+        choices=("deterministic",),
+        default="deterministic",
         help="time mode (lockstep and realtime: see docs/broker.md)",
     )
-    parser.add_argument("--batsim", metavar="PATH", help="use real Batsim at PATH instead of the embedded simulator")
-    parser.add_argument("--write-kubeconfig", metavar="PATH", help="also write the (first) scheduler's kubeconfig here")
-    parser.add_argument("--incluster", action="store_true", help="serve HTTPS and give schedulers in-cluster configuration")
-    parser.add_argument("--freeze-unpatched", action="store_true", help="unpatched modules read virtual wall-clock time too")
-    parser.add_argument("--epoch", type=parse_epoch, default=None, help="wall-clock time at virtual 0")
+    parser.add_argument(
+        "--batsim", metavar="PATH", help="use real Batsim at PATH instead of the embedded simulator"
+    )
+    parser.add_argument(
+        "--write-kubeconfig",
+        metavar="PATH",
+        help="also write the (first) scheduler's kubeconfig here",
+    )
+    parser.add_argument(
+        "--incluster",
+        action="store_true",
+        help="serve HTTPS and give schedulers in-cluster configuration",
+    )
+    parser.add_argument(
+        "--freeze-unpatched",
+        action="store_true",
+        help="unpatched modules read virtual wall-clock time too",
+    )
+    parser.add_argument(
+        "--epoch", type=parse_epoch, default=None, help="wall-clock time at virtual 0"
+    )
     parser.add_argument("--stall-timeout", type=positive_seconds, default=10.0, metavar="SECONDS")
     parser.add_argument("--on-stall", choices=("advance", "stop"), default="advance")
     parser.add_argument("--cwd", metavar="DIR", help="working directory of the scheduler processes")
@@ -82,7 +103,9 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output)
     try:
         platform = load_platform(args.platform)
-        workloads = [load_workload(w, f"w{i}", len(platform.compute)) for i, w in enumerate(args.workload)]
+        workloads = [
+            load_workload(w, f"w{i}", len(platform.compute)) for i, w in enumerate(args.workload)
+        ]
     except FileNotFoundError as exc:
         return _fail(f"no such file: {exc.filename}")
     except (PlatformError, WorkloadError) as exc:
@@ -142,6 +165,7 @@ class _Simulation:
             watcher.start()
             with progress:
                 result = broker.run()
+            self.sim_wall = _wall.perf_counter() - started
             reason = result.reason
         except SchedulerFailed as exc:
             reason = str(exc)
@@ -156,7 +180,7 @@ class _Simulation:
             clock.close()
             if incluster_dir is not None:
                 shutil.rmtree(incluster_dir, ignore_errors=True)
-        wall = _wall.perf_counter() - started
+        wall = getattr(self, "sim_wall", None) or (_wall.perf_counter() - started)
         ok = result is not None and result.ok and sim_code == 0
         if result is not None and result.ok and sim_code != 0:
             reason = f"the simulator exited with code {sim_code}; see {self.out / 'simulator.log'}"
@@ -184,10 +208,32 @@ class _Simulation:
         args = self.args
         prefix = str(self.out / OUT_PREFIX)
         if args.batsim:
-            cmd = [args.batsim, "-p", args.platform, "-e", prefix, "-s", endpoint, "--enable-compute-sharing"]
+            cmd = [
+                args.batsim,
+                "-p",
+                args.platform,
+                "-e",
+                prefix,
+                "-s",
+                endpoint,
+                "--enable-compute-sharing",
+            ]
         else:
-            cmd = [sys.executable, "-m", "timewarp", "sim", "-p", args.platform, "-e", prefix,
-                   "-s", endpoint, "--enable-compute-sharing", "--reproducible", "-q"]
+            cmd = [
+                sys.executable,
+                "-m",
+                "timewarp",
+                "sim",
+                "-p",
+                args.platform,
+                "-e",
+                prefix,
+                "-s",
+                endpoint,
+                "--enable-compute-sharing",
+                "--reproducible",
+                "-q",
+            ]
         for workload in args.workload:
             cmd += ["-w", workload]
         return cmd
@@ -196,7 +242,10 @@ class _Simulation:
         log = open(self.out / "simulator.log", "wb")  # noqa: SIM115
         try:
             return subprocess.Popen(
-                self._simulator_command(endpoint), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                self._simulator_command(endpoint),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         finally:
             log.close()
@@ -225,23 +274,20 @@ class _Simulation:
     # ----------------------------------------------------------------- manifest
     def _write_manifest(self, figures: dict, ok: bool, reason: str, wall: float) -> None:
         import platform as _platform
-
-        import kubernetes
+        from importlib.metadata import version
 
         args = self.args
         manifest = {
             "timewarp": __version__,
             "python": _platform.python_version(),
-            "kubernetes_client": kubernetes.__version__,
+            "kubernetes_client": version("kubernetes"),
             "simulator": args.batsim or "embedded",
             "mode": args.mode,
             "arguments": sys.argv[1:],
             "schedulers": args.scheduler,
             "patch_modules": args.patch_module,
             "epoch_ns": args.epoch,
-            "inputs": {
-                path: _sha256(Path(path)) for path in [args.platform, *args.workload]
-            },
+            "inputs": {path: _sha256(Path(path)) for path in [args.platform, *args.workload]},
             "ok": ok,
             "reason": reason,
             "wall_s": round(wall, 3),
@@ -257,7 +303,13 @@ class _ProgressView:
 
     def __init__(self, total_jobs: int, disabled: bool) -> None:
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         self.console = Console(stderr=True)
         self.disabled = disabled or not self.console.is_terminal
@@ -284,4 +336,6 @@ class _ProgressView:
     def update(self, p) -> None:  # type: ignore[no-untyped-def]
         wall = _wall.perf_counter() - self.started
         speed = f"{p.now_s / wall:,.0f}x" if wall > 0 else ""
-        self.progress.update(self.task, completed=p.jobs_done, now=f"{p.now_s:,.0f} s", speedup=speed)
+        self.progress.update(
+            self.task, completed=p.jobs_done, now=f"{p.now_s:,.0f} s", speedup=speed
+        )

@@ -46,7 +46,11 @@ class Hooks:
     - ``on_delete_pod(namespace, pod)``: before a DELETE of a pod removes it.
     - ``on_create(obj)``: after admission defaults, before any API create is stored (under
       the store lock: quick, no waiting on other threads); may edit ``obj``.
-    If a hook removes the pod itself, the facade does not fail on the missing pod.
+    If a hook removes the pod itself, the facade does not fail on the missing pod. A hook
+    that returns a true value has done the write itself (e.g. the kubelet model binds and
+    sets the status in one ``Store.update``, or marks a pod terminating and deletes it
+    later, after the job is killed): the facade then skips its default action; a DELETE
+    answers the pod as the hook left it.
     """
 
     on_bind: Callable[[str, str, str], None] | None = None
@@ -255,9 +259,25 @@ class Api:
         rt, method = route.rt, request.method
         if _param(query, "dryRun"):
             raise errors.bad_request("dryRun is not supported by timewarp's API facade")
+        if route.subresource in ("binding", "eviction") and method != "POST":
+            raise ApiError(
+                405,
+                f"{rt.plural}/{route.subresource} supports only POST (create)",
+                "MethodNotAllowed",
+            )
+        if route.subresource == "status" and method not in ("GET", "PUT", "PATCH"):
+            raise ApiError(
+                405, f"{rt.plural}/status supports GET, PUT and PATCH", "MethodNotAllowed"
+            )
+        if route.subresource is None:
+            verb = self._verb(method, route, query)
+            if verb not in rt.verbs:
+                raise ApiError(
+                    405,
+                    f"{verb} is not supported on {rt.key}; supported verbs: {', '.join(rt.verbs)}",
+                    "MethodNotAllowed",
+                )
         if rt.group == "metrics.k8s.io":
-            if method != "GET":
-                raise ApiError(405, f"{rt.plural}.metrics.k8s.io support only get and list")
             return self._metrics(rt, route, query)
         if method == "GET":
             if route.name is None:
@@ -316,6 +336,16 @@ class Api:
         if method == "DELETE":
             return self._delete(route, request)
         raise ApiError(405, f"method {method} is not supported")
+
+    @staticmethod
+    def _verb(method: str, route: _Route, query: dict[str, list[str]]) -> str:
+        if method == "GET":
+            if route.name is not None:
+                return "watch" if route.watch_path else "get"
+            return "watch" if route.watch_path or _flag(query, "watch") else "list"
+        if method == "DELETE":
+            return "delete"  # deletecollection is allowed where delete is
+        return {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
 
     @staticmethod
     def _check_kind(rt: ResourceType, body: Any) -> None:
@@ -479,9 +509,15 @@ class Api:
                     "pods", name, f'pod {name} is already assigned to node "{bound}"'
                 )
             uid = meta.get("uid")
-            if self.hooks.on_bind is not None:
-                self.hooks.on_bind(namespace, name, node)
-            self.store.bind(namespace, name, node, uid=uid)
+            if uid and pod["metadata"]["uid"] != uid:
+                raise errors.conflict(
+                    "pods",
+                    name,
+                    f"Precondition failed: UID in precondition: {uid}, UID in object meta: {pod['metadata']['uid']}",
+                )
+            handled = self.hooks.on_bind(namespace, name, node) if self.hooks.on_bind else None
+            if not handled:
+                self.store.bind(namespace, name, node, uid=uid)
         return _json(201, errors.success_status(201))
 
     def _evict(self, route: _Route, body: Any) -> Response:
@@ -502,9 +538,8 @@ class Api:
         namespace = route.namespace or "default"
         with self._policy_lock:
             self.store.get("pods", namespace, name)
-            if self.hooks.on_evict is not None:
-                self.hooks.on_evict(namespace, name)
-            if self.store.get_or_none("pods", namespace, name) is not None:
+            handled = self.hooks.on_evict(namespace, name) if self.hooks.on_evict else None
+            if not handled and self.store.get_or_none("pods", namespace, name) is not None:
                 self.store.delete("pods", namespace, name)
         return _json(201, errors.success_status(201))
 
@@ -521,9 +556,22 @@ class Api:
         if rt.key == "pods":
             with self._policy_lock:
                 last = self.store.get("pods", route.namespace, route.name)
-                if self.hooks.on_delete_pod is not None:
+                for field, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+                    if pre.get(field) and last["metadata"][field] != pre[field]:
+                        raise errors.conflict(
+                            "pods",
+                            route.name,
+                            f"Precondition failed: {label} in precondition: {pre[field]}, "
+                            f"{label} in object meta: {last['metadata'][field]}",
+                        )
+                handled = (
                     self.hooks.on_delete_pod(route.namespace or "default", route.name)
-                if self.store.get_or_none("pods", route.namespace, route.name) is not None:
+                    if self.hooks.on_delete_pod
+                    else None
+                )
+                if handled:
+                    last = self.store.get_or_none("pods", route.namespace, route.name) or last
+                elif self.store.get_or_none("pods", route.namespace, route.name) is not None:
                     last = self.store.delete(
                         "pods",
                         route.namespace,

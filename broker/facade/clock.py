@@ -28,7 +28,11 @@ class Clock(Protocol):
         ...
 
     def call_at(self, deadline_ns: int, fn: Callable[[], None]) -> Cancellable:
-        """Run ``fn`` once virtual time reaches ``deadline_ns`` (in some broker thread)."""
+        """Run ``fn`` once virtual time reaches ``deadline_ns`` (in some broker thread).
+
+        Called from facade request threads and from inside callbacks (a bookmark re-arms
+        itself), so it must not deadlock when called while a callback runs. Callbacks
+        take only the facade's short internal locks and never block."""
         ...
 
 

@@ -147,8 +147,15 @@ class Facade:
     def connection_idle(self, peer_port: int, sent: int, consumed: int) -> bool:
         return self.ledger.idle(peer_port, sent, consumed)
 
+    def connections(self) -> dict[int, dict[str, object]]:
+        """Ledger snapshot per client port (counters, handling, queued, last request)."""
+        return self.ledger.snapshot()
+
     def add_idle_listener(self, fn: Callable[[int], None]) -> None:
-        """``fn(peer_port)`` is called whenever that connection may have become idle."""
+        """``fn(peer_port)`` is called whenever that connection may have become idle (after
+        a response, a watch frame leaving nothing queued, a watch parking, a close). It runs
+        in the facade's connection threads, without facade locks held: make it thread-safe
+        and quick (e.g. set an event the broker waits on)."""
         self.ledger.add_listener(fn)
 
     # --- metrics ---------------------------------------------------------------------

@@ -8,8 +8,8 @@ Two styles, both used unmodified by schedulers:
   ``namespace`` in a directory, plus ``KUBERNETES_SERVICE_HOST``/``_PORT``. The client
   reads the files from the fixed directory ``/var/run/secrets/kubernetes.io/serviceaccount``
   through the module globals ``SERVICE_TOKEN_FILENAME`` and ``SERVICE_CERT_FILENAME`` of
-  ``kubernetes.config.incluster_config`` (looked up at call time in every release from
-  9.x to 37.x); ``redirect_incluster_config(directory)`` rebinds them in the current
+  ``kubernetes.config.incluster_config`` (looked up at call time; checked in 24.2.0 and
+  37.0.2); ``redirect_incluster_config(directory)`` rebinds them in the current
   process, so the scheduler's own call finds our files. timewarp's runtime does that
   at start-up when ``TIMEWARP_INCLUSTER_DIR`` is set (see ``docs/facade.md``).
 """

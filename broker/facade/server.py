@@ -20,6 +20,8 @@ Ledger rules (the broker's quiescence test depends on them):
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 import select
 import socket
 import ssl
@@ -30,6 +32,7 @@ from typing import Any
 
 from .watch import END, Watcher
 
+_log = logging.getLogger(__name__)
 MAX_HEAD = 64 * 1024
 MAX_BODY = 64 * 1024 * 1024
 _REASONS = {
@@ -86,7 +89,16 @@ Handler = Callable[[Request], "Response | WatchStream"]
 
 
 class Connection:
-    __slots__ = ("peer_port", "received", "written", "handling", "queued", "sock", "closed")
+    __slots__ = (
+        "peer_port",
+        "received",
+        "written",
+        "handling",
+        "queued",
+        "sock",
+        "closed",
+        "last_request",
+    )
 
     def __init__(self, peer_port: int, sock: socket.socket) -> None:
         self.peer_port = peer_port
@@ -96,6 +108,7 @@ class Connection:
         self.handling = False
         self.queued = 0
         self.closed = False
+        self.last_request = ""  # "GET /api/v1/pods?watch=1", for stall diagnostics
 
 
 class Ledger:
@@ -142,6 +155,8 @@ class Ledger:
             )
 
     def snapshot(self) -> dict[int, dict[str, Any]]:
+        """Per peer port: the counters and the last request line (for stall reports:
+        "port 41234: parked in GET /api/v1/pods?watch=1…")."""
         with self.lock:
             return {
                 p: {
@@ -149,13 +164,10 @@ class Ledger:
                     "written": c.written,
                     "handling": c.handling,
                     "queued": c.queued,
+                    "last_request": c.last_request,
                 }
                 for p, c in self._conns.items()
             }
-
-
-class _ClientGone(Exception):
-    pass
 
 
 def _status_line(status: int) -> bytes:
@@ -242,7 +254,7 @@ class HttpServer:
                 sock = self._ssl.wrap_socket(raw, server_side=True)
                 conn.sock = sock
             self._request_loop(conn, sock)
-        except (OSError, _ClientGone, ssl.SSLError):
+        except (OSError, ssl.SSLError):
             pass
         finally:
             self.ledger.unregister(conn)
@@ -268,13 +280,8 @@ class HttpServer:
             try:
                 result = self._handler(request)
             except Exception as exc:  # a bug must not kill the connection silently
-                result = Response(
-                    500,
-                    f'{{"kind":"Status","apiVersion":"v1","metadata":{{}},"status":"Failure","message":"internal error: {type(exc).__name__}","reason":"InternalError","code":500}}'.encode(),
-                )
-                import traceback
-
-                traceback.print_exc()
+                _log.exception("facade: internal error on %s %s", request.method, request.target)
+                result = _plain_error(500, f"internal error: {type(exc).__name__}: {exc}")
             try:
                 if isinstance(result, WatchStream):
                     keep_alive = self._stream(conn, sock, result, buf, done) and keep_alive
@@ -367,6 +374,7 @@ class HttpServer:
         with self.ledger.lock:
             conn.received += consumed
             conn.handling = True
+            conn.last_request = f"{method} {target}"
         connection = headers.get("connection", "").lower()
         keep_alive = version == "HTTP/1.1" and "close" not in connection
         keep_alive = keep_alive or (version == "HTTP/1.0" and "keep-alive" in connection)
@@ -491,15 +499,17 @@ class HttpServer:
 
 
 def _plain_error(status: int, message: str) -> Response:
-    import json
-
     body = {
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
         "status": "Failure",
         "message": message,
-        "reason": "BadRequest",
+        "reason": {
+            413: "RequestEntityTooLarge",
+            431: "RequestHeaderFieldsTooLarge",
+            500: "InternalError",
+        }.get(status, "BadRequest"),
         "code": status,
     }
     return Response(status, json.dumps(body).encode())

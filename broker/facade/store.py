@@ -17,6 +17,7 @@ Invariants:
 
 from __future__ import annotations
 
+import bisect
 import copy
 import json
 import random
@@ -146,7 +147,9 @@ class Store:
         self._objects: dict[str, dict[tuple[str, str], _Entry]] = {k: {} for k in BY_KEY}
         self._history: dict[str, deque[StoredEvent]] = {k: deque() for k in BY_KEY}
         self._compacted: dict[str, int] = dict.fromkeys(BY_KEY, 0)
-        self._watchers: dict[str, set[Watcher]] = {k: set() for k in BY_KEY}
+        # dicts as ordered sets: events fan out to watchers in the order they started.
+        self._watchers: dict[str, dict[Watcher, None]] = {k: {} for k in BY_KEY}
+        self._sorted: dict[str, list[tuple[str, str]] | None] = dict.fromkeys(BY_KEY)
         self._listeners: list[Listener] = []
         for ns in namespaces:
             self.create("namespaces", {"metadata": {"name": ns}})
@@ -202,17 +205,18 @@ class Store:
         rt = resource_type(key)
         with self._lock:
             table = self._objects[rt.key]
-            out = []
-            for k in sorted(table):
-                if namespace is not None and k[0] != namespace:
-                    continue
-                entry = table[k]
-                meta = entry.obj["metadata"]
-                if labels.requirements and not labels.matches(meta.get("labels")):
-                    continue
-                if fields.requirements and not fields.matches(entry.obj):
-                    continue
-                out.append(entry)
+            keys = self._sorted[rt.key]
+            if keys is None:
+                keys = self._sorted[rt.key] = sorted(table)
+            if namespace is not None:
+                start = bisect.bisect_left(keys, (namespace, ""))
+                end = bisect.bisect_left(keys, (namespace + "\0", ""))
+                keys = keys[start:end]
+            out = [table[k] for k in keys]
+            if labels.requirements:
+                out = [e for e in out if labels.matches(e.obj["metadata"].get("labels"))]
+            if fields.requirements:
+                out = [e for e in out if fields.matches(e.obj)]
             return out, self._rv
 
     def count(self, key: str) -> int:
@@ -366,7 +370,16 @@ class Store:
         new["apiVersion"], new["kind"] = rt.api_version, rt.kind
         meta = new.setdefault("metadata", {})
         old_meta = current["metadata"]
-        for field in ("name", "namespace", "uid", "creationTimestamp", "generation"):
+        # Kept from the stored object; resourceVersion too, so that an unchanged object
+        # compares equal below (the commit assigns the next one anyway).
+        for field in (
+            "name",
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "generation",
+            "resourceVersion",
+        ):
             if field in old_meta:
                 meta[field] = old_meta[field]
             else:
@@ -419,6 +432,10 @@ class Store:
             current = self._entry(key, namespace, name).obj
             new = copy.deepcopy(current)
             mutate(new)
+            if _key_of(new) != _key_of(current):
+                raise ValueError(
+                    f"update() may not rename {rt.key} {_key_of(current)} to {_key_of(new)}"
+                )
             new["metadata"]["uid"] = current["metadata"]["uid"]
             new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
             if new == current:
@@ -517,7 +534,10 @@ class Store:
         table = self._objects[rt.key]
         if type_ == "DELETED":
             del table[_key_of(obj)]
+            self._sorted[rt.key] = None
         else:
+            if type_ == "ADDED":
+                self._sorted[rt.key] = None
             table[_key_of(obj)] = entry
         event = StoredEvent(self._rv, type_, entry, prev)
         history = self._history[rt.key]
@@ -581,7 +601,7 @@ class Store:
                 for event in self._history[rt.key]:
                     if event.rv > start:
                         watcher.offer(event)
-            self._watchers[rt.key].add(watcher)
+            self._watchers[rt.key][watcher] = None
         return watcher
 
     def bookmark(self, watcher: Watcher) -> bool:
@@ -596,7 +616,7 @@ class Store:
     def stop_watch(self, watcher: Watcher, *, end: bool = True) -> None:
         """Detach; with ``end`` also queue the end of the stream."""
         with self._lock:
-            self._watchers[watcher.rt.key].discard(watcher)
+            self._watchers[watcher.rt.key].pop(watcher, None)
             if end:
                 watcher.end()
 

@@ -17,36 +17,52 @@ logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 
 
 def free_cpu():
-    free = {n.metadata.name: parse_quantity(n.status.allocatable["cpu"]) for n in v1.list_node().items}
-    for pod in v1.list_pod_for_all_namespaces(field_selector="status.phase=Running").items:
+    free = {
+        n.metadata.name: parse_quantity(n.status.allocatable["cpu"]) for n in v1.list_node().items
+    }
+    # bound pods count as soon as they are bound, as kube-scheduler's "assumed" pods do
+    for pod in v1.list_pod_for_all_namespaces(field_selector="spec.nodeName!=").items:
+        if pod.status.phase in ("Succeeded", "Failed"):
+            continue
         for c in pod.spec.containers:
             free[pod.spec.node_name] -= parse_quantity(c.resources.requests.get("cpu", "0"))
     return free
 
 
-def try_bind(pod):
-    need = sum(parse_quantity(c.resources.requests.get("cpu", "0")) for c in pod.spec.containers)
+def bind_pending(pending):
+    """Bind what fits, in arrival order; returns the pods still pending."""
     free = free_cpu()
-    node = max(sorted(free), key=lambda n: free[n])
-    if free[node] < need:
-        return False
-    body = client.V1Binding(
-        metadata=client.V1ObjectMeta(name=pod.metadata.name),
-        target=client.V1ObjectReference(kind="Node", name=node),
-    )
-    v1.create_namespaced_binding(pod.metadata.namespace, body, _preload_content=False)
-    logging.info("bound %s to %s", pod.metadata.name, node)
-    return True
+    left = {}
+    for key, pod in pending.items():
+        need = sum(
+            parse_quantity(c.resources.requests.get("cpu", "0")) for c in pod.spec.containers
+        )
+        node = max(sorted(free), key=lambda n: free[n])
+        if free[node] < need:
+            left[key] = pod
+            continue
+        body = client.V1Binding(
+            metadata=client.V1ObjectMeta(name=pod.metadata.name),
+            target=client.V1ObjectReference(kind="Node", name=node),
+        )
+        v1.create_namespaced_binding(pod.metadata.namespace, body, _preload_content=False)
+        free[node] -= need
+        logging.info("bound %s to %s", pod.metadata.name, node)
+    return left
 
 
-pending = []
+pending = {}  # (namespace, name) -> pod, in arrival order
 while True:
     for event in watch.Watch().stream(v1.list_pod_for_all_namespaces, timeout_seconds=30):
         pod = event["object"]
-        if event["type"] == "ADDED" and pod.spec.scheduler_name == args.scheduler_name and not pod.spec.node_name:
-            pending.append(pod)
-        if event["type"] == "MODIFIED" and pod.status.phase in ("Succeeded", "Failed"):
-            pass
-        pending = [p for p in pending if not try_bind(p)]
-    pending = [p for p in pending if not try_bind(p)]
+        key = (pod.metadata.namespace, pod.metadata.name)
+        retry = False
+        if event["type"] == "DELETED" or pod.spec.node_name:
+            pending.pop(key, None)
+            retry = event["type"] == "DELETED" or pod.status.phase in ("Succeeded", "Failed")
+        elif pod.spec.scheduler_name == args.scheduler_name and key not in pending:
+            pending[key] = pod
+            retry = True
+        if retry and pending:
+            pending = bind_pending(pending)
     time.sleep(1)

@@ -1,0 +1,180 @@
+"""default_like: kube-scheduler's LeastAllocated + BalancedAllocation, and its command line."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sample_schedulers.common.model import NodeSummary, NodeView, PodSummary, Taint
+from sample_schedulers.common.resources import Resources
+from sample_schedulers.default_like.scoring import (
+    balanced_allocation,
+    decide,
+    least_allocated,
+    score,
+)
+
+GI = 1024**3
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pod(name="new", cpu=1000, mem=2 * GI, node=None, phase="Pending", nonzero=None):
+    r = Resources({"cpu": cpu, "memory": mem})
+    return PodSummary(
+        "default",
+        name,
+        node_name=node,
+        phase=phase,
+        requests=r,
+        nonzero_requests=nonzero or r,
+    )
+
+
+def node(name, cpu=4000, mem=8 * GI, **kw):
+    return NodeSummary(name, Resources({"cpu": cpu, "memory": mem}), **kw)
+
+
+def test_scores_match_a_hand_computation():
+    # A: 4 cpu / 8Gi with 1 cpu / 2Gi running; the new pod asks 1 cpu / 2Gi.
+    #   LeastAllocated: cpu (4000-2000)*100//4000 = 50, mem (8-4)*100//8 = 50 -> 100//2 = 50
+    #   Balanced: fractions 0.5 and 0.5 -> std 0 -> 100.                     total 150
+    # B: 2 cpu / 8Gi, empty.
+    #   LeastAllocated: cpu (2000-1000)*100//2000 = 50, mem (8-2)*100//8 = 75 -> 125//2 = 62
+    #   Balanced: |0.5 - 0.25| / 2 = 0.125 -> int(87.5) = 87.                 total 149
+    a = NodeView(node("a"), (pod("old", node="a", phase="Running"),))
+    b = NodeView(node("b", cpu=2000))
+    new = pod()
+    assert (least_allocated(new, a), balanced_allocation(new, a), score(new, a)) == (50, 100, 150)
+    assert (least_allocated(new, b), balanced_allocation(new, b), score(new, b)) == (62, 87, 149)
+    decision = decide(new, [b, a])
+    assert decision.node == "a"
+    assert "a=150" in decision.detail and "b=149" in decision.detail
+
+
+def test_least_allocated_counts_default_requests_but_balanced_does_not():
+    # a pod with no requests: scoring charges 100m / 200Mi for LeastAllocated only
+    empty = pod(cpu=0, mem=0, nonzero=Resources({"cpu": 100, "memory": 200 * 1024**2}))
+    n = NodeView(node("n", cpu=1000, mem=2000 * 1024**2))
+    # cpu (1000-100)*100//1000 = 90; mem (2000-200)*100//2000 = 90
+    assert least_allocated(empty, n) == 90
+    assert balanced_allocation(empty, n) == 100
+
+
+def test_overcommitted_resource_scores_zero_and_fraction_caps_at_one():
+    over = NodeView(node("n", cpu=1000), (pod("x", cpu=1500, node="n", phase="Running"),))
+    new = pod(cpu=0, mem=4 * GI)
+    # cpu requested 1500 > 1000 -> 0; memory (2Gi running + 4Gi new) of 8Gi:
+    # (8-6)*100//8 = 25 -> (0 + 25)//2 = 12
+    assert least_allocated(new, over) == 12
+    # fractions: cpu min(1.5, 1) = 1, memory 0.75 -> std 0.125 -> 87
+    assert balanced_allocation(new, over) == 87
+
+
+def test_ties_go_to_the_smallest_node_name_in_natural_order():
+    views = [NodeView(node(n)) for n in ["node-10", "node-2", "node-33"]]
+    assert decide(pod(), views).node == "node-2"
+
+
+def test_infeasible_everywhere_gives_kube_scheduler_style_reason():
+    views = [NodeView(node("a", cpu=500)), NodeView(node("b", taints=(Taint("t", "NoSchedule"),)))]
+    decision = decide(pod(), views)
+    assert decision.node is None
+    assert decision.reason == (
+        "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {t}."
+    )
+
+
+def test_spreads_a_burst_across_identical_nodes():
+    views = {n: NodeView(node(n)) for n in ["n1", "n2", "n3"]}
+    placed = []
+    for i in range(6):
+        new = pod(f"p{i}", cpu=1000, mem=GI)
+        target = decide(new, list(views.values())).node
+        placed.append(target)
+        v = views[target]
+        views[target] = NodeView(v.node, v.pods + (pod(f"p{i}", 1000, GI, node=target),))
+    assert placed == ["n1", "n2", "n3", "n1", "n2", "n3"]
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(500, 8000), st.integers(1, 16), st.integers(0, 6000)),
+        min_size=1,
+        max_size=8,
+    ),
+    st.integers(100, 4000),
+    st.randoms(use_true_random=False),
+)
+def test_decision_does_not_depend_on_node_order_and_always_fits(specs, want_cpu, rnd):
+    views = [
+        NodeView(node(f"n{i}", cpu=c, mem=m * GI), (pod(f"r{i}", used, GI, node=f"n{i}"),))
+        for i, (c, m, used) in enumerate(specs)
+    ]
+    new = pod(cpu=want_cpu, mem=GI)
+    first = decide(new, views)
+    shuffled = list(views)
+    rnd.shuffle(shuffled)
+    assert decide(new, shuffled) == first
+    if first.node is not None:
+        chosen = next(v for v in views if v.name == first.node)
+        assert chosen.requested.cpu_millis + want_cpu <= chosen.node.allocatable.cpu_millis
+
+
+# -- the command line and the no-timewarp rule ---------------------------------------------
+
+
+def run_cli(subprocess_env, *args, **kw):
+    return subprocess.run(
+        [sys.executable, "-m", "sample_schedulers.default_like", *args],
+        env=subprocess_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        **kw,
+    )
+
+
+def test_help_lists_the_scheduler_name_option(subprocess_env):
+    proc = run_cli(subprocess_env, "--help")
+    assert proc.returncode == 0
+    assert "--scheduler-name" in proc.stdout
+
+
+def test_bad_backoff_is_a_usage_error(subprocess_env):
+    proc = run_cli(subprocess_env, "--initial-backoff", "5", "--max-backoff", "2")
+    assert proc.returncode == 2
+    assert "--max-backoff" in proc.stderr
+
+
+def test_without_a_cluster_it_says_so(subprocess_env, tmp_path):
+    env = dict(subprocess_env, KUBECONFIG=str(tmp_path / "nope"), HOME=str(tmp_path))
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    proc = run_cli(env)
+    assert proc.returncode == 1
+    assert "cannot reach a cluster" in proc.stderr
+
+
+def test_sample_schedulers_never_import_timewarp():
+    offenders = []
+    for folder in ("common", "default_like", "kcss"):
+        for path in sorted((ROOT / "sample_schedulers" / folder).glob("*.py")):
+            for n in ast.walk(ast.parse(path.read_text())):
+                names = []
+                if isinstance(n, ast.Import):
+                    names = [a.name for a in n.names]
+                elif isinstance(n, ast.ImportFrom) and n.module:
+                    names = [n.module]
+                offenders += [f"{path.name}: {m}" for m in names if m.split(".")[0] == "timewarp"]
+    assert offenders == []
+
+
+def test_random_module_is_not_used_for_decisions():
+    # determinism: no randomness anywhere in the decision path
+    for folder in ("common", "default_like", "kcss"):
+        for path in (ROOT / "sample_schedulers" / folder).glob("*.py"):
+            assert "import random" not in path.read_text(), path
