@@ -178,11 +178,25 @@ class ClockService:
                 return
             self._now = t_ns
             self.advances += 1
-            # Processes that may be woken by facade I/O need the new time first.
+            # Processes that may be woken by facade I/O need the new time before anything
+            # can wake them (a fire carries its time; a watch event does not): push it and
+            # wait until it is applied, or a thread woken by the API could read the old time.
+            pushed = []
             for proc in self._procs.values():
                 if proc.connected and not proc.gone and proc.io:
                     self._send_locked(proc, clockproto.time_update(t_ns))
+                    pushed.append(proc)
             self._cond.notify_all()
+            give_up = _wall.monotonic() + self.stall_timeout
+            while any(not p.gone and p.ack != p.sent for p in pushed):
+                left = give_up - _wall.monotonic()
+                if left <= 0:
+                    self.log.write(
+                        "timewarp: a process did not acknowledge the new time in "
+                        f"{self.stall_timeout:g} s; going on\n"
+                    )
+                    break
+                self._cond.wait(min(left, 0.5))
 
     def call_at(self, deadline_ns: int, fn: Callable[[], None]) -> _Timer:
         """A broker-side timer: ``fn`` runs in the driver's thread during release_due."""
