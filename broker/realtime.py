@@ -27,6 +27,7 @@ from collections.abc import Callable
 
 from broker.cluster import Cluster
 from broker.engine import Broker
+from broker.launcher import SchedulerFailed
 from simulator import protocol as p
 
 
@@ -44,16 +45,18 @@ class _Timer:
 class ScaledWallClock:
     """The facade's clock in real-time mode: ``now_ns() = (wall - start) * speed``.
 
-    Callbacks given to ``call_at`` run in the clock's own thread once ``now_ns()`` reaches
-    their deadline, in (deadline, registration) order. Invariant: ``now_ns`` never goes
-    back (``perf_counter`` is monotonic)."""
+    The clock stands at 0 until :meth:`start` (the broker starts it once the schedulers
+    are up, as a real cluster's scheduler is up before jobs arrive). Callbacks given to
+    ``call_at`` run in the clock's own thread once ``now_ns()`` reaches their deadline,
+    in (deadline, registration) order. Invariant: ``now_ns`` never goes back
+    (``perf_counter`` is monotonic)."""
 
     def __init__(self, speed: float = 1.0, epoch_ns: int = 0) -> None:
         if not (speed > 0 and math.isfinite(speed)):
             raise ValueError(f"speed must be a positive number, got {speed!r}")
         self.speed = speed
         self.epoch_ns = epoch_ns
-        self._start = _wall.perf_counter()
+        self._start: float | None = None
         self._heap: list[tuple[int, int, _Timer]] = []
         self._seq = itertools.count()
         self._cond = threading.Condition()
@@ -63,8 +66,21 @@ class ScaledWallClock:
         )
         self._thread.start()
 
+    def start(self) -> None:
+        with self._cond:
+            if self._start is None:
+                self._start = _wall.perf_counter()
+                self._cond.notify()
+
+    @property
+    def started(self) -> bool:
+        return self._start is not None
+
     def now_ns(self) -> int:
-        return round((_wall.perf_counter() - self._start) * self.speed * 1e9)
+        start = self._start
+        if start is None:
+            return 0
+        return round((_wall.perf_counter() - start) * self.speed * 1e9)
 
     def wall_epoch_ns(self) -> int:
         return self.epoch_ns
@@ -87,7 +103,7 @@ class ScaledWallClock:
                         return
                     while self._heap and self._heap[0][2].cancelled:
                         heapq.heappop(self._heap)
-                    if self._heap:
+                    if self._heap and self._start is not None:
                         left = self.wall_seconds_until(self._heap[0][0])
                         if left <= 0:
                             _, _, timer = heapq.heappop(self._heap)
@@ -120,9 +136,14 @@ class RealtimeBroker(Broker):
         self.step_ns = step_ns
         self.cluster = Cluster(self.facade, rt_clock.now_ns)
         self._calls: set[float] = set()
+        self.settle_s = 0.2
+        self.startup_timeout_s = 120.0
         self.late_s = 0.0  # how far behind the wall clock Batsim's messages arrived, at most
 
     def step(self, message: p.Message) -> p.Message:
+        if not self.rt_clock.started:
+            self._await_ready()
+            self.rt_clock.start()
         self.progress.messages += 1
         t_ns = round(message.now * 1e9)
         self._calls = {c for c in self._calls if c > message.now}
@@ -143,6 +164,34 @@ class RealtimeBroker(Broker):
                 events.append(p.Event(now, p.CallMeLater(when)))
         self._report_progress()
         return p.Message(now, events)
+
+    def _await_ready(self) -> None:
+        """Every scheduler made its first API requests and then went quiet (nothing in
+        flight, no new request) for ``settle_s`` of wall time: it is up and waiting."""
+        start = _wall.perf_counter()
+        last: tuple = ()
+        quiet_since = start
+        while True:
+            self.launcher.check()
+            stats = [self.facade.token_stats(proc.name) for proc in self.launcher.processes]
+            now = _wall.perf_counter()
+            snapshot = tuple((s.requests, s.in_flight) for s in stats)
+            if snapshot != last:
+                last, quiet_since = snapshot, now
+            up = all(s.requests > 0 and s.in_flight == 0 for s in stats)
+            if up and now - quiet_since >= self.settle_s:
+                return
+            if now - start >= self.startup_timeout_s:
+                late = [
+                    p.name
+                    for p, s in zip(self.launcher.processes, stats, strict=True)
+                    if s.requests == 0
+                ]
+                raise SchedulerFailed(
+                    f"realtime: scheduler process(es) {', '.join(late) or '(all)'} not up and "
+                    f"quiet after {now - start:.0f} s of wall time (no API request yet, or never idle)"
+                )
+            _wall.sleep(0.01)
 
     def _hold_until(self, t_ns: int) -> None:
         while True:
