@@ -151,7 +151,7 @@ class ClockService:
     @property
     def now_ns(self) -> int:
         if self._source is None:
-            return self._now
+            return max(self._now, self._floor)
         with self._cond:
             return self._current_locked()
 
