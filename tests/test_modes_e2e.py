@@ -154,10 +154,25 @@ def test_realtime_runs_an_unpatched_scheduler_paced_by_the_wall_clock(subprocess
         (["--mode", "lockstep", "--speed", "2"], "--speed only apply"),
     ],
 )
-def test_bad_mode_parameters_are_refused_before_anything_starts(
-    subprocess_env, tmp_path, args, message
-):
-    proc, out = _simulate(subprocess_env, tmp_path, *args, timeout=60)
-    assert proc.returncode == 2, proc.stderr
-    assert message in proc.stderr
-    assert not (out / "manifest.json").exists()
+def test_bad_mode_parameters_are_refused_before_anything_starts(tmp_path, capsys, args, message):
+    import argparse
+
+    from timewarp import simulate
+
+    parser = argparse.ArgumentParser()
+    simulate.add_arguments(parser)
+    out = tmp_path / "out"
+    base = ["--scheduler", "x", "-p", str(PLATFORM), "-w", str(_workload(tmp_path / "w.json"))]
+    code = simulate.run(parser.parse_args([*base, "-o", str(out), *args]))
+    assert code == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()  # nothing half-written
+
+
+def test_the_cli_exits_2_on_a_bad_duration(subprocess_env, tmp_path):
+    proc, out = _simulate(
+        subprocess_env, tmp_path, "--mode", "lockstep", "--timeout-value", "20", timeout=60
+    )
+    assert proc.returncode == 2
+    assert "timewarp simulate: --timeout-value: expected a duration with a unit" in proc.stderr
+    assert not out.exists()
