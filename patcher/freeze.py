@@ -49,6 +49,11 @@ REAL_TIME_MODULES: tuple[str, ...] = (
     "subprocess",
     "urllib3",
     "http",
+    # pydantic-based model layers (kubernetes >= 37) rebuild schemas lazily and cannot
+    # take freezegun's FakeDatetime in place of datetime: leave them alone.
+    "pydantic",
+    "pydantic_core",
+    "kubernetes",
 )
 
 _UNIX_EPOCH = _dt.datetime(1970, 1, 1)
@@ -103,7 +108,11 @@ def start_freeze(
         ignore=[*REAL_TIME_MODULES, *real_time_modules],
         real_asyncio=True,
     )
-    frozen = freezer.start()
+    try:
+        frozen = freezer.start()
+    except BaseException:
+        freezer.stop()  # never leave half the modules frozen
+        raise
     factories = freezegun.api.freeze_factories
     if not factories or factories[-1] is not frozen:
         freezer.stop()

@@ -192,6 +192,7 @@ class _Simulation:
             watcher.start()
             with progress:
                 result = broker.run()
+            self.sim_wall = _wall.perf_counter() - started
             reason = result.reason
         except SchedulerFailed as exc:
             reason = str(exc)
@@ -208,7 +209,7 @@ class _Simulation:
                 rt_clock.close()
             if incluster_dir is not None:
                 shutil.rmtree(incluster_dir, ignore_errors=True)
-        wall = _wall.perf_counter() - started
+        wall = getattr(self, "sim_wall", None) or (_wall.perf_counter() - started)
         ok = result is not None and result.ok and sim_code == 0
         if result is not None and result.ok and sim_code != 0:
             reason = f"the simulator exited with code {sim_code}; see {self.out / 'simulator.log'}"
@@ -302,8 +303,7 @@ class _Simulation:
     # ----------------------------------------------------------------- manifest
     def _write_manifest(self, figures: dict, ok: bool, reason: str, wall: float) -> None:
         import platform as _platform
-
-        import kubernetes
+        from importlib.metadata import version
 
         from broker.modes_cli import mode_parameters
 
@@ -311,7 +311,7 @@ class _Simulation:
         manifest = {
             "timewarp": __version__,
             "python": _platform.python_version(),
-            "kubernetes_client": kubernetes.__version__,
+            "kubernetes_client": version("kubernetes"),
             "simulator": args.batsim or "embedded",
             "mode": args.mode,
             "mode_parameters": mode_parameters(args),
