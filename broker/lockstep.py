@@ -74,6 +74,18 @@ def parse_duration_ns(text: str) -> int:
     return round(total)
 
 
+def process_settled(facade, cluster) -> bool:  # type: ignore[no-untyped-def]
+    """``cluster.process()`` while no binding, eviction or deletion is half-done.
+
+    The facade calls its ``on_bind`` hook (which records the binding) before it commits
+    ``spec.nodeName``; the kubelet model drops a binding it cannot see committed. In the
+    deterministic mode this runs only at quiescence; in the free-running modes a request
+    may be in flight, so take the facade's policy lock (held across hook and commit).
+    Reaches into ``Api._policy_lock``: a public hook for this would be cleaner."""
+    with facade.api._policy_lock:
+        return cluster.process()
+
+
 class SchedulerDeadlock(SchedulerFailed):
     """Lockstep's crash detection: the scheduler had to decide and did not."""
 
@@ -242,7 +254,7 @@ class LockstepBroker(Broker):
 
     def _collect(self, stamped: list[tuple[float, object]]) -> bool:
         """Let the kubelet model admit what was bound; stamp the resulting decisions."""
-        if not self.cluster.process():
+        if not process_settled(self.facade, self.cluster):
             return False
         now = self.clock.now_ns / 1e9
         stamped.extend((now, d) for d in self.cluster.take_decisions())

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from broker.cluster import Cluster
 from broker.engine import Broker
 from broker.launcher import SchedulerFailed
+from broker.lockstep import process_settled
 from simulator import protocol as p
 
 
@@ -151,7 +152,7 @@ class RealtimeBroker(Broker):
         self.late_s = max(self.late_s, -self.rt_clock.wall_seconds_until(t_ns))
         for event in message.events:
             self._apply(event.data)
-        self.cluster.process()
+        process_settled(self.facade, self.cluster)
         now = max(self.rt_clock.now_ns() / 1e9, message.now)
         self._follow(round(now * 1e9))
         events = [p.Event(now, d) for d in self.cluster.take_decisions()]
