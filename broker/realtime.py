@@ -139,7 +139,9 @@ class RealtimeBroker(Broker):
         self._calls: set[float] = set()
         self.settle_s = 0.2
         self.startup_timeout_s = 120.0
-        self.late_s = 0.0  # how far behind the wall clock Batsim's messages arrived, at most
+        self.late_s = (
+            0.0  # wall seconds: how late (behind the scaled clock) a message came, at most
+        )
 
     def step(self, message: p.Message) -> p.Message:
         if not self.rt_clock.started:
@@ -206,3 +208,8 @@ class RealtimeBroker(Broker):
         """Keep the clock service (progress, reports) in step; it holds no timers here."""
         if t_ns > self.clock.now_ns and self.clock.next_deadline() is None:
             self.clock.advance_to(t_ns)
+
+    def _result(self, ok: bool, reason: str = ""):  # type: ignore[no-untyped-def]
+        result = super()._result(ok, reason)
+        result.stats["realtime_max_lag_s"] = round(self.late_s, 6)
+        return result
