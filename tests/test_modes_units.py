@@ -279,3 +279,72 @@ def test_scaled_wall_clock_fires_in_deadline_order_and_skips_cancelled():
 def test_speed_must_be_positive():
     with pytest.raises(ValueError, match="speed must be a positive number"):
         ScaledWallClock(speed=0)
+
+
+# ------------------------------------------------- free-mode runtime under lockstep
+FREE_PROGRAM = """
+import threading, time
+cond = threading.Condition()
+t0 = time.monotonic()
+with cond:
+    cond.wait(0.25)   # a timed wait: its deadline needs now(), a round trip in free mode
+print("waited", round(time.monotonic() - t0, 3), flush=True)
+"""
+
+
+def test_a_timed_condition_wait_works_in_free_mode_with_time_following_the_wall(
+    tmp_path, subprocess_env
+):
+    import os
+    import subprocess
+    import sys
+
+    from timewarp import clockproto
+
+    program = tmp_path / "prog.py"
+    program.write_text(FREE_PROGRAM)
+    with ClockService(mode="lockstep") as clock:
+        clock.expect("p")
+        env = dict(subprocess_env)
+        env[clockproto.ENV_ENDPOINT] = clock.endpoint
+        env[clockproto.ENV_NAME] = "p"
+        env[clockproto.ENV_BROKER_PID] = str(os.getpid())
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "timewarp",
+                "run",
+                "--name",
+                "p",
+                "--",
+                sys.executable,
+                str(program),
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        start = time.perf_counter()
+        clock.run_free(lambda: round((time.perf_counter() - start) * 1e9))
+        driven = 0
+        while proc.poll() is None and time.perf_counter() - start < 30:
+            target = round((time.perf_counter() - start) * 1e9)
+            deadline = clock.next_deadline()
+            if deadline is not None and deadline <= target:
+                if deadline > driven:
+                    clock.advance_to(deadline)
+                    driven = deadline
+                clock.release_due(wait=False)
+                continue
+            if target > driven:
+                try:
+                    clock.advance_to(target)
+                    driven = target
+                except ValueError:
+                    continue  # a timer just came in before target: fire it first
+            threading.Event().wait(0.001)
+        out, _ = proc.communicate(timeout=10)
+    assert proc.returncode == 0
+    waited = float(out.split()[-1])
+    assert 0.25 <= waited < 5  # the timeout fired at its deadline, not never
