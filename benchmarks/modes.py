@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -46,8 +47,11 @@ def run_once(mode: str, args: argparse.Namespace, out: Path, extra: list[str]) -
         str(ROOT),
         *extra,
     ]
-    env = {"PYTHONPATH": str(ROOT), **dict(__import__("os").environ)}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "reason": "timed out after 900 s"}
     manifest_path = out / "manifest.json"
     if not manifest_path.exists():
         return {"ok": False, "reason": proc.stderr[-500:]}
