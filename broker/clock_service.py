@@ -43,6 +43,9 @@ from timewarp import clockproto
 
 DEFAULT_EPOCH_NS = 1_767_225_600 * 1_000_000_000  # 2026-01-01T00:00:00Z
 DEFAULT_MONO_NS = 1_000 * 1_000_000_000  # monotonic clocks start at 1000 s
+# A process that never waited yet is starting up (importing a large client can take many
+# seconds on a loaded machine): the stall guard gives it at least this long.
+STARTUP_GRACE_S = 60.0
 
 
 class ClockStall(RuntimeError):
@@ -64,6 +67,7 @@ class ProcessState:
     runnable: int = 0
     blocked: int = 0
     detached: int = 0
+    settled: bool = False  # has been idle at least once (start-up is over)
     gone: bool = False
     returncode: int | None = None
     stacks: str | None = None
@@ -318,13 +322,16 @@ class ClockService:
                 if not busy:
                     return
                 idle_for = _wall.monotonic() - self._last_activity
-                if idle_for >= self.stall_timeout:
-                    if self._handle_stall_locked(busy):
+                limit = self.stall_timeout
+                if not all(p.settled for p in busy):
+                    limit = max(limit, STARTUP_GRACE_S)
+                if idle_for >= limit:
+                    if self._handle_stall_locked(busy, limit):
                         return
                     continue
-                self._cond.wait(min(0.5, self.stall_timeout - idle_for))
+                self._cond.wait(min(0.5, limit - idle_for))
 
-    def _handle_stall_locked(self, busy: list[ProcessState]) -> bool:
+    def _handle_stall_locked(self, busy: list[ProcessState], limit: float) -> bool:
         """Report the stuck threads; True means: advance anyway."""
         for proc in busy:
             proc.stacks = None
@@ -338,7 +345,7 @@ class ClockService:
                 break
             self._cond.wait(left)
         lines = [
-            f"timewarp: stall guard: no progress for {self.stall_timeout:g} s of wall time at "
+            f"timewarp: stall guard: no progress for {limit:g} s of wall time at "
             f"virtual t={self._now / 1e9:.9f} s; these processes are not in a virtual wait:"
         ]
         for proc in busy:
@@ -480,6 +487,8 @@ class ClockService:
                     proc.busy, proc.ack, proc.io = msg["busy"], msg["ack"], msg["io"]
                     proc.runnable, proc.blocked = msg["runnable"], msg["blocked"]
                     proc.detached = msg["detached"]
+                    if not proc.busy:
+                        proc.settled = True
                 elif op == "stacks":
                     proc.stacks = msg["text"]
                 elif op == "bye":
