@@ -116,6 +116,9 @@ class ClockService:
         self.on_stall = on_stall
         self.log = log or sys.stderr
         self._now = 0
+        # Free-running time (lockstep windows): now = max(_now, _floor, _source()).
+        self._source: Callable[[], int] | None = None
+        self._floor = 0
         self._cond = threading.Condition()
         self._procs: dict[str, ProcessState] = {}
         self._by_identity: dict[bytes, ProcessState] = {}
@@ -154,7 +157,30 @@ class ClockService:
     # ------------------------------------------------------------------ time
     @property
     def now_ns(self) -> int:
-        return self._now
+        if self._source is None:
+            return max(self._now, self._floor)
+        with self._cond:
+            return self._current_locked()
+
+    def _current_locked(self) -> int:
+        if self._source is not None:
+            self._floor = max(self._floor, self._source())
+        return max(self._now, self._floor)
+
+    def run_free(self, source: Callable[[], int]) -> None:
+        """Let ``now`` follow ``source`` (a monotonic virtual-ns function, e.g. the wall
+        clock) until :meth:`freeze`. Timers still fire only through ``release_due``;
+        the driver must advance to each deadline as ``source`` passes it."""
+        with self._cond:
+            self._source = source
+
+    def freeze(self) -> int:
+        """Stop following the source; returns the last time anyone was told (``now``
+        never goes back). The driver then advances to it."""
+        with self._cond:
+            t = self._current_locked()
+            self._source = None
+            return t
 
     def wall_epoch_ns(self) -> int:
         return self.epoch_ns
@@ -207,9 +233,10 @@ class ClockService:
             self._cond.notify_all()
             return timer
 
-    def release_due(self) -> int:
+    def release_due(self, wait: bool = True) -> int:
         """Fire every timer due at or before now, one owner at a time, waiting for
-        quiescence after each. Returns how many timers fired."""
+        quiescence after each (``wait=False``: free-running modes, no waiting).
+        Returns how many timers fired."""
         fired = 0
         while True:
             with self._cond:
@@ -238,7 +265,8 @@ class ClockService:
                 self.fires += max(1, len(ids))
             if fn is not None:
                 fn()
-            self.wait_quiescent()
+            if wait:
+                self.wait_quiescent()
 
     # ---------------------------------------------------------- processes
     def expect(self, name: str) -> None:
@@ -460,7 +488,8 @@ class ClockService:
                     self._poke()
                     return
                 if op == "now":
-                    self._outbox.append((identity, clockproto.now_reply(msg["rid"], self._now)))
+                    t = self._current_locked()
+                    self._outbox.append((identity, clockproto.now_reply(msg["rid"], t)))
                     self._poke()
                 elif op == "timer":
                     self._add_process_timer_locked(proc, msg)
