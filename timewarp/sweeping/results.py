@@ -203,6 +203,8 @@ def plot_summary(summary: list[dict], factor_columns: list[str], out_dir: Path) 
                     )
             if not numeric:
                 ax.set_xticks(range(len(order)), [str(lv) for lv in order])
+            elif len(order) <= 12:
+                ax.set_xticks([position[lv] for lv in order], [str(lv) for lv in order])
             ax.set_xlabel(factor)
             ax.set_ylabel(f"{metric} (mean, 95 % CI)")
             ax.grid(alpha=0.3)

@@ -136,7 +136,8 @@ def load_sweep(path: str | Path) -> Sweep:
         else:
             data = yaml.safe_load(text)
     except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
-        raise SpecError(f"{path}: not valid {path.suffix.lstrip('.').upper() or 'YAML'}: {exc}")
+        kind = "TOML" if path.suffix.lower() == ".toml" else "YAML"
+        raise SpecError(f"{path}: not valid {kind}: {exc}") from None
     return parse_sweep(data, path)
 
 
