@@ -62,6 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dry-run", action="store_true", help="list the runs and whether they would run; run none"
     )
+    parser.add_argument("--no-plots", action="store_true", help="write the tables, skip plots/")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
@@ -106,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
             print("timewarp sweep: interrupted; finished runs are kept", file=sys.stderr)
         except _ClusterError as exc:
             return _fail(str(exc), 1)
-    rows = _collect(sweep, runs, results)
+    rows = _collect(sweep, runs, results, plots=not args.no_plots)
     ok = sum(r["status"] == "ok" for r in rows)
     failed = [r for r in rows if r["status"] == "failed"]
     print(
@@ -243,7 +244,7 @@ def _record_lost_run(run: Run, exc: BaseException) -> dict[str, Any]:
     return result
 
 
-def _collect(sweep: Sweep, runs: list[Run], results: Path) -> list[dict]:
+def _collect(sweep: Sweep, runs: list[Run], results: Path, plots: bool) -> list[dict]:
     from timewarp.sweeping import results as tables
 
     columns = sweep.factor_columns
@@ -251,11 +252,13 @@ def _collect(sweep: Sweep, runs: list[Run], results: Path) -> list[dict]:
     tables.write_csv(results / "runs.csv", tables.runs_columns(columns), rows)
     summary = tables.summarise(rows, columns)
     tables.write_csv(results / "summary.csv", tables.summary_columns(columns), summary)
-    plots = results / "plots"
-    if plots.exists():
-        shutil.rmtree(plots)
+    plot_dir = results / "plots"
+    if not plots:
+        return rows
+    if plot_dir.exists():
+        shutil.rmtree(plot_dir)
     try:
-        tables.plot_summary(summary, columns, plots)
+        tables.plot_summary(summary, columns, plot_dir)
     except Exception as exc:  # plots are a bonus: the tables are already written
         print(f"timewarp sweep: plots skipped ({exc})", file=sys.stderr)
     return rows

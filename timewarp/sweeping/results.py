@@ -141,11 +141,13 @@ def _as_number(value: Any) -> float | None:
 
 
 def plot_summary(summary: list[dict], factor_columns: list[str], out_dir: Path) -> list[Path]:
-    """For each metric and each factor with several levels: mean ± 95 % CI against it.
+    """One PNG per factor with several levels (``plots/<factor>.png``), one panel per metric:
+    the mean with its 95 % CI as error bars against the factor's levels.
 
     Points sharing the other factors' levels form one series. A point where the factor
     does not apply (e.g. deterministic mode has no ``timeout-value``) is drawn as a flat
-    line with its CI band across the axis: Batkube's figure with our σ = 0 line beside it.
+    dashed line with its CI band across the axis: Batkube's figure with our σ = 0 line
+    beside it. Metrics without any value are left out.
     """
     import matplotlib
 
@@ -163,55 +165,56 @@ def plot_summary(summary: list[dict], factor_columns: list[str], out_dir: Path) 
         numeric = all(_as_number(v) is not None for v in levels)
         order = sorted(set(levels), key=_as_number) if numeric else list(dict.fromkeys(levels))
         position = {lv: (_as_number(lv) if numeric else i) for i, lv in enumerate(order)}
-        for metric in METRICS:
-            series: dict[str, list[dict]] = {}
-            for r in summary:
-                if r[f"{metric}_mean"] == "":
-                    continue
-                label = ", ".join(f"{c}={r[c]}" for c in others if r[c] != "") or metric
-                series.setdefault(label, []).append(r)
-            if not series:
-                continue
-            fig, ax = plt.subplots(figsize=(6.4, 4.2))
-            xs_all = [position[lv] for lv in order]
-            for label, members in series.items():
-                on_axis = sorted(
-                    (m for m in members if m[factor] != ""), key=lambda m: position[m[factor]]
-                )
-                flat = [m for m in members if m[factor] == ""]
-                if on_axis:
-                    ax.errorbar(
-                        [position[m[factor]] for m in on_axis],
-                        [float(m[f"{metric}_mean"]) for m in on_axis],
-                        yerr=[float(m[f"{metric}_ci95"] or 0) for m in on_axis],
-                        marker="o",
-                        capsize=4,
-                        label=label,
-                    )
-                for m in flat:
-                    if not xs_all:
-                        continue
-                    mean = float(m[f"{metric}_mean"])
-                    ci = float(m[f"{metric}_ci95"] or 0)
-                    line = ax.plot([min(xs_all), max(xs_all)], [mean, mean], "--", label=label)
-                    ax.fill_between(
-                        [min(xs_all), max(xs_all)],
-                        mean - ci,
-                        mean + ci,
-                        alpha=0.15,
-                        color=line[0].get_color(),
-                    )
-            if not numeric:
-                ax.set_xticks(range(len(order)), [str(lv) for lv in order])
-            elif len(order) <= 12:
-                ax.set_xticks([position[lv] for lv in order], [str(lv) for lv in order])
-            ax.set_xlabel(factor)
-            ax.set_ylabel(f"{metric} (mean, 95 % CI)")
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize="small")
-            fig.tight_layout()
-            path = out_dir / f"{metric}-vs-{factor}.png"
-            fig.savefig(path, dpi=100)
-            plt.close(fig)
-            written.append(path)
+        metrics = [m for m in METRICS if any(r[f"{m}_mean"] != "" for r in summary)]
+        if not metrics or not order:
+            continue
+        ncols = 2 if len(metrics) > 1 else 1
+        nrows = math.ceil(len(metrics) / ncols)
+        fig, axes = plt.subplots(nrows, ncols, figsize=(6.0 * ncols, 3.4 * nrows), squeeze=False)
+        for ax, metric in zip(axes.flat, metrics, strict=False):
+            _panel(ax, summary, factor, others, metric, order, position, numeric)
+        for ax in list(axes.flat)[len(metrics) :]:
+            ax.set_visible(False)
+        fig.tight_layout()
+        path = out_dir / f"{factor}.png"
+        fig.savefig(path, dpi=80)
+        plt.close(fig)
+        written.append(path)
     return written
+
+
+def _panel(ax, summary, factor, others, metric, order, position, numeric) -> None:  # type: ignore[no-untyped-def]
+    series: dict[str, list[dict]] = {}
+    for r in summary:
+        if r[f"{metric}_mean"] == "":
+            continue
+        label = ", ".join(f"{c}={r[c]}" for c in others if r[c] != "") or metric
+        series.setdefault(label, []).append(r)
+    xs = [position[lv] for lv in order]
+    for label, members in series.items():
+        on_axis = sorted((m for m in members if m[factor] != ""), key=lambda m: position[m[factor]])
+        if on_axis:
+            ax.errorbar(
+                [position[m[factor]] for m in on_axis],
+                [float(m[f"{metric}_mean"]) for m in on_axis],
+                yerr=[float(m[f"{metric}_ci95"] or 0) for m in on_axis],
+                marker="o",
+                capsize=4,
+                label=label,
+            )
+        for m in (m for m in members if m[factor] == ""):
+            mean = float(m[f"{metric}_mean"])
+            ci = float(m[f"{metric}_ci95"] or 0)
+            (line,) = ax.plot([min(xs), max(xs)], [mean, mean], "--", label=label)
+            ax.fill_between(
+                [min(xs), max(xs)], mean - ci, mean + ci, alpha=0.15, color=line.get_color()
+            )
+    if not numeric:
+        ax.set_xticks(range(len(order)), [str(lv) for lv in order])
+    elif len(order) <= 12:
+        ax.set_xticks(xs, [str(lv) for lv in order])
+    ax.set_xlabel(factor)
+    ax.set_title(f"{metric} (mean, 95 % CI)", fontsize="medium")
+    ax.grid(alpha=0.3)
+    if len(series) > 1:
+        ax.legend(fontsize="x-small")
