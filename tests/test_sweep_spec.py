@@ -267,3 +267,34 @@ def test_expansion_is_the_full_factorial(counts, timeouts, n_sched, replicates):
     keys = {tuple(sorted(p.factors.items())) for p in sweep.points}
     assert len(keys) == len(sweep.points)  # no point twice
     assert math.prod([n_sched, len(counts), 1 + len(timeouts)]) == len(keys)
+
+
+def test_scheduler_parameters_fill_placeholders_and_lists_are_factors(tmp_path):
+    spec = base_spec(
+        schedulers={
+            "plain": "python -m sample_schedulers.default_like",
+            "kse": {
+                "command": [
+                    "python -m sample_schedulers.default_like",
+                    "python -m sample_schedulers.kse_rebalancer --algorithm {algorithm} "
+                    "--interval {interval} --seed {seed}",
+                ],
+                "algorithm": ["greedy", "refine"],
+                "interval": 60,
+            },
+        },
+        base_seed=5,
+    )
+    sweep = parse(spec, tmp_path)
+    assert [p.factors.get("algorithm", "") for p in sweep.points] == ["", "greedy", "refine"]
+    runs = plan_runs(sweep, tmp_path / "r")
+    commands = [a for a in runs[2].simulate_argv if "kse_rebalancer" in a]
+    assert commands == [
+        "python -m sample_schedulers.kse_rebalancer --algorithm refine --interval 60 --seed 5"
+    ]
+
+
+def test_a_placeholder_without_a_parameter_is_rejected():
+    spec = base_spec(schedulers={"s": {"command": "python s.py --rate {rate}", "rte": 2}})
+    with pytest.raises(SpecError, match=r"schedulers\.s\[0\]: \{rate\} names no parameter"):
+        parse(spec)

@@ -18,7 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from timewarp.sweeping.spec import SEEDED_GENERATORS, Entity, Point, SpecError, Sweep
+from timewarp.sweeping.spec import (
+    PLACEHOLDER,
+    SEEDED_GENERATORS,
+    Entity,
+    Point,
+    SpecError,
+    Sweep,
+)
 
 RESULT_FILE = "result.json"
 POINT_FILE = "point.json"
@@ -61,8 +68,10 @@ def _sha256_file(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def _substitute(text: str, seed: int, replicate: int) -> str:
-    return text.replace("{seed}", str(seed)).replace("{replicate}", str(replicate))
+def _substitute(text: str, seed: int, replicate: int, params: dict[str, Any] | None = None) -> str:
+    """Fill ``{seed}``, ``{replicate}`` and ``{param}`` placeholders (other braces stay)."""
+    values = {**(params or {}), "seed": seed, "replicate": replicate}
+    return PLACEHOLDER.sub(lambda m: str(values.get(m.group(1), m.group(0))), text)
 
 
 def _flags(params: dict[str, Any], skip: set[str]) -> list[str]:
@@ -133,7 +142,8 @@ def plan_runs(sweep: Sweep, results: Path) -> list[Run]:
         for replicate in range(sweep.replicates):
             seed = sweep.base_seed + replicate
             commands = [
-                _substitute(c, seed, replicate) for c in point.entities["scheduler"].commands
+                _substitute(c, seed, replicate, point.settings["scheduler"])
+                for c in point.entities["scheduler"].commands
             ]
             platform = maker.path(point.entities["platform"], point.settings["platform"], seed)
             workload = maker.path(point.entities["workload"], point.settings["workload"], seed)

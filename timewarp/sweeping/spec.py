@@ -6,6 +6,9 @@ A sweep file (YAML or TOML) names its inputs once and says how to combine them::
     base_seed: 1             # replicate r runs with seed base_seed + r
     schedulers:              # name -> command line (or a list: several schedulers at once)
       tiny: python tests/programs/tiny_scheduler.py --scheduler-name default
+      kse:                   # or a mapping: {placeholders} in the command take its parameters
+        command: python -m sample_schedulers.kse_rebalancer --interval {interval} --seed {seed}
+        interval: [30, 60]
     platforms:
       c16: examples/inputs/cluster16.xml          # a file, or {generator: platform, ...}
     workloads:
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +61,7 @@ TOP_LEVEL = {
     "rows",
 }
 Scalar = str | int | float | bool
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_-]*)\}")
 
 
 class SpecError(ValueError):
@@ -281,13 +286,27 @@ class _Validator:
     def schedulers(self, data: dict) -> dict[str, Entity]:
         out = {}
         for name, value in self.table(data, "schedulers").items():
+            where = f"schedulers.{name}"
+            params: dict[str, Any] = {}
+            if isinstance(value, dict):
+                if "command" not in value:
+                    self.fail(f"{where}.command", "missing (the scheduler's command line)")
+                params = self.params(where, value, {"command"})
+                value = params.pop("command")
             commands = [value] if isinstance(value, str) else value
             if not isinstance(commands, list) or not commands:
-                self.fail(f"schedulers.{name}", "expected a command line or a list of them")
+                self.fail(where, "expected a command line, a list of them, or {command: ...}")
             for i, cmd in enumerate(commands):
                 if not isinstance(cmd, str) or not cmd.strip():
-                    self.fail(f"schedulers.{name}[{i}]", f"expected a command line, got {cmd!r}")
-            out[name] = Entity("scheduler", name, commands=tuple(commands))
+                    self.fail(f"{where}[{i}]", f"expected a command line, got {cmd!r}")
+                for placeholder in PLACEHOLDER.findall(cmd):
+                    if placeholder not in params and placeholder not in ("seed", "replicate"):
+                        self.fail(
+                            f"{where}[{i}]",
+                            f"{{{placeholder}}} names no parameter of this scheduler "
+                            "(known: seed, replicate" + "".join(f", {p}" for p in params) + ")",
+                        )
+            out[name] = Entity("scheduler", name, commands=tuple(commands), params=params)
         return out
 
     def files_or_generators(self, data: dict, key: str, root: Path) -> dict[str, Entity]:
@@ -385,7 +404,7 @@ class _Validator:
         seen: set[str] = set()
         for _where, chosen in selections:
             chosen_ents = {k: entities[k][chosen[k]] for k in ENTITY_KINDS}
-            per_kind = [chosen_ents[k].expand() if k != "scheduler" else [{}] for k in ENTITY_KINDS]
+            per_kind = [chosen_ents[k].expand() for k in ENTITY_KINDS]
             for combo in itertools.product(*per_kind):
                 settings = dict(zip(ENTITY_KINDS, combo, strict=True))
                 factors: dict[str, Scalar] = dict(chosen)
