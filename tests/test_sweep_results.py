@@ -98,3 +98,11 @@ def test_plots_draw_each_metric_against_each_varying_factor(tmp_path):
     assert sorted(p.name for p in written) == ["mode.png", "timeout-value.png"]
     for path in written:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_duration_levels_sort_by_their_value():
+    assert tables._as_number("50ms") == pytest.approx(0.05)
+    assert tables._as_number("2s") == 2.0 and tables._as_number("1.5min") == 90.0
+    assert tables._as_number("fast") is None and tables._as_number(True) is None
+    levels = ["100ms", "5ms", "1s", "20ms"]
+    assert sorted(levels, key=tables._as_number) == ["5ms", "20ms", "100ms", "1s"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 import statistics
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -131,13 +132,29 @@ def write_csv(path: Path, columns: list[str], rows: Iterable[dict]) -> None:
 
 
 # --------------------------------------------------------------------------- plots
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ns|us|µs|ms|s|m|min|h)\s*$")
+_UNIT_S = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "min": 60.0,
+    "h": 3600.0,
+}
+
+
 def _as_number(value: Any) -> float | None:
+    """A level as a number for the x axis: plain numbers, or durations ("20ms") in seconds."""
     if isinstance(value, bool):
         return None
     try:
         return float(value)
     except (TypeError, ValueError):
-        return None
+        pass
+    match = _DURATION.match(str(value))
+    return float(match.group(1)) * _UNIT_S[match.group(2)] if match else None
 
 
 def plot_summary(summary: list[dict], factor_columns: list[str], out_dir: Path) -> list[Path]:
