@@ -150,6 +150,9 @@ def _failure_reason(log: Path, manifest: dict | None, code: int | None) -> str:
             return line.split("FAILED:", 1)[1].strip()
     if manifest is not None and manifest.get("reason"):
         return str(manifest["reason"])
+    usage_errors = [ln for ln in lines if ": error: " in ln]
+    if usage_errors:  # argparse: the usage lines before it only repeat the flags
+        return usage_errors[-1].strip() + f" (exit {code})"
     tail = [ln for ln in lines if ln.strip()][-3:]
     return f"timewarp simulate exited with code {code}" + (": " + " | ".join(tail) if tail else "")
 
