@@ -193,3 +193,18 @@ def test_dry_run_lists_failed_runs_as_done_unless_asked_to_rerun_them(finished, 
     assert listing() == ["done"] * 10
     assert listing("--rerun-failed").count("run") == 2
     assert listing("--rerun") == ["run"] * 10
+
+
+def test_an_unusable_cluster_address_is_a_usage_error(tmp_path, subprocess_env):
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(yaml.safe_dump(SPEC, sort_keys=False))
+    proc = subprocess.run(
+        sweep_cmd(spec, tmp_path / "r", "--scheduler-address", "nonsense://nowhere"),
+        capture_output=True,
+        text=True,
+        env=subprocess_env,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "cannot start or reach the Dask cluster (nonsense://nowhere)" in proc.stderr
+    assert not (tmp_path / "r" / "runs").exists()  # nothing ran

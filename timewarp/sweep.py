@@ -16,6 +16,7 @@ arguments, 130 on Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import shutil
@@ -87,8 +88,9 @@ def run(args: argparse.Namespace) -> int:
 
     pending = [r for r in runs if _needs_run(r, args)]
     if args.dry_run:
+        to_run = {r.run_id for r in pending}
         for r in runs:
-            state = "run" if r in pending else "done"
+            state = "run" if r.run_id in to_run else "done"
             print(f"{r.run_id}  {state:4}  {json.dumps(r.point.factors)} replicate={r.replicate}")
         print(f"{len(runs)} runs, {len(pending)} to run", file=sys.stderr)
         return 0
@@ -106,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
             interrupted = True
             print("timewarp sweep: interrupted; finished runs are kept", file=sys.stderr)
         except _ClusterError as exc:
-            return _fail(str(exc), 1)
+            return _fail(str(exc), 2)
     rows = _collect(sweep, runs, results, plots=not args.no_plots)
     ok = sum(r["status"] == "ok" for r in rows)
     failed = [r for r in rows if r["status"] == "failed"]
@@ -151,6 +153,9 @@ def _write_plan(sweep: Sweep, runs: list[Run], results: Path) -> None:
     tmp.replace(results / "plan.json")
 
 
+CONNECT_TIMEOUT = "10s"
+
+
 class _ClusterError(RuntimeError):
     pass
 
@@ -173,7 +178,7 @@ def _execute(pending: list[Run], sweep: Sweep, args: argparse.Namespace, total: 
     cluster = None
     try:
         if args.scheduler_address:
-            client = Client(args.scheduler_address, timeout="20s")
+            client = Client(args.scheduler_address, timeout=CONNECT_TIMEOUT)
         else:
             import os
 
@@ -188,7 +193,7 @@ def _execute(pending: list[Run], sweep: Sweep, args: argparse.Namespace, total: 
                 silence_logs=logging.ERROR,
             )
             client = Client(cluster)
-    except (OSError, TimeoutError) as exc:
+    except (OSError, TimeoutError, ValueError) as exc:
         where = args.scheduler_address or "a LocalCluster"
         raise _ClusterError(f"cannot start or reach the Dask cluster ({where}): {exc}") from None
 
@@ -208,9 +213,7 @@ def _execute(pending: list[Run], sweep: Sweep, args: argparse.Namespace, total: 
             bar = progress.add_task("runs", total=total, completed=total - len(pending), failed=0)
             failed = 0
             for r in pending:
-                fut = client.submit(
-                    run_point, r.task(sweep), key=f"timewarp-run-{r.run_id}", pure=False
-                )
+                fut = client.submit(run_point, r.task(sweep), key=_task_key(r), pure=False)
                 futures[fut] = r
             for fut in as_completed(list(futures)):
                 r = futures[fut]
@@ -227,6 +230,12 @@ def _execute(pending: list[Run], sweep: Sweep, args: argparse.Namespace, total: 
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _task_key(run: Run) -> str:
+    """Unique per run *and* results directory: two sweeps sharing a cluster never merge."""
+    where = hashlib.sha256(str(run.directory.resolve()).encode()).hexdigest()[:8]
+    return f"timewarp-run-{run.run_id}-{where}"
 
 
 def _record_lost_run(run: Run, exc: BaseException) -> dict[str, Any]:
