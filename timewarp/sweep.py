@@ -171,7 +171,8 @@ def _execute(pending: list[Run], sweep: Sweep, args: argparse.Namespace, total: 
         raise _ClusterError(
             f"dask.distributed is not installed ({exc}); pip install 'timewarp[sweep]'"
         ) from None
-    from timewarp.sweeping.runner import run_point
+    from timewarp.sweeping.runner import RunInterrupted, run_point
+    from timewarp.sweeping.worker_plugin import StopRunsOnClose
 
     for name in ("distributed", "distributed.worker", "distributed.nanny", "distributed.scheduler"):
         logging.getLogger(name).setLevel(logging.ERROR)
@@ -193,6 +194,7 @@ def _execute(pending: list[Run], sweep: Sweep, args: argparse.Namespace, total: 
                 silence_logs=logging.ERROR,
             )
             client = Client(cluster)
+        client.register_plugin(StopRunsOnClose())
     except (OSError, TimeoutError, ValueError) as exc:
         where = args.scheduler_address or "a LocalCluster"
         raise _ClusterError(f"cannot start or reach the Dask cluster ({where}): {exc}") from None
@@ -219,6 +221,9 @@ def _execute(pending: list[Run], sweep: Sweep, args: argparse.Namespace, total: 
                 r = futures[fut]
                 try:
                     result = fut.result()
+                except RunInterrupted:  # a worker closed under it: left unfinished, redone later
+                    progress.update(bar, advance=1, failed=failed)
+                    continue
                 except Exception as exc:  # e.g. KilledWorker: record it like any failure
                     result = _record_lost_run(r, exc)
                 if result.get("status") != "ok":

@@ -19,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -28,6 +29,28 @@ RESULT_FILE = "result.json"
 POINT_FILE = "point.json"
 LOG_FILE = "simulate.log"
 POLL_S = 0.25
+
+# Runs in progress in this worker process, so a closing worker can stop them cleanly.
+_active: dict[int, subprocess.Popen] = {}
+_active_lock = threading.Lock()
+_shutting_down = threading.Event()
+
+
+class RunInterrupted(RuntimeError):
+    """The worker is closing: the run was stopped and left unfinished (it will be redone)."""
+
+
+def stop_all_runs() -> None:
+    """Stop every run of this worker process; their directories stay unfinished.
+
+    Called when a worker closes (``timewarp.sweeping.worker_plugin``). The fallback when a
+    worker is killed outright is the SIGINT its runs get from ``PR_SET_PDEATHSIG``.
+    """
+    _shutting_down.set()
+    with _active_lock:
+        procs = list(_active.values())
+    for proc in procs:
+        _stop(proc)
 
 
 def run_point(task: dict[str, Any]) -> dict[str, Any]:
@@ -41,6 +64,8 @@ def run_point(task: dict[str, Any]) -> dict[str, Any]:
         directory.mkdir(parents=True)
         _write_json(directory / POINT_FILE, task["record"])
         result.update(_simulate(task, directory))
+    except RunInterrupted:
+        raise
     except Exception as exc:  # the contract: every run ends with a result.json
         result.update(
             status="failed",
@@ -57,6 +82,8 @@ def _simulate(task: dict[str, Any], directory: Path) -> dict[str, Any]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [task["cwd"], env.get("PYTHONPATH")]))
     argv = [sys.executable, "-m", "timewarp", "simulate", *task["simulate_argv"]]
+    if _shutting_down.is_set():
+        raise RunInterrupted("the worker is closing")
     with open(directory / LOG_FILE, "wb") as log:
         proc = subprocess.Popen(
             argv,
@@ -68,7 +95,15 @@ def _simulate(task: dict[str, Any], directory: Path) -> dict[str, Any]:
             start_new_session=True,
             preexec_fn=_die_with_parent,
         )
-    peak_rss, timed_out = _wait(proc, task["timeout"])
+    with _active_lock:
+        _active[proc.pid] = proc
+    try:
+        peak_rss, timed_out = _wait(proc, task["timeout"])
+    finally:
+        with _active_lock:
+            _active.pop(proc.pid, None)
+    if _shutting_down.is_set():
+        raise RunInterrupted("the worker closed during the run")
     code = proc.returncode
     out: dict[str, Any] = {"returncode": code, "peak_rss_bytes": peak_rss}
     manifest = _read_json(directory / "manifest.json")
@@ -93,31 +128,57 @@ def _wait(proc: subprocess.Popen, timeout: float) -> tuple[int, bool]:
         root = None
     deadline = time.monotonic() + timeout
     peak = 0
-    while True:
-        try:
-            proc.wait(timeout=POLL_S)
-            return peak, False
-        except subprocess.TimeoutExpired:
-            pass
-        if root is not None:
-            peak = max(peak, _tree_rss(root))
-        if time.monotonic() >= deadline:
-            _stop(proc)
-            return peak, True
+    seen: dict[int, Any] = {}
+    try:
+        while True:
+            try:
+                proc.wait(timeout=POLL_S)
+                return peak, False
+            except subprocess.TimeoutExpired:
+                pass
+            if root is not None:
+                peak = max(peak, _tree_rss(root, seen))
+            if time.monotonic() >= deadline:
+                _stop(proc)
+                return peak, True
+    finally:
+        _reap_leftovers(seen)
 
 
-def _tree_rss(root: Any) -> int:
+def _tree_rss(root: Any, seen: dict[int, Any]) -> int:
     total = 0
     try:
         procs = [root, *root.children(recursive=True)]
     except Exception:
         return 0
+    for p in procs[1:]:
+        seen.setdefault(p.pid, p)
     for p in procs:
         try:
             total += p.memory_info().rss
         except Exception:
             pass
     return total
+
+
+def _reap_leftovers(seen: dict[int, Any]) -> None:
+    """Terminate descendants that outlived simulate (its schedulers and simulator run in
+    their own sessions, so a dying simulate can orphan them). psutil.Process checks the
+    start time, so a recycled pid is never signalled."""
+    import psutil
+
+    alive = [p for p in seen.values() if p.is_running()]
+    for p in alive:
+        try:
+            p.terminate()
+        except psutil.Error:
+            pass
+    _gone, still = psutil.wait_procs(alive, timeout=5)
+    for p in still:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
 
 
 def _stop(proc: subprocess.Popen) -> None:
