@@ -35,16 +35,17 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from kubernetes.utils import parse_quantity
 from procset import ProcSet
 
 from broker import naming
 from broker.facade import Facade
 from broker.facade.errors import not_found
 from broker.facade.objects import make_node
+from broker.quantity import parse_quantity
 from simulator import protocol as p
 
 JOB_ID_ANNOTATION = "timewarp.io/job-id"
+RS_LABEL = "timewarp.io/replicaset"
 DEFAULT_CPU = "1"
 DEFAULT_MEMORY = "4Gi"
 DEFAULT_IMAGE = "registry.timewarp.invalid/simulated-job:latest"
@@ -88,6 +89,7 @@ class NodeInfo:
     cpu_m: int
     memory: int
     ip: str
+    labels: dict[str, str] = field(default_factory=dict)
     used_cpu_m: int = 0
     used_memory: int = 0
 
@@ -103,6 +105,7 @@ class JobPod:
     node: str | None = None
     state: str = "pending"  # pending | running | done | rejected | killed
     started_ns: int | None = None
+    labels: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -113,6 +116,7 @@ class Stats:
     rejected_by_kubelet: int = 0
     kills: int = 0
     bindings: int = 0
+    replacements: int = 0
     core_seconds: float = 0.0  # cpu requests x run time of finished jobs
     capacity_cores: float = 0.0
 
@@ -131,9 +135,11 @@ class Cluster:
     all_submitted: bool = False
 
     def __post_init__(self) -> None:
+        self._running: dict[tuple[str, str], JobPod] = {}
+        self._metrics_at: int | None = None
         self._lock = threading.Lock()
         self._bindings: list[tuple[str, str, str]] = []
-        self._kills: list[str] = []
+        self._removed: list[tuple[str, str, dict[str, Any] | None]] = []
         self._decisions: list[Any] = []
         hooks = self.facade.hooks
         hooks.on_bind = self._on_bind
@@ -169,7 +175,14 @@ class Cluster:
                 for section in ("capacity", "allocatable"):
                     node["status"][section]["nvidia.com/gpu"] = str(gpu)
             store.create("nodes", node)
-            self.nodes[name] = NodeInfo(name, int(res["id"]), _cpu_millis(cpu), _bytes(memory), ip)
+            self.nodes[name] = NodeInfo(
+                name,
+                int(res["id"]),
+                _cpu_millis(cpu),
+                _bytes(memory),
+                ip,
+                node["metadata"]["labels"],
+            )
             self.stats.capacity_cores += _cpu_millis(cpu) / 1000
 
     def submit(self, data: p.JobSubmitted) -> None:
@@ -211,21 +224,22 @@ class Cluster:
             if key in spec:
                 pod["spec"][key] = spec[key]
         if "replicaset" in spec:
-            rs = self.facade.store.get_or_none(
-                "replicasets.apps", namespace, str(spec["replicaset"])
-            )
+            rs_name = str(spec["replicaset"])
+            pod["metadata"]["labels"][RS_LABEL] = rs_name
+            rs = self._ensure_replicaset(namespace, rs_name, pod)
             pod["metadata"]["ownerReferences"] = [
                 {
                     "apiVersion": "apps/v1",
                     "kind": "ReplicaSet",
-                    "name": str(spec["replicaset"]),
-                    "uid": (rs or {}).get("metadata", {}).get("uid", f"rs-{spec['replicaset']}"),
+                    "name": rs_name,
+                    "uid": rs["metadata"]["uid"],
                     "controller": True,
                     "blockOwnerDeletion": True,
                 }
             ]
         usage = (profile.get("timewarp") or {}).get("usage")
         jp = JobPod(data.job_id, namespace, name, _cpu_millis(cpu), _bytes(memory or 0), usage)
+        jp.labels = dict(pod["metadata"]["labels"])
         self.jobs[data.job_id] = jp
         self.pods[(namespace, name)] = jp
         self.stats.jobs_submitted += 1
@@ -275,7 +289,6 @@ class Cluster:
             return pod
 
         self.facade.store.update("pods", jp.namespace, jp.name, finish)
-        self.facade.metrics.remove_pod(jp.namespace, jp.name)
 
     def all_done(self) -> bool:
         return self.all_submitted and all(
@@ -290,32 +303,98 @@ class Cluster:
             self._bindings.append((namespace, pod, node))
 
     def _on_remove(self, namespace: str, pod: str) -> None:
+        obj = self.facade.store.get_or_none("pods", namespace, pod)
         with self._lock:
-            jp = self.pods.get((namespace, pod))
-            if jp is not None and jp.state == "running":
-                jp.state = "killed"
-                self._kills.append(jp.job_id)
+            self._removed.append((namespace, pod, obj))
 
     # ------------------------------------------------------------- kubelet
     def has_work(self) -> bool:
         with self._lock:
-            return bool(self._bindings or self._kills)
+            return bool(self._bindings or self._removed)
 
     def process(self) -> bool:
         """Apply recorded bindings (kubelet admission) and kills, in the order they
         happened. Returns whether anything was done."""
         with self._lock:
             bindings, self._bindings = self._bindings, []
-            kills, self._kills = self._kills, []
-        for job_id in kills:
-            jp = self.jobs[job_id]
-            self._release(jp)
-            self.facade.metrics.remove_pod(jp.namespace, jp.name)
-            self.stats.kills += 1
-            self._decisions.append(p.KillJob([job_id]))
+            removed, self._removed = self._removed, []
+        for namespace, pod, obj in removed:
+            self._removed_pod(namespace, pod, obj)
         for namespace, pod, node in bindings:
             self._admit(namespace, pod, node)
-        return bool(bindings or kills)
+        return bool(bindings or removed)
+
+    def _removed_pod(self, namespace: str, name: str, obj: dict[str, Any] | None) -> None:
+        """An eviction or deletion: kill (or reject) its job, and let its ReplicaSet
+        replace it."""
+        jp = self.pods.pop((namespace, name), None)
+        if jp is not None:
+            if jp.state == "running":
+                self._release(jp)
+                if jp.job_id:
+                    jp.state = "killed"
+                    self.stats.kills += 1
+                    self._decisions.append(p.KillJob([jp.job_id]))
+                else:
+                    jp.state = "done"
+            elif jp.state == "pending" and jp.job_id:
+                jp.state = "rejected"
+                self._decisions.append(p.RejectJob(jp.job_id))
+        meta = (obj or {}).get("metadata", {})
+        owner = next(
+            (o for o in meta.get("ownerReferences") or [] if o.get("kind") == "ReplicaSet"), None
+        )
+        if obj is None or owner is None:
+            return
+        if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            return
+        # The ReplicaSet controller: a new Pending pod from the same template.
+        annotations = {
+            k: v for k, v in (meta.get("annotations") or {}).items() if k != JOB_ID_ANNOTATION
+        }
+        replacement = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "generateName": f"{owner['name']}-",
+                "namespace": namespace,
+                "labels": dict(meta.get("labels") or {}),
+                "annotations": annotations,
+                "ownerReferences": meta["ownerReferences"],
+            },
+            "spec": {k: v for k, v in obj["spec"].items() if k != "nodeName"},
+        }
+        created = self.facade.store.create("pods", replacement, namespace=namespace)
+        cpu_m, memory = self._requests(created)
+        usage = jp.usage if jp is not None else None
+        new = JobPod("", namespace, created["metadata"]["name"], cpu_m, memory, usage)
+        new.labels = dict(created["metadata"].get("labels") or {})
+        self.pods[(namespace, new.name)] = new
+        self.stats.replacements += 1
+
+    def _ensure_replicaset(self, namespace: str, name: str, pod: dict[str, Any]) -> dict[str, Any]:
+        store = self.facade.store
+        if store.get_or_none("replicasets.apps", namespace, name) is not None:
+
+            def scale(obj: dict[str, Any]) -> None:
+                obj["spec"]["replicas"] = int(obj["spec"].get("replicas", 0)) + 1
+
+            return store.update("replicasets.apps", namespace, name, scale)
+        labels = dict(pod["metadata"]["labels"])
+        return store.create(
+            "replicasets.apps",
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "metadata": {"name": name, "namespace": namespace, "labels": labels},
+                "spec": {
+                    "replicas": 1,
+                    "selector": {"matchLabels": {RS_LABEL: name}},
+                    "template": {"metadata": {"labels": labels}, "spec": pod["spec"]},
+                },
+            },
+            namespace=namespace,
+        )
 
     def _admit(self, namespace: str, pod_name: str, node_name: str) -> None:
         pod = self.facade.store.get_or_none("pods", namespace, pod_name)
@@ -333,7 +412,7 @@ class Cluster:
             short = ("memory", memory, node.used_memory, node.memory)
         if short is not None:
             resource, requested, used, capacity = short
-            reason = f"Out{resource}"
+            reason = f"OutOf{resource}"
 
             def refuse(obj: dict[str, Any]) -> dict[str, Any]:
                 status = obj.setdefault("status", {})
@@ -350,7 +429,8 @@ class Cluster:
             self.stats.rejected_by_kubelet += 1
             if jp is not None and jp.state == "pending":
                 jp.state = "rejected"
-                self._decisions.append(p.RejectJob(jp.job_id))
+                if jp.job_id:
+                    self._decisions.append(p.RejectJob(jp.job_id))
             return
         node.used_cpu_m += cpu_m
         node.used_memory += memory
@@ -389,13 +469,18 @@ class Cluster:
             jp.state = "running"
             jp.node = node_name
             jp.started_ns = self.now_ns()
-            self.stats.jobs_started += 1
-            self._decisions.append(p.ExecuteJob(jp.job_id, ProcSet(node.resource_id)))
+            if jp.job_id:
+                self.stats.jobs_started += 1
+                self._decisions.append(p.ExecuteJob(jp.job_id, ProcSet(node.resource_id)))
         elif jp is None:
             # A pod the API created (not a Batsim job): it runs until deleted.
-            self.pods[(namespace, pod_name)] = JobPod(
+            jp = JobPod(
                 "", namespace, pod_name, cpu_m, memory, None, node_name, "running", self.now_ns()
             )
+            jp.labels = dict(pod["metadata"].get("labels") or {})
+            self.pods[(namespace, pod_name)] = jp
+        self._running[(namespace, pod_name)] = jp
+        self._metrics_at = None
 
     @staticmethod
     def _requests(pod: dict[str, Any]) -> tuple[int, int]:
@@ -407,10 +492,14 @@ class Cluster:
         return int(cpu * 1000), int(memory)
 
     def _release(self, jp: JobPod) -> None:
+        if self._running.pop((jp.namespace, jp.name), None) is not None:
+            self._metrics_at = None
+            self.facade.metrics.remove_pod(jp.namespace, jp.name)
         if jp.node is not None and jp.state in ("running", "killed"):
             node = self.nodes[jp.node]
             node.used_cpu_m -= jp.cpu_m
             node.used_memory -= jp.memory
+            jp.node = None  # released once
 
     def take_decisions(self) -> list[Any]:
         out, self._decisions = self._decisions, []
@@ -419,24 +508,29 @@ class Cluster:
     # ------------------------------------------------------------- metrics
     def refresh_metrics(self) -> None:
         """metrics.k8s.io: running pods use their profile's usage curve (timewarp
-        extension ``usage``), else their requests; nodes the sum of their pods."""
+        extension ``usage``), else their requests; nodes the sum of their pods. Recomputed
+        when time moved or the running set changed."""
         now = self.now_ns()
+        if self._metrics_at == now:
+            return
+        self._metrics_at = now
+        board = self.facade.metrics
         per_node: dict[str, list[int]] = {name: [0, 0] for name in self.nodes}
-        for jp in self.pods.values():
-            if jp.state != "running" or jp.node is None:
-                continue
+        for jp in self._running.values():
             cpu_n, mem = jp.cpu_m * 1_000_000, jp.memory
             if jp.usage and jp.started_ns is not None:
                 elapsed = (now - jp.started_ns) / 1e9
-                cpu_n = int(
-                    _curve(jp.usage.get("cpu"), elapsed, jp.usage.get("period"), cpu_n / 1e9) * 1e9
-                )
-                mem = _bytes(_curve(jp.usage.get("memory"), elapsed, jp.usage.get("period"), mem))
-            self.facade.set_pod_metrics(jp.namespace, jp.name, {"main": (cpu_n, mem)})
-            per_node[jp.node][0] += cpu_n
-            per_node[jp.node][1] += mem
+                period = jp.usage.get("period")
+                cpu_n = int(float(_curve(jp.usage.get("cpu"), elapsed, period, cpu_n / 1e9)) * 1e9)
+                mem = _bytes(_curve(jp.usage.get("memory"), elapsed, period, mem))
+            board.set_pod(
+                jp.namespace, jp.name, {"main": (cpu_n, mem)}, timestamp_ns=now, labels=jp.labels
+            )
+            if jp.node in per_node:
+                per_node[jp.node][0] += cpu_n
+                per_node[jp.node][1] += mem
         for name, (cpu_n, mem) in per_node.items():
-            self.facade.set_node_metrics(name, cpu_n, mem)
+            board.set_node(name, cpu_n, mem, timestamp_ns=now, labels=self.nodes[name].labels)
 
 
 def _curve(points: Any, elapsed: float, period: Any, default: Any) -> Any:

@@ -151,6 +151,7 @@ class Broker:
         self._advance(t_ns)
         for event in message.events:
             self._apply(event.data)
+        self.cluster.refresh_metrics()
         self._settle()
         decisions = self.cluster.take_decisions()
         events = [p.Event(t, d) for d in decisions]
@@ -179,7 +180,6 @@ class Broker:
                 self.cluster.all_submitted = True
         # JOB_KILLED follows a JOB_COMPLETED(COMPLETED_KILLED): nothing more to do;
         # REQUESTED_CALL only moved time; SIMULATION_ENDS ends the loop.
-        self.cluster.refresh_metrics()
 
     def _advance(self, t_ns: int) -> None:
         if t_ns > self.clock.now_ns:
@@ -201,6 +201,7 @@ class Broker:
             self.clock.wait_quiescent()
             self.launcher.check()
             if self.cluster.process():
+                self.cluster.refresh_metrics()
                 continue
             deadline = self.clock.next_deadline()
             if deadline is not None and deadline <= self.clock.now_ns:

@@ -135,6 +135,17 @@ class Launcher:
         """Raise SchedulerFailed if a scheduler ended before the simulation did."""
         if self._finishing:
             return
+        # A process that said goodbye to the clock is exiting: give it a moment to end,
+        # so that the report carries its exit code.
+        said_bye = {p.name for p in self.clock.processes() if p.gone}
+        for proc in self.processes:
+            if proc.name in said_bye and proc.returncode is None and proc.popen is not None:
+                try:
+                    code = proc.popen.wait(5)
+                except subprocess.TimeoutExpired:
+                    continue
+                with self._lock:
+                    proc.returncode = code
         with self._lock:
             dead = [p for p in self.processes if p.returncode is not None]
         if dead:
@@ -149,7 +160,7 @@ class Launcher:
                 f"ended; last lines of {proc.log_path}:\n{proc.log_tail()}"
             )
 
-    def stop_all(self, grace_s: float = 3.0) -> None:
+    def stop_all(self, grace_s: float = 1.0) -> None:
         self._finishing = True
         for proc in self.processes:
             if proc.popen is not None and proc.popen.poll() is None:

@@ -96,8 +96,10 @@ def plot(prefix: Path, out_dir: Path) -> list[Path]:
             lanes.setdefault(res, []).append((start, end))
     ymap = {res: i for i, res in enumerate(sorted(lanes, key=int))}
     for res, spans in lanes.items():
-        # stack concurrent jobs (compute sharing) inside the resource's lane
+        # stack concurrent jobs (compute sharing) inside the resource's lane: one
+        # collection per (lane, slot), not one artist per job
         ends: list[float] = []
+        slots: dict[int, list[tuple[float, float]]] = {}
         for start, end in sorted(spans):
             slot = next((i for i, e in enumerate(ends) if e <= start), None)
             if slot is None:
@@ -105,9 +107,11 @@ def plot(prefix: Path, out_dir: Path) -> list[Path]:
                 slot = len(ends) - 1
             else:
                 ends[slot] = end
-            depth = 0.8 / max(1, len(ends))
+            slots.setdefault(slot, []).append((start, end - start))
+        depth = 0.8 / max(1, len(ends))
+        for slot, bars in slots.items():
             ax.broken_barh(
-                [(start, end - start)],
+                bars,
                 (ymap[res] - 0.4 + slot * depth, depth),
                 facecolors=f"C{slot % 10}",
                 edgecolor="black",
@@ -122,21 +126,40 @@ def plot(prefix: Path, out_dir: Path) -> list[Path]:
     plt.close(fig)
     written.append(path)
 
-    fig, ax = plt.subplots(figsize=(10, 4))
-    for res in sorted(lanes, key=int):
-        points = sorted([(s, 1) for s, _ in lanes[res]] + [(e, -1) for _, e in lanes[res]])
-        xs, ys, level = [0.0], [0], 0
-        for x, d in points:
-            level += d
-            xs.append(x)
-            ys.append(level)
-        ax.step(xs, ys, where="post", label=f"res {res}", linewidth=0.8)
-    ax.set_xlabel("simulated time (s)")
-    ax.set_ylabel("running pods")
-    ax.set_title("Per-node load over time")
-    if len(lanes) <= 16:
-        ax.legend(fontsize=6, ncol=4)
-    fig.tight_layout()
+    # per-node load: a heat map (nodes x time) under the cluster-wide curve
+    import numpy as np
+
+    horizon = max((e for spans in lanes.values() for _, e in spans), default=0.0) or 1.0
+    bins = 400
+    edges = np.linspace(0.0, horizon, bins + 1)
+    order = sorted(lanes, key=int)
+    grid = np.zeros((len(order), bins))
+    for row, res in enumerate(order):
+        for start, end in lanes[res]:
+            # fraction of each bin covered by [start, end)
+            overlap = np.clip(np.minimum(edges[1:], end) - np.maximum(edges[:-1], start), 0, None)
+            grid[row] += overlap / (edges[1] - edges[0])
+    fig, (top, heat) = plt.subplots(
+        2,
+        1,
+        figsize=(10, 5),
+        sharex=True,
+        gridspec_kw={"height_ratios": [1, 2]},
+        layout="constrained",
+    )
+    top.step(edges[:-1], grid.sum(axis=0), where="post", color="C0")
+    top.set_ylabel("running pods")
+    top.set_title("Load over time: whole cluster (top), per node (bottom)")
+    image = heat.imshow(
+        grid,
+        aspect="auto",
+        interpolation="nearest",
+        cmap="viridis",
+        extent=(0, horizon, len(order) - 0.5, -0.5),
+    )
+    heat.set_yticks(range(len(order)), [f"res {r}" for r in order], fontsize=6)
+    heat.set_xlabel("simulated time (s)")
+    fig.colorbar(image, ax=[top, heat], label="running pods", fraction=0.04)
     path = out_dir / "utilisation.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -165,6 +165,7 @@ class _Simulation:
             watcher.start()
             with progress:
                 result = broker.run()
+            self.sim_wall = _wall.perf_counter() - started
             reason = result.reason
         except SchedulerFailed as exc:
             reason = str(exc)
@@ -179,7 +180,7 @@ class _Simulation:
             clock.close()
             if incluster_dir is not None:
                 shutil.rmtree(incluster_dir, ignore_errors=True)
-        wall = _wall.perf_counter() - started
+        wall = getattr(self, "sim_wall", None) or (_wall.perf_counter() - started)
         ok = result is not None and result.ok and sim_code == 0
         if result is not None and result.ok and sim_code != 0:
             reason = f"the simulator exited with code {sim_code}; see {self.out / 'simulator.log'}"
@@ -273,14 +274,13 @@ class _Simulation:
     # ----------------------------------------------------------------- manifest
     def _write_manifest(self, figures: dict, ok: bool, reason: str, wall: float) -> None:
         import platform as _platform
-
-        import kubernetes
+        from importlib.metadata import version
 
         args = self.args
         manifest = {
             "timewarp": __version__,
             "python": _platform.python_version(),
-            "kubernetes_client": kubernetes.__version__,
+            "kubernetes_client": version("kubernetes"),
             "simulator": args.batsim or "embedded",
             "mode": args.mode,
             "arguments": sys.argv[1:],
