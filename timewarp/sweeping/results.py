@@ -226,10 +226,13 @@ def _panel(ax, summary, factor, others, metric, order, position, numeric) -> Non
             ax.fill_between(
                 [min(xs), max(xs)], mean - ci, mean + ci, alpha=0.15, color=line.get_color()
             )
+    labels = [str(lv) for lv in order]
     if not numeric:
-        ax.set_xticks(range(len(order)), [str(lv) for lv in order])
+        ax.set_xticks(range(len(order)), labels)
     elif len(order) <= 12:
-        ax.set_xticks(xs, [str(lv) for lv in order])
+        ax.set_xticks(xs, labels)
+    if len(order) > 5 or sum(map(len, labels)) > 40:
+        ax.tick_params(axis="x", labelrotation=60, labelsize="small")
     ax.set_xlabel(factor)
     ax.set_title(f"{metric} (mean, 95 % CI)", fontsize="medium")
     ax.grid(alpha=0.3)
