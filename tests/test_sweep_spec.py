@@ -139,6 +139,8 @@ b40 = "{WORKLOAD}"
             "modes.lockstep.replicate",
             "reserved",
         ),
+        ({"simulate_args": ["--epoch", "0", "-o", "x"]}, "simulate_args[2]", "chosen by the sweep"),
+        ({"modes": {"lockstep": {"output": "x"}}}, "modes.lockstep.output", "chosen by the sweep"),
     ],
 )
 def test_bad_sweep_files_are_rejected_with_the_field_named(change, field, words):

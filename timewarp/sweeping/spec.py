@@ -44,6 +44,20 @@ RESERVED = {*ENTITY_KINDS, "replicate", "seed", "run_id", "status", "error"}
 TIME_MODES = ("deterministic", "lockstep", "realtime")
 WORKLOAD_GENERATORS = ("burst", "spaced", "poisson", "mixed", "from-swf")
 SEEDED_GENERATORS = ("poisson", "mixed")
+# `timewarp simulate` flags the sweep sets itself; a sweep file may not pass them
+SWEEP_OWNED_FLAGS = {
+    "--scheduler",
+    "-p",
+    "--platform",
+    "-w",
+    "--workload",
+    "-o",
+    "--output",
+    "--mode",
+    "--cwd",
+    "-q",
+    "--quiet",
+}
 TOP_LEVEL = {
     "name",
     "description",
@@ -170,6 +184,10 @@ def parse_sweep(data: Any, source: Path) -> Sweep:
         isinstance(a, str | int | float) for a in simulate_args
     ):
         v.fail("simulate_args", "expected a list of strings (extra `timewarp simulate` flags)")
+    for i, arg in enumerate(simulate_args):
+        flag = str(arg).split("=", 1)[0]
+        if flag in SWEEP_OWNED_FLAGS:
+            v.fail(f"simulate_args[{i}]", f"{flag} is chosen by the sweep for each run")
     name = data.get("name", source.stem)
     if not isinstance(name, str):
         v.fail("name", f"expected a string, got {_kind(name)}")
@@ -350,6 +368,9 @@ class _Validator:
             if mode not in TIME_MODES:
                 self.fail(f"{where}.mode", f"expected one of {', '.join(TIME_MODES)}, got {mode!r}")
             params = self.params(where, value, {"mode"})
+            for pname in params:
+                if "--" + pname.replace("_", "-") in SWEEP_OWNED_FLAGS:
+                    self.fail(f"{where}.{pname}", f"--{pname} is chosen by the sweep for each run")
             params["mode"] = mode
             out[name] = Entity("mode", name, params=params)
         return out
