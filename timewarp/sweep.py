@@ -78,13 +78,15 @@ def run(args: argparse.Namespace) -> int:
     except SpecError as exc:
         return _fail(str(exc))
     results = Path(args.output)
+    if results.exists() and not results.is_dir():
+        return _fail(f"-o {results}: exists and is not a directory")
     try:
         results.mkdir(parents=True, exist_ok=True)
         runs = plan_runs(sweep, results)
     except SpecError as exc:
         return _fail(str(exc))
     except OSError as exc:
-        return _fail(f"cannot write in {results}: {exc}")
+        return _fail(f"-o {results}: cannot write there ({exc.strerror or exc})")
 
     pending = [r for r in runs if _needs_run(r, args)]
     if args.dry_run:
