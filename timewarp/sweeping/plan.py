@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -97,6 +100,8 @@ class InputMaker:
         self.inputs_dir = inputs_dir
         self.root = root
         self._memo: dict[str, str] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
 
     def path(self, ent: Entity, settings: dict[str, Any], seed: int) -> str:
         if ent.path is not None:
@@ -106,8 +111,14 @@ class InputMaker:
         if gen in SEEDED_GENERATORS and "seed" not in params:
             params["seed"] = seed
         key = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:16]
-        if key in self._memo:
+        with self._guard:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:  # the same settings asked twice at once: generate once
+            if key not in self._memo:
+                self._memo[key] = self._generate(ent, gen, params, key)
             return self._memo[key]
+
+    def _generate(self, ent: Entity, gen: str, params: dict[str, Any], key: str) -> str:
         suffix = ".xml" if ent.kind == "platform" else ".json"
         out = self.inputs_dir / f"{ent.kind}-{ent.name}-{key}{suffix}"
         if not out.exists():
@@ -122,13 +133,30 @@ class InputMaker:
                     f"{ent.kind}s.{ent.name}: the generator failed "
                     f"(timewarp workload {gen}): {proc.stderr.strip() or proc.returncode}"
                 )
-        self._memo[key] = str(out)
         return str(out)
+
+
+def _generate_in_parallel(sweep: Sweep, maker: InputMaker) -> None:
+    """Generate every input once, a few generator processes at a time (they are independent
+    and mostly Python start-up); planning then finds them memoised. The first failure wins."""
+    wanted = []
+    for point in sweep.points:
+        for kind in ("platform", "workload"):
+            ent = point.entities[kind]
+            if ent.path is None:
+                for replicate in range(sweep.replicates):
+                    wanted.append((ent, point.settings[kind], sweep.base_seed + replicate))
+    if not wanted:
+        return
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1)) as pool:
+        for future in [pool.submit(maker.path, *job) for job in wanted]:
+            future.result()
 
 
 def plan_runs(sweep: Sweep, results: Path) -> list[Run]:
     """Every (point, replicate) of the sweep, with inputs generated and ids computed."""
     maker = InputMaker(results / "inputs", sweep.root)
+    _generate_in_parallel(sweep, maker)
     file_hashes: dict[str, str] = {}
 
     def content_hash(path: str) -> str:
