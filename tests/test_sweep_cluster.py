@@ -22,6 +22,8 @@ SPEC = {
     "replicates": 2,
     "base_seed": 3,
     "timeout": 120,
+    # a loaded CI machine must not turn a slow thread into a non-deterministic advance
+    "simulate_args": ["--stall-timeout", "60"],
     "schedulers": {
         "tiny": "python tests/programs/tiny_scheduler.py --scheduler-name default",
         "broken": "python -c \"raise SystemExit('deliberately broken scheduler')\"",
