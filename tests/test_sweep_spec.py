@@ -279,7 +279,7 @@ def test_scheduler_parameters_fill_placeholders_and_lists_are_factors(tmp_path):
                 "command": [
                     "python -m sample_schedulers.default_like",
                     "python -m sample_schedulers.kse_rebalancer --algorithm {algorithm} "
-                    "--interval {interval} --seed {seed}",
+                    "--interval {interval} --seed {seed} --imbalance-csv {run_dir}/imb.csv",
                 ],
                 "algorithm": ["greedy", "refine"],
                 "interval": 60,
@@ -293,7 +293,11 @@ def test_scheduler_parameters_fill_placeholders_and_lists_are_factors(tmp_path):
     commands = [a for a in runs[2].simulate_argv if "kse_rebalancer" in a]
     assert commands == [
         "python -m sample_schedulers.kse_rebalancer --algorithm refine --interval 60 --seed 5"
+        f" --imbalance-csv {runs[2].directory.resolve()}/imb.csv"
     ]
+    # the run's directory is where it goes, not what it is: moving RESULTS keeps the ids
+    moved = plan_runs(sweep, tmp_path / "elsewhere")
+    assert [r.run_id for r in moved] == [r.run_id for r in runs]
 
 
 def test_a_placeholder_without_a_parameter_is_rejected():

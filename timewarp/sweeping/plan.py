@@ -191,8 +191,8 @@ def plan_runs(sweep: Sweep, results: Path) -> list[Run]:
             run_id = digest[:16]
             directory = results / "runs" / run_id
             argv: list[str] = []
-            for cmd in commands:
-                argv += ["--scheduler", cmd]
+            for cmd in commands:  # {run_dir} is filled after hashing: where is not what
+                argv += ["--scheduler", cmd.replace("{run_dir}", str(directory.resolve()))]
             argv += ["-p", platform, "-w", workload, "--mode", mode_params["mode"], *mode_flags]
             argv += [*extra, "-q", "-o", str(directory), "--cwd", str(sweep.root)]
             if not sweep.plots:

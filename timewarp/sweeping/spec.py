@@ -44,6 +44,9 @@ RESERVED = {*ENTITY_KINDS, "replicate", "seed", "run_id", "status", "error"}
 TIME_MODES = ("deterministic", "lockstep", "realtime")
 WORKLOAD_GENERATORS = ("burst", "spaced", "poisson", "mixed", "from-swf")
 SEEDED_GENERATORS = ("poisson", "mixed")
+# placeholders every scheduler command may use: the seed, the replicate index, and the run's
+# own directory (for a scheduler's extra outputs; not part of the run's identity)
+BUILTIN_PLACEHOLDERS = ("seed", "replicate", "run_dir")
 # `timewarp simulate` flags the sweep sets itself; a sweep file may not pass them
 SWEEP_OWNED_FLAGS = {
     "--scheduler",
@@ -318,11 +321,13 @@ class _Validator:
                 if not isinstance(cmd, str) or not cmd.strip():
                     self.fail(f"{where}[{i}]", f"expected a command line, got {cmd!r}")
                 for placeholder in PLACEHOLDER.findall(cmd):
-                    if placeholder not in params and placeholder not in ("seed", "replicate"):
+                    if placeholder not in params and placeholder not in BUILTIN_PLACEHOLDERS:
                         self.fail(
                             f"{where}[{i}]",
                             f"{{{placeholder}}} names no parameter of this scheduler "
-                            "(known: seed, replicate" + "".join(f", {p}" for p in params) + ")",
+                            "(known: seed, replicate, run_dir"
+                            + "".join(f", {p}" for p in params)
+                            + ")",
                         )
             out[name] = Entity("scheduler", name, commands=tuple(commands), params=params)
         return out
