@@ -133,6 +133,7 @@ class ClockService:
         self.fires = 0
         self.advances = 0
         self.nondeterministic_advances = 0
+        self.io_releases = 0
         self.stall_reports: list[str] = []
         self.messages_in = 0
 
@@ -300,10 +301,23 @@ class ClockService:
             return [p for p in self._procs.values() if not p.gone]
 
     def set_io_checker(self, checker: IoChecker | None) -> None:
-        """``checker(port, sent, consumed)`` says whether a thread blocked reading the
-        facade on that connection is durably parked (see the module docstring)."""
+        """``checker(port, sent, consumed)`` says how a connection to the facade stands:
+        ``"idle"`` (parked: nothing owed either way), ``"busy"`` (a request in flight) or
+        ``"ready"`` (data for the client, nothing being handled). A checker returning a
+        bool means idle (True) or busy (False)."""
         with self._cond:
             self._io_checker = checker
+
+    def _io_state_locked(self, port: int, sent: int, consumed: int) -> str:
+        checker = self._io_checker
+        if checker is None:
+            return "busy"
+        state = checker(port, sent, consumed)
+        if state is True:
+            return "idle"
+        if state is False:
+            return "busy"
+        return state
 
     def notify(self) -> None:
         """Something outside (the facade) may have made a process quiescent: re-check."""
@@ -317,12 +331,30 @@ class ClockService:
             return True
         if not proc.connected or proc.busy or proc.ack != proc.sent:
             return False
-        if proc.io:
-            checker = self._io_checker
-            if checker is None:
-                return False
-            return all(checker(port, sent, consumed) for port, sent, consumed in proc.io)
-        return True
+        return all(self._io_state_locked(*item[:3]) == "idle" for item in proc.io)
+
+    def _next_io_release_locked(self) -> tuple[ProcessState, int] | None:
+        """Deterministic mode: when every process is idle but for threads whose API data
+        is there (and no request is being handled anywhere), the one to let go first —
+        by (process name, connection opening order), like simultaneous timers."""
+        if self.mode != "deterministic":
+            return None
+        candidates = []
+        for proc in self._procs.values():
+            if proc.gone:
+                continue
+            if not proc.connected or proc.busy or proc.ack != proc.sent:
+                return None
+            for port, sent, consumed, seq in proc.io:
+                state = self._io_state_locked(port, sent, consumed)
+                if state == "busy":
+                    return None
+                if state == "ready":
+                    candidates.append((proc.name, seq, port, proc))
+        if not candidates:
+            return None
+        name, seq, port, proc = min(candidates, key=lambda c: (c[0], c[1]))
+        return proc, port
 
     def quiescent(self) -> bool:
         with self._cond:
@@ -335,6 +367,12 @@ class ClockService:
                 busy = [p for p in self._procs.values() if not self._quiescent_locked(p)]
                 if not busy:
                     return
+                release = self._next_io_release_locked()
+                if release is not None:
+                    proc, port = release
+                    self._send_locked(proc, clockproto.io_release(port))
+                    self.io_releases += 1
+                    continue
                 idle_for = _wall.monotonic() - self._last_activity
                 limit = self.stall_timeout
                 if not all(p.settled for p in busy):
@@ -377,11 +415,11 @@ class ClockService:
                     )
                 if proc.ack != proc.sent:
                     why.append(f"{proc.sent - proc.ack} wake-up(s) not yet acknowledged")
-                for port, sent, consumed in proc.io:
-                    idle = self._io_checker is not None and self._io_checker(port, sent, consumed)
+                for port, sent, consumed, _seq in proc.io:
+                    state = self._io_state_locked(port, sent, consumed)
                     why.append(
-                        f"API connection from port {port}: sent {sent} B, consumed {consumed} B"
-                        + (" (parked)" if idle else " (the facade has more for it, or is busy)")
+                        f"API connection from port {port}: sent {sent} B, consumed {consumed} B "
+                        f"({ {'idle': 'parked', 'busy': 'a request is in flight', 'ready': 'data waiting'}[state] })"
                     )
                 lines.append(f"- process {proc.name!r} (pid {proc.pid}): {'; '.join(why)}")
                 lines.append(proc.stacks or "  (no stacks received)")
@@ -424,7 +462,7 @@ class ClockService:
     def _send_locked(self, proc: ProcessState, msg: dict) -> None:
         if proc.identity is None or proc.gone:
             return
-        if msg["op"] in ("fire", "time"):
+        if msg["op"] in ("fire", "time", "io"):
             proc.sent += 1
         self._outbox.append((proc.identity, msg))
         self._poke()
