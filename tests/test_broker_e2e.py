@@ -181,3 +181,18 @@ def test_in_cluster_configuration_over_https(tmp_path, subprocess_env):
     assert proc.returncode == 0, proc.stderr
     rows = jobs(tmp_path / "out")
     assert [r["final_state"] for r in rows] == ["COMPLETED_SUCCESSFULLY"] * 3
+
+
+def test_a_multi_threaded_scheduler_is_reproducible_too(tmp_path, subprocess_env):
+    """default_like watches pods and nodes from separate threads: which thread an API
+    event wakes first must not depend on the operating system's timing."""
+    runs = []
+    for name in ("a", "b"):
+        proc = simulate(
+            tmp_path / name,
+            subprocess_env,
+            scheduler="python -m sample_schedulers.default_like --scheduler-name default",
+        )
+        assert proc.returncode == 0, proc.stderr
+        runs.append((tmp_path / name / "out_jobs.csv").read_bytes())
+    assert runs[0] == runs[1]
