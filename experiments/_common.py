@@ -17,6 +17,7 @@ import hashlib
 import json
 import math
 import os
+import resource
 import shlex
 import statistics
 import subprocess
@@ -33,7 +34,7 @@ BATKUBE = DATA / "batkube"
 REFERENCE = DATA / "batsim-reference"
 
 DEFAULT_LIKE = "python -m sample_schedulers.default_like --scheduler-name default"
-SAMPLE_S = 0.02
+SAMPLE_S = 0.05
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -46,7 +47,8 @@ class Run:
     wall_s: float
     figures: dict = field(default_factory=dict)
     manifest: dict = field(default_factory=dict)
-    cpu_s: dict[str, float] = field(default_factory=dict)  # role -> CPU seconds
+    cpu_s: dict[str, float] = field(default_factory=dict)  # role -> CPU seconds (sampled)
+    cpu_total_s: float = math.nan  # every process of the run, exact (rusage of children)
     stderr: str = ""
 
     @property
@@ -93,6 +95,9 @@ def run_simulate(
 ) -> Run:
     """Run ``timewarp simulate`` to completion (or ``timeout_s``) and collect its figures.
 
+    Not thread-safe: ``cpu_total_s`` is this process's children's rusage delta, so runs
+    must not overlap.
+
     A run that times out is stopped (its process group killed) and returned with
     ``returncode`` -9; whatever it wrote stays in ``out``.
     """
@@ -101,6 +106,7 @@ def run_simulate(
     cmd = simulate_command(schedulers, platform, workloads, out, extra)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")]))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     proc = subprocess.Popen(
         cmd,
@@ -121,6 +127,7 @@ def run_simulate(
         code = -9
         stderr = (stderr or b"") + f"\n(stopped after {timeout_s} s)".encode()
     wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     sampler.stop()
     manifest = {}
     if (out / "manifest.json").exists():
@@ -132,6 +139,7 @@ def run_simulate(
         figures=manifest.get("figures", {}),
         manifest=manifest,
         cpu_s=sampler.by_role(),
+        cpu_total_s=(after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime),
         stderr=stderr.decode(errors="replace"),
     )
 
@@ -167,7 +175,14 @@ def role_of(argv: Sequence[str]) -> str:
 
 
 class CpuSampler(threading.Thread):
-    """Polls the CPU time of a process and all its descendants until stopped."""
+    """Polls the CPU time of a process and all its descendants until stopped.
+
+    Known processes are read every ``period_s``; the whole of ``/proc`` is scanned for
+    new descendants only every ``RESCAN_EVERY`` periods (a scan costs a few ms of CPU,
+    which would otherwise be charged to the run being measured).
+    """
+
+    RESCAN_EVERY = 10
 
     def __init__(self, root: int, period_s: float = SAMPLE_S) -> None:
         super().__init__(daemon=True, name=f"cpu-sampler-{root}")
@@ -178,11 +193,28 @@ class CpuSampler(threading.Thread):
         self.available = Path("/proc/self/stat").exists()
 
     def run(self) -> None:
+        tick = 0
         while self.available and not self._stop_event.is_set():
-            self._sample()
+            if tick % self.RESCAN_EVERY == 0 or tick < 5:
+                self._scan()
+            else:
+                self._refresh()
+            tick += 1
             self._stop_event.wait(self.period_s)
 
-    def _sample(self) -> None:
+    def _refresh(self) -> None:
+        for pid in list(self.seen):
+            stat = _proc_stat(pid)
+            if stat is not None:
+                self._record(pid, stat[1])
+
+    def _record(self, pid: int, cpu: float) -> None:
+        # re-read the role each time: between fork and exec a child shows its parent's argv
+        argv = _cmdline(pid)
+        role = role_of(argv) if argv and argv != [""] else self.seen.get(pid, ("other",))[0]
+        self.seen[pid] = (role, cpu)
+
+    def _scan(self) -> None:
         parents: dict[int, tuple[int, float]] = {}
         for entry in os.scandir("/proc"):
             if entry.name.isdigit():
@@ -198,10 +230,8 @@ class CpuSampler(threading.Thread):
                     tree.add(pid)
                     grew = True
         for pid in tree:
-            if pid not in parents:
-                continue
-            role = self.seen[pid][0] if pid in self.seen else role_of(_cmdline(pid))
-            self.seen[pid] = (role, parents[pid][1])
+            if pid in parents:
+                self._record(pid, parents[pid][1])
 
     def stop(self) -> None:
         self._stop_event.set()

@@ -245,6 +245,7 @@ def _run_record(run: Run) -> dict:
         "returncode": run.returncode,
         "wall_s": round(run.wall_s, 3),
         "cpu_s": run.cpu_s,
+        "cpu_total_s": round(run.cpu_total_s, 3),
         "figures": run.figures,
         "jobs_sha256": run.jobs_digest() if run.jobs_csv.exists() else None,
     }
