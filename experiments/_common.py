@@ -29,7 +29,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-DATA = Path(os.environ.get("TIMEWARP_DATA", "/work/shared/data"))
+
+
+def _data_dir() -> Path:
+    """``$TIMEWARP_DATA``, else ``shared/data`` beside the checkout (or beside its parent,
+    for a worktree under ``wt/``)."""
+    if os.environ.get("TIMEWARP_DATA"):
+        return Path(os.environ["TIMEWARP_DATA"])
+    candidates = [REPO.parent / "shared/data", REPO.parent.parent / "shared/data"]
+    return next((c for c in candidates if c.is_dir()), candidates[0])
+
+
+DATA = _data_dir()
 BATKUBE = DATA / "batkube"
 REFERENCE = DATA / "batsim-reference"
 
