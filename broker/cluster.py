@@ -45,6 +45,7 @@ from broker.quantity import parse_quantity
 from simulator import protocol as p
 
 JOB_ID_ANNOTATION = "timewarp.io/job-id"
+RS_LABEL = "timewarp.io/replicaset"
 DEFAULT_CPU = "1"
 DEFAULT_MEMORY = "4Gi"
 DEFAULT_IMAGE = "registry.timewarp.invalid/simulated-job:latest"
@@ -115,6 +116,7 @@ class Stats:
     rejected_by_kubelet: int = 0
     kills: int = 0
     bindings: int = 0
+    replacements: int = 0
     core_seconds: float = 0.0  # cpu requests x run time of finished jobs
     capacity_cores: float = 0.0
 
@@ -137,7 +139,7 @@ class Cluster:
         self._metrics_at: int | None = None
         self._lock = threading.Lock()
         self._bindings: list[tuple[str, str, str]] = []
-        self._kills: list[str] = []
+        self._removed: list[tuple[str, str, dict[str, Any] | None]] = []
         self._decisions: list[Any] = []
         hooks = self.facade.hooks
         hooks.on_bind = self._on_bind
@@ -222,15 +224,15 @@ class Cluster:
             if key in spec:
                 pod["spec"][key] = spec[key]
         if "replicaset" in spec:
-            rs = self.facade.store.get_or_none(
-                "replicasets.apps", namespace, str(spec["replicaset"])
-            )
+            rs_name = str(spec["replicaset"])
+            pod["metadata"]["labels"][RS_LABEL] = rs_name
+            rs = self._ensure_replicaset(namespace, rs_name, pod)
             pod["metadata"]["ownerReferences"] = [
                 {
                     "apiVersion": "apps/v1",
                     "kind": "ReplicaSet",
-                    "name": str(spec["replicaset"]),
-                    "uid": (rs or {}).get("metadata", {}).get("uid", f"rs-{spec['replicaset']}"),
+                    "name": rs_name,
+                    "uid": rs["metadata"]["uid"],
                     "controller": True,
                     "blockOwnerDeletion": True,
                 }
@@ -301,31 +303,98 @@ class Cluster:
             self._bindings.append((namespace, pod, node))
 
     def _on_remove(self, namespace: str, pod: str) -> None:
+        obj = self.facade.store.get_or_none("pods", namespace, pod)
         with self._lock:
-            jp = self.pods.get((namespace, pod))
-            if jp is not None and jp.state == "running":
-                jp.state = "killed"
-                self._kills.append(jp.job_id)
+            self._removed.append((namespace, pod, obj))
 
     # ------------------------------------------------------------- kubelet
     def has_work(self) -> bool:
         with self._lock:
-            return bool(self._bindings or self._kills)
+            return bool(self._bindings or self._removed)
 
     def process(self) -> bool:
         """Apply recorded bindings (kubelet admission) and kills, in the order they
         happened. Returns whether anything was done."""
         with self._lock:
             bindings, self._bindings = self._bindings, []
-            kills, self._kills = self._kills, []
-        for job_id in kills:
-            jp = self.jobs[job_id]
-            self._release(jp)
-            self.stats.kills += 1
-            self._decisions.append(p.KillJob([job_id]))
+            removed, self._removed = self._removed, []
+        for namespace, pod, obj in removed:
+            self._removed_pod(namespace, pod, obj)
         for namespace, pod, node in bindings:
             self._admit(namespace, pod, node)
-        return bool(bindings or kills)
+        return bool(bindings or removed)
+
+    def _removed_pod(self, namespace: str, name: str, obj: dict[str, Any] | None) -> None:
+        """An eviction or deletion: kill (or reject) its job, and let its ReplicaSet
+        replace it."""
+        jp = self.pods.pop((namespace, name), None)
+        if jp is not None:
+            if jp.state == "running":
+                self._release(jp)
+                if jp.job_id:
+                    jp.state = "killed"
+                    self.stats.kills += 1
+                    self._decisions.append(p.KillJob([jp.job_id]))
+                else:
+                    jp.state = "done"
+            elif jp.state == "pending" and jp.job_id:
+                jp.state = "rejected"
+                self._decisions.append(p.RejectJob(jp.job_id))
+        meta = (obj or {}).get("metadata", {})
+        owner = next(
+            (o for o in meta.get("ownerReferences") or [] if o.get("kind") == "ReplicaSet"), None
+        )
+        if obj is None or owner is None:
+            return
+        if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            return
+        # The ReplicaSet controller: a new Pending pod from the same template.
+        annotations = {
+            k: v for k, v in (meta.get("annotations") or {}).items() if k != JOB_ID_ANNOTATION
+        }
+        replacement = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "generateName": f"{owner['name']}-",
+                "namespace": namespace,
+                "labels": dict(meta.get("labels") or {}),
+                "annotations": annotations,
+                "ownerReferences": meta["ownerReferences"],
+            },
+            "spec": {k: v for k, v in obj["spec"].items() if k != "nodeName"},
+        }
+        created = self.facade.store.create("pods", replacement, namespace=namespace)
+        cpu_m, memory = self._requests(created)
+        usage = jp.usage if jp is not None else None
+        new = JobPod("", namespace, created["metadata"]["name"], cpu_m, memory, usage)
+        new.labels = dict(created["metadata"].get("labels") or {})
+        self.pods[(namespace, new.name)] = new
+        self.stats.replacements += 1
+
+    def _ensure_replicaset(self, namespace: str, name: str, pod: dict[str, Any]) -> dict[str, Any]:
+        store = self.facade.store
+        if store.get_or_none("replicasets.apps", namespace, name) is not None:
+
+            def scale(obj: dict[str, Any]) -> None:
+                obj["spec"]["replicas"] = int(obj["spec"].get("replicas", 0)) + 1
+
+            return store.update("replicasets.apps", namespace, name, scale)
+        labels = dict(pod["metadata"]["labels"])
+        return store.create(
+            "replicasets.apps",
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "metadata": {"name": name, "namespace": namespace, "labels": labels},
+                "spec": {
+                    "replicas": 1,
+                    "selector": {"matchLabels": {RS_LABEL: name}},
+                    "template": {"metadata": {"labels": labels}, "spec": pod["spec"]},
+                },
+            },
+            namespace=namespace,
+        )
 
     def _admit(self, namespace: str, pod_name: str, node_name: str) -> None:
         pod = self.facade.store.get_or_none("pods", namespace, pod_name)
@@ -360,7 +429,8 @@ class Cluster:
             self.stats.rejected_by_kubelet += 1
             if jp is not None and jp.state == "pending":
                 jp.state = "rejected"
-                self._decisions.append(p.RejectJob(jp.job_id))
+                if jp.job_id:
+                    self._decisions.append(p.RejectJob(jp.job_id))
             return
         node.used_cpu_m += cpu_m
         node.used_memory += memory
@@ -399,8 +469,9 @@ class Cluster:
             jp.state = "running"
             jp.node = node_name
             jp.started_ns = self.now_ns()
-            self.stats.jobs_started += 1
-            self._decisions.append(p.ExecuteJob(jp.job_id, ProcSet(node.resource_id)))
+            if jp.job_id:
+                self.stats.jobs_started += 1
+                self._decisions.append(p.ExecuteJob(jp.job_id, ProcSet(node.resource_id)))
         elif jp is None:
             # A pod the API created (not a Batsim job): it runs until deleted.
             jp = JobPod(
@@ -428,6 +499,7 @@ class Cluster:
             node = self.nodes[jp.node]
             node.used_cpu_m -= jp.cpu_m
             node.used_memory -= jp.memory
+            jp.node = None  # released once
 
     def take_decisions(self) -> list[Any]:
         out, self._decisions = self._decisions, []

@@ -217,3 +217,37 @@ def test_the_end_of_the_workload_stops_further_calls(world):
     reply = wire(broker, 11.0, p.JobCompleted("w0!1", "COMPLETED_SUCCESSFULLY", 0, p.ProcSet(0)))
     assert reply == {"now": 11.0, "events": []}  # nothing keeps Batsim alive
     assert wire(broker, 11.0, p.SimulationEnds()) == {"now": 11.0, "events": []}
+
+
+def test_an_evicted_replicaset_pod_is_replaced_by_a_pending_one(world):
+    broker, facade, api = world
+    wire(broker, 0.0, begins([("n1", {"core": "2"}), ("n2", {"core": "2"})]))
+    job = {"id": "w0!web-1", "subtime": 0, "res": 1, "profile": "one", "replicaset": "web"}
+    wire(broker, 0.0, p.JobSubmitted("w0!web-1", job))
+    rs = client.AppsV1Api().read_namespaced_replica_set("web", "default")
+    pod = api.read_namespaced_pod(pod_name("w0!web-1"), "default")
+    assert pod.metadata.owner_references[0].kind == "ReplicaSet"
+    assert pod.metadata.owner_references[0].uid == rs.metadata.uid
+    bind(api, "default", pod.metadata.name, "n1")
+    wire(broker, 1.0, p.RequestedCall())
+    api.create_namespaced_pod_eviction(
+        pod.metadata.name,
+        "default",
+        client.V1Eviction(
+            metadata=client.V1ObjectMeta(name=pod.metadata.name, namespace="default")
+        ),
+        _preload_content=False,
+    )
+    reply = wire(broker, 2.0, p.RequestedCall())
+    assert reply["events"] == [
+        {"timestamp": 2.0, "type": "KILL_JOB", "data": {"job_ids": ["w0!web-1"]}}
+    ]
+    pods = api.list_namespaced_pod("default", label_selector="timewarp.io/replicaset=web").items
+    assert len(pods) == 1
+    new = pods[0]
+    assert new.metadata.name.startswith("web-") and new.status.phase == "Pending"
+    assert new.spec.node_name is None and new.metadata.owner_references[0].name == "web"
+    bind(api, "default", new.metadata.name, "n2")
+    reply = wire(broker, 3.0, p.RequestedCall())
+    assert reply["events"] == []  # a replacement runs outside Batsim's accounting
+    assert api.read_namespaced_pod(new.metadata.name, "default").status.phase == "Running"
