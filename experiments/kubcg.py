@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
                 for sname, command in SCHEDULERS.items():
                     out = args.output / f"l{rate:g}-s{seed}-{pname}-{sname}"
                     run = run_simulate(
-                        [command], platform, [workload], out, extra=["--stall-timeout", "2"],
+                        [command], platform, [workload], out,
                         timeout_s=args.timeout,
                     )  # fmt: skip
                     status = "ok" if run.ok else f"FAILED: {run.stderr.strip()[-300:]}"

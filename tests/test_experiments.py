@@ -210,21 +210,18 @@ def test_kse_growing_usage_reaches_the_final_value_in_quarters():
     ]
 
 
-def test_kse_imbalance_is_the_mean_absolute_deviation_of_node_loads(tmp_path):
-    workload = kse.make_workload(3, "normal", False, 0, "cpu", seed=1)
-    usage = [workload["profiles"][f"pod{i}"]["timewarp"]["usage"]["cpu"][0][1] for i in range(3)]
-    # pods 1 and 2 on node 0, pod 3 on node 1, until t=90; then pod 2 alone
-    path = jobs_csv(
-        tmp_path / "j.csv",
-        [("1", "pod0", 0, 0, 90, "0"), ("2", "pod1", 0, 0, 200, "0"), ("3", "pod2", 0, 0, 90, "1")],
-    )
-    series = dict(kse.imbalance_series(path, workload, nodes=4, horizon=120))
-    loads0 = [usage[0] + usage[1], usage[2], 0, 0]
-    mean0 = sum(loads0) / 4
-    assert series[0.0] == pytest.approx(sum(abs(x - mean0) for x in loads0) / 4)
-    loads1 = [usage[1], 0, 0, 0]
-    assert series[120.0] == pytest.approx(sum(abs(x - usage[1] / 4) for x in loads1) / 4)
-    assert kse.mean_between([(0, 1.0), (60, 3.0), (120, 9.0)], 0, 60) == 2.0
+def test_kse_imbalance_is_read_per_round_from_the_rebalancers_csv(tmp_path):
+    path = tmp_path / "kse_imbalance.csv"
+    header = "timestamp,round,algorithm,metric,nodes,mean_load,mae,spread,planned_mae,"
+    header += "planned_moves,evictions,node_loads\n"
+    rows = [f"{60 * k}.000,{k},refine,cpu,4,1000,{mae},0,0,0,{ev},\"[]\"\n"
+            for k, mae, ev in [(1, 400, 2), (2, 200, 1), (21, 100, 0), (22, 50, 0)]]  # fmt: skip
+    path.write_text(header + "".join(rows))
+    series = kse.imbalance_rounds(path)
+    assert series == [(1, 400.0, 2), (2, 200.0, 1), (21, 100.0, 0), (22, 50.0, 0)]
+    assert kse.mean_between(series, 1, 10) == 300.0
+    assert kse.mean_between(series, 21, 30) == 75.0
+    assert math.isnan(kse.mean_between(series, 40, 50))
 
 
 def test_kse_pods_are_replicaset_owned_with_equal_requests():
@@ -353,7 +350,7 @@ def test_kse_smallest_factorial(subprocess_env, tmp_path):
         subprocess_env,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
-    assert (tmp_path / "cpu-8-exponential-constant-kse" / "kse_imbalance.csv").exists()
+    assert (tmp_path / "cpu-8-exponential-constant-kse-binds" / "kse_imbalance.csv").exists()
 
 
 @pytest.mark.slow
