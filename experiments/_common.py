@@ -17,6 +17,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import resource
 import shlex
 import statistics
@@ -329,8 +330,8 @@ def load_average() -> str:
     return f"{one:.2f} {five:.2f} {fifteen:.2f} (1/5/15 min) on {os.cpu_count()} CPUs"
 
 
-def simulate_supports(word: str) -> bool:
-    """Whether ``timewarp simulate --help`` mentions ``word`` (e.g. a mode not yet merged)."""
+def simulate_modes() -> set[str]:
+    """The ``--mode`` choices of this build's ``timewarp simulate`` (from its ``--help``)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")]))
     result = subprocess.run(
@@ -340,7 +341,13 @@ def simulate_supports(word: str) -> bool:
         env=env,
         cwd=REPO,
     )
-    return word in result.stdout
+    return mode_choices(result.stdout)
+
+
+def mode_choices(help_text: str) -> set[str]:
+    """``--mode {a,b}`` in an argparse usage text -> ``{"a", "b"}``."""
+    match = re.search(r"--mode \{([^}]*)\}", help_text)
+    return set(match.group(1).split(",")) if match else set()
 
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]], file=None) -> None:

@@ -42,7 +42,7 @@ from experiments._common import (
     read_rows,
     run_simulate,
     schedule_figures,
-    simulate_supports,
+    simulate_modes,
 )
 
 #: Batkube's Table 4.1 parameters, as ``timewarp simulate --mode lockstep`` flags.
@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = Path(args.output)
     names = args.setup or list(SETUPS)
-    lockstep = simulate_supports("lockstep")
+    lockstep = "lockstep" in simulate_modes()
     if not lockstep and args.lockstep_runs:
         print(
             "note: this build's `timewarp simulate` has no --mode lockstep; skipped",

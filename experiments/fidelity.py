@@ -40,7 +40,7 @@ from experiments._common import (
     print_table,
     read_rows,
     run_simulate,
-    simulate_supports,
+    simulate_modes,
 )
 
 HEADERS = [
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  deterministic: ok={det.ok} wall {det.wall_s:.1f} s", file=sys.stderr)
     rows = [row("deterministic", [det], None, args.compress)]
     real = []
-    if not simulate_supports("realtime"):
+    if "realtime" not in simulate_modes():
         print(
             "this build's `timewarp simulate` has no --mode realtime: only the reference ran",
             file=sys.stderr,

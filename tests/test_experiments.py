@@ -377,3 +377,13 @@ def test_benchmark_one_run_each(subprocess_env, tmp_path):
     record = json.loads((tmp_path / "b.json").read_text())
     assert set(record["cases"]) == {"burst", "spaced"}
     assert record["cases"]["burst"]["cpu_total"]["n"] == 1
+
+
+def test_modes_are_read_from_the_usage_line_not_from_prose():
+    usage = "usage: timewarp simulate [--mode {deterministic}]\n  --mode {deterministic}  time mode (lockstep and realtime: see docs)"
+    assert _common.mode_choices(usage) == {"deterministic"}
+    assert _common.mode_choices("[--mode {deterministic,lockstep,realtime}]") == {
+        "deterministic",
+        "lockstep",
+        "realtime",
+    }
