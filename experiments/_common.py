@@ -314,6 +314,8 @@ class Summary:
     def mean_sd(self, digits: int = 1) -> str:
         if self.n == 0:
             return "-"
+        if self.n == 1:
+            return f"{self.mean:.{digits}f}"
         return f"{self.mean:.{digits}f} ± {self.stdev:.{digits}f}"
 
     def spread(self, digits: int = 2) -> str:
