@@ -61,6 +61,9 @@ class ProcessState:
     ack: int = 0
     sent: int = 0  # fire/time messages sent, to be acknowledged
     io: list[list[int]] = field(default_factory=list)
+    runnable: int = 0
+    blocked: int = 0
+    detached: int = 0
     gone: bool = False
     returncode: int | None = None
     stacks: str | None = None
@@ -319,7 +322,10 @@ class ClockService:
             else:
                 why = []
                 if proc.busy:
-                    why.append("a thread runs outside any virtual wait")
+                    why.append(
+                        f"a thread runs outside any virtual wait ({proc.runnable} runnable, "
+                        f"{proc.blocked} blocked in virtual waits)"
+                    )
                 if proc.ack != proc.sent:
                     why.append(f"{proc.sent - proc.ack} wake-up(s) not yet acknowledged")
                 for port, sent, consumed in proc.io:
@@ -443,6 +449,8 @@ class ClockService:
                         timer.cancel()
                 elif op == "state":
                     proc.busy, proc.ack, proc.io = msg["busy"], msg["ack"], msg["io"]
+                    proc.runnable, proc.blocked = msg["runnable"], msg["blocked"]
+                    proc.detached = msg["detached"]
                 elif op == "stacks":
                     proc.stacks = msg["text"]
                 elif op == "bye":

@@ -77,6 +77,8 @@ def run_standalone(
                     break
                 if clock.next_deadline() is not None or not clock.quiescent():
                     continue
+                if any(p.detached for p in clock.alive()):
+                    continue  # a thread the stall guard let go is still in its real wait
                 deadlock = _report_deadlock(clock, name, log)
                 proc.kill()
                 exited.wait(5)

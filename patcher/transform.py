@@ -424,16 +424,21 @@ def _add_runtime_imports(module: cst.Module, runtime_modules: set[str]) -> cst.M
     """Add ``import timewarp.vX as _timewarp_vX`` for each module not yet imported.
 
     The imports must precede every use, and line numbers should not move (tracebacks of
-    patched code then point at the original lines). So they join an existing line: the end
-    of the docstring / ``from __future__`` block if the module has one, else the start of
-    the first statement if it is a simple statement. Only a module that starts with a
-    compound statement (``def``, ``class``, ``if``...) gets a new first line.
+    patched code then point at the original lines). They go right after the docstring and
+    ``from __future__`` block, in this order of preference:
+
+    1. on a blank line there (the usual blank line after a docstring or license header),
+       which they replace;
+    2. joined with ``;`` to the end of the docstring / ``__future__`` line, or to the start
+       of the first statement if it is a simple statement;
+    3. on a new first line, only for a module that starts with a compound statement
+       (``def``, ``class``, ``if``...) with no blank line before it: lines then shift by one.
     """
     present = _present_runtime_aliases(module)
     missing = sorted(m for m in runtime_modules if runtime_alias(m) not in present)
     if not missing:
         return module
-    imports = [
+    imports: list[cst.BaseSmallStatement] = [
         cst.Import(
             names=[
                 cst.ImportAlias(name=_dotted(m), asname=cst.AsName(name=cst.Name(runtime_alias(m))))
@@ -441,22 +446,44 @@ def _add_runtime_imports(module: cst.Module, runtime_modules: set[str]) -> cst.M
         )
         for m in missing
     ]
+    line = cst.SimpleStatementLine(body=imports)
     body = list(module.body)
     position = 0
     while position < len(body) and _is_docstring_or_future(body[position], position):
         position += 1
+    if position < len(body):
+        following = body[position]
+        blank = _first_blank(following.leading_lines)
+        if blank is not None:
+            body[position] = following.with_changes(
+                leading_lines=following.leading_lines[blank + 1 :]
+            )
+            body.insert(position, line.with_changes(leading_lines=following.leading_lines[:blank]))
+            return module.with_changes(body=body)
+    if position == 0:
+        blanks = [i for i, empty in enumerate(module.header) if empty.comment is None]
+        if blanks:
+            header = [*module.header[: blanks[-1]], *module.header[blanks[-1] + 1 :]]
+            return module.with_changes(header=header, body=[line, *body])
     if position > 0:
-        line = body[position - 1]
-        assert isinstance(line, cst.SimpleStatementLine)
-        *head, last = line.body
-        body[position - 1] = line.with_changes(
+        previous = body[position - 1]
+        assert isinstance(previous, cst.SimpleStatementLine)
+        *head, last = previous.body
+        body[position - 1] = previous.with_changes(
             body=[*head, last.with_changes(semicolon=cst.MaybeSentinel.DEFAULT), *imports]
         )
     elif body and isinstance(body[0], cst.SimpleStatementLine):
         body[0] = body[0].with_changes(body=[*imports, *body[0].body])
     else:
-        body.insert(0, cst.SimpleStatementLine(body=imports))
+        body.insert(0, line)
     return module.with_changes(body=body)
+
+
+def _first_blank(lines: Sequence[cst.EmptyLine]) -> int | None:
+    for index, empty in enumerate(lines):
+        if empty.comment is None:
+            return index
+    return None
 
 
 def _present_runtime_aliases(module: cst.Module) -> set[str]:

@@ -1,7 +1,7 @@
 """Applying the rewrite to files and directory trees, and writing the results safely.
 
 A tree is walked in sorted order (so reports and outputs are reproducible). Python files
-(``*.py``, ``*.pyw``) are rewritten; everything else is copied unchanged when mirroring.
+(``*.py``, ``*.pyw``, extensionless scripts with a ``python`` shebang) are rewritten; everything else is copied unchanged when mirroring.
 Version-control, cache and virtualenv directories are neither scanned nor copied.
 
 Writes never leave a half-written file: single files are written to a temporary file in
@@ -16,6 +16,7 @@ from __future__ import annotations
 import fnmatch
 import io
 import os
+import re
 import shutil
 import tempfile
 import tokenize
@@ -43,6 +44,7 @@ SKIPPED_DIRS = frozenset(
     }
 )
 MARKER = ".timewarp-patch"
+_PYTHON_SHEBANG = re.compile(rb"#![^\n]*\bpython[0-9.]*\b")
 
 
 class TreeError(Exception):
@@ -86,7 +88,17 @@ class Report:
 
 
 def is_python(path: Path) -> bool:
-    return path.suffix in PYTHON_SUFFIXES
+    """``*.py``/``*.pyw``, or an extensionless script whose first line is a Python shebang."""
+    if path.suffix in PYTHON_SUFFIXES:
+        return True
+    if path.suffix or not path.is_file():
+        return False
+    try:
+        with path.open("rb") as handle:
+            first = handle.readline(256)
+    except OSError:
+        return False
+    return _PYTHON_SHEBANG.match(first) is not None
 
 
 def _excluded(rel: str, excludes: Sequence[str]) -> str | None:
@@ -181,6 +193,8 @@ def process_tree(
     for rel_path in walk(src, excludes, avoid):
         path = src / rel_path
         rel = rel_path.as_posix()
+        if path.is_symlink() and is_python(path):
+            report.files.append(FileOutcome(rel, "skipped", "symbolic link (kept, not followed)"))
         if path.is_symlink() or not is_python(path):
             if copy_other is not None:
                 copy_other(rel_path)

@@ -154,3 +154,28 @@ def test_bad_arguments_are_rejected_before_anything_starts(args, message, tmp_pa
     assert proc.returncode == 2
     assert message in proc.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_in_cluster_configuration_over_https(tmp_path, subprocess_env):
+    workload = tmp_path / "w.json"
+    workload.write_text(
+        json.dumps(
+            {
+                "nb_res": 16,
+                "jobs": [{"id": str(i), "subtime": i, "res": 1, "profile": "p"} for i in range(3)],
+                "profiles": {
+                    "p": {"type": "delay", "delay": 50, "cpu": "1", "scheduler": "default"}
+                },
+            }
+        )
+    )
+    proc = simulate(
+        tmp_path / "out",
+        subprocess_env,
+        "--incluster",
+        scheduler=TINY + " --incluster",
+        workload=workload,
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = jobs(tmp_path / "out")
+    assert [r["final_state"] for r in rows] == ["COMPLETED_SUCCESSFULLY"] * 3

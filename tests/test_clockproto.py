@@ -18,8 +18,8 @@ from timewarp import clockproto as cp
         ),
         (cp.cancel(3), b'{"op":"cancel","id":3}'),
         (
-            cp.state(False, 12, [[53412, 310, 2048]]),
-            b'{"op":"state","busy":false,"ack":12,"io":[[53412,310,2048]]}',
+            cp.state(False, 12, [[53412, 310, 2048]], 0, 3, 1),
+            b'{"op":"state","busy":false,"ack":12,"io":[[53412,310,2048]],"runnable":0,"blocked":3,"detached":1}',
         ),
         (cp.stacks("T"), b'{"op":"stacks","text":"T"}'),
         (cp.bye(), b'{"op":"bye"}'),
@@ -49,9 +49,13 @@ def test_wire_format_is_pinned(msg, wire):
             b'{"op":"timer","id":1,"deadline":"soon","key":[1]}',
             "field 'deadline' must be an integer",
         ),
-        (b'{"op":"state","busy":1,"ack":0,"io":[]}', "field 'busy' must be true or false"),
         (
-            b'{"op":"state","busy":true,"ack":0,"io":[[1,2]]}',
+            b'{"op":"state","busy":1,"ack":0,"io":[],"runnable":0,"blocked":0,"detached":0}',
+            "field 'busy' must be true or false",
+        ),
+        (b'{"op":"state","busy":true,"ack":0,"io":[]}', "field 'runnable' must be an integer"),
+        (
+            b'{"op":"state","busy":true,"ack":0,"io":[[1,2]],"runnable":1,"blocked":0,"detached":0}',
             "field 'io' must be a list of [port, sent, consumed]",
         ),
         (b'{"op":"hello","v":1,"pid":3}', "field 'name' must be a string"),
@@ -69,7 +73,9 @@ to_broker = st.one_of(
     st.builds(cp.now_request, nat),
     st.builds(cp.timer, nat, nat, st.lists(nat, max_size=4)),
     st.builds(cp.cancel, nat),
-    st.builds(cp.state, st.booleans(), nat, st.lists(st.lists(nat, min_size=3, max_size=3))),
+    st.builds(
+        cp.state, st.booleans(), nat, st.lists(st.lists(nat, min_size=3, max_size=3)), nat, nat, nat
+    ),
     st.builds(cp.stacks, st.text()),
     st.just(cp.bye()),
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import stat
 import subprocess
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from timewarp.cli import main
+from patcher import cli as patch_cli
 
 UNPATCHED = "import time\n\n\ndef nap():\n    time.sleep(1)  # polite\n"
 PATCHED = (
@@ -36,7 +37,10 @@ def tree(tmp_path: Path) -> Path:
 
 
 def patch(*args: str | Path) -> int:
-    return main(["patch", *map(str, args)])
+    """``timewarp patch ARGS`` in process (the subprocess test below covers the dispatcher)."""
+    parser = argparse.ArgumentParser(prog="timewarp patch")
+    patch_cli.add_arguments(parser)
+    return patch_cli.run(parser.parse_args([str(a) for a in args]))
 
 
 def test_mirror_tree_rewrites_python_and_copies_the_rest(
@@ -219,3 +223,34 @@ def test_single_file_to_a_new_directory_named_with_a_slash(tree: Path, tmp_path:
 def test_single_file_onto_itself_is_refused(tree: Path, capsys) -> None:
     assert patch(tree / "pkg" / "loop.py", "-o", tree / "pkg" / "loop.py") == 2
     assert "use --in-place" in capsys.readouterr().err
+
+
+def test_extensionless_python_scripts_are_patched_and_links_are_kept(
+    tree: Path, tmp_path: Path, capsys
+) -> None:
+    script = tree / "bin" / "scheduler"
+    script.parent.mkdir()
+    script.write_text("#!/usr/bin/env python3\nimport time\ntime.sleep(1)\n")
+    script.chmod(0o755)
+    (tree / "pkg" / "alias.py").symlink_to("loop.py")
+    out = tmp_path / "build"
+    assert patch(tree, "-o", out) == 0
+    assert "_timewarp_vtime.sleep(1)" in (out / "bin" / "scheduler").read_text()
+    assert os.access(out / "bin" / "scheduler", os.X_OK)
+    assert (out / "pkg" / "alias.py").is_symlink()
+    assert (out / "pkg" / "alias.py").read_text() == PATCHED  # points at the patched copy
+    assert "skipped pkg/alias.py: symbolic link (kept, not followed)" in capsys.readouterr().err
+
+
+def test_vcs_caches_and_virtualenvs_are_neither_scanned_nor_copied(
+    tree: Path, tmp_path: Path, capsys
+) -> None:
+    for noise in (".git/hooks/pre-commit.py", "venv/lib/site.py", ".tox/py/x.py"):
+        (tree / noise).parent.mkdir(parents=True, exist_ok=True)
+        (tree / noise).write_text(UNPATCHED)
+    (tree / "venv" / "pyvenv.cfg").write_text("home = /usr\n")
+    out = tmp_path / "build"
+    assert patch(tree, "-o", out) == 0
+    assert not (out / ".git").exists() and not (out / "venv").exists()
+    assert not (out / ".tox").exists()
+    assert "3 Python file(s) scanned" in capsys.readouterr().err

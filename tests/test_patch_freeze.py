@@ -110,3 +110,35 @@ def test_unpatched_library_sees_virtual_time_under_timewarp_run(
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() != expected  # without the freeze the library reads real time
+
+
+def test_pydantic_models_declared_while_frozen_accept_datetimes(clock: list[int]) -> None:
+    pydantic = pytest.importorskip("pydantic")
+    from datetime import date, datetime  # FakeDatetime / FakeDate while frozen
+
+    class Stamped(pydantic.BaseModel):
+        at: datetime
+        day: date | None = None
+
+    stamped = Stamped(at=datetime.now(), day=date.today())
+    assert stamped.at.year == 2027 and stamped.day == dt.date(2027, 1, 15)
+    parsed = Stamped.model_validate({"at": "2024-01-01T00:00:00Z"})
+    assert parsed.at == dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+
+
+def test_a_failed_start_leaves_nothing_frozen(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    class Exploding(types.ModuleType):
+        def __dir__(self) -> list[str]:
+            return ["boom"]
+
+        def __getattr__(self, name: str) -> object:
+            raise RuntimeError("lazy attribute exploded")
+
+    monkeypatch.setitem(sys.modules, "tw_exploding_module", Exploding("tw_exploding_module"))
+    real_datetime = dt.datetime
+    with pytest.raises(RuntimeError, match="exploded"):
+        start_freeze(lambda: T0)
+    assert dt.datetime is real_datetime
+    assert time.time() != 1_800_000_000.0

@@ -31,6 +31,15 @@ CONTEXTS = [
     "if True:\n    y_{i} = functools.partial(probe({i}, {ref}), 1)\n",
 ]
 
+PREFIXES = [
+    "",
+    '"""Docstring."""\n',
+    '"""Docstring."""\n\n',
+    "#!/usr/bin/env python\n# licence header\n\n",
+    "from __future__ import annotations\n",
+    '"""Doc\n\nstring."""\nfrom __future__ import annotations\n\n# imports\n',
+]
+
 TRAPS = [
     "def trap_{i}(time, threading, datetime, queue):\n"
     "    time.sleep(1); threading.Event(); datetime.datetime.now(); queue.Queue()\n",
@@ -63,7 +72,8 @@ def programs(draw: st.DrawFn) -> Program:
         t.format(i=i) for i, t in enumerate(draw(st.lists(st.sampled_from(TRAPS), max_size=3)))
     ]
     order = draw(st.permutations(imports))
-    return Program("".join(order) + "".join(body) + "".join(traps), expected, traps)
+    prefix = draw(st.sampled_from(PREFIXES))
+    return Program(prefix + "".join(order) + "".join(body) + "".join(traps), expected, traps)
 
 
 def _binder(bound: dict[str, str]):  # type: ignore[no-untyped-def]
@@ -91,10 +101,10 @@ def _import_and_reference(target: Target, form: int, i: int, imports: list[str],
     if form == 3 and bind(f"A_{i}", f"{module}.{head}"):
         imports.append(f"from {module} import {head} as A_{i}\n")
         return ".".join([f"A_{i}", *rest[1:]])
-    if form == 4 and bind(f"A_{i}", f"{module}.{head}"):
+    other = {"time": "strptime", "datetime": "timedelta", "threading": "get_ident",
+             "queue": "Empty", "sched": "Event", "asyncio": "gather"}[module]  # fmt: skip
+    if form == 4 and bind(other, f"{module}.{other}") and bind(f"A_{i}", f"{module}.{head}"):
         # a mixed import: one name the patcher leaves alone, one it rewrites
-        other = {"time": "strptime", "datetime": "timedelta", "threading": "get_ident",
-                 "queue": "Empty", "sched": "Event", "asyncio": "gather"}[module]  # fmt: skip
         imports.append(f"from {module} import {other}, {head} as A_{i}\n")
         return ".".join([f"A_{i}", *rest[1:]])
     if bind(module, module):

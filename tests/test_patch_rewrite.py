@@ -168,3 +168,31 @@ def test_import_hook_mode_skips_files_that_never_name_a_target_module() -> None:
     with pytest.raises(PatchError):
         patch_source(broken)  # the CLI's default still reports it
     assert patch_source("import time\ntime.sleep(1)\n", verify_syntax=False).changed
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        (
+            "if fast: from time import sleep, strptime\n",
+            "if fast: from time import sleep, strptime; from timewarp.vtime import sleep\n",
+        ),
+        (
+            "from time import sleep, strptime; x = 1\n",
+            "from time import sleep, strptime; from timewarp.vtime import sleep; x = 1\n",
+        ),
+        (
+            "try:\n    from time import monotonic\nexcept ImportError:\n    from time import time as monotonic\n",
+            "try:\n    from timewarp.vtime import monotonic\nexcept ImportError:\n"
+            "    from timewarp.vtime import time as monotonic\n",
+        ),
+        (
+            "def f():\n    from queue import Queue, Empty\n    return Queue()\n",
+            "def f():\n    from queue import Queue, Empty; from timewarp.vqueue import Queue\n"
+            "    return Queue()\n",
+        ),
+    ],
+)
+def test_imports_in_every_statement_position(source: str, expected: str) -> None:
+    assert rewrite(source) == expected
+    assert rewrite(expected) == expected

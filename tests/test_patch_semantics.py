@@ -3,9 +3,11 @@ on a real cluster), and virtual timestamps under ``timewarp run --standalone``."
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -112,3 +114,48 @@ def test_import_hook_patches_the_program_on_import(
     )
     assert out == "1767225600.0 1767229200.0 2026-01-01T01:00:00+00:00\n"
     assert (tmp_path / "clockmod.py").read_text() == CLOCK_PROGRAM  # never edited on disk
+
+
+@pytest.fixture(scope="module")
+def vendored(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """APScheduler and the app, patched ahead of time (``--package`` and a file)."""
+    root = tmp_path_factory.mktemp("vendored")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIMEWARP_")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+    run(timewarp("patch", "--package", "apscheduler", "-o", str(root / "vendor")), env)
+    run(timewarp("patch", str(PROGRAMS / "aps_interval.py"), "-o", str(root / "app.py")), env)
+    return root
+
+
+def test_patched_apscheduler_runs_in_real_time_without_timewarp(
+    vendored: Path, subprocess_env: dict[str, str]
+) -> None:
+    env = dict(subprocess_env)
+    env["PYTHONPATH"] = f"{vendored / 'vendor'}:{env['PYTHONPATH']}"
+    started = time.monotonic()
+    out = run([sys.executable, str(vendored / "app.py"), "0.05", "3"], env)
+    assert out == "3 runs\n"
+    assert time.monotonic() - started >= 0.15  # it really waited
+
+
+def test_patched_apscheduler_runs_in_virtual_time_under_timewarp(
+    vendored: Path, subprocess_env: dict[str, str]
+) -> None:
+    env = dict(subprocess_env)
+    env["PYTHONPATH"] = f"{vendored / 'vendor'}:{env['PYTHONPATH']}"
+    out = run(
+        timewarp(
+            "run",
+            "--standalone",
+            "--no-import-hook",
+            "-q",
+            "--",
+            "python",
+            str(vendored / "app.py"),
+            "60",
+            "60",
+            "--times",
+        ),  # fmt: skip
+        env,
+    )
+    assert out == "60 runs\nfirst 00:01:00, last 01:00:00\n"

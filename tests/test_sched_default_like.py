@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import ast
+import csv
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from sample_schedulers.common.model import NodeSummary, NodeView, PodSummary, Taint
 from sample_schedulers.common.resources import Resources
 from sample_schedulers.default_like.scoring import (
+    SampledDecide,
     balanced_allocation,
     decide,
     least_allocated,
+    nodes_to_find,
     score,
 )
 
@@ -178,3 +184,127 @@ def test_random_module_is_not_used_for_decisions():
     for folder in ("common", "default_like", "kcss"):
         for path in (ROOT / "sample_schedulers" / folder).glob("*.py"):
             assert "import random" not in path.read_text(), path
+
+
+# -- kube-scheduler's percentageOfNodesToScore (opt-in) ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("percentage", "nodes", "expected"),
+    [
+        (0, 50, 50),  # small clusters: every node
+        (0, 128, 100),  # adaptive 49 % = 62, but never fewer than 100
+        (0, 1000, 420),  # adaptive 50 - 8 = 42 %
+        (0, 10000, 500),  # adaptive floor 5 %
+        (30, 1000, 300),
+        (100, 5000, 5000),
+    ],
+)
+def test_nodes_to_find_follows_kube_scheduler(percentage, nodes, expected):
+    assert nodes_to_find(percentage, nodes) == expected
+
+
+def test_sampled_search_stops_early_and_continues_round_robin():
+    views = [NodeView(node(f"n{i:03d}")) for i in range(200)]
+    sampled = SampledDecide(50)
+    first = sampled(pod("a"), views)
+    assert first.node == "n000" and sampled.next_start == 100
+    second = sampled(pod("b"), views)
+    assert second.node == "n100" and sampled.next_start == 0
+
+
+def test_sampled_search_at_100_percent_equals_the_full_decision():
+    views = [
+        NodeView(node(f"n{i}", cpu=1000 * (i % 7 + 1)), (pod(f"r{i}", 500, GI, node=f"n{i}"),))
+        for i in range(150)
+    ]
+    sampled = SampledDecide(100)
+    for cpu in (100, 900, 2500, 6500, 9000):
+        assert sampled(pod(cpu=cpu), views) == decide(pod(cpu=cpu), views)
+
+
+def test_sampled_search_reports_why_nothing_fits():
+    views = [NodeView(node(f"n{i:03d}", cpu=500)) for i in range(120)]
+    decision = SampledDecide(0)(pod(cpu=1000), views)
+    assert decision.node is None
+    assert decision.reason == "0/120 nodes are available: 120 Insufficient cpu."
+
+
+def test_percentage_out_of_range_is_a_usage_error(subprocess_env):
+    proc = run_cli(subprocess_env, "--percentage-of-nodes-to-score", "150")
+    assert proc.returncode == 2
+    assert "between 0 and 100" in proc.stderr
+
+
+# -- end to end: `timewarp simulate` in deterministic mode ---------------------------------------
+
+PLATFORM = ROOT / "examples" / "inputs" / "cluster16.xml"
+BURST = ROOT / "examples" / "inputs" / "burst_40_delay170.json"
+
+
+def simulate(out: Path, env: dict, scheduler: str, platform: Path, workload: Path):
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "timewarp",
+            "simulate",
+            "-q",
+            "--no-plots",
+            "--scheduler",
+            scheduler,
+            "-p",
+            str(platform),
+            "-w",
+            str(workload),
+            "-o",
+            str(out),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(out / "out_jobs.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture(scope="module")
+def burst_runs(tmp_path_factory):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIMEWARP_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    if not PLATFORM.exists():
+        pytest.skip("examples/inputs is not in this checkout")
+    cmd = "python -m sample_schedulers.default_like --scheduler-name default"
+    outs = [tmp_path_factory.mktemp(f"default_like_burst{i}") for i in range(2)]
+    return outs, [simulate(out, env, cmd, PLATFORM, BURST) for out in outs]
+
+
+def test_burst_on_16_nodes_runs_in_three_waves_without_overallocation(burst_runs):
+    outs, (rows, _) = burst_runs
+    assert len(rows) == 40
+    assert all(r["final_state"] == "COMPLETED_SUCCESSFULLY" for r in rows)
+    # 40 single-core 170 s jobs on 16 single-core nodes: waves of 16, 16 and 8
+    starts = sorted(float(r["starting_time"]) for r in rows)
+    assert starts == [0.0] * 16 + [170.0] * 16 + [340.0] * 8
+    assert max(float(r["finish_time"]) for r in rows) == 510.0
+    # never two jobs on one node at once, and the first wave uses every node
+    by_node: dict[str, list[tuple[float, float]]] = {}
+    for r in rows:
+        by_node.setdefault(r["allocated_resources"], []).append(
+            (float(r["starting_time"]), float(r["finish_time"]))
+        )
+    for spans in by_node.values():
+        spans.sort()
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))
+    assert len({r["allocated_resources"] for r in rows if float(r["starting_time"]) == 0}) == 16
+    manifest = json.loads((outs[0] / "manifest.json").read_text())
+    assert manifest["figures"]["rejected_by_kubelet"] == 0
+
+
+def test_two_runs_give_identical_outputs(burst_runs):
+    outs, _ = burst_runs
+    for name in ("out_jobs.csv", "out_schedule.csv", "out_machine_states.csv"):
+        assert (outs[0] / name).read_bytes() == (outs[1] / name).read_bytes(), name

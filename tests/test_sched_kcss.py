@@ -3,10 +3,13 @@ and the scheduling loop with typed objects."""
 
 from __future__ import annotations
 
+import csv
 import functools
+import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -376,3 +379,85 @@ def test_kcss_loop_fills_the_frugal_node_while_it_stays_closest():
     assert len(placed) == 6
     # power dominates: the frugal node takes pods until it is full (4 cpu), then hungry
     assert placed == ["frugal"] * 4 + ["hungry"] * 2
+
+
+# -- end to end: `timewarp simulate` in deterministic mode ---------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+
+POWER_PLATFORM = """<?xml version='1.0'?>
+<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
+<platform version="4.1">
+  <zone id="AS0" routing="Full">
+    <host id="master" speed="1Gf"><prop id="role" value="master"/></host>
+    {hosts}
+  </zone>
+</platform>
+"""
+HOST = (
+    '<host id="{name}" speed="1Gf"><prop id="core" value="2"/>'
+    '<prop id="memory" value="4Gi"/><prop id="power_watts" value="{watts}"/></host>'
+)
+
+
+def run_simulate(tmp_path, env, scheduler):
+    # host props become node annotations timewarp.io/<prop> (power_watts -> power-watts);
+    # Batsim resource ids follow the sorted host names: frugal-1=0, frugal-2=1, hungry-*=2,3
+    hosts = [("frugal-1", 80), ("frugal-2", 90), ("hungry-1", 250), ("hungry-2", 260)]
+    tmp_path.mkdir(parents=True)
+    platform = tmp_path / "power4.xml"
+    platform.write_text(
+        POWER_PLATFORM.format(hosts="\n    ".join(HOST.format(name=n, watts=w) for n, w in hosts))
+    )
+    workload = tmp_path / "four.json"
+    profile = {"type": "delay", "delay": 100, "cpu": "1", "memory": "500Mi", "scheduler": "default"}
+    jobs = [
+        {"id": str(i), "subtime": 0, "res": 1, "walltime": 1000, "profile": "p"}
+        for i in range(1, 5)
+    ]
+    workload.write_text(json.dumps({"nb_res": 4, "jobs": jobs, "profiles": {"p": profile}}))
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "timewarp", "simulate", "-q", "--no-plots"]
+        + ["--scheduler", scheduler, "-p", str(platform), "-w", str(workload), "-o", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(out / "out_jobs.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_simulated_kcss_packs_low_power_nodes_where_default_like_spreads(tmp_path, subprocess_env):
+    kcss = run_simulate(
+        tmp_path / "kcss",
+        subprocess_env,
+        "python -m sample_schedulers.kcss --scheduler-name default --weight power=3",
+    )
+    spread = run_simulate(
+        tmp_path / "default",
+        subprocess_env,
+        "python -m sample_schedulers.default_like --scheduler-name default",
+    )
+    for rows in (kcss, spread):
+        assert len(rows) == 4
+        assert all(r["final_state"] == "COMPLETED_SUCCESSFULLY" for r in rows)
+        assert all(float(r["starting_time"]) == 0.0 for r in rows)
+    # the four 1-cpu pods fill the two 2-cpu low-power nodes ...
+    assert sorted(r["allocated_resources"] for r in kcss) == ["0", "0", "1", "1"]
+    # ... where kube-scheduler's LeastAllocated puts one on each node
+    assert sorted(r["allocated_resources"] for r in spread) == ["0", "1", "2", "3"]
+
+
+def test_simgrid_wattage_per_state_gives_the_linear_power_model():
+    # SimGrid's host property, as the broker publishes it: first state idle:epsilon:full
+    n = node("n", annotations={"timewarp.io/wattage-per-state": "100:120:300, 90:95:200"})
+    values = node_criteria(pod(cpu=1000), NodeView(n), 0, KcssConfig(), [])
+    assert values[CRITERIA.index("power")] == 100 + (300 - 100) * 1000 / 4000
+    bad = node("b", annotations={"timewarp.io/wattage-per-state": "lots"})
+    problems = []
+    node_criteria(pod(), NodeView(bad), 0, KcssConfig(), problems)
+    assert problems and "wattage-per-state='lots' is not valid" in problems[0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import os
 import subprocess
 import sys
@@ -331,6 +332,19 @@ def test_imbalance_falls_after_rebalancing_with_replacements_bound_to_the_plan(t
     assert not any(ns == "kube-system" for ns, _, _ in fake.evictions)
 
 
+def test_rounds_wait_for_moved_pods_to_be_rebound_but_not_forever():
+    fake = skewed_cluster()
+    targets = TargetBook()
+    rebalancer = Rebalancer(fake, fake, "kse", targets, algorithm="refine")
+    first = rebalancer.round()
+    assert len(first.evicted) == 2 and len(targets) == 2  # replacements pending, unbound
+    assert rebalancer.round().skipped and rebalancer.round().skipped
+    third = rebalancer.round()  # settle_rounds (2) exhausted: forget the targets, go on
+    assert not third.skipped and len(targets) == 0
+    # the two replacements are pending: their load is unknown, nothing else to move
+    assert third.evicted == []
+
+
 def test_binder_places_new_pods_reproducibly_and_only_where_they_fit():
     def run(seed):
         fake = FakeCluster({"n1": 4, "n2": 4, "tiny": 0}, [])
@@ -346,6 +360,18 @@ def test_binder_places_new_pods_reproducibly_and_only_where_they_fit():
     assert {node for _, node in first} <= {"n1", "n2"}  # tiny has no room for 100m
 
 
+def test_binder_respects_taints():
+    fake = FakeCluster({"n1": 4, "gpu": 4}, [])
+    fake.add("p", None, 10, owner=None)
+    nodes = fake.list_node()
+    nodes.items[1].spec.taints = [client.V1Taint(key="gpu", value="yes", effect="NoSchedule")]
+    fake.list_node = lambda **_: nodes
+    binder = Binder(fake, "kse", TargetBook(), placement="least-requested")
+    binder.resync()
+    binder.bind_pending()
+    assert fake.bindings == [("p", "n1")]
+
+
 def test_target_book_is_fifo_per_owner_and_can_withdraw():
     book = TargetBook()
     book.add("rs", "n1")
@@ -357,12 +383,31 @@ def test_target_book_is_fifo_per_owner_and_can_withdraw():
     assert book.clear() == 1 and len(book) == 0
 
 
-def test_cli_rejects_bad_arguments(subprocess_env, tmp_path):
-    run = [sys.executable, "-m", "sample_schedulers.kse_rebalancer"]
+def test_cli_rejects_bad_arguments(subprocess_env, capsys):
+    from sample_schedulers.kse_rebalancer.__main__ import main
+
     for bad in (["--overload", "0.5"], ["--interval", "0"], ["--algorithm", "best"]):
-        r = subprocess.run([*run, *bad], env=subprocess_env, capture_output=True, text=True)
-        assert r.returncode == 2, bad
-        assert bad[0] in r.stderr
+        with pytest.raises(SystemExit) as exit_info:
+            main(bad)
+        assert exit_info.value.code == 2, bad
+        assert bad[0] in capsys.readouterr().err
+    # and through the real entry point, with nothing written
+    r = subprocess.run(
+        [sys.executable, "-m", "sample_schedulers.kse_rebalancer", "--overload", "0.5"],
+        env=subprocess_env,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2 and "--overload must be >= 1.0" in r.stderr
+
+
+def test_cli_unwritable_csv_is_a_usage_error(tmp_path, capsys):
+    from sample_schedulers.kse_rebalancer.__main__ import main
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(["--imbalance-csv", str(blocker / "x.csv"), "--once"]) == 2
+    assert "--imbalance-csv" in capsys.readouterr().err
 
 
 def naive_refine(pods, residual, overload):
@@ -465,7 +510,9 @@ def test_cli_rebalances_every_interval_and_imbalance_falls(skewed_api, client_en
     try:
         assert api.wait_for(lambda a: len(a.bindings) == 2)
         reads = api.metrics_reads
-        assert api.wait_for(lambda a: a.metrics_reads >= reads + 4)  # a full round after
+        # rounds read metrics in pairs: by read reads+5, the round of reads+3/+4 (all after
+        # the bindings) has written its row
+        assert api.wait_for(lambda a: a.metrics_reads >= reads + 5)
     finally:
         proc.terminate()
         out, _ = proc.communicate(timeout=15)
@@ -506,3 +553,104 @@ def test_cli_once_runs_one_round_and_exits(skewed_api, subprocess_env, tmp_path)
     assert len(rows) == 1 and rows[0]["algorithm"] == "greedy"
     assert all(node for _, node in skewed_api.evictions)
     assert "dns" not in [name for name, _ in skewed_api.evictions]
+
+
+# -- in simulated time: `timewarp simulate` with APScheduler patched --------------------------
+
+KSE_PLATFORM = """<?xml version='1.0'?>
+<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
+<platform version="4.1">
+  <zone id="cluster" routing="Full">
+    <host id="master_host" speed="1Gf"><prop id="role" value="master"/></host>
+    <host id="n1" speed="1Gf"><prop id="core" value="2"/><prop id="memory" value="2Gi"/></host>
+    <host id="n2" speed="1Gf"><prop id="core" value="2"/><prop id="memory" value="2Gi"/></host>
+    <host id="n3" speed="1Gf"><prop id="core" value="2"/><prop id="memory" value="2Gi"/></host>
+  </zone>
+</platform>
+"""
+
+
+def kse_workload() -> dict:
+    """Six ReplicaSet pods using 100m..600m of CPU (timewarp's ``usage`` extension) and two
+    bare pods using 900m, all for 600 s, all for the ``kse`` scheduler."""
+    usages = [100, 200, 300, 400, 500, 600, 900]
+    profiles = {
+        f"u{u}": {
+            "type": "delay",
+            "delay": 600,
+            "cpu": "100m",
+            "memory": "64Mi",
+            "scheduler": "kse",
+            "timewarp": {"usage": {"cpu": [[0, f"{u}m"]], "memory": [[0, "64Mi"]]}},
+        }
+        for u in usages
+    }
+    jobs = [
+        {"id": str(i + 1), "subtime": 0, "res": 1, "profile": f"u{u}", "replicaset": f"rs-{i + 1}"}
+        for i, u in enumerate(usages[:6])
+    ]
+    jobs += [{"id": str(i), "subtime": 0, "res": 1, "profile": "u900"} for i in (7, 8)]
+    return {"nb_res": 3, "jobs": jobs, "profiles": profiles}
+
+
+def test_simulate_rebalancing_every_60_virtual_seconds_lowers_imbalance(subprocess_env, tmp_path):
+    """The rebalancer under `timewarp simulate`: APScheduler's interval job (patched with
+    --patch-module) fires every 60 simulated seconds, metrics come from the broker; the
+    broker's ReplicaSet controller replaces each evicted pod, the binder puts the
+    replacement on the planned node, and the next round measures the imbalance the plan
+    predicted."""
+    import re
+
+    platform = tmp_path / "platform.xml"
+    platform.write_text(KSE_PLATFORM)
+    workload = tmp_path / "workload.json"
+    workload.write_text(json.dumps(kse_workload()))
+    out = tmp_path / "out"
+    csv_path = tmp_path / "imbalance.csv"
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "timewarp",
+            "simulate",
+            "--scheduler",
+            "python -m sample_schedulers.kse_rebalancer --scheduler-name kse"
+            f" --algorithm refine --imbalance-csv {csv_path}",
+            "--patch-module",
+            "apscheduler",
+            "--epoch",
+            "1000000000",
+            "-p",
+            str(platform),
+            "-w",
+            str(workload),
+            "-o",
+            str(out),
+            "-q",
+            "--no-plots",
+        ],
+        env=subprocess_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    figures = json.loads((out / "manifest.json").read_text())["figures"]
+    assert figures["nondeterministic_advances"] == 0
+    assert figures["rejected_by_kubelet"] == 0
+    rows = list(csv.DictReader(csv_path.open()))
+    stamps = [float(row["timestamp"]) - 1e9 for row in rows]  # --epoch 1e9
+    assert len(rows) >= 2 and stamps[0] == pytest.approx(60.0)  # the first interval
+    assert all((b - a) % 60 == 0 and b > a for a, b in zip(stamps, stamps[1:], strict=False))
+    assert int(rows[0]["evictions"]) >= 1
+    assert float(rows[0]["planned_mae"]) < float(rows[0]["mae"])
+    log = (out / "scheduler-0.log").read_text()
+    moves = re.findall(r"evicted default/(\S+) from (\S+) for (\S+)", log)
+    evicted = {pod for pod, _, _ in moves}
+    assert evicted and not evicted & {"w0-217", "w0-218"}  # bare pods never move
+    # every replacement went where the plan said
+    replaced = re.findall(r"bound default/(rs-\S+) to (\S+) \(target\)", log)
+    assert sorted(node for _, node in replaced) == sorted(target for _, _, target in moves)
+    # imbalance falls: the next measured round sees what the first one planned
+    assert float(rows[1]["mae"]) == pytest.approx(float(rows[0]["planned_mae"]), abs=0.01)
+    assert float(rows[1]["mae"]) < float(rows[0]["mae"])

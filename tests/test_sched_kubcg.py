@@ -27,7 +27,9 @@ from sample_schedulers.kubcg.model import (
     QueuedPod,
     Slot,
     Stats,
+    Taint,
     Technique,
+    Toleration,
 )
 from sample_schedulers.kubcg.scheduler import KubcgScheduler
 from sample_schedulers.kubcg.switch import parse_image_table, select_image
@@ -211,6 +213,18 @@ def test_requests_and_node_selector_filter_nodes():
     assert decide(pod(cpu=64), view, table({})).action == "unschedulable"
 
 
+def test_untolerated_taints_keep_pods_off_a_node():
+    tainted = NodeInfo("cp", cpu=16, memory=64e9, taints=(Taint("node-role", "", "NoSchedule"),))
+    view = ClusterView(now=0.0, nodes=[tainted])
+    assert decide(pod(), view, table({})).action == "unschedulable"
+    tolerant = PodInfo(
+        "default", "t", "uid-t", "scale", cpu=1, tolerations=(Toleration("node-role", "Exists"),)
+    )
+    assert decide(tolerant, view, table({})).slot == Slot("cp", "cpu")
+    everything = PodInfo("default", "e", "uid-e", "scale", tolerations=(Toleration("", "Exists"),))
+    assert decide(everything, view, table({})).action == "bind"
+
+
 # -- history, switch, reading the client's objects ------------------------------------------
 
 
@@ -336,6 +350,17 @@ def test_node_and_pod_are_read_from_typed_models():
     assert (p.cpu, p.memory, p.gpu_capable, p.gpu_image) == (0.188, 500 * 2**20, True, "scale:cuda")
     assert kube.pod_info(make_pod("b", gpu=1)).gpu_required
     assert kube.pod_info(make_pod("c"), gpu_capable_images=["scale"]).gpu_capable
+    node = make_node("cp")
+    node.spec.taints = [
+        client.V1Taint(key="node-role.kubernetes.io/control-plane", effect="NoSchedule"),
+        client.V1Taint(key="soft", effect="PreferNoSchedule"),
+    ]
+    assert kube.node_info(node).taints == (
+        Taint("node-role.kubernetes.io/control-plane", "", "NoSchedule"),
+    )
+    tolerating = make_pod("d")
+    tolerating.spec.tolerations = [client.V1Toleration(key="gpu", operator="Exists")]
+    assert kube.pod_info(tolerating).tolerations == (Toleration("gpu", "Exists"),)
 
 
 def test_running_time_comes_from_terminated_container_state():
@@ -567,18 +592,26 @@ def test_run_survives_a_lost_connection():
     assert [(b[1], b[2]) for b in api.bindings] == [("late", "cpu1")]
 
 
-def test_cli_rejects_bad_arguments(subprocess_env, tmp_path):
+def test_cli_rejects_bad_arguments(subprocess_env, tmp_path, capsys):
+    from sample_schedulers.kubcg.__main__ import main
+
     bad = tmp_path / "h.json"
     bad.write_text("[]")
-    run = [sys.executable, "-m", "sample_schedulers.kubcg"]
+    assert main(["--history", str(bad)]) == 2
+    assert "h.json" in capsys.readouterr().err
+    assert main(["--gpu-image", "x"]) == 2
+    assert "CPU_IMAGE=GPU_IMAGE" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--prior-duration", "0"])
+    assert exit_info.value.code == 2
+    # and through the real entry point
     r = subprocess.run(
-        [*run, "--history", str(bad)], env=subprocess_env, capture_output=True, text=True
+        [sys.executable, "-m", "sample_schedulers.kubcg", "--history", str(bad)],
+        env=subprocess_env,
+        capture_output=True,
+        text=True,
     )
     assert r.returncode == 2 and "h.json" in r.stderr
-    r = subprocess.run(
-        [*run, "--gpu-image", "x"], env=subprocess_env, capture_output=True, text=True
-    )
-    assert r.returncode == 2 and "CPU_IMAGE=GPU_IMAGE" in r.stderr
 
 
 # -- end to end over HTTP: the real CLI and client against a small fake API server ----------
@@ -1018,15 +1051,12 @@ def kubcg_workload() -> dict:
     return {"nb_res": 3, "jobs": jobs, "profiles": profiles}
 
 
-@pytest.mark.slow
-def test_simulate_gpu_jobs_go_to_the_gpu_when_it_pays(subprocess_env, tmp_path):
-    import csv as csv_module
-
+def simulate_kubcg(tmp_path, env, name="out"):
     platform = tmp_path / "platform.xml"
     platform.write_text(KUBCG_PLATFORM)
     workload = tmp_path / "workload.json"
     workload.write_text(json.dumps(kubcg_workload()))
-    out = tmp_path / "out"
+    out = tmp_path / name
     r = subprocess.run(
         [
             sys.executable,
@@ -1043,23 +1073,39 @@ def test_simulate_gpu_jobs_go_to_the_gpu_when_it_pays(subprocess_env, tmp_path):
             str(out),
             "-q",
             "--no-plots",
-            "--stall-timeout",
-            "1",
         ],
-        env=subprocess_env,
+        env=env,
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=600,
     )
     assert r.returncode == 0, r.stderr[-3000:]
+    return out
+
+
+def test_simulate_gpu_jobs_go_to_the_gpu_when_it_pays(subprocess_env, tmp_path):
+    import csv as csv_module
+
+    out = simulate_kubcg(tmp_path, subprocess_env)
     figures = json.loads((out / "manifest.json").read_text())["figures"]
     assert figures["rejected_by_kubelet"] == 0  # no over-allocation
     assert figures["nb_jobs_success"] == 17
+    assert figures["nondeterministic_advances"] == 0
     rows = {row["job_id"]: row for row in csv_module.DictReader((out / "out_jobs.csv").open())}
     on_gpu = {job for job, row in rows.items() if row["allocated_resources"] == "2"}  # gpu1
     assert {"1", "3", "4", "5"} <= on_gpu and "2" not in on_gpu
     burst = [str(i) for i in range(6, 18)]
     assert sum(job in on_gpu for job in burst) == 10
     assert float(rows["5"]["finish_time"]) == pytest.approx(230.0)
+    assert float(figures["makespan"]) == pytest.approx(500.0)
     log = (out / "scheduler-0.log").read_text()
-    assert "waits for a GPU of gpu1" in log
+    # Eq. 17 in simulated time: the second pod of the t=200 trio waits T_rem = 10 s
+    assert "w0-214 waits for a GPU of gpu1: Δ=20.000s" in log
+
+
+@pytest.mark.slow
+def test_simulate_kubcg_twice_gives_identical_outputs(subprocess_env, tmp_path):
+    first = simulate_kubcg(tmp_path, subprocess_env, "one")
+    second = simulate_kubcg(tmp_path, subprocess_env, "two")
+    for name in ("out_jobs.csv", "out_schedule.csv", "out_machine_states.csv"):
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name

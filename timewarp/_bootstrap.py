@@ -26,6 +26,11 @@ def boot() -> None:
             )
         else:
             importhook.install(modules)
+    if os.environ.get("TIMEWARP_INCLUSTER_DIR"):
+        # load_incluster_config() reads fixed service-account paths: point them at ours.
+        from broker.facade.kubeconfig import redirect_incluster_config
+
+        redirect_incluster_config()
     if os.environ.get(clockproto.ENV_FREEZE_UNPATCHED) == "1":
         from patcher import freeze
         from timewarp import vtime

@@ -109,6 +109,7 @@ class Runtime:
         self.holder: ThreadState | None = None  # deterministic mode: the baton
         self.ready: deque[ThreadState] = deque()
         self.running = 0  # free mode (lockstep, realtime): tracked threads not parked
+        self.live = 0  # tracked threads started and not exited
         self.threads: dict[int, ThreadState] = {}
         self.outbox: list[dict] = []
         self.acks = 0
@@ -133,6 +134,7 @@ class Runtime:
     def adopt_main(self) -> ThreadState:
         ts = ThreadState((0,), threading.current_thread().name)
         with self.lock:
+            self.live += 1
             self.threads[_get_ident()] = ts
             if self.deterministic:
                 self.holder = ts
@@ -144,6 +146,7 @@ class Runtime:
     def new_child_locked(self, parent: ThreadState, name: str) -> ThreadState:
         ts = ThreadState((*parent.path, parent.children), name)
         parent.children += 1
+        self.live += 1
         self.make_ready_locked(ts)
         return ts
 
@@ -156,6 +159,7 @@ class Runtime:
     def exit(self, ts: ThreadState) -> None:
         with self.lock:
             ts.done = True
+            self.live -= 1
             while ts.joiners:
                 self.wake_locked(ts.joiners.popleft(), NOTIFIED)
             self.threads.pop(_get_ident(), None)
@@ -192,8 +196,9 @@ class Runtime:
                     self._poke()
         elif self.holder is ts:
             self._hand_off_locked()
-        else:
-            self.detached.discard(ts)
+        elif ts in self.detached:
+            self.detached.discard(ts)  # back from its real wait
+            self._poke()
 
     def yield_baton(self) -> None:
         """sleep(0): let every ready thread run once before continuing."""
@@ -312,9 +317,16 @@ class Runtime:
             self.now_ns = t_ns
         self.acks += 1
 
-    def snapshot_locked(self) -> tuple[bool, int, list[list[int]]]:
-        busy = self.holder is not None if self.deterministic else self.running > 0
-        return (busy, self.acks, [list(v) for v in self.io.values()])
+    def snapshot_locked(self) -> tuple[bool, int, list[list[int]], int, int, int]:
+        if self.deterministic:
+            busy = self.holder is not None
+            runnable = len(self.ready) + busy
+        else:
+            runnable = self.running
+            busy = runnable > 0
+        io = [list(v) for v in self.io.values()]
+        detached = len(self.detached)
+        return (busy, self.acks, io, runnable, max(0, self.live - runnable - detached), detached)
 
     def detach_holder_locked(self) -> None:
         """Stall guard said advance: let the others run while the holder is stuck."""

@@ -58,7 +58,10 @@ def main(argv: list[str] | None = None) -> int:
     import faulthandler
     import signal
 
-    faulthandler.register(signal.SIGUSR1)  # `kill -USR1 <pid>` prints every thread's stack
+    try:  # `kill -USR1 <pid>` prints every thread's stack
+        faulthandler.register(signal.SIGUSR1)
+    except (AttributeError, ValueError, OSError):  # no real stderr (embedded, captured)
+        pass
     parser = argparse.ArgumentParser(prog=f"timewarp {name}", description=help_text)
     module.add_arguments(parser)
     args = parser.parse_args(rest)

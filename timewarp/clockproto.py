@@ -14,7 +14,7 @@ Runtime -> broker::
     {"op":"now","rid":7}                                   round-trip read of the clock
     {"op":"timer","id":3,"deadline":60000000000,"key":[0,2,5]}
     {"op":"cancel","id":3}                                 the waiter woke some other way
-    {"op":"state","busy":false,"ack":12,"io":[[53412,310,2048]]}
+    {"op":"state","busy":false,"ack":12,"io":[[53412,310,2048]],"runnable":0,"blocked":3,"detached":0}
     {"op":"stacks","text":"Thread main (holds the baton) ..."}
     {"op":"bye"}
 
@@ -35,6 +35,10 @@ Invariants the broker relies on:
   counts a process as runnable from the moment it sends one of those until a ``state``
   acknowledges it (wake-ups are the broker's own doing);
 - ``busy`` is true while any thread of the process runs outside a virtual wait;
+  ``runnable`` / ``blocked`` count the tracked threads running or ready versus waiting
+  (informational: stall reports show them); ``detached`` counts threads the stall guard
+  let go while they were stuck in a real wait (the process is not deadlocked while any
+  of them has not come back);
 - ``io`` lists threads blocked reading a connection to the API facade, as
   ``[client_port, bytes_sent, bytes_consumed]`` on that connection.
 - ``key`` orders timers with equal deadlines: the process's registration sequence.
@@ -120,7 +124,14 @@ _TO_BROKER = {
     "now": lambda m: _int(m, "rid"),
     "timer": lambda m: (_int(m, "id"), _int(m, "deadline"), _int_list(m, "key")),
     "cancel": lambda m: _int(m, "id"),
-    "state": lambda m: (_bool(m, "busy"), _int(m, "ack"), _io(m)),
+    "state": lambda m: (
+        _bool(m, "busy"),
+        _int(m, "ack"),
+        _io(m),
+        _int(m, "runnable"),
+        _int(m, "blocked"),
+        _int(m, "detached"),
+    ),
     "stacks": lambda m: _str(m, "text"),
     "bye": lambda m: None,
 }
@@ -189,8 +200,23 @@ def cancel(timer_id: int) -> dict[str, Any]:
     return {"op": "cancel", "id": timer_id}
 
 
-def state(busy: bool, ack: int, io: list[list[int]]) -> dict[str, Any]:
-    return {"op": "state", "busy": busy, "ack": ack, "io": io}
+def state(
+    busy: bool,
+    ack: int,
+    io: list[list[int]],
+    runnable: int = 0,
+    blocked: int = 0,
+    detached: int = 0,
+) -> dict[str, Any]:
+    return {
+        "op": "state",
+        "busy": busy,
+        "ack": ack,
+        "io": io,
+        "runnable": runnable,
+        "blocked": blocked,
+        "detached": detached,
+    }
 
 
 def stacks(text: str) -> dict[str, Any]:

@@ -83,6 +83,10 @@ def main(
 
     ``make_decide`` may raise ValueError for bad scheduler-specific options: it is
     reported as a usage error (exit 2) before anything connects.
+
+    Returns 1 when no cluster configuration works. Once scheduling, it never returns: on
+    SIGTERM/Ctrl-C it ends the process with status 0, on an unexpected error with 1
+    (after logging it), through ``os._exit`` (see the comment there).
     """
     args = parser.parse_args(argv)
     if args.max_backoff < args.initial_backoff:

@@ -10,10 +10,10 @@ check gives the node's reason, worded like kube-scheduler's messages.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from .model import NodeView, PodSummary, Taint
-from .resources import PODS
+from .resources import CPU, MEMORY, PODS
 
 UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect="NoSchedule")
 FILTERED_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
@@ -23,8 +23,15 @@ def tolerated(pod: PodSummary, taint: Taint) -> bool:
     return any(t.tolerates(taint) for t in pod.tolerations)
 
 
-def unfit_reason(pod: PodSummary, view: NodeView) -> str | None:
-    """Why ``pod`` cannot go to ``view``'s node, or None when it can."""
+def _wanted(pod: PodSummary) -> list[tuple[str, int]]:
+    return [(r, pod.requests[r]) for r in pod.requests.names() if r != PODS and pod.requests[r] > 0]
+
+
+def unfit_reason(
+    pod: PodSummary, view: NodeView, wanted: list[tuple[str, int]] | None = None
+) -> str | None:
+    """Why ``pod`` cannot go to ``view``'s node, or None when it can. ``wanted`` is
+    ``_wanted(pod)``, precomputed by callers that check many nodes."""
     node = view.node
     if node.unschedulable and not tolerated(pod, UNSCHEDULABLE_TAINT):
         return "node(s) were unschedulable"
@@ -37,11 +44,14 @@ def unfit_reason(pod: PodSummary, view: NodeView) -> str | None:
             return "node(s) didn't match Pod's node affinity/selector"
     if PODS in node.allocatable.amounts and len(view.pods) + 1 > node.allocatable[PODS]:
         return "Too many pods"
-    for resource in pod.requests.names():
-        want = pod.requests[resource]
-        if resource == PODS or want <= 0:
-            continue
-        if want > view.free(resource):
+    for resource, want in _wanted(pod) if wanted is None else wanted:
+        if resource == CPU:
+            free = view.alloc_cpu - view.requested_cpu
+        elif resource == MEMORY:
+            free = view.alloc_memory - view.requested_memory
+        else:
+            free = view.free(resource)
+        if want > free:
             return f"Insufficient {resource}"
     return None
 
@@ -50,17 +60,34 @@ def feasible_nodes(pod: PodSummary, views: Iterable[NodeView]) -> tuple[list[Nod
     """The nodes that pass every filter, and kube-scheduler's style summary of why the
     others did not (e.g. ``0/3 nodes are available: 2 Insufficient cpu, 1 node(s) were
     unschedulable.``). The summary is empty when some node fits."""
+    views = list(views)
+    fits, why, _ = find_feasible(pod, views, len(views), 0)
+    return fits, why
+
+
+def find_feasible(
+    pod: PodSummary, views: Sequence[NodeView], want: int, start: int
+) -> tuple[list[NodeView], str, int]:
+    """kube-scheduler's search: examine nodes from index ``start`` (wrapping around)
+    until ``want`` feasible ones are found or every node was examined. Returns the
+    feasible nodes (in examination order), the why-not summary (when none fits: then
+    every node was examined) and how many nodes were examined."""
     fits: list[NodeView] = []
     reasons: Counter[str] = Counter()
-    n = 0
-    for view in views:
-        n += 1
-        reason = unfit_reason(pod, view)
+    wanted = _wanted(pod)
+    n = len(views)
+    examined = 0
+    for k in range(n):
+        view = views[(start + k) % n]
+        examined += 1
+        reason = unfit_reason(pod, view, wanted)
         if reason is None:
             fits.append(view)
+            if len(fits) >= want:
+                break
         else:
             reasons[reason] += 1
     if fits:
-        return fits, ""
+        return fits, "", examined
     detail = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
-    return fits, f"0/{n} nodes are available" + (f": {detail}." if detail else ".")
+    return fits, f"0/{n} nodes are available" + (f": {detail}." if detail else "."), examined

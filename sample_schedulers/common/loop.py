@@ -191,9 +191,9 @@ class WatchScheduler:
                 if not self._stop.is_set():
                     self._cond.wait(wait)
                 return False
-            views = self.cache.views()
             generation = self.cache.generation
             decision = self._known_failure(pod, generation)
+            views = self.cache.views() if decision is None else []
         if decision is None:
             decision = self.decide(pod, views)
             if decision.node is None and self.fail_fast:
@@ -206,8 +206,13 @@ class WatchScheduler:
                 self.queue.failed(pod.key, now)
                 self._cond.notify_all()  # for observers waiting on progress
                 attempts = self.queue.attempts(pod.key)
-                self.log.info(
-                    "%s unschedulable (attempt %d): %s", pod.key, attempts, decision.reason
+                # like kube-scheduler, do not flood the log with retries of a backlog
+                self.log.log(
+                    logging.INFO if attempts == 1 else logging.DEBUG,
+                    "%s unschedulable (attempt %d): %s",
+                    pod.key,
+                    attempts,
+                    decision.reason,
                 )
                 return True
             self.cache.assume(pod, decision.node)

@@ -118,18 +118,33 @@ class NodeView:
     pods: tuple[PodSummary, ...] = ()
     requested: Resources = field(init=False)
     nonzero_requested: Resources = field(init=False)
+    name: str = field(init=False)
+    containers: int = field(init=False)
+    # plain ints for the hot paths of filtering and scoring (hundreds of nodes per pod)
+    alloc_cpu: int = field(init=False)
+    alloc_memory: int = field(init=False)
+    requested_cpu: int = field(init=False)
+    requested_memory: int = field(init=False)
+    nonzero_cpu: int = field(init=False)
+    nonzero_memory: int = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "requested", total(p.requests for p in self.pods))
-        object.__setattr__(self, "nonzero_requested", total(p.nonzero_requests for p in self.pods))
-
-    @property
-    def name(self) -> str:
-        return self.node.name
-
-    @property
-    def containers(self) -> int:
-        return sum(p.containers for p in self.pods)
+        requested = total(p.requests for p in self.pods)
+        nonzero = total(p.nonzero_requests for p in self.pods)
+        alloc = self.node.allocatable
+        for attr, value in (
+            ("requested", requested),
+            ("nonzero_requested", nonzero),
+            ("name", self.node.name),
+            ("containers", sum(p.containers for p in self.pods)),
+            ("alloc_cpu", alloc[CPU]),
+            ("alloc_memory", alloc[MEMORY]),
+            ("requested_cpu", requested[CPU]),
+            ("requested_memory", requested[MEMORY]),
+            ("nonzero_cpu", nonzero[CPU]),
+            ("nonzero_memory", nonzero[MEMORY]),
+        ):
+            object.__setattr__(self, attr, value)
 
     def free(self, resource: str) -> int:
         """Allocatable minus requested (may be negative on an over-committed node)."""

@@ -23,6 +23,7 @@ and nothing here reads a clock, sleeps or locks. Callers serialise access.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import re
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ IN_FLIGHT = "in-flight"
 _DIGITS = re.compile(r"(\d+)")
 
 
+@functools.lru_cache(maxsize=1 << 17)
 def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
     """``"job-10"`` sorts after ``"job-9"``; ties between equal numbers (``"01"``/``"1"``)
     are broken by the text itself so the order stays total."""

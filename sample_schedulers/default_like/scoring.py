@@ -17,9 +17,9 @@ inputs always give the same node (kube-scheduler breaks ties at random).
 
 from __future__ import annotations
 
-import math
+import heapq
 
-from sample_schedulers.common.feasibility import feasible_nodes
+from sample_schedulers.common.feasibility import feasible_nodes, find_feasible
 from sample_schedulers.common.loop import Decision
 from sample_schedulers.common.model import NodeView, PodSummary
 from sample_schedulers.common.queue import natural_key
@@ -29,46 +29,99 @@ MAX_NODE_SCORE = 100
 SCORED_RESOURCES = (CPU, MEMORY)
 
 
+def _least_allocated(view: NodeView, pod_cpu: int, pod_memory: int) -> int:
+    score = 0
+    for capacity, requested in (
+        (view.alloc_cpu, view.nonzero_cpu + pod_cpu),
+        (view.alloc_memory, view.nonzero_memory + pod_memory),
+    ):
+        if capacity and requested <= capacity:
+            score += (capacity - requested) * MAX_NODE_SCORE // capacity
+    return score // len(SCORED_RESOURCES)
+
+
+def _balanced_allocation(view: NodeView, pod_cpu: int, pod_memory: int) -> int:
+    fractions = [
+        min(requested / capacity, 1.0)
+        for capacity, requested in (
+            (view.alloc_cpu, view.requested_cpu + pod_cpu),
+            (view.alloc_memory, view.requested_memory + pod_memory),
+        )
+        if capacity
+    ]
+    # the standard deviation of the fractions; with two it is half their distance
+    std = abs(fractions[0] - fractions[1]) / 2 if len(fractions) == 2 else 0.0
+    return int((1 - std) * MAX_NODE_SCORE)
+
+
 def least_allocated(pod: PodSummary, view: NodeView) -> int:
-    score = weight_sum = 0
-    for resource in SCORED_RESOURCES:
-        capacity = view.node.allocatable[resource]
-        requested = view.nonzero_requested[resource] + pod.nonzero_requests[resource]
-        weight_sum += 1
-        if capacity == 0 or requested > capacity:
-            continue
-        score += (capacity - requested) * MAX_NODE_SCORE // capacity
-    return score // weight_sum
+    nonzero = pod.nonzero_requests
+    return _least_allocated(view, nonzero.cpu_millis, nonzero.memory_bytes)
 
 
 def balanced_allocation(pod: PodSummary, view: NodeView) -> int:
-    fractions = []
-    for resource in SCORED_RESOURCES:
-        capacity = view.node.allocatable[resource]
-        if capacity == 0:
-            continue
-        requested = view.requested[resource] + pod.requests[resource]
-        fractions.append(min(requested / capacity, 1.0))
-    if len(fractions) == 2:
-        std = abs(fractions[0] - fractions[1]) / 2
-    elif len(fractions) > 2:
-        mean = sum(fractions) / len(fractions)
-        std = math.sqrt(sum((f - mean) ** 2 for f in fractions) / len(fractions))
-    else:
-        std = 0.0
-    return int((1 - std) * MAX_NODE_SCORE)
+    return _balanced_allocation(view, pod.requests.cpu_millis, pod.requests.memory_bytes)
 
 
 def score(pod: PodSummary, view: NodeView) -> int:
     return least_allocated(pod, view) + balanced_allocation(pod, view)
 
 
-def decide(pod: PodSummary, views: list[NodeView]) -> Decision:
-    """Filter, score, pick. Deterministic: a pure function of its arguments."""
-    fits, why_not = feasible_nodes(pod, views)
+def choose(pod: PodSummary, fits: list[NodeView], why_not: str) -> Decision:
+    """The highest-scoring feasible node; ties to the smallest name (natural order)."""
     if not fits:
         return Decision(None, why_not)
-    ranked = sorted((-score(pod, v), natural_key(v.name), v.name) for v in fits)
-    shown = ", ".join(f"{name}={-neg}" for neg, _, name in ranked[:5])
-    more = f", +{len(ranked) - 5} more" if len(ranked) > 5 else ""
-    return Decision(ranked[0][2], detail=f"[best scores {shown}{more}]")
+    nz_cpu, nz_mem = pod.nonzero_requests.cpu_millis, pod.nonzero_requests.memory_bytes
+    cpu, mem = pod.requests.cpu_millis, pod.requests.memory_bytes
+    scored = [
+        (_least_allocated(v, nz_cpu, nz_mem) + _balanced_allocation(v, cpu, mem), v.name)
+        for v in fits
+    ]
+    top = max(s for s, _ in scored)
+    best = min((name for s, name in scored if s == top), key=lambda n: (natural_key(n), n))
+    runners_up = heapq.nsmallest(4, ((-s, name) for s, name in scored if name != best))
+    shown = ", ".join([f"{best}={top}"] + [f"{name}={-neg}" for neg, name in runners_up])
+    more = f", +{len(scored) - 5} more" if len(scored) > 5 else ""
+    return Decision(best, detail=f"[best scores {shown}{more}]")
+
+
+def decide(pod: PodSummary, views: list[NodeView]) -> Decision:
+    """Filter every node, score the feasible ones, pick. A pure function of its arguments."""
+    return choose(pod, *feasible_nodes(pod, views))
+
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+
+
+def nodes_to_find(percentage: int, all_nodes: int) -> int:
+    """kube-scheduler's numFeasibleNodesToFind: every node below 100 nodes or at 100 %;
+    ``percentage`` 0 means adaptive (50 % minus 1 % per 125 nodes, at least 5 %); never
+    fewer than 100."""
+    if all_nodes < MIN_FEASIBLE_NODES_TO_FIND or percentage >= 100:
+        return all_nodes
+    if percentage <= 0:
+        percentage = max(50 - all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    return max(all_nodes * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+class SampledDecide:
+    """kube-scheduler's percentageOfNodesToScore: stop filtering once enough feasible
+    nodes were found, and start the next search where this one stopped (round robin over
+    the name-sorted nodes). Decisions then depend on the previous ones too — still
+    deterministic for the same sequence of inputs. With 100 % it equals ``decide``."""
+
+    def __init__(self, percentage_of_nodes_to_score: int = 100) -> None:
+        if not 0 <= percentage_of_nodes_to_score <= 100:
+            raise ValueError("--percentage-of-nodes-to-score must be between 0 and 100")
+        self.percentage = percentage_of_nodes_to_score
+        self.next_start = 0
+
+    def __call__(self, pod: PodSummary, views: list[NodeView]) -> Decision:
+        if not views:
+            return decide(pod, views)
+        want = nodes_to_find(self.percentage, len(views))
+        start = self.next_start % len(views)
+        fits, why_not, examined = find_feasible(pod, views, want, start)
+        self.next_start = (start + examined) % len(views)
+        return choose(pod, fits, why_not)

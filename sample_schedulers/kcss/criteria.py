@@ -15,7 +15,9 @@ Where the numbers come from (annotation first, then label of the same key; the k
 can be changed in the config file's ``keys`` section):
 
 - node ``timewarp.io/power-watts`` (e.g. ``"180"``), or ``timewarp.io/power-idle-watts``
-  with ``timewarp.io/power-max-watts`` for the linear model;
+  with ``timewarp.io/power-max-watts`` for the linear model, or SimGrid's
+  ``wattage_per_state`` host property (``timewarp.io/wattage-per-state``, first state,
+  ``"idle:full"`` or ``"idle:epsilon:full"``) for the same linear model;
 - node ``timewarp.io/disk-free`` (a quantity, e.g. ``"200Gi"``);
 - node ``timewarp.io/bandwidth`` (bytes per second as a quantity, e.g. ``"125M"`` for
   1 Gbit/s);
@@ -39,7 +41,7 @@ from typing import Any
 import yaml
 
 from sample_schedulers.common.model import NodeSummary, NodeView, PodSummary
-from sample_schedulers.common.resources import CPU, EPHEMERAL_STORAGE, MEMORY, quantity_to_int
+from sample_schedulers.common.resources import EPHEMERAL_STORAGE, quantity_to_int
 
 CRITERIA = ("image", "cpu", "memory", "disk", "power", "containers")
 DEFAULT_BENEFIT = {
@@ -54,6 +56,7 @@ DEFAULT_KEYS = {
     "power_watts": "timewarp.io/power-watts",
     "power_idle_watts": "timewarp.io/power-idle-watts",
     "power_max_watts": "timewarp.io/power-max-watts",
+    "wattage_per_state": "timewarp.io/wattage-per-state",
     "disk_free": "timewarp.io/disk-free",
     "bandwidth": "timewarp.io/bandwidth",
     "images": "timewarp.io/images",
@@ -246,16 +249,21 @@ def image_size(pod: PodSummary, views: Sequence[NodeView], config: KcssConfig) -
     return sum(known.get(normalize_image(i), config.default_image_size) for i in pod.images)
 
 
-def node_criteria(
-    pod: PodSummary,
-    view: NodeView,
-    pull_bytes: int,
-    config: KcssConfig,
-    problems: list[str],
-) -> list[float]:
-    """The six values of ``view``'s node for ``pod``, in ``CRITERIA`` order. Unparsable
-    annotations fall back to defaults and are described in ``problems``."""
-    node = view.node
+@dataclass(frozen=True)
+class NodeFigures:
+    """What a node's labels, annotations and status say, read once per node version."""
+
+    images: frozenset[str]
+    bandwidth: int
+    power_watts: float
+    power_idle_watts: float | None
+    power_max_watts: float | None
+    disk_total: int
+    problems: tuple[str, ...]
+
+
+def node_figures(node: NodeSummary, config: KcssConfig) -> NodeFigures:
+    problems: list[str] = []
 
     def number(key_name: str, parse, default):
         key = config.keys[key_name]
@@ -265,43 +273,90 @@ def node_criteria(
         try:
             return parse(raw)
         except (TypeError, ValueError):
-            problems.append(f"node {node.name}: {key}={raw!r} is not valid; using {default}")
+            fallback = f"using {default}" if isinstance(default, int | float) else "ignoring it"
+            problems.append(f"node {node.name}: {key}={raw!r} is not valid; {fallback}")
             return default
 
+    bandwidth = number("bandwidth", lambda s: quantity_to_int("bandwidth", s), None)
+    if bandwidth is not None and bandwidth <= 0:
+        problems.append(f"node {node.name}: bandwidth must be positive; using the default")
+        bandwidth = None
+    idle = number("power_idle_watts", float, None)
+    peak = number("power_max_watts", float, None)
+    if idle is None or peak is None:
+        idle, peak = number("wattage_per_state", parse_wattage, (None, None))
+    return NodeFigures(
+        images=frozenset(images_on(node, config)),
+        bandwidth=bandwidth or config.default_bandwidth,
+        power_watts=number("power_watts", float, config.default_power_watts),
+        power_idle_watts=idle if peak is not None else None,
+        power_max_watts=peak if idle is not None else None,
+        disk_total=number(
+            "disk_free", lambda s: quantity_to_int("disk", s), node.allocatable[EPHEMERAL_STORAGE]
+        ),
+        problems=tuple(problems),
+    )
+
+
+def parse_wattage(text: str) -> tuple[float, float]:
+    """SimGrid's ``wattage_per_state`` (the first power state): ``"idle:full"`` or
+    ``"idle:epsilon:full"`` watts, e.g. ``"95.0:190.0, 93.0:170.0"`` -> (95, 190)."""
+    parts = [float(x) for x in text.split(",")[0].split(":")]
+    if len(parts) not in (2, 3):
+        raise ValueError(f"expected idle:full or idle:epsilon:full, got {text!r}")
+    return parts[0], parts[-1]
+
+
+_figures_cache: dict[str, tuple[NodeSummary, KcssConfig, NodeFigures]] = {}
+
+
+def cached_node_figures(node: NodeSummary, config: KcssConfig) -> NodeFigures:
+    """``node_figures``, remembered while the very same node summary and config objects
+    are passed (the cache replaces a node's summary object on every change)."""
+    hit = _figures_cache.get(node.name)
+    if hit is not None and hit[0] is node and hit[1] is config:
+        return hit[2]
+    figures = node_figures(node, config)
+    if len(_figures_cache) > 100_000:
+        _figures_cache.clear()
+    _figures_cache[node.name] = (node, config, figures)
+    return figures
+
+
+def node_criteria(
+    pod: PodSummary,
+    view: NodeView,
+    pull_bytes: int,
+    config: KcssConfig,
+    problems: list[str],
+) -> list[float]:
+    """The six values of ``view``'s node for ``pod``, in ``CRITERIA`` order. Unparsable
+    annotations fall back to defaults and are described in ``problems``."""
+    figures = cached_node_figures(view.node, config)
+    problems.extend(figures.problems)
+
     # image transfer time
-    present = images_on(node, config)
-    missing = [i for i in pod.images if normalize_image(i) not in present]
-    if missing and pull_bytes:
-        bandwidth = number("bandwidth", lambda s: quantity_to_int("bandwidth", s), None)
-        if not bandwidth or bandwidth <= 0:
-            bandwidth = config.default_bandwidth
-        share = len(missing) / len(pod.images)
-        transfer = pull_bytes * share / bandwidth
+    if pull_bytes and pod.images:
+        missing = sum(1 for i in pod.images if normalize_image(i) not in figures.images)
+        transfer = pull_bytes * (missing / len(pod.images)) / figures.bandwidth
     else:
         transfer = 0.0
 
     # power
-    idle = number("power_idle_watts", float, None)
-    peak = number("power_max_watts", float, None)
-    if idle is not None and peak is not None:
-        capacity = node.allocatable[CPU]
-        used = view.requested[CPU] + pod.requests[CPU]
+    if figures.power_idle_watts is not None and figures.power_max_watts is not None:
+        idle, peak = figures.power_idle_watts, figures.power_max_watts
+        capacity = view.alloc_cpu
+        used = view.requested_cpu + pod.requests.cpu_millis
         share = min(1.0, used / capacity) if capacity else 1.0
         power = idle + (peak - idle) * share
     else:
-        power = number("power_watts", float, config.default_power_watts)
-
-    # disk
-    disk_total = number(
-        "disk_free", lambda s: quantity_to_int("disk", s), node.allocatable[EPHEMERAL_STORAGE]
-    )
-    disk = disk_total - view.requested[EPHEMERAL_STORAGE]
+        power = figures.power_watts
 
     return [
         transfer,
-        float(view.free(CPU)),
-        float(view.free(MEMORY)),
-        float(disk),
+        float(view.alloc_cpu - view.requested_cpu),
+        float(view.alloc_memory - view.requested_memory),
+        float(figures.disk_total - view.requested[EPHEMERAL_STORAGE]),
         float(power),
         float(view.containers),
     ]

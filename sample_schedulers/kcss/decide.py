@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import heapq
+
 from sample_schedulers.common.feasibility import feasible_nodes
 from sample_schedulers.common.loop import Decision
 from sample_schedulers.common.model import NodeView, PodSummary
@@ -25,15 +27,20 @@ def decide(pod: PodSummary, views: list[NodeView], config: KcssConfig) -> Decisi
         pull = config.default_image_size * len(pod.images)
     matrix = [node_criteria(pod, v, pull, config, problems) for v in fits]
     rc = relative_closeness(matrix, config.weights, config.benefit)
-    ranked = sorted(
-        range(len(fits)), key=lambda i: (-rc[i], natural_key(fits[i].name), fits[i].name)
+    top = max(rc)
+    best = min(
+        (i for i in range(len(fits)) if rc[i] == top),
+        key=lambda i: (natural_key(fits[i].name), fits[i].name),
     )
-    best = ranked[0]
-    shown = ", ".join(f"{fits[i].name}={rc[i]:.4f}" for i in ranked[:3])
+    runners_up = heapq.nsmallest(2, ((-rc[i], fits[i].name) for i in range(len(fits)) if i != best))
+    shown = ", ".join(
+        [f"{fits[best].name}={top:.4f}"] + [f"{name}={-neg:.4f}" for neg, name in runners_up]
+    )
     values = ", ".join(_show(c, x) for c, x in zip(CRITERIA, matrix[best], strict=True))
     detail = f"[RC {shown}; chosen {values}]"
     if problems:
-        detail += " problems: " + "; ".join(problems)
+        more = f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
+        detail += " problems: " + "; ".join(problems[:3]) + more
     return Decision(fits[best].name, detail=detail)
 
 

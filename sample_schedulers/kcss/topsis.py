@@ -35,22 +35,28 @@ def relative_closeness(
         raise ValueError("matrix rows, weights and benefit flags must have the same length")
     if any(w < 0 for w in weights):
         raise ValueError("weights must be non-negative")
-    norms = [math.sqrt(sum(row[j] ** 2 for row in matrix)) for j in range(columns)]
-    weighted = [
-        [weights[j] * (row[j] / norms[j] if norms[j] else 0.0) for j in range(columns)]
-        for row in matrix
-    ]
+    columns_in = list(zip(*matrix, strict=True))
+    weighted = []  # column-major: weighted[j][i]
     best = []
     worst = []
-    for j in range(columns):
-        column = [row[j] for row in weighted]
-        hi, lo = max(column), min(column)
+    for j, column in enumerate(columns_in):
+        norm = math.sqrt(sum(x * x for x in column))
+        w = weights[j]
+        col = [w * (x / norm) for x in column] if norm else [0.0] * len(column)
+        weighted.append(col)
+        hi, lo = max(col), min(col)
         best.append(hi if benefit[j] else lo)
         worst.append(lo if benefit[j] else hi)
+    s_plus = [0.0] * len(matrix)
+    s_minus = [0.0] * len(matrix)
+    for j, col in enumerate(weighted):
+        b, a = best[j], worst[j]
+        for i, v in enumerate(col):
+            s_plus[i] += (v - b) ** 2
+            s_minus[i] += (v - a) ** 2
     closeness = []
-    for row in weighted:
-        s_plus = math.sqrt(sum((v - b) ** 2 for v, b in zip(row, best, strict=True)))
-        s_minus = math.sqrt(sum((v - w) ** 2 for v, w in zip(row, worst, strict=True)))
-        total = s_plus + s_minus
-        closeness.append(s_minus / total if total > 0 else 0.5)
+    for sp, sm in zip(s_plus, s_minus, strict=True):
+        sp, sm = math.sqrt(sp), math.sqrt(sm)
+        total = sp + sm
+        closeness.append(sm / total if total > 0 else 0.5)
     return closeness

@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         core,
         client.CustomObjectsApi(),
         args.scheduler_name,
-        targets,
+        None if args.no_bind else targets,
         algorithm=args.algorithm,
         metric=args.metric,
         overload=args.overload,

@@ -138,7 +138,7 @@ class Binder:
         for record in pending:
             node, why = self._choose(record, nodes)
             if node is None:
-                log.info("%s stays pending: no node fits its requests", record.key)
+                log.info("%s stays pending: no node fits its requests and tolerations", record.key)
                 continue
             if self._bind(record, node):
                 self.bindings.append((record.key, node, why))
@@ -155,7 +155,7 @@ class Binder:
         return cpu, memory
 
     def _choose(self, record: PodRecord, nodes: list) -> tuple[str | None, str]:
-        free = {n.metadata.name: self._free(n) for n in nodes}
+        free = {n.metadata.name: self._free(n) for n in nodes if record.tolerates(n)}
         fitting = [
             name
             for name, (cpu, memory) in free.items()

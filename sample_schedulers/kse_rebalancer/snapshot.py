@@ -48,10 +48,30 @@ class PodRecord:
     memory: float
     """Requested bytes."""
     created: float = 0.0
+    tolerations: tuple[tuple[str, str, str, str], ...] = ()
+    """(key, operator, value, effect) of each toleration."""
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    def tolerates(self, node) -> bool:
+        """True if every NoSchedule/NoExecute taint of the V1Node is tolerated."""
+        for taint in (node.spec.taints if node.spec is not None else None) or []:
+            if taint.effect not in ("NoSchedule", "NoExecute"):
+                continue
+            if not any(_matches(t, taint) for t in self.tolerations):
+                return False
+        return True
+
+
+def _matches(toleration: tuple[str, str, str, str], taint) -> bool:
+    key, operator, value, effect = toleration
+    if effect and effect != taint.effect:
+        return False
+    if not key:
+        return operator == "Exists"
+    return key == taint.key and (operator == "Exists" or value == (taint.value or ""))
 
 
 def pod_record(pod) -> PodRecord:
@@ -76,6 +96,10 @@ def pod_record(pod) -> PodRecord:
         cpu=cpu,
         memory=memory,
         created=created,
+        tolerations=tuple(
+            (t.key or "", t.operator or "Equal", t.value or "", t.effect or "")
+            for t in spec.tolerations or []
+        ),
     )
 
 

@@ -77,7 +77,8 @@ class ClusterView:
 
 
 def fits(pod: PodInfo, node: NodeInfo, view: ClusterView, after_gpu_frees: bool = False) -> bool:
-    """Node is schedulable, matches the pod's nodeSelector, and has room for its requests.
+    """Node is schedulable, matches the pod's nodeSelector, its NoSchedule/NoExecute taints
+    are tolerated, and it has room for the pod's requests.
 
     With ``after_gpu_frees`` the requests of the pods holding the node's GPUs are counted
     as released: the room a pod queued for that GPU will find when it is dispatched.
@@ -85,6 +86,8 @@ def fits(pod: PodInfo, node: NodeInfo, view: ClusterView, after_gpu_frees: bool 
     if not node.schedulable:
         return False
     if any(node.labels.get(k) != v for k, v in pod.node_selector.items()):
+        return False
+    if any(not any(t.tolerates(taint) for t in pod.tolerations) for taint in node.taints):
         return False
     cpu, memory = view.requested.get(node.name, (0.0, 0.0))
     if after_gpu_frees:
@@ -151,7 +154,9 @@ def decide(pod: PodInfo, view: ClusterView, lookup: StatsLookup) -> Decision:
     """Choose the slot where ``pod`` is expected to complete first (see module docstring)."""
     slots = candidate_slots(pod, view)
     if not slots:
-        return Decision("unschedulable", reason="no node fits the pod's requests and selector")
+        return Decision(
+            "unschedulable", reason="no node fits the pod's requests, selector and tolerations"
+        )
     known = [
         (node, slot, s) for node, slot in slots if (s := lookup(pod.image, node, slot.resource))
     ]

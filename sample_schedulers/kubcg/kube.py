@@ -24,7 +24,7 @@ from datetime import datetime
 
 from kubernetes.utils import parse_quantity
 
-from .model import NodeInfo, PodInfo, Resource
+from .model import NodeInfo, PodInfo, Resource, Taint, Toleration
 
 NODE_CLASS_LABEL = "timewarp.io/node-class"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -59,6 +59,11 @@ def node_info(node) -> NodeInfo:
         memory=quantity(allocatable.get("memory", 0)),
         schedulable=ready and not (spec is not None and spec.unschedulable),
         labels=labels,
+        taints=tuple(
+            Taint(t.key or "", t.value or "", t.effect)
+            for t in ((spec.taints if spec is not None else None) or [])
+            if t.effect in ("NoSchedule", "NoExecute")
+        ),
     )
 
 
@@ -120,6 +125,10 @@ def pod_info(pod, gpu_capable_images: Iterable[str] = ()) -> PodInfo:
         gpu_capable=gpu_capable,
         gpu_image=gpu_image,
         node_selector=dict(spec.node_selector or {}),
+        tolerations=tuple(
+            Toleration(t.key or "", t.operator or "Equal", t.value or "", t.effect or "")
+            for t in spec.tolerations or []
+        ),
         scheduler_name=spec.scheduler_name or "default-scheduler",
         node_name=spec.node_name,
         phase=(status.phase if status else None) or "Pending",

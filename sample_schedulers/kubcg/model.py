@@ -16,6 +16,32 @@ Resource = Literal["cpu", "gpu"]
 
 
 @dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True)
+class Toleration:
+    key: str = ""
+    """Empty with operator Exists: tolerates every taint."""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+    """Empty: every effect."""
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if not self.key:
+            return self.operator == "Exists"
+        if self.key != taint.key:
+            return False
+        return self.operator == "Exists" or self.value == taint.value
+
+
+@dataclass(frozen=True)
 class NodeInfo:
     """A node as the decision unit sees it (the paper's NS table row)."""
 
@@ -29,6 +55,8 @@ class NodeInfo:
     """Allocatable bytes."""
     schedulable: bool = True
     labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    """NoSchedule / NoExecute taints only (PreferNoSchedule does not forbid)."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +79,7 @@ class PodInfo:
     gpu_image: str | None = None
     """The GPU variant's image, when the pod names one."""
     node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
     scheduler_name: str = "default-scheduler"
     node_name: str | None = None
     phase: str = "Pending"

@@ -185,6 +185,14 @@ class KubcgScheduler:
                 requested=requested,
                 queues=queues,
             )
+            log.debug(
+                "pass at %.3f: %d waiting; EP table: %s",
+                now,
+                len(waiting),
+                ", ".join(
+                    f"{e.uid}@{e.slot.node}/{e.slot.resource}->{e.end:.3f}" for e in view.running
+                ),
+            )
             taken: list[tuple[str, Decision]] = []
             room = _largest_room(view)
             for pod in [*queued, *fresh]:

@@ -10,8 +10,12 @@ from kubernetes.utils import parse_quantity
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--scheduler-name", default="default")
+parser.add_argument("--incluster", action="store_true")
 args = parser.parse_args()
-config.load_kube_config()
+if args.incluster:
+    config.load_incluster_config()
+else:
+    config.load_kube_config()
 v1 = client.CoreV1Api()
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 
