@@ -20,6 +20,7 @@ import os
 import re
 import resource
 import shlex
+import signal
 import statistics
 import subprocess
 import sys
@@ -110,8 +111,8 @@ def run_simulate(
     Not thread-safe: ``cpu_total_s`` is this process's children's rusage delta, so runs
     must not overlap.
 
-    A run that times out is stopped (its process group killed) and returned with
-    ``returncode`` -9; whatever it wrote stays in ``out``.
+    A run that times out is interrupted (SIGINT to its process group, SIGKILL 30 s later)
+    and returned with ``returncode`` -9; whatever it wrote stays in ``out``.
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -134,8 +135,13 @@ def run_simulate(
         _, stderr = proc.communicate(timeout=timeout_s)
         code = proc.returncode
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, 9)
-        _, stderr = proc.communicate()
+        # Ctrl-C first: simulate stops its children and keeps what was written
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            _, stderr = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            _, stderr = proc.communicate()
         code = -9
         stderr = (stderr or b"") + f"\n(stopped after {timeout_s} s)".encode()
     wall = time.perf_counter() - started

@@ -110,7 +110,7 @@ def row(label: str, nodes: int, jobs: int, run: Run, budget: float | None) -> li
     if run.ok:
         status = "ok"
     elif run.returncode == -9:
-        status = f"not done in {budget:g} s"
+        status = f"not done in {budget:g} s ({bound_pods(run.out)} pods bound)"
     else:
         status = f"failed ({run.returncode})"
     cpu = run.cpu_s
@@ -126,6 +126,16 @@ def row(label: str, nodes: int, jobs: int, run: Run, budget: float | None) -> li
         f"{run.figure('mean_waiting_time'):,.1f}" if run.ok else "-",
         "/".join(f"{cpu.get(k, 0.0):.1f}" for k in ("broker", "simulator", "scheduler")),
     ]
+
+
+def bound_pods(out: Path) -> int:
+    """Pods the scheduler bound, from its log (default_like logs one ``bound`` line each):
+    the progress of a run stopped before it wrote its figures."""
+    log = out / "scheduler-0.log"
+    if not log.exists():
+        return 0
+    with open(log, errors="replace") as f:
+        return sum(1 for line in f if " bound " in line)
 
 
 def _count_jobs(workload: Path) -> int:
