@@ -387,3 +387,14 @@ def test_modes_are_read_from_the_usage_line_not_from_prose():
         "lockstep",
         "realtime",
     }
+
+
+def test_scale_counts_progress_of_a_stopped_run_from_the_scheduler_log(tmp_path):
+    assert scale.bound_pods(tmp_path) == 0
+    (tmp_path / "scheduler-0.log").write_text(
+        "x INFO scheduler 'default' started\n"
+        "x INFO bound default/w0-1 to node0 [best scores node0=97]\n"
+        "x INFO default/w0-2 unschedulable (attempt 1): 0/1 nodes are available\n"
+        "x INFO bound default/w0-3 to node0 [best scores node0=97]\n"
+    )
+    assert scale.bound_pods(tmp_path) == 2
