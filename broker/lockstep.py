@@ -35,6 +35,7 @@ import re
 import threading
 import time as _wall
 from dataclasses import dataclass
+from decimal import Decimal
 
 from broker.engine import Broker
 from broker.launcher import SchedulerFailed
@@ -59,7 +60,7 @@ def parse_duration_ns(text: str) -> int:
     s = text.strip()
     if s == "0":
         return 0
-    pos, total = 0, 0.0
+    pos, total = 0, Decimal(0)
     while pos < len(s):
         m = _PART.match(s, pos)
         if m is None:
@@ -67,11 +68,11 @@ def parse_duration_ns(text: str) -> int:
                 f"expected a duration with a unit (ns, us, ms, s, m, h) like 20ms, 5s or 1m30s, "
                 f"got {text!r}"
             )
-        total += float(m.group(1)) * _UNITS_NS[m.group(2)]
+        total += Decimal(m.group(1)) * _UNITS_NS[m.group(2)]
         pos = m.end()
     if not s:
         raise ValueError("expected a duration like 20ms, got an empty string")
-    return round(total)
+    return int(total.to_integral_value())
 
 
 def process_settled(facade, cluster) -> bool:  # type: ignore[no-untyped-def]
