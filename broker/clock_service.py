@@ -43,6 +43,9 @@ from timewarp import clockproto
 
 DEFAULT_EPOCH_NS = 1_767_225_600 * 1_000_000_000  # 2026-01-01T00:00:00Z
 DEFAULT_MONO_NS = 1_000 * 1_000_000_000  # monotonic clocks start at 1000 s
+# A process that never waited yet is starting up (importing a large client can take many
+# seconds on a loaded machine): the stall guard gives it at least this long.
+STARTUP_GRACE_S = 60.0
 
 
 class ClockStall(RuntimeError):
@@ -64,6 +67,7 @@ class ProcessState:
     runnable: int = 0
     blocked: int = 0
     detached: int = 0
+    settled: bool = False  # has been idle at least once (start-up is over)
     gone: bool = False
     returncode: int | None = None
     stacks: str | None = None
@@ -112,6 +116,9 @@ class ClockService:
         self.on_stall = on_stall
         self.log = log or sys.stderr
         self._now = 0
+        # Free-running time (lockstep windows): now = max(_now, _floor, _source()).
+        self._source: Callable[[], int] | None = None
+        self._floor = 0
         self._cond = threading.Condition()
         self._procs: dict[str, ProcessState] = {}
         self._by_identity: dict[bytes, ProcessState] = {}
@@ -126,6 +133,7 @@ class ClockService:
         self.fires = 0
         self.advances = 0
         self.nondeterministic_advances = 0
+        self.io_releases = 0
         self.stall_reports: list[str] = []
         self.messages_in = 0
 
@@ -150,7 +158,30 @@ class ClockService:
     # ------------------------------------------------------------------ time
     @property
     def now_ns(self) -> int:
-        return self._now
+        if self._source is None:
+            return max(self._now, self._floor)
+        with self._cond:
+            return self._current_locked()
+
+    def _current_locked(self) -> int:
+        if self._source is not None:
+            self._floor = max(self._floor, self._source())
+        return max(self._now, self._floor)
+
+    def run_free(self, source: Callable[[], int]) -> None:
+        """Let ``now`` follow ``source`` (a monotonic virtual-ns function, e.g. the wall
+        clock) until :meth:`freeze`. Timers still fire only through ``release_due``;
+        the driver must advance to each deadline as ``source`` passes it."""
+        with self._cond:
+            self._source = source
+
+    def freeze(self) -> int:
+        """Stop following the source; returns the last time anyone was told (``now``
+        never goes back). The driver then advances to it."""
+        with self._cond:
+            t = self._current_locked()
+            self._source = None
+            return t
 
     def wall_epoch_ns(self) -> int:
         return self.epoch_ns
@@ -174,11 +205,25 @@ class ClockService:
                 return
             self._now = t_ns
             self.advances += 1
-            # Processes that may be woken by facade I/O need the new time first.
+            # Processes that may be woken by facade I/O need the new time before anything
+            # can wake them (a fire carries its time; a watch event does not): push it and
+            # wait until it is applied, or a thread woken by the API could read the old time.
+            pushed = []
             for proc in self._procs.values():
                 if proc.connected and not proc.gone and proc.io:
                     self._send_locked(proc, clockproto.time_update(t_ns))
+                    pushed.append(proc)
             self._cond.notify_all()
+            give_up = _wall.monotonic() + self.stall_timeout
+            while any(not p.gone and p.ack != p.sent for p in pushed):
+                left = give_up - _wall.monotonic()
+                if left <= 0:
+                    self.log.write(
+                        "timewarp: a process did not acknowledge the new time in "
+                        f"{self.stall_timeout:g} s; going on\n"
+                    )
+                    break
+                self._cond.wait(min(left, 0.5))
 
     def call_at(self, deadline_ns: int, fn: Callable[[], None]) -> _Timer:
         """A broker-side timer: ``fn`` runs in the driver's thread during release_due."""
@@ -189,9 +234,10 @@ class ClockService:
             self._cond.notify_all()
             return timer
 
-    def release_due(self) -> int:
+    def release_due(self, wait: bool = True) -> int:
         """Fire every timer due at or before now, one owner at a time, waiting for
-        quiescence after each. Returns how many timers fired."""
+        quiescence after each (``wait=False``: free-running modes, no waiting).
+        Returns how many timers fired."""
         fired = 0
         while True:
             with self._cond:
@@ -220,7 +266,8 @@ class ClockService:
                 self.fires += max(1, len(ids))
             if fn is not None:
                 fn()
-            self.wait_quiescent()
+            if wait:
+                self.wait_quiescent()
 
     # ---------------------------------------------------------- processes
     def expect(self, name: str) -> None:
@@ -254,10 +301,23 @@ class ClockService:
             return [p for p in self._procs.values() if not p.gone]
 
     def set_io_checker(self, checker: IoChecker | None) -> None:
-        """``checker(port, sent, consumed)`` says whether a thread blocked reading the
-        facade on that connection is durably parked (see the module docstring)."""
+        """``checker(port, sent, consumed)`` says how a connection to the facade stands:
+        ``"idle"`` (parked: nothing owed either way), ``"busy"`` (a request in flight) or
+        ``"ready"`` (data for the client, nothing being handled). A checker returning a
+        bool means idle (True) or busy (False)."""
         with self._cond:
             self._io_checker = checker
+
+    def _io_state_locked(self, port: int, sent: int, consumed: int) -> str:
+        checker = self._io_checker
+        if checker is None:
+            return "busy"
+        state = checker(port, sent, consumed)
+        if state is True:
+            return "idle"
+        if state is False:
+            return "busy"
+        return state
 
     def notify(self) -> None:
         """Something outside (the facade) may have made a process quiescent: re-check."""
@@ -271,12 +331,30 @@ class ClockService:
             return True
         if not proc.connected or proc.busy or proc.ack != proc.sent:
             return False
-        if proc.io:
-            checker = self._io_checker
-            if checker is None:
-                return False
-            return all(checker(port, sent, consumed) for port, sent, consumed in proc.io)
-        return True
+        return all(self._io_state_locked(*item[:3]) == "idle" for item in proc.io)
+
+    def _next_io_release_locked(self) -> tuple[ProcessState, int] | None:
+        """Deterministic mode: when every process is idle but for threads whose API data
+        is there (and no request is being handled anywhere), the one to let go first —
+        by (process name, connection opening order), like simultaneous timers."""
+        if self.mode != "deterministic":
+            return None
+        candidates = []
+        for proc in self._procs.values():
+            if proc.gone:
+                continue
+            if not proc.connected or proc.busy or proc.ack != proc.sent:
+                return None
+            for port, sent, consumed, seq in proc.io:
+                state = self._io_state_locked(port, sent, consumed)
+                if state == "busy":
+                    return None
+                if state == "ready":
+                    candidates.append((proc.name, seq, port, proc))
+        if not candidates:
+            return None
+        name, seq, port, proc = min(candidates, key=lambda c: (c[0], c[1]))
+        return proc, port
 
     def quiescent(self) -> bool:
         with self._cond:
@@ -289,14 +367,23 @@ class ClockService:
                 busy = [p for p in self._procs.values() if not self._quiescent_locked(p)]
                 if not busy:
                     return
+                release = self._next_io_release_locked()
+                if release is not None:
+                    proc, port = release
+                    self._send_locked(proc, clockproto.io_release(port))
+                    self.io_releases += 1
+                    continue
                 idle_for = _wall.monotonic() - self._last_activity
-                if idle_for >= self.stall_timeout:
-                    if self._handle_stall_locked(busy):
+                limit = self.stall_timeout
+                if not all(p.settled for p in busy):
+                    limit = max(limit, STARTUP_GRACE_S)
+                if idle_for >= limit:
+                    if self._handle_stall_locked(busy, limit):
                         return
                     continue
-                self._cond.wait(min(0.5, self.stall_timeout - idle_for))
+                self._cond.wait(min(0.5, limit - idle_for))
 
-    def _handle_stall_locked(self, busy: list[ProcessState]) -> bool:
+    def _handle_stall_locked(self, busy: list[ProcessState], limit: float) -> bool:
         """Report the stuck threads; True means: advance anyway."""
         for proc in busy:
             proc.stacks = None
@@ -310,7 +397,7 @@ class ClockService:
                 break
             self._cond.wait(left)
         lines = [
-            f"timewarp: stall guard: no progress for {self.stall_timeout:g} s of wall time at "
+            f"timewarp: stall guard: no progress for {limit:g} s of wall time at "
             f"virtual t={self._now / 1e9:.9f} s; these processes are not in a virtual wait:"
         ]
         for proc in busy:
@@ -328,11 +415,11 @@ class ClockService:
                     )
                 if proc.ack != proc.sent:
                     why.append(f"{proc.sent - proc.ack} wake-up(s) not yet acknowledged")
-                for port, sent, consumed in proc.io:
-                    idle = self._io_checker is not None and self._io_checker(port, sent, consumed)
+                for port, sent, consumed, _seq in proc.io:
+                    state = self._io_state_locked(port, sent, consumed)
                     why.append(
-                        f"API connection from port {port}: sent {sent} B, consumed {consumed} B"
-                        + (" (parked)" if idle else " (the facade has more for it, or is busy)")
+                        f"API connection from port {port}: sent {sent} B, consumed {consumed} B "
+                        f"({ {'idle': 'parked', 'busy': 'a request is in flight', 'ready': 'data waiting'}[state] })"
                     )
                 lines.append(f"- process {proc.name!r} (pid {proc.pid}): {'; '.join(why)}")
                 lines.append(proc.stacks or "  (no stacks received)")
@@ -375,7 +462,7 @@ class ClockService:
     def _send_locked(self, proc: ProcessState, msg: dict) -> None:
         if proc.identity is None or proc.gone:
             return
-        if msg["op"] in ("fire", "time"):
+        if msg["op"] in ("fire", "time", "io"):
             proc.sent += 1
         self._outbox.append((proc.identity, msg))
         self._poke()
@@ -439,7 +526,8 @@ class ClockService:
                     self._poke()
                     return
                 if op == "now":
-                    self._outbox.append((identity, clockproto.now_reply(msg["rid"], self._now)))
+                    t = self._current_locked()
+                    self._outbox.append((identity, clockproto.now_reply(msg["rid"], t)))
                     self._poke()
                 elif op == "timer":
                     self._add_process_timer_locked(proc, msg)
@@ -451,6 +539,8 @@ class ClockService:
                     proc.busy, proc.ack, proc.io = msg["busy"], msg["ack"], msg["io"]
                     proc.runnable, proc.blocked = msg["runnable"], msg["blocked"]
                     proc.detached = msg["detached"]
+                    if not proc.busy:
+                        proc.settled = True
                 elif op == "stacks":
                     proc.stacks = msg["text"]
                 elif op == "bye":

@@ -101,7 +101,7 @@ class Broker:
         else:
             self._sock.bind(endpoint)
             self.endpoint = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
-        clock.set_io_checker(facade.connection_idle)
+        clock.set_io_checker(facade.connection_state)
         facade.add_idle_listener(lambda _port: clock.notify())
 
     # ------------------------------------------------------------------ loop

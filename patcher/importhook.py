@@ -329,4 +329,12 @@ def _library_dirs() -> tuple[str, ...]:
             continue
         for entry in [found] if isinstance(found, str) else found:
             dirs.add(_real(entry))
+    # Installed packages put on sys.path another way (`pip install --target DIR` +
+    # PYTHONPATH) are libraries too: a directory holding *.dist-info is an install target.
+    for entry in sys.path:
+        try:
+            if entry and any(name.endswith(".dist-info") for name in os.listdir(entry)):
+                dirs.add(_real(entry))
+        except OSError:
+            continue
     return tuple(sorted(dirs))

@@ -18,8 +18,8 @@ from timewarp import clockproto as cp
         ),
         (cp.cancel(3), b'{"op":"cancel","id":3}'),
         (
-            cp.state(False, 12, [[53412, 310, 2048]], 0, 3, 1),
-            b'{"op":"state","busy":false,"ack":12,"io":[[53412,310,2048]],"runnable":0,"blocked":3,"detached":1}',
+            cp.state(False, 12, [[53412, 310, 2048, 1]], 0, 3, 1),
+            b'{"op":"state","busy":false,"ack":12,"io":[[53412,310,2048,1]],"runnable":0,"blocked":3,"detached":1}',
         ),
         (cp.stacks("T"), b'{"op":"stacks","text":"T"}'),
         (cp.bye(), b'{"op":"bye"}'),
@@ -30,6 +30,7 @@ from timewarp import clockproto as cp
         (cp.now_reply(7, 120), b'{"op":"now","rid":7,"t":120}'),
         (cp.fire([3, 9], 60), b'{"op":"fire","ids":[3,9],"t":60}'),
         (cp.time_update(60), b'{"op":"time","t":60}'),
+        (cp.io_release(53412), b'{"op":"io","port":53412}'),
         (cp.dump(), b'{"op":"dump"}'),
         (cp.error("boom"), b'{"op":"error","message":"boom"}'),
     ],
@@ -56,7 +57,7 @@ def test_wire_format_is_pinned(msg, wire):
         (b'{"op":"state","busy":true,"ack":0,"io":[]}', "field 'runnable' must be an integer"),
         (
             b'{"op":"state","busy":true,"ack":0,"io":[[1,2]],"runnable":1,"blocked":0,"detached":0}',
-            "field 'io' must be a list of [port, sent, consumed]",
+            "field 'io' must be a list of [port, sent, consumed, seq]",
         ),
         (b'{"op":"hello","v":1,"pid":3}', "field 'name' must be a string"),
     ],
@@ -74,7 +75,7 @@ to_broker = st.one_of(
     st.builds(cp.timer, nat, nat, st.lists(nat, max_size=4)),
     st.builds(cp.cancel, nat),
     st.builds(
-        cp.state, st.booleans(), nat, st.lists(st.lists(nat, min_size=3, max_size=3)), nat, nat, nat
+        cp.state, st.booleans(), nat, st.lists(st.lists(nat, min_size=4, max_size=4)), nat, nat, nat
     ),
     st.builds(cp.stacks, st.text()),
     st.just(cp.bye()),
@@ -84,6 +85,7 @@ to_runtime = st.one_of(
     st.builds(cp.now_reply, nat, nat),
     st.builds(cp.fire, st.lists(nat), nat),
     st.builds(cp.time_update, nat),
+    st.builds(cp.io_release, nat),
     st.just(cp.dump()),
     st.builds(cp.error, st.text()),
 )

@@ -26,6 +26,7 @@ def _run(tmp_path, env, scheduler, jobs, profiles, nodes=4):
     decision = subprocess.Popen(
         [sys.executable, "-m", "batsim.cmds.launcher", scheduler, "-s", endpoint, "-t", "30000"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=tmp_path,  # batsim.sched writes out_events.csv into its working directory
     )  # fmt: skip
     try:
         sim = subprocess.run(

@@ -134,6 +134,9 @@ class ClockClient:
         elif op == "time":
             with rt.lock:
                 rt.on_time_locked(msg["t"])
+        elif op == "io":
+            with rt.lock:
+                rt.on_io_release_locked(msg["port"])
         elif op == "now":
             batch = self._now_in_flight or []
             self._now_in_flight = None

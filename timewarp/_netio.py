@@ -14,6 +14,7 @@ and data already decrypted in the TLS layer (``pending()``) is never a block.
 
 from __future__ import annotations
 
+import itertools
 import select
 import socket
 import ssl
@@ -25,15 +26,18 @@ from timewarp import _runtime
 _conns: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _facade: tuple[str, int] | None = None
 _inner = threading.local()  # SSLSocket methods falling back to socket.socket's
+_conn_seq = itertools.count(1)
 
 
 class _Conn:
-    __slots__ = ("port", "sent", "consumed")
+    __slots__ = ("port", "sent", "consumed", "seq")
 
     def __init__(self, port: int) -> None:
         self.port = port
         self.sent = 0
         self.consumed = 0
+        # opening order: reproducible under the baton, unlike the port number
+        self.seq = next(_conn_seq)
 
 
 def _lookup(sock: socket.socket) -> _Conn | None:
@@ -77,7 +81,7 @@ def _reading(orig):  # type: ignore[no-untyped-def]
             if not _would_block(self):
                 result = orig(self, *args, **kwargs)
             else:
-                io_id = rt.begin_io_wait(conn.port, conn.sent, conn.consumed)
+                io_id = rt.begin_io_wait(conn.port, conn.sent, conn.consumed, conn.seq)
                 try:
                     result = orig(self, *args, **kwargs)
                 finally:

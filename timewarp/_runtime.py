@@ -85,6 +85,18 @@ class Waiter:
         self.on_wake: Callable[[], None] | None = None
 
 
+class _IoGate:
+    """A thread blocked reading an API connection: has its data arrived, has the broker
+    let it go? It runs when both are true."""
+
+    __slots__ = ("ts", "released", "arrived")
+
+    def __init__(self, ts: ThreadState, released: bool) -> None:
+        self.ts = ts
+        self.released = released
+        self.arrived = False
+
+
 class Runtime:
     """State shared by every virtual primitive of this process. One instance, ACTIVE."""
 
@@ -113,7 +125,8 @@ class Runtime:
         self.threads: dict[int, ThreadState] = {}
         self.outbox: list[dict] = []
         self.acks = 0
-        self.io: dict[int, list[int]] = {}  # io wait id -> [port, sent, consumed]
+        self.io: dict[int, list[int]] = {}  # io wait id -> [port, sent, consumed, seq]
+        self.io_gates: dict[int, _IoGate] = {}
         self._io_ids = count(1)
         self._timer_ids = count(1)
         self.timers: dict[int, Waiter] = {}
@@ -319,8 +332,10 @@ class Runtime:
 
     def snapshot_locked(self) -> tuple[bool, int, list[list[int]], int, int, int]:
         if self.deterministic:
-            busy = self.holder is not None
-            runnable = len(self.ready) + busy
+            # a thread let go by the broker whose data has not arrived yet is about to run
+            released = any(g.released and not g.arrived for g in self.io_gates.values())
+            busy = self.holder is not None or released
+            runnable = len(self.ready) + (self.holder is not None)
         else:
             runnable = self.running
             busy = runnable > 0
@@ -335,26 +350,50 @@ class Runtime:
             self._hand_off_locked()
 
     # ------------------------------------------------------------- facade I/O
-    def begin_io_wait(self, port: int, sent: int, consumed: int) -> int:
+    def begin_io_wait(self, port: int, sent: int, consumed: int, seq: int) -> int:
+        """The calling thread is about to block reading an API connection: give up the
+        baton and report ``[port, sent, consumed, seq]``."""
         with self.lock:
             ts = self.current()
             io_id = next(self._io_ids)
-            self.io[io_id] = [port, sent, consumed]
+            self.io[io_id] = [port, sent, consumed, seq]
+            # Deterministic mode: when data arrives the thread still waits for the broker's
+            # go (``io`` message), so that threads woken by I/O run in a reproducible order.
+            self.io_gates[io_id] = _IoGate(ts, released=not (self.deterministic and ts.tracked))
             if ts.tracked:
                 self._release_baton_locked(ts)
             self._poke()
             return io_id
 
     def end_io_wait(self, io_id: int) -> None:
+        """The read returned (data, EOF or error): run once the broker let this one go."""
         with self.lock:
-            self.io.pop(io_id, None)
-            ts = self.current()
+            gate = self.io_gates[io_id]
+            gate.arrived = True
+            ts = gate.ts
+            if gate.released:
+                self._finish_io_locked(io_id)
             if not ts.tracked:
-                self._poke()
                 return
-            self.make_ready_locked(ts)
-            self._poke()
         ts.go.acquire()
+
+    def on_io_release_locked(self, port: int) -> None:
+        """The broker's go for the thread reading ``port`` (request-loop thread)."""
+        self.acks += 1
+        for io_id, item in self.io.items():
+            gate = self.io_gates[io_id]
+            if item[0] == port and not gate.released:
+                gate.released = True
+                if gate.arrived:
+                    self._finish_io_locked(io_id)
+                return
+
+    def _finish_io_locked(self, io_id: int) -> None:
+        self.io.pop(io_id, None)
+        gate = self.io_gates.pop(io_id)
+        if gate.ts.tracked:
+            self.make_ready_locked(gate.ts)
+        self._poke()
 
     def format_stacks(self) -> str:
         frames = sys._current_frames()

@@ -14,7 +14,7 @@ Runtime -> broker::
     {"op":"now","rid":7}                                   round-trip read of the clock
     {"op":"timer","id":3,"deadline":60000000000,"key":[0,2,5]}
     {"op":"cancel","id":3}                                 the waiter woke some other way
-    {"op":"state","busy":false,"ack":12,"io":[[53412,310,2048]],"runnable":0,"blocked":3,"detached":0}
+    {"op":"state","busy":false,"ack":12,"io":[[53412,310,2048,1]],"runnable":0,"blocked":3,"detached":0}
     {"op":"stacks","text":"Thread main (holds the baton) ..."}
     {"op":"bye"}
 
@@ -24,6 +24,7 @@ Broker -> runtime::
     {"op":"now","rid":7,"t":120000000000}
     {"op":"fire","ids":[3,9],"t":60000000000}              timers due now, in release order
     {"op":"time","t":60000000000}                          clock moved (acknowledged via ack)
+    {"op":"io","port":53412}                               let the thread reading this API connection run
     {"op":"dump"}                                          send your threads' stacks
     {"op":"error","message":"..."}                         fatal: the runtime prints it and exits
 
@@ -40,7 +41,12 @@ Invariants the broker relies on:
   let go while they were stuck in a real wait (the process is not deadlocked while any
   of them has not come back);
 - ``io`` lists threads blocked reading a connection to the API facade, as
-  ``[client_port, bytes_sent, bytes_consumed]`` on that connection.
+  ``[client_port, bytes_sent, bytes_consumed, connection_seq]`` on that connection
+  (``connection_seq`` numbers the process's facade connections in the order it opened
+  them — reproducible, unlike ports). In deterministic mode a thread whose connection has
+  data does not run until the broker says so with an ``io`` message: the broker lets such
+  threads go one at a time, in (process, connection_seq) order, when nothing else runs —
+  as it does for simultaneous timers. ``io`` messages are acknowledged like ``fire``.
 - ``key`` orders timers with equal deadlines: the process's registration sequence.
   In deterministic mode only one thread of a process runs at a time, in a reproducible
   order, so this sequence is the same every run.
@@ -106,13 +112,13 @@ def _io(msg: Mapping[str, Any]) -> list[list[int]]:
     value = msg.get("io")
     ok = isinstance(value, list) and all(
         isinstance(item, list)
-        and len(item) == 3
+        and len(item) == 4
         and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in item)
         for item in value
     )
     if not ok:
         raise ProtocolError(
-            f"clock message 'state': field 'io' must be a list of [port, sent, consumed] "
+            f"clock message 'state': field 'io' must be a list of [port, sent, consumed, seq] "
             f"non-negative integers, got {value!r}"
         )
     return value
@@ -146,6 +152,7 @@ _TO_RUNTIME = {
     "now": lambda m: (_int(m, "rid"), _int(m, "t")),
     "fire": lambda m: (_int_list(m, "ids"), _int(m, "t")),
     "time": lambda m: _int(m, "t"),
+    "io": lambda m: _int(m, "port"),
     "dump": lambda m: None,
     "error": lambda m: _str(m, "message"),
 }
@@ -248,6 +255,10 @@ def fire(timer_ids: list[int], t_ns: int) -> dict[str, Any]:
 
 def time_update(t_ns: int) -> dict[str, Any]:
     return {"op": "time", "t": t_ns}
+
+
+def io_release(port: int) -> dict[str, Any]:
+    return {"op": "io", "port": port}
 
 
 def dump() -> dict[str, Any]:

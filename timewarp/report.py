@@ -45,6 +45,9 @@ def summarise(prefix: Path, stats: dict[str, Any], wall_s: float) -> dict[str, A
         "bindings",
         "nondeterministic_advances",
         "timer_fires",
+        "lockstep_windows",
+        "lockstep_windows_with_decision",
+        "realtime_max_lag_s",
     ):
         if key in stats:
             fig[key] = stats[key]

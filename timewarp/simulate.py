@@ -55,10 +55,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--mode",
-        choices=("deterministic",),
+        choices=("deterministic", "lockstep", "realtime"),
         default="deterministic",
         help="time mode (lockstep and realtime: see docs/broker.md)",
     )
+    from broker.modes_cli import add_mode_arguments
+
+    add_mode_arguments(parser)
     parser.add_argument(
         "--batsim", metavar="PATH", help="use real Batsim at PATH instead of the embedded simulator"
     )
@@ -110,6 +113,12 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"no such file: {exc.filename}")
     except (PlatformError, WorkloadError) as exc:
         return _fail(str(exc))
+    from broker.modes_cli import ModeArgumentError, check_mode_arguments
+
+    try:
+        check_mode_arguments(args)
+    except ModeArgumentError as exc:
+        return _fail(str(exc))
     if args.batsim and shutil.which(args.batsim) is None:
         return _fail(f"--batsim: program not found: {args.batsim!r}")
     total_jobs = sum(len(w.jobs) for w in workloads)
@@ -129,18 +138,28 @@ class _Simulation:
 
     def run(self) -> int:
         from broker.clock_service import DEFAULT_EPOCH_NS, ClockService
-        from broker.engine import Broker, FacadeClock
+        from broker.engine import FacadeClock
         from broker.facade import Facade
         from broker.launcher import Launcher, SchedulerFailed
 
         args = self.args
         started = _wall.perf_counter()
+        from broker.modes_cli import make_broker
+
+        epoch_ns = args.epoch if args.epoch is not None else DEFAULT_EPOCH_NS
         clock = ClockService(
-            epoch_ns=args.epoch if args.epoch is not None else DEFAULT_EPOCH_NS,
+            mode=args.mode,
+            epoch_ns=epoch_ns,
             stall_timeout=args.stall_timeout,
             on_stall=args.on_stall,
         )
-        facade = Facade(FacadeClock(clock), tls=args.incluster).start()
+        rt_clock = None
+        if args.mode == "realtime":
+            from broker.realtime import ScaledWallClock
+
+            rt_clock = ScaledWallClock(args.speed, epoch_ns)
+        facade_clock = rt_clock if rt_clock is not None else FacadeClock(clock)
+        facade = Facade(facade_clock, tls=args.incluster).start()
         incluster_dir = Path(tempfile.mkdtemp(prefix="timewarp-sa-")) if args.incluster else None
         launcher = Launcher(
             clock=clock,
@@ -150,8 +169,16 @@ class _Simulation:
             freeze_unpatched=args.freeze_unpatched,
             incluster_dir=incluster_dir,
             extra_kubeconfig=Path(args.write_kubeconfig) if args.write_kubeconfig else None,
+            virtual=args.mode != "realtime",
         )
-        broker = Broker(endpoint="tcp://127.0.0.1:*", clock=clock, facade=facade, launcher=launcher)
+        broker = make_broker(
+            args,
+            endpoint="tcp://127.0.0.1:*",
+            clock=clock,
+            facade=facade,
+            launcher=launcher,
+            rt_clock=rt_clock,
+        )
         result = None
         reason = ""
         interrupted = False
@@ -178,6 +205,8 @@ class _Simulation:
             broker.close()
             facade.stop()
             clock.close()
+            if rt_clock is not None:
+                rt_clock.close()
             if incluster_dir is not None:
                 shutil.rmtree(incluster_dir, ignore_errors=True)
         wall = getattr(self, "sim_wall", None) or (_wall.perf_counter() - started)
@@ -276,6 +305,8 @@ class _Simulation:
         import platform as _platform
         from importlib.metadata import version
 
+        from broker.modes_cli import mode_parameters
+
         args = self.args
         manifest = {
             "timewarp": __version__,
@@ -283,6 +314,7 @@ class _Simulation:
             "kubernetes_client": version("kubernetes"),
             "simulator": args.batsim or "embedded",
             "mode": args.mode,
+            "mode_parameters": mode_parameters(args),
             "arguments": sys.argv[1:],
             "schedulers": args.scheduler,
             "patch_modules": args.patch_module,

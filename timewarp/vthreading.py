@@ -225,12 +225,14 @@ class Condition(_th.Condition):
         if not self._is_owned():
             raise RuntimeError("cannot wait on un-acquired lock")
         waiter = _Waiter(rt.current())
+        # Before taking rt.lock: in free mode now() is a round trip that needs it.
+        deadline = _deadline(rt, timeout)
         with rt.lock:
             self._waiters.append(waiter)
         saved = self._release_save()
         try:
             with rt.lock:
-                rt.park_locked(waiter, _deadline(rt, timeout))
+                rt.park_locked(waiter, deadline)
                 if waiter.state != _NOTIFIED and waiter in self._waiters:
                     self._waiters.remove(waiter)
         finally:

@@ -147,6 +147,10 @@ class Facade:
     def connection_idle(self, peer_port: int, sent: int, consumed: int) -> bool:
         return self.ledger.idle(peer_port, sent, consumed)
 
+    def connection_state(self, peer_port: int, sent: int, consumed: int) -> str:
+        """``idle`` / ``busy`` / ``ready``: see :meth:`server.Ledger.state`."""
+        return self.ledger.state(peer_port, sent, consumed)
+
     def connections(self) -> dict[int, dict[str, object]]:
         """Ledger snapshot per client port (counters, handling, queued, last request)."""
         return self.ledger.snapshot()

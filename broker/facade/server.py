@@ -154,6 +154,20 @@ class Ledger:
                 and conn.queued == 0
             )
 
+    def state(self, peer_port: int, sent: int, consumed: int) -> str:
+        """``"idle"`` (parked: nothing owed either way), ``"busy"`` (a request not yet fully
+        read, or being handled) or ``"ready"`` (nothing being handled, and a response or
+        events are queued or written that the client has not consumed)."""
+        with self.lock:
+            conn = self._conns.get(peer_port)
+            if conn is None:
+                return "idle" if sent == 0 and consumed == 0 else "busy"
+            if conn.received != sent or conn.handling:
+                return "busy"
+            if conn.written == consumed and conn.queued == 0:
+                return "idle"
+            return "ready"
+
     def snapshot(self) -> dict[int, dict[str, Any]]:
         """Per peer port: the counters and the last request line (for stall reports:
         "port 41234: parked in GET /api/v1/pods?watch=1…")."""

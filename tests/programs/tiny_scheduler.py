@@ -49,7 +49,12 @@ def bind_pending(pending):
             metadata=client.V1ObjectMeta(name=pod.metadata.name),
             target=client.V1ObjectReference(kind="Node", name=node),
         )
-        v1.create_namespaced_binding(pod.metadata.namespace, body, _preload_content=False)
+        try:
+            v1.create_namespaced_binding(pod.metadata.namespace, body, _preload_content=False)
+        except client.ApiException as exc:
+            if exc.status != 409:
+                raise
+            continue  # a stale event: it is bound already
         free[node] -= need
         logging.info("bound %s to %s", pod.metadata.name, node)
     return left
@@ -60,6 +65,7 @@ while True:
     for event in watch.Watch().stream(v1.list_pod_for_all_namespaces, timeout_seconds=30):
         pod = event["object"]
         key = (pod.metadata.namespace, pod.metadata.name)
+        logging.debug("event %s %s node=%s", event["type"], pod.metadata.name, pod.spec.node_name)
         retry = False
         if event["type"] == "DELETED" or pod.spec.node_name:
             pending.pop(key, None)

@@ -1,0 +1,109 @@
+"""Batkube's Fig. 4.5 redrawn with timewarp's results on top.
+
+    python experiments/batkube_timeout_figure.py results/batkube_timeout \\
+        --batkube /work/shared/data/batkube/results -o results/batkube_timeout/fig4.5.png
+
+Reads the sweep's ``summary.csv`` (experiments/batkube_timeout.yaml) and the thesis'
+measured curves ``timeout_200_delay170.csv`` (burst) and ``timeout_spaced_200_delay170.csv``
+(columns: timeout in ms, duration, makespan, mean_waiting_time). Draws, per workload and
+metric, the thesis curve against the timeout, our lockstep points with 95 % CI (when
+``--mode lockstep`` runs succeeded) and our deterministic mean as a flat line with its CI
+band.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from pathlib import Path
+
+THESIS_FILES = {"burst": "timeout_200_delay170.csv", "spaced": "timeout_spaced_200_delay170.csv"}
+METRICS = ("makespan", "mean_waiting_time")
+
+
+def _ms(level: str) -> float | None:
+    text = level.strip()
+    for unit, factor in (("ms", 1.0), ("us", 1e-3), ("s", 1000.0)):
+        if text.endswith(unit):
+            try:
+                return float(text[: -len(unit)]) * factor
+            except ValueError:
+                return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", type=Path, help="the sweep's results directory")
+    parser.add_argument("--batkube", type=Path, default=Path("/work/shared/data/batkube/results"))
+    parser.add_argument("-o", "--output", type=Path, help="PNG (default: RESULTS/fig4.5.png)")
+    args = parser.parse_args(argv)
+    summary_path = args.results / "summary.csv"
+    if not summary_path.is_file():
+        print(f"batkube_timeout_figure: no {summary_path}; run the sweep first", file=sys.stderr)
+        return 2
+    with open(summary_path, newline="") as f:
+        summary = list(csv.DictReader(f))
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(METRICS), len(THESIS_FILES), figsize=(11, 7), squeeze=False)
+    for col, (workload, name) in enumerate(THESIS_FILES.items()):
+        thesis = []
+        path = args.batkube / name
+        if path.is_file():
+            with open(path, newline="") as f:
+                thesis = list(csv.DictReader(f))
+        ours = [r for r in summary if r.get("workload") == workload]
+        for row, metric in enumerate(METRICS):
+            ax = axes[row][col]
+            if thesis:
+                ax.plot(
+                    [float(t["timeout"]) for t in thesis],
+                    [float(t[metric]) for t in thesis],
+                    color="grey",
+                    linewidth=1,
+                    label="Batkube (thesis, lockstep)",
+                )
+            lock = sorted(
+                (
+                    (_ms(r["timeout-value"]), r)
+                    for r in ours
+                    if r["mode"] == "lockstep" and r[f"{metric}_mean"]
+                ),
+                key=lambda p: p[0] or 0.0,
+            )
+            if lock:
+                ax.errorbar(
+                    [x for x, _ in lock],
+                    [float(r[f"{metric}_mean"]) for _, r in lock],
+                    yerr=[float(r[f"{metric}_ci95"] or 0) for _, r in lock],
+                    marker="o",
+                    capsize=3,
+                    label="timewarp lockstep",
+                )
+            for r in (r for r in ours if r["mode"] == "deterministic" and r[f"{metric}_mean"]):
+                mean, ci = float(r[f"{metric}_mean"]), float(r[f"{metric}_ci95"] or 0)
+                ax.axhline(mean, color="C3", linestyle="--", label="timewarp deterministic")
+                ax.axhspan(mean - ci, mean + ci, color="C3", alpha=0.15)
+            ax.set_yscale("log")
+            ax.set_xlabel("timeout (ms)")
+            ax.set_title(f"{workload}: {metric} (s)", fontsize="medium")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize="x-small")
+    fig.tight_layout()
+    out = args.output or args.results / "fig4.5.png"
+    fig.savefig(out, dpi=90)
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,82 @@
+"""The bundled sweeps under experiments/ are valid, and the Batkube figure helper draws."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from timewarp.sweeping.results import METRICS
+from timewarp.sweeping.spec import load_sweep
+
+ROOT = Path(__file__).resolve().parent.parent
+EXPERIMENTS = sorted((ROOT / "experiments").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.name)
+def test_bundled_sweep_files_load(path):
+    sweep = load_sweep(path)
+    assert sweep.points and sweep.root == ROOT
+
+
+def test_batkube_sweep_puts_lockstep_timeouts_beside_deterministic_mode():
+    sweep = load_sweep(ROOT / "experiments" / "batkube_timeout.yaml")
+    modes = {p.factors["mode"] for p in sweep.points}
+    assert modes == {"deterministic", "lockstep"}
+    timeouts = {
+        p.factors.get("timeout-value") for p in sweep.points if p.factors["mode"] == "lockstep"
+    }
+    assert "50ms" in timeouts and len(timeouts) >= 5
+
+
+def test_kse_factorial_crosses_default_like_with_and_without_the_rebalancer():
+    sweep = load_sweep(ROOT / "experiments" / "kse_factorial.yaml")
+    schedulers = {p.factors["scheduler"] for p in sweep.points}
+    assert schedulers == {"default_like", "default_like+kse"}
+    kse = [p for p in sweep.points if p.factors["scheduler"] == "default_like+kse"]
+    assert len(kse) == 2**5  # algorithm, overload, metric, pods, rate
+    assert sweep.replicates == 10
+
+
+def write_summary(path: Path) -> None:
+    cols = ["workload", "mode", "timeout-value"] + [
+        f"{m}_{s}" for m in METRICS for s in ("mean", "sd", "ci95")
+    ]
+    rows = []
+    for workload in ("burst", "spaced"):
+        rows.append({"workload": workload, "mode": "deterministic", "timeout-value": ""})
+        rows.append({"workload": workload, "mode": "lockstep", "timeout-value": "50ms"})
+    for r in rows:
+        for m in METRICS:
+            r[f"{m}_mean"], r[f"{m}_sd"], r[f"{m}_ci95"] = 2000.0, 1.0, 2.0
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def test_batkube_figure_helper_draws_thesis_and_sweep(tmp_path, subprocess_env):
+    results = tmp_path / "results"
+    results.mkdir()
+    write_summary(results / "summary.csv")
+    thesis = tmp_path / "thesis"
+    thesis.mkdir()
+    for name in ("timeout_200_delay170.csv", "timeout_spaced_200_delay170.csv"):
+        (thesis / name).write_text(
+            "timeout,duration,makespan,mean_waiting_time\n0,7.6,44793.9,11372.3\n50,38.5,2224.5,979.6\n"
+        )
+    script = ROOT / "experiments" / "batkube_timeout_figure.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), str(results), "--batkube", str(thesis)],
+        capture_output=True, text=True, env=subprocess_env, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert (results / "fig4.5.png").read_bytes()[:4] == b"\x89PNG"
+    missing = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "nowhere")],
+        capture_output=True, text=True, env=subprocess_env, timeout=120,
+    )  # fmt: skip
+    assert missing.returncode == 2 and "run the sweep first" in missing.stderr

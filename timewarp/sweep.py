@@ -1,0 +1,280 @@
+"""``timewarp sweep``: parameter studies and replicates, each run a ``timewarp simulate`` on Dask.
+
+    timewarp sweep experiments/smoke.yaml -o results/smoke --workers 2
+    timewarp sweep study.yaml -o /shared/results --scheduler-address tcp://10.0.0.5:8786
+
+The sweep file (see ``timewarp.sweeping.spec``) expands into points × replicates. Each run
+is submitted to Dask (a ``LocalCluster`` of ``--workers`` processes, or the cluster at
+``--scheduler-address``); a run lands in ``RESULTS/runs/<hash of its inputs>/`` and is
+never recomputed once its ``result.json`` exists, so an interrupted sweep resumes where it
+stopped. A failed run is recorded with its error; the others go on. At the end (and after
+each interruption) ``runs.csv``, ``summary.csv`` and ``plots/`` are rewritten from every
+finished run. Exit 0 if every run succeeded, 1 if some failed, 2 for a bad sweep file or
+arguments, 130 on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from timewarp.sweeping.plan import POINT_FILE, RESULT_FILE, Run, finished_result, plan_runs
+from timewarp.sweeping.spec import SpecError, Sweep, load_sweep
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("spec", metavar="SPEC", help="sweep file (.yaml, .yml or .toml)")
+    parser.add_argument(
+        "-o", "--output", required=True, metavar="RESULTS", help="results directory"
+    )
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="LocalCluster worker processes, one run each at a time (default: CPU count)",
+    )
+    where.add_argument(
+        "--scheduler-address",
+        metavar="ADDR",
+        help="use an existing Dask cluster (tcp://host:8786); results must be on a shared filesystem",
+    )
+    parser.add_argument("--rerun", action="store_true", help="recompute every run, finished or not")
+    parser.add_argument(
+        "--rerun-failed", action="store_true", help="recompute the runs that failed before"
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="list the runs and whether they would run; run none"
+    )
+    parser.add_argument("--no-plots", action="store_true", help="write the tables, skip plots/")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"timewarp sweep: {message}", file=sys.stderr)
+    return code
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        sweep = load_sweep(args.spec)
+    except SpecError as exc:
+        return _fail(str(exc))
+    results = Path(args.output)
+    if results.exists() and not results.is_dir():
+        return _fail(f"-o {results}: exists and is not a directory")
+    try:
+        results.mkdir(parents=True, exist_ok=True)
+        runs = plan_runs(sweep, results)
+    except SpecError as exc:
+        return _fail(str(exc))
+    except OSError as exc:
+        return _fail(f"-o {results}: cannot write there ({exc.strerror or exc})")
+
+    pending = [r for r in runs if _needs_run(r, args)]
+    if args.dry_run:
+        to_run = {r.run_id for r in pending}
+        for r in runs:
+            state = "run" if r.run_id in to_run else "done"
+            print(f"{r.run_id}  {state:4}  {json.dumps(r.point.factors)} replicate={r.replicate}")
+        print(f"{len(runs)} runs, {len(pending)} to run", file=sys.stderr)
+        return 0
+    _write_plan(sweep, runs, results)
+    print(
+        f"timewarp sweep: {len(sweep.points)} points x {sweep.replicates} replicates = "
+        f"{len(runs)} runs; {len(runs) - len(pending)} already finished, {len(pending)} to run",
+        file=sys.stderr,
+    )
+    interrupted = False
+    if pending:
+        try:
+            _execute(pending, sweep, args, total=len(runs))
+        except KeyboardInterrupt:
+            interrupted = True
+            print("timewarp sweep: interrupted; finished runs are kept", file=sys.stderr)
+        except _ClusterError as exc:
+            return _fail(str(exc), 2)
+    rows = _collect(sweep, runs, results, plots=not args.no_plots)
+    ok = sum(r["status"] == "ok" for r in rows)
+    failed = [r for r in rows if r["status"] == "failed"]
+    print(
+        f"timewarp sweep: {ok} ok, {len(failed)} failed, {len(rows) - ok - len(failed)} not run; "
+        f"tables in {results}/runs.csv and summary.csv",
+        file=sys.stderr,
+    )
+    for r in failed[:10]:
+        print(f"  FAILED {r['run_id']} {_factors_text(sweep, r)}: {r['error']}", file=sys.stderr)
+    if len(failed) > 10:
+        print(f"  ... and {len(failed) - 10} more (see runs.csv)", file=sys.stderr)
+    if interrupted:
+        return 130
+    return 1 if failed else 0
+
+
+def _factors_text(sweep: Sweep, row: dict) -> str:
+    parts = [f"{c}={row[c]}" for c in sweep.factor_columns if row[c] != ""]
+    return " ".join([*parts, f"replicate={row['replicate']}"])
+
+
+def _needs_run(run: Run, args: argparse.Namespace) -> bool:
+    if args.rerun:
+        return True
+    result = finished_result(run.directory)
+    if result is None:
+        return True
+    return args.rerun_failed and result.get("status") != "ok"
+
+
+def _write_plan(sweep: Sweep, runs: list[Run], results: Path) -> None:
+    shutil.copyfile(sweep.source, results / f"sweep{sweep.source.suffix}")
+    plan = {
+        "name": sweep.name,
+        "source": str(sweep.source.resolve()),
+        "factor_columns": sweep.factor_columns,
+        "runs": [r.record() for r in runs],
+    }
+    tmp = results / "plan.json.tmp"
+    tmp.write_text(json.dumps(plan, indent=2) + "\n")
+    tmp.replace(results / "plan.json")
+
+
+CONNECT_TIMEOUT = "10s"
+
+
+class _ClusterError(RuntimeError):
+    pass
+
+
+def _execute(pending: list[Run], sweep: Sweep, args: argparse.Namespace, total: int) -> None:
+    """Submit every pending run to Dask and record each result as it arrives."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    try:
+        from dask.distributed import Client, LocalCluster, as_completed
+    except ImportError as exc:
+        raise _ClusterError(
+            f"dask.distributed is not installed ({exc}); pip install 'timewarp[sweep]'"
+        ) from None
+    from timewarp.sweeping.runner import RunInterrupted, run_point
+    from timewarp.sweeping.worker_plugin import StopRunsOnClose
+
+    for name in ("distributed", "distributed.worker", "distributed.nanny", "distributed.scheduler"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    cluster = None
+    try:
+        if args.scheduler_address:
+            client = Client(args.scheduler_address, timeout=CONNECT_TIMEOUT)
+        else:
+            import os
+
+            workers = args.workers or os.cpu_count() or 1
+            cluster = LocalCluster(
+                n_workers=workers,
+                threads_per_worker=1,
+                processes=True,
+                host="127.0.0.1",
+                dashboard_address=None,
+                worker_dashboard_address=None,
+                silence_logs=logging.ERROR,
+            )
+            client = Client(cluster)
+        client.register_plugin(StopRunsOnClose())
+    except (OSError, TimeoutError, ValueError) as exc:
+        where = args.scheduler_address or "a LocalCluster"
+        raise _ClusterError(f"cannot start or reach the Dask cluster ({where}): {exc}") from None
+
+    console = Console(stderr=True)
+    progress = Progress(
+        TextColumn("[bold]runs"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[failed]} failed"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=args.quiet or not console.is_terminal,
+    )
+    futures = {}
+    try:
+        with progress:
+            bar = progress.add_task("runs", total=total, completed=total - len(pending), failed=0)
+            failed = 0
+            for r in pending:
+                fut = client.submit(run_point, r.task(sweep), key=_task_key(r), pure=False)
+                futures[fut] = r
+            for fut in as_completed(list(futures)):
+                r = futures[fut]
+                try:
+                    result = fut.result()
+                except RunInterrupted:  # a worker closed under it: left unfinished, redone later
+                    progress.update(bar, advance=1, failed=failed)
+                    continue
+                except Exception as exc:  # e.g. KilledWorker: record it like any failure
+                    result = _record_lost_run(r, exc)
+                if result.get("status") != "ok":
+                    failed += 1
+                progress.update(bar, advance=1, failed=failed)
+    finally:
+        for fut in futures:
+            fut.cancel()
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _task_key(run: Run) -> str:
+    """Unique per run *and* results directory: two sweeps sharing a cluster never merge."""
+    where = hashlib.sha256(str(run.directory.resolve()).encode()).hexdigest()[:8]
+    return f"timewarp-run-{run.run_id}-{where}"
+
+
+def _record_lost_run(run: Run, exc: BaseException) -> dict[str, Any]:
+    """A run whose worker died or whose task errored outside run_point's own handling."""
+    result = {
+        "run_id": run.run_id,
+        "status": "failed",
+        "error": f"lost on the Dask cluster: {type(exc).__name__}: {exc}",
+    }
+    run.directory.mkdir(parents=True, exist_ok=True)
+    (run.directory / POINT_FILE).write_text(json.dumps(run.record(), indent=2) + "\n")
+    tmp = run.directory / (RESULT_FILE + ".tmp")
+    tmp.write_text(json.dumps(result, indent=2) + "\n")
+    tmp.replace(run.directory / RESULT_FILE)
+    return result
+
+
+def _collect(sweep: Sweep, runs: list[Run], results: Path, plots: bool) -> list[dict]:
+    from timewarp.sweeping import results as tables
+
+    columns = sweep.factor_columns
+    rows = [tables.run_row(r.record(), finished_result(r.directory), columns) for r in runs]
+    tables.write_csv(results / "runs.csv", tables.runs_columns(columns), rows)
+    summary = tables.summarise(rows, columns)
+    tables.write_csv(results / "summary.csv", tables.summary_columns(columns), summary)
+    plot_dir = results / "plots"
+    if not plots:
+        return rows
+    if plot_dir.exists():
+        shutil.rmtree(plot_dir)
+    try:
+        tables.plot_summary(summary, columns, plot_dir)
+    except Exception as exc:  # plots are a bonus: the tables are already written
+        print(f"timewarp sweep: plots skipped ({exc})", file=sys.stderr)
+    return rows
