@@ -34,6 +34,7 @@ from experiments._common import (  # noqa: E402
     load_average,
     print_table,
     run_simulate,
+    unwrapped_command,
 )
 
 CASES = {
@@ -123,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             if args.native_speed:
                 native = run_simulate(
-                    [DEFAULT_LIKE],
+                    [unwrapped_command(DEFAULT_LIKE)],
                     BATKUBE / platform,
                     [BATKUBE / workload],
                     Path(tmp) / f"{case}-native",
