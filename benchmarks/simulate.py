@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/simulate.py --runs 5            # burst + spaced, ~2 min
     .venv/bin/python benchmarks/simulate.py --runs 5 --nasa     # + the NASA iPSC quarter
+    .venv/bin/python benchmarks/simulate.py --runs 5 --native-speed 20   # + unpatched baseline
 
 For Batkube's burst and spaced inputs with ``default_like`` in deterministic mode, each
 run is one ``timewarp simulate -q --no-plots`` process, timed from spawn to exit (what a
@@ -33,6 +34,7 @@ from experiments._common import (  # noqa: E402
     load_average,
     print_table,
     run_simulate,
+    unwrapped_command,
 )
 
 CASES = {
@@ -92,6 +94,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--nasa", action="store_true", help="also the NASA iPSC quarter (once)")
+    parser.add_argument(
+        "--native-speed",
+        type=float,
+        metavar="X",
+        help="also run each case once in --mode realtime --speed X: the scheduler then runs "
+        "unpatched, and its CPU time is its own run time without timewarp",
+    )
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args(argv)
     if args.runs < 1:
@@ -113,6 +122,22 @@ def main(argv: list[str] | None = None) -> int:
                 runs.append(run)
             row, record["cases"][case] = summarise(case, runs)
             rows.append(row)
+            if args.native_speed:
+                native = run_simulate(
+                    [unwrapped_command(DEFAULT_LIKE)],
+                    BATKUBE / platform,
+                    [BATKUBE / workload],
+                    Path(tmp) / f"{case}-native",
+                    extra=["--mode", "realtime", "--speed", f"{args.native_speed:g}"],
+                )
+                print(
+                    f"  {case} realtime: wall {native.wall_s:.2f} s, cpu {native.cpu_s}",
+                    file=sys.stderr,
+                )
+                row, record["cases"][f"{case}-realtime"] = summarise(
+                    f"{case}, realtime ×{args.native_speed:g} (unpatched)", [native]
+                )
+                rows.append(row)
         if args.nasa:
             from experiments.scale import nasa_inputs
 
@@ -130,6 +155,14 @@ def main(argv: list[str] | None = None) -> int:
         wall = record["cases"][case]["wall"]["median"]
         verdict = "met" if wall <= WALL_GOAL_S else "MISSED"
         print(f"{case}: median wall {wall:.2f} s vs goal {WALL_GOAL_S} s: {verdict}")
+        native = record["cases"].get(f"{case}-realtime", {}).get("cpu_scheduler", {})
+        if native.get("n"):
+            ratio = wall / native["median"]
+            verdict = "met" if ratio <= RATIO_GOAL else "MISSED"
+            print(
+                f"{case}: deterministic wall / unpatched scheduler CPU = {ratio:.2f} "
+                f"vs goal {RATIO_GOAL}: {verdict}"
+            )
     if args.json:
         args.json.write_text(json.dumps(record, indent=2) + "\n")
     return 0

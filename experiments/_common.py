@@ -80,6 +80,16 @@ class Run:
         return float(self.figures.get(key, math.nan))
 
 
+def unwrapped_command(command: str) -> str:
+    """A scheduler command for ``--mode realtime``, where nothing wraps it in ``timewarp
+    run``: a leading ``python``/``python3`` becomes this interpreter (the one with the
+    kubernetes client), since the ``python`` on ``PATH`` may be another."""
+    argv = shlex.split(command)
+    if argv and argv[0] in ("python", "python3"):
+        argv[0] = sys.executable
+    return shlex.join(argv)
+
+
 def simulate_command(
     schedulers: Sequence[str],
     platform: Path | str,

@@ -41,6 +41,7 @@ from experiments._common import (
     read_rows,
     run_simulate,
     simulate_modes,
+    unwrapped_command,
 )
 
 HEADERS = [
@@ -181,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         for i in range(args.runs):
             run = run_simulate(
-                [args.scheduler], args.platform, [wpath], args.output / f"realtime-{i}",
+                [unwrapped_command(args.scheduler)], args.platform, [wpath], args.output / f"realtime-{i}",
                 extra=["--mode", "realtime", "--speed", f"{args.speed:g}"], timeout_s=args.timeout,
             )  # fmt: skip
             print(

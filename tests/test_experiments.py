@@ -398,3 +398,10 @@ def test_scale_counts_progress_of_a_stopped_run_from_the_scheduler_log(tmp_path)
         "x INFO bound default/w0-3 to node0 [best scores node0=97]\n"
     )
     assert scale.bound_pods(tmp_path) == 2
+
+
+def test_realtime_commands_use_this_interpreter():
+    assert _common.unwrapped_command("python -m sample_schedulers.kcss --scheduler-name x") == (
+        f"{sys.executable} -m sample_schedulers.kcss --scheduler-name x"
+    )
+    assert _common.unwrapped_command("/opt/sched --flag") == "/opt/sched --flag"
