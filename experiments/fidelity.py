@@ -18,8 +18,11 @@ their difference from deterministic, and the decisions compared job by job: same
 same start order (Kendall-style count of pairs in a different order), and the start
 time shift (realtime − deterministic, at the original scale).
 
-Honest limits: the scheduler's own timers (backoff, resync periods) are not compressed,
-so a compressed run is a slightly different experiment from the original one; realtime
+Honest limits: the scheduler's own timers (backoff, resync periods) are not compressed:
+in realtime a timer of d seconds spans d·k·S seconds at the original scale, so a
+compressed run is a different experiment unless the scheduler's timers are scaled too
+(``--realtime-scheduler`` with, e.g., default_like's ``--initial-backoff`` and
+``--max-backoff`` divided by k·S); realtime
 results vary from run to run and with the machine's load (printed).
 """
 
@@ -146,6 +149,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--speed", type=float, default=10.0, help="realtime speed S (10)")
     parser.add_argument("--runs", type=int, default=2, help="realtime runs")
     parser.add_argument("--scheduler", default=DEFAULT_LIKE)
+    parser.add_argument(
+        "--realtime-scheduler",
+        metavar="CMD",
+        help="the command for the realtime runs (default: --scheduler), e.g. with its own "
+        "timers divided by k·S so they keep their length relative to the workload",
+    )
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("-o", "--output", type=Path, default=Path("experiments-out/fidelity"))
     return parser
@@ -182,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         for i in range(args.runs):
             run = run_simulate(
-                [unwrapped_command(args.scheduler)], args.platform, [wpath], args.output / f"realtime-{i}",
+                [unwrapped_command(args.realtime_scheduler or args.scheduler)], args.platform, [wpath], args.output / f"realtime-{i}",
                 extra=["--mode", "realtime", "--speed", f"{args.speed:g}"], timeout_s=args.timeout,
             )  # fmt: skip
             print(
