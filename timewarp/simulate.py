@@ -241,34 +241,13 @@ class _Simulation:
 
     def _simulator_command(self, endpoint: str) -> list[str]:
         args = self.args
-        prefix = str(self.out / OUT_PREFIX)
+        common = ["-p", args.platform, "-e", str(self.out / OUT_PREFIX), "-s", endpoint,
+                  "--enable-compute-sharing"]  # fmt: skip
         if args.batsim:
-            cmd = [
-                args.batsim,
-                "-p",
-                args.platform,
-                "-e",
-                prefix,
-                "-s",
-                endpoint,
-                "--enable-compute-sharing",
-            ]
+            cmd = [args.batsim, *common]
         else:
-            cmd = [
-                sys.executable,
-                "-m",
-                "timewarp",
-                "sim",
-                "-p",
-                args.platform,
-                "-e",
-                prefix,
-                "-s",
-                endpoint,
-                "--enable-compute-sharing",
-                "--reproducible",
-                "-q",
-            ]
+            # the embedded simulator: same flags as batsim, plus byte-identical outputs
+            cmd = [sys.executable, "-m", "timewarp", "sim", *common, "--reproducible", "-q"]
         for workload in args.workload:
             cmd += ["-w", workload]
         return cmd
