@@ -242,3 +242,53 @@ def test_sigterm_stops_every_process_and_keeps_the_files(tmp_path, subprocess_en
         ["pgrep", "-f", str(tmp_path)], capture_output=True, text=True
     ).stdout.split()
     assert leftovers == []
+
+
+def test_sigkill_of_simulate_leaves_no_orphans(tmp_path, subprocess_env):
+    import os
+    import signal
+    import threading
+
+    fifo = tmp_path / "ready"
+    os.mkfifo(fifo)
+    ready = threading.Event()
+    threading.Thread(target=lambda: (open(fifo).read(), ready.set()), daemon=True).start()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "timewarp",
+            "simulate",
+            "-q",
+            "--no-plots",
+            "--scheduler",
+            f"python tests/programs/ready_scheduler.py {fifo}",
+            "-p",
+            str(PLATFORM),
+            "-w",
+            str(BURST),
+            "-o",
+            str(tmp_path / "out"),
+        ],
+        cwd=ROOT,
+        env=subprocess_env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    assert ready.wait(60), "the scheduler never started"
+    children = subprocess.run(
+        ["pgrep", "-f", str(tmp_path)], capture_output=True, text=True
+    ).stdout.split()
+    pidfds = [os.pidfd_open(int(pid)) for pid in children if int(pid) != proc.pid]
+    assert len(pidfds) >= 2  # the simulator and the scheduler
+    proc.kill()
+    proc.wait(10)
+    import select
+
+    pending = list(pidfds)
+    while pending:  # each becomes readable when its process exits
+        done, _, _ = select.select(pending, [], [], 20)
+        assert done, "a simulate child outlived it"
+        pending = [fd for fd in pending if fd not in done]
+    for fd in pidfds:
+        os.close(fd)

@@ -260,6 +260,7 @@ class _Simulation:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
         finally:
             log.close()
@@ -313,6 +314,17 @@ class _Simulation:
         tmp = self.out / "manifest.json.tmp"
         tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
         tmp.replace(self.out / "manifest.json")
+
+
+def _die_with_parent() -> None:
+    """In the simulator's child process: SIGTERM when `timewarp simulate` dies, even by
+    SIGKILL (Batsim waits for replies forever; the schedulers watch their broker)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 class _ProgressView:
