@@ -356,14 +356,19 @@ def test_kse_smallest_factorial(subprocess_env, tmp_path):
 @pytest.mark.slow
 @needs_data
 def test_fidelity_small_workload(subprocess_env, tmp_path):
+    workload = tmp_path / "burst30.json"
+    made = _script(
+        ["-m", "timewarp", "workload", "burst", "-n", "30", "--delay", "20", "-o", str(workload)],
+        subprocess_env,
+    )
+    assert made.returncode == 0, made.stderr
     r = _script(
-        ["-m", "experiments.fidelity", "-w",
-         str(_common.BATKUBE / "workloads/test_30_delay10.json"), "--compress", "5",
-         "--speed", "5", "--runs", "1", "-o", str(tmp_path)],
+        ["-m", "experiments.fidelity", "-w", str(workload), "--compress", "2", "--speed", "5",
+         "--runs", "1", "-o", str(tmp_path / "out")],
         subprocess_env,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "| deterministic" in r.stdout
+    assert "| deterministic" in r.stdout and "| realtime ×5" in r.stdout
 
 
 @pytest.mark.slow
