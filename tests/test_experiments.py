@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -297,10 +298,29 @@ def test_scripts_exit_2_on_bad_arguments(module, argv, subprocess_env):
 
 
 # ------------------------------------------------------------------ smoke runs (slow)
-def _script(args: list[str], env: dict, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout
+def _script(args: list[str], env: dict, timeout: float = 280) -> subprocess.CompletedProcess:
+    """Run a script in its own process group; on timeout stop the whole group (SIGINT, as
+    Ctrl-C: `timewarp simulate` then stops its simulator and schedulers) and fail."""
+    proc = subprocess.Popen(
+        [sys.executable, *args],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+        pytest.fail(f"{args} did not finish in {timeout} s")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 @pytest.mark.slow
