@@ -137,6 +137,8 @@ class Cluster:
     def __post_init__(self) -> None:
         self._running: dict[tuple[str, str], JobPod] = {}
         self._metrics_at: int | None = None
+        self._node_usage: dict[str, list[int]] = {}
+        self._pod_usage: dict[tuple[str, str], tuple[int, int]] = {}
         self._lock = threading.Lock()
         self._bindings: list[tuple[str, str, str]] = []
         self._removed: list[tuple[str, str, dict[str, Any] | None]] = []
@@ -494,6 +496,7 @@ class Cluster:
     def _release(self, jp: JobPod) -> None:
         if self._running.pop((jp.namespace, jp.name), None) is not None:
             self._metrics_at = None
+            self._pod_usage.pop((jp.namespace, jp.name), None)
             self.facade.metrics.remove_pod(jp.namespace, jp.name)
         if jp.node is not None and jp.state in ("running", "killed"):
             node = self.nodes[jp.node]
@@ -523,14 +526,26 @@ class Cluster:
                 period = jp.usage.get("period")
                 cpu_n = int(float(_curve(jp.usage.get("cpu"), elapsed, period, cpu_n / 1e9)) * 1e9)
                 mem = _bytes(_curve(jp.usage.get("memory"), elapsed, period, mem))
-            board.set_pod(
-                jp.namespace, jp.name, {"main": (cpu_n, mem)}, timestamp_ns=now, labels=jp.labels
-            )
+            key = (jp.namespace, jp.name)
+            if self._pod_usage.get(key) != (cpu_n, mem):
+                self._pod_usage[key] = (cpu_n, mem)
+                board.set_pod(
+                    jp.namespace,
+                    jp.name,
+                    {"main": (cpu_n, mem)},
+                    timestamp_ns=now,
+                    labels=jp.labels,
+                )
             if jp.node in per_node:
                 per_node[jp.node][0] += cpu_n
                 per_node[jp.node][1] += mem
-        for name, (cpu_n, mem) in per_node.items():
-            board.set_node(name, cpu_n, mem, timestamp_ns=now, labels=self.nodes[name].labels)
+        for name, usage in per_node.items():
+            # unchanged nodes keep their last sample: O(changed nodes) per advance
+            if self._node_usage.get(name) != usage:
+                self._node_usage[name] = list(usage)
+                board.set_node(
+                    name, usage[0], usage[1], timestamp_ns=now, labels=self.nodes[name].labels
+                )
 
 
 def _curve(points: Any, elapsed: float, period: Any, default: Any) -> Any:

@@ -196,3 +196,49 @@ def test_a_multi_threaded_scheduler_is_reproducible_too(tmp_path, subprocess_env
         assert proc.returncode == 0, proc.stderr
         runs.append((tmp_path / name / "out_jobs.csv").read_bytes())
     assert runs[0] == runs[1]
+
+
+def test_sigterm_stops_every_process_and_keeps_the_files(tmp_path, subprocess_env):
+    import os
+    import signal
+    import threading
+
+    out = tmp_path / "out"
+    fifo = tmp_path / "ready"
+    os.mkfifo(fifo)
+    ready = threading.Event()
+    threading.Thread(target=lambda: (open(fifo).read(), ready.set()), daemon=True).start()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "timewarp",
+            "simulate",
+            "-q",
+            "--no-plots",
+            "--scheduler",
+            f"python tests/programs/ready_scheduler.py {fifo}",
+            "-p",
+            str(PLATFORM),
+            "-w",
+            str(BURST),
+            "-o",
+            str(out),
+        ],
+        cwd=ROOT,
+        env=subprocess_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert ready.wait(60), "the scheduler never started"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted (Ctrl-C or SIGTERM)" in err
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["ok"] is False
+    leftovers = subprocess.run(
+        ["pgrep", "-f", str(tmp_path)], capture_output=True, text=True
+    ).stdout.split()
+    assert leftovers == []

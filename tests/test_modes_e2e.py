@@ -176,3 +176,22 @@ def test_the_cli_exits_2_on_a_bad_duration(subprocess_env, tmp_path):
     assert proc.returncode == 2
     assert "timewarp simulate: --timeout-value: expected a duration with a unit" in proc.stderr
     assert not out.exists()
+
+
+def test_lockstep_deadlock_detection_stops_a_scheduler_that_never_decides(subprocess_env, tmp_path):
+    idle = tmp_path / "idle_scheduler.py"
+    idle.write_text("import time\nwhile True:\n    time.sleep(1)\n")
+    proc, out = _simulate(
+        subprocess_env,
+        tmp_path,
+        "--mode",
+        "lockstep",
+        "--detect-scheduler-deadlock",
+        "--scheduler-crash-timeout",
+        "1s",
+        scheduler=f"python {idle}",
+    )
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "scheduler deadlock detected" in proc.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert not manifest["ok"] and "none running" in manifest["reason"]

@@ -296,6 +296,7 @@ def test_a_timed_condition_wait_works_in_free_mode_with_time_following_the_wall(
     tmp_path, subprocess_env
 ):
     import os
+    import signal
     import subprocess
     import sys
 
@@ -324,27 +325,35 @@ def test_a_timed_condition_wait_works_in_free_mode_with_time_following_the_wall(
             env=env,
             stdout=subprocess.PIPE,
             text=True,
+            start_new_session=True,  # the program runs in a child of `timewarp run`
         )
-        start = time.perf_counter()
-        clock.run_free(lambda: round((time.perf_counter() - start) * 1e9))
-        driven = 0
-        while proc.poll() is None and time.perf_counter() - start < 30:
-            target = round((time.perf_counter() - start) * 1e9)
-            deadline = clock.next_deadline()
-            if deadline is not None and deadline <= target:
-                if deadline > driven:
-                    clock.advance_to(deadline)
-                    driven = deadline
-                clock.release_due(wait=False)
-                continue
-            if target > driven:
-                try:
-                    clock.advance_to(target)
-                    driven = target
-                except ValueError:
-                    continue  # a timer just came in before target: fire it first
-            threading.Event().wait(0.001)
-        out, _ = proc.communicate(timeout=10)
+        try:
+            start = time.perf_counter()
+            clock.run_free(lambda: round((time.perf_counter() - start) * 1e9))
+            driven = 0
+            while proc.poll() is None and time.perf_counter() - start < 30:
+                target = round((time.perf_counter() - start) * 1e9)
+                deadline = clock.next_deadline()
+                if deadline is not None and deadline <= target:
+                    if deadline > driven:
+                        clock.advance_to(deadline)
+                        driven = deadline
+                    clock.release_due(wait=False)
+                    continue
+                if target > driven:
+                    try:
+                        clock.advance_to(target)
+                        driven = target
+                    except ValueError:
+                        continue  # a timer just came in before target: fire it first
+                threading.Event().wait(0.001)
+            out, _ = proc.communicate(timeout=10)
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # no orphan, even after a failure
+            except ProcessLookupError:
+                pass
+            proc.wait()
     assert proc.returncode == 0
     waited = float(out.split()[-1])
     assert 0.25 <= waited < 5  # the timeout fired at its deadline, not never

@@ -4,6 +4,7 @@ and the watch/bind loop driven with the official client's typed objects."""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,7 +17,7 @@ from kubernetes.client.exceptions import ApiException
 
 from sample_schedulers.common.cluster import ClusterCache
 from sample_schedulers.common.feasibility import feasible_nodes, unfit_reason
-from sample_schedulers.common.kube import bind_pod, load_config
+from sample_schedulers.common.kube import bind_pod, load_config, watch_pods
 from sample_schedulers.common.loop import Decision, WatchScheduler
 from sample_schedulers.common.model import (
     NodeSummary,
@@ -706,6 +707,84 @@ def test_loop_lists_watches_and_binds_through_the_official_client():
     # three 1-cpu pods fill n1 (2 cpu) and n2 (1 cpu); the fourth waits
     assert sorted(server.bindings) == [("p0", "n1"), ("p1", "n2"), ("p2", "n1")]
     assert s.bound == 3
+
+
+def test_bind_pod_puts_annotations_on_the_binding():
+    calls = []
+
+    class Core:
+        def create_namespaced_binding(self, namespace, body, **kwargs):
+            calls.append((namespace, body, kwargs))
+
+    bind_pod(Core(), "ns", "p", "n1", annotations={"a/b": "gpu"})
+    bind_pod(Core(), "ns", "q", "n2")
+    (ns, body, kwargs), (_, plain, _) = calls
+    assert (ns, body.metadata.name, body.target.name) == ("ns", "p", "n1")
+    assert body.metadata.annotations == {"a/b": "gpu"}
+    assert kwargs == {"_preload_content": False}
+    assert plain.metadata.annotations is None
+
+
+class ScriptedWatch:
+    """Each ``stream`` call plays the next step of a shared script: a list of events,
+    or an exception to raise. When the script is exhausted it stops the loop."""
+
+    def __init__(self, script, requested, stop):
+        self.script, self.requested, self.stop_event = script, requested, stop
+
+    def stream(self, func, **kwargs):
+        self.requested.append(kwargs["resource_version"])
+        if not self.script:
+            self.stop_event.set()
+            return
+        step = self.script.pop(0)
+        if isinstance(step, BaseException):
+            raise step
+        yield from step
+
+    def stop(self):
+        pass
+
+
+def test_watch_pods_resumes_relists_on_410_and_retries_errors():
+    pod = make_pod("a", rv="8")
+    script = [
+        [{"type": "ADDED", "object": pod}],
+        ApiException(status=410, reason="Gone"),
+        ApiException(status=500, reason="Oops"),
+        ConnectionResetError("reset"),
+    ]
+    stop = threading.Event()
+    requested, seen, trail = [], [], []
+    state = {"version": "7"}
+
+    def on_event(kind, obj):
+        seen.append((kind, obj.metadata.name))
+        state["version"] = obj.metadata.resource_version
+
+    def resync():
+        trail.append("resync")
+        state["version"] = "20"
+
+    class Core:
+        def list_pod_for_all_namespaces(self, **kwargs):
+            raise AssertionError("the watch object calls this, not the loop")
+
+    watch_pods(
+        Core(),
+        resource_version=lambda: state["version"],
+        on_event=on_event,
+        resync=resync,
+        react=lambda: trail.append("react"),
+        stop=stop,
+        log=logging.getLogger("test"),
+        retry_delay=0.001,
+        watch_factory=lambda: ScriptedWatch(script, requested, stop),
+    )
+    assert seen == [("ADDED", "a")]
+    # the event's version, then the re-listed one; errors retry from where we were
+    assert requested == ["7", "8", "20", "20", "20"]
+    assert trail == ["react", "resync", "react"]
 
 
 def test_load_config_names_both_failures(tmp_path, monkeypatch):

@@ -2,6 +2,7 @@
 
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -168,10 +169,14 @@ def test_program_stops_when_its_broker_dies(subprocess_env):
         text=True,
     )
     child_pid = int(runner.stdout.readline())
+    child = os.pidfd_open(child_pid)  # readable once the child has exited
     os.kill(runner.pid, signal.SIGKILL)
     runner.wait(10)
-    _, err = runner.communicate(timeout=20)  # EOF once the orphaned child has exited
+    _, err = runner.communicate(timeout=20)  # EOF once the orphaned child closed its pipes
     assert "the broker (pid" in err and "is gone" in err
+    exited, _, _ = select.select([child], [], [], 20)
+    os.close(child)
+    assert exited, "the program outlived its broker"
     assert not _running(child_pid)
 
 

@@ -182,6 +182,12 @@ class _Simulation:
         result = None
         reason = ""
         interrupted = False
+
+        def _terminated(signum, frame):  # type: ignore[no-untyped-def]
+            raise KeyboardInterrupt  # SIGTERM stops everything like Ctrl-C does
+
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, _terminated)
         progress = _ProgressView(self.total_jobs, disabled=args.quiet)
         broker.on_progress = progress.update
         try:
@@ -198,7 +204,7 @@ class _Simulation:
             reason = str(exc)
         except KeyboardInterrupt:
             interrupted = True
-            reason = "interrupted (Ctrl-C)"
+            reason = "interrupted (Ctrl-C or SIGTERM)"
         finally:
             launcher.stop_all()
             sim_code = self._stop_simulator(wait=result is not None and result.ok)
@@ -235,34 +241,13 @@ class _Simulation:
 
     def _simulator_command(self, endpoint: str) -> list[str]:
         args = self.args
-        prefix = str(self.out / OUT_PREFIX)
+        common = ["-p", args.platform, "-e", str(self.out / OUT_PREFIX), "-s", endpoint,
+                  "--enable-compute-sharing"]  # fmt: skip
         if args.batsim:
-            cmd = [
-                args.batsim,
-                "-p",
-                args.platform,
-                "-e",
-                prefix,
-                "-s",
-                endpoint,
-                "--enable-compute-sharing",
-            ]
+            cmd = [args.batsim, *common]
         else:
-            cmd = [
-                sys.executable,
-                "-m",
-                "timewarp",
-                "sim",
-                "-p",
-                args.platform,
-                "-e",
-                prefix,
-                "-s",
-                endpoint,
-                "--enable-compute-sharing",
-                "--reproducible",
-                "-q",
-            ]
+            # the embedded simulator: same flags as batsim, plus byte-identical outputs
+            cmd = [sys.executable, "-m", "timewarp", "sim", *common, "--reproducible", "-q"]
         for workload in args.workload:
             cmd += ["-w", workload]
         return cmd

@@ -153,9 +153,11 @@ class NodeView:
         return self.node.allocatable[resource] - self.requested[resource]
 
 
-def _timestamp(value: Any) -> float:
+def epoch_seconds(value: Any) -> float | None:
+    """A client timestamp (a ``datetime``, or RFC 3339 text such as
+    ``2024-01-02T03:04:05Z``) as seconds since the epoch; None stays None."""
     if value is None:
-        return 0.0
+        return None
     if isinstance(value, datetime):
         return value.timestamp()
     return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
@@ -216,7 +218,7 @@ def pod_summary(pod: Any) -> PodSummary:
         node_name=getattr(spec, "node_name", None) or None,
         phase=(getattr(status, "phase", None) or "Pending") if status else "Pending",
         priority=getattr(spec, "priority", None) or 0,
-        created=_timestamp(meta.creation_timestamp),
+        created=epoch_seconds(meta.creation_timestamp) or 0.0,
         requests=requests + overhead,
         nonzero_requests=nonzero + overhead,
         containers=len(containers),

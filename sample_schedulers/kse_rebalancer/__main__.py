@@ -19,17 +19,11 @@ import kubernetes
 from apscheduler.schedulers.background import BackgroundScheduler
 from kubernetes import client, config
 
+from sample_schedulers.common.kube import load_config
+
 from .binder import Binder, TargetBook
 from .imbalance import ImbalanceLog
 from .rebalancer import Rebalancer
-
-
-def load_config() -> None:
-    """``~/.kube/config`` or ``$KUBECONFIG``; else the in-cluster service account."""
-    try:
-        config.load_kube_config()
-    except Exception:  # no kubeconfig: maybe we run inside the cluster
-        config.load_incluster_config()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -98,9 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         load_config()
     except config.ConfigException as exc:
-        print(
-            f"kse_rebalancer: no usable kubeconfig and not inside a cluster: {exc}", file=sys.stderr
-        )
+        print(f"kse_rebalancer: cannot reach a cluster: {exc}", file=sys.stderr)
         imbalance.close()
         return 2
     core = client.CoreV1Api()

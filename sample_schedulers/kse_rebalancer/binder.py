@@ -19,10 +19,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Literal
 
-import urllib3
-from kubernetes import client, watch
+from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import parse_quantity
+
+from sample_schedulers.common.kube import bind_pod, watch_pods
 
 from .snapshot import PodRecord, pod_record, usable_nodes
 
@@ -173,16 +174,8 @@ class Binder:
         return max(fitting, key=lambda n: (free[n][0], free[n][1], n)), "least-requested"
 
     def _bind(self, record: PodRecord, node: str) -> bool:
-        body = client.V1Binding(
-            metadata=client.V1ObjectMeta(name=record.name, namespace=record.namespace),
-            target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
-        )
         try:
-            # _preload_content=False: the server answers a Status, which older clients
-            # fail to read into a V1Binding (ValueError on the missing target).
-            self.api.create_namespaced_binding(
-                namespace=record.namespace, body=body, _preload_content=False
-            )
+            bind_pod(self.api, record.namespace, record.name, node)
         except ApiException as exc:
             log.warning("binding %s to %s failed: %s %s", record.key, node, exc.status, exc.reason)
             if exc.status in (404, 409):
@@ -198,26 +191,15 @@ class Binder:
         """Resync, then watch pods and bind until :meth:`stop`."""
         self.resync()
         self.bind_pending()
-        while not self._stop.is_set():
-            stream = self.watch_factory()
-            try:
-                for event in stream.stream(
-                    self.api.list_pod_for_all_namespaces,
-                    resource_version=self._resource_version,
-                    timeout_seconds=self.watch_timeout,
-                ):
-                    self.handle_event(event["type"], event["object"])
-                    self.bind_pending()
-                    if self._stop.is_set():
-                        stream.stop()
-                        break
-            except ApiException as exc:
-                if exc.status == 410:
-                    self.resync()
-                    self.bind_pending()
-                else:
-                    log.warning("watch failed: %s %s; retrying", exc.status, exc.reason)
-                    self._stop.wait(self.retry_delay)
-            except (urllib3.exceptions.HTTPError, OSError) as exc:
-                log.warning("API unreachable (%s); retrying", exc)
-                self._stop.wait(self.retry_delay)
+        watch_pods(
+            self.api,
+            resource_version=lambda: self._resource_version,
+            on_event=self.handle_event,
+            resync=self.resync,
+            react=self.bind_pending,
+            stop=self._stop,
+            log=log,
+            watch_timeout=self.watch_timeout,
+            retry_delay=self.retry_delay,
+            watch_factory=self.watch_factory,
+        )

@@ -15,17 +15,11 @@ from pathlib import Path
 import kubernetes
 from kubernetes import client, config
 
+from sample_schedulers.common.kube import load_config
+
 from .history import History
 from .scheduler import KubcgScheduler
 from .switch import parse_image_table
-
-
-def load_config() -> None:
-    """``~/.kube/config`` or ``$KUBECONFIG``; else the in-cluster service account."""
-    try:
-        config.load_kube_config()
-    except Exception:  # no kubeconfig: maybe we run inside the cluster
-        config.load_incluster_config()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -84,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         load_config()
     except config.ConfigException as exc:
-        print(f"kubcg: no usable kubeconfig and not inside a cluster: {exc}", file=sys.stderr)
+        print(f"kubcg: cannot reach a cluster: {exc}", file=sys.stderr)
         return 2
     scheduler = KubcgScheduler(
         client.CoreV1Api(),

@@ -20,9 +20,10 @@ Labels and annotations read (all optional):
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
 
 from kubernetes.utils import parse_quantity
+
+from sample_schedulers.common.model import epoch_seconds
 
 from .model import NodeInfo, PodInfo, Resource, Taint, Toleration
 
@@ -67,14 +68,6 @@ def node_info(node) -> NodeInfo:
     )
 
 
-def _timestamp(value) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, datetime):
-        return value.timestamp()
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
-
-
 def _requests(container) -> dict:
     resources = container.resources
     if resources is None:
@@ -107,12 +100,12 @@ def pod_info(pod, gpu_capable_images: Iterable[str] = ()) -> PodInfo:
     resource_hint: Resource | None = hint if hint in ("cpu", "gpu") else None  # type: ignore[assignment]
     if resource_hint is None and gpu_required:
         resource_hint = "gpu"
-    started = _timestamp(status.start_time) if status else None
+    started = epoch_seconds(status.start_time) if status else None
     for cs in (status.container_statuses if status else None) or []:
         state = cs.state
         running = state.running if state else None
         if running is not None and running.started_at is not None:
-            t = _timestamp(running.started_at)
+            t = epoch_seconds(running.started_at)
             started = t if started is None else min(started, t)
     return PodInfo(
         namespace=meta.namespace or "default",
@@ -132,7 +125,7 @@ def pod_info(pod, gpu_capable_images: Iterable[str] = ()) -> PodInfo:
         scheduler_name=spec.scheduler_name or "default-scheduler",
         node_name=spec.node_name,
         phase=(status.phase if status else None) or "Pending",
-        created=_timestamp(meta.creation_timestamp) or 0.0,
+        created=epoch_seconds(meta.creation_timestamp) or 0.0,
         started=started,
         resource_hint=resource_hint,
     )
@@ -152,8 +145,8 @@ def running_time(pod) -> float | None:
         terminated = cs.state.terminated if cs.state else None
         if terminated is None or terminated.started_at is None or terminated.finished_at is None:
             return None
-        starts.append(_timestamp(terminated.started_at))
-        ends.append(_timestamp(terminated.finished_at))
+        starts.append(epoch_seconds(terminated.started_at))
+        ends.append(epoch_seconds(terminated.finished_at))
     if not starts:
         return None
     return max(0.0, max(ends) - min(starts))

@@ -23,9 +23,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-import urllib3
-from kubernetes import client, watch
+from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
+
+from sample_schedulers.common.kube import bind_pod, watch_pods
 
 from . import kube
 from .decider import ClusterView, cpu_sharers, decide
@@ -268,19 +269,13 @@ class KubcgScheduler:
 
     def _bind(self, pod: PodInfo, slot: Slot) -> bool:
         image = select_image(pod, slot.resource, self.image_table)
-        body = client.V1Binding(
-            metadata=client.V1ObjectMeta(
-                name=pod.name,
-                namespace=pod.namespace,
-                annotations={kube.RESOURCE_ANNOTATION: slot.resource, kube.IMAGE_ANNOTATION: image},
-            ),
-            target=client.V1ObjectReference(api_version="v1", kind="Node", name=slot.node),
-        )
         try:
-            # _preload_content=False: older clients fail to read the API server's Status
-            # reply into a V1Binding (ValueError on the missing target); we need no body.
-            self.api.create_namespaced_binding(
-                namespace=pod.namespace, body=body, _preload_content=False
+            bind_pod(
+                self.api,
+                pod.namespace,
+                pod.name,
+                slot.node,
+                annotations={kube.RESOURCE_ANNOTATION: slot.resource, kube.IMAGE_ANNOTATION: image},
             )
         except ApiException as exc:
             log.warning(
@@ -307,30 +302,18 @@ class KubcgScheduler:
         self.schedule_pass()
         corrector = threading.Thread(target=self._correct_loop, name="kubcg-corrector", daemon=True)
         corrector.start()
-        while not self._stop.is_set():
-            stream = self.watch_factory()
-            try:
-                for event in stream.stream(
-                    self.api.list_pod_for_all_namespaces,
-                    resource_version=self._resource_version,
-                    timeout_seconds=self.watch_timeout,
-                ):
-                    self.handle_event(event["type"], event["object"])
-                    self.schedule_pass()
-                    if self._stop.is_set():
-                        stream.stop()
-                        break
-            except ApiException as exc:
-                if exc.status == 410:
-                    log.info("watch expired (410 Gone); listing pods again")
-                    self.resync()
-                    self.schedule_pass()
-                else:
-                    log.warning("watch failed: %s %s; retrying", exc.status, exc.reason)
-                    self._stop.wait(self.retry_delay)
-            except (urllib3.exceptions.HTTPError, OSError) as exc:
-                log.warning("API unreachable (%s); retrying", exc)
-                self._stop.wait(self.retry_delay)
+        watch_pods(
+            self.api,
+            resource_version=lambda: self._resource_version,
+            on_event=self.handle_event,
+            resync=self.resync,
+            react=self.schedule_pass,
+            stop=self._stop,
+            log=log,
+            watch_timeout=self.watch_timeout,
+            retry_delay=self.retry_delay,
+            watch_factory=self.watch_factory,
+        )
         corrector.join(timeout=self.correct_interval + 1)
 
     def _correct_loop(self) -> None:
