@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -297,10 +298,29 @@ def test_scripts_exit_2_on_bad_arguments(module, argv, subprocess_env):
 
 
 # ------------------------------------------------------------------ smoke runs (slow)
-def _script(args: list[str], env: dict, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout
+def _script(args: list[str], env: dict, timeout: float = 280) -> subprocess.CompletedProcess:
+    """Run a script in its own process group; on timeout stop the whole group (SIGINT, as
+    Ctrl-C: `timewarp simulate` then stops its simulator and schedulers) and fail."""
+    proc = subprocess.Popen(
+        [sys.executable, *args],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+        pytest.fail(f"{args} did not finish in {timeout} s")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 @pytest.mark.slow
@@ -356,14 +376,19 @@ def test_kse_smallest_factorial(subprocess_env, tmp_path):
 @pytest.mark.slow
 @needs_data
 def test_fidelity_small_workload(subprocess_env, tmp_path):
+    workload = tmp_path / "burst30.json"
+    made = _script(
+        ["-m", "timewarp", "workload", "burst", "-n", "30", "--delay", "20", "-o", str(workload)],
+        subprocess_env,
+    )
+    assert made.returncode == 0, made.stderr
     r = _script(
-        ["-m", "experiments.fidelity", "-w",
-         str(_common.BATKUBE / "workloads/test_30_delay10.json"), "--compress", "5",
-         "--speed", "5", "--runs", "1", "-o", str(tmp_path)],
+        ["-m", "experiments.fidelity", "-w", str(workload), "--compress", "2", "--speed", "5",
+         "--runs", "1", "-o", str(tmp_path / "out")],
         subprocess_env,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "| deterministic" in r.stdout
+    assert "| deterministic" in r.stdout and "| realtime ×5" in r.stdout
 
 
 @pytest.mark.slow
