@@ -246,7 +246,6 @@ def test_sigterm_stops_every_process_and_keeps_the_files(tmp_path, subprocess_en
 
 def test_sigkill_of_simulate_leaves_no_orphans(tmp_path, subprocess_env):
     import os
-    import signal
     import threading
 
     fifo = tmp_path / "ready"
