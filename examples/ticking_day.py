@@ -7,7 +7,7 @@ printing the same virtual timestamps every run.
 
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 DAY = 24 * 3600
 PERIODS = [60, 120, 300, 600, 900, 1800, 3600, 5400, 7200, 10800]  # seconds, one per worker
@@ -26,7 +26,7 @@ def worker(index: int, period: int) -> None:
 
 def reporter() -> None:
     while not done.wait(6 * 3600):
-        now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
         with lock:
             print(f"{now}  ticks so far: {sum(ticks)}", flush=True)
 
@@ -39,5 +39,5 @@ for w in workers:
 for w in workers:
     w.join()
 done.set()
-end = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+end = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
 print(f"{end}  day over: {sum(ticks)} ticks ({', '.join(map(str, ticks))})", flush=True)
