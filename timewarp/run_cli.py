@@ -175,16 +175,25 @@ def run(args: argparse.Namespace) -> int:
             env[clockproto.ENV_NAME] = args.name
         os.execvpe(command[0], command, env)
 
+    import tempfile
+
     from broker.clock_service import DEFAULT_EPOCH_NS, ClockService
     from broker.standalone import run_standalone
 
+    # a Unix socket: quicker than loopback TCP for the one-machine standalone case
+    sockdir = tempfile.mkdtemp(prefix="timewarp-")
+    endpoint = os.environ.get("TIMEWARP_STANDALONE_ENDPOINT", f"ipc://{sockdir}/clock")
     with ClockService(
+        endpoint=endpoint,
         epoch_ns=args.epoch if args.epoch is not None else DEFAULT_EPOCH_NS,
         mode="deterministic" if args.threads == "deterministic" else "free",
         stall_timeout=args.stall_timeout,
         on_stall=args.on_stall,
     ) as clock:
-        result = run_standalone(command, env=env, clock=clock, name=args.name)
+        try:
+            result = run_standalone(command, env=env, clock=clock, name=args.name)
+        finally:
+            shutil.rmtree(sockdir, ignore_errors=True)
     if not args.quiet:
         speedup = (result.virtual_ns / 1e9) / result.wall_s if result.wall_s > 0 else float("inf")
         print(
