@@ -198,45 +198,36 @@ def test_a_multi_threaded_scheduler_is_reproducible_too(tmp_path, subprocess_env
     assert runs[0] == runs[1]
 
 
-def test_sigterm_stops_every_process_and_keeps_the_files(tmp_path, subprocess_env):
+def start_until_scheduler_ready(tmp_path, env, **popen):
+    """`timewarp simulate` with a scheduler that says when it runs (through a FIFO)."""
     import os
-    import signal
     import threading
 
-    out = tmp_path / "out"
     fifo = tmp_path / "ready"
     os.mkfifo(fifo)
     ready = threading.Event()
     threading.Thread(target=lambda: (open(fifo).read(), ready.set()), daemon=True).start()
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "timewarp",
-            "simulate",
-            "-q",
-            "--no-plots",
-            "--scheduler",
-            f"python tests/programs/ready_scheduler.py {fifo}",
-            "-p",
-            str(PLATFORM),
-            "-w",
-            str(BURST),
-            "-o",
-            str(out),
-        ],
-        cwd=ROOT,
-        env=subprocess_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+        [sys.executable, "-m", "timewarp", "simulate", "-q", "--no-plots", "--scheduler",
+         f"python tests/programs/ready_scheduler.py {fifo}", "-p", str(PLATFORM), "-w", str(BURST),
+         "-o", str(tmp_path / "out")],
+        cwd=ROOT, env=env, **popen,
+    )  # fmt: skip
     assert ready.wait(60), "the scheduler never started"
+    return proc
+
+
+def test_sigterm_stops_every_process_and_keeps_the_files(tmp_path, subprocess_env):
+    import signal
+
+    proc = start_until_scheduler_ready(
+        tmp_path, subprocess_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "interrupted (Ctrl-C or SIGTERM)" in err
-    manifest = json.loads((out / "manifest.json").read_text())
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["ok"] is False
     leftovers = subprocess.run(
         ["pgrep", "-f", str(tmp_path)], capture_output=True, text=True
@@ -246,35 +237,11 @@ def test_sigterm_stops_every_process_and_keeps_the_files(tmp_path, subprocess_en
 
 def test_sigkill_of_simulate_leaves_no_orphans(tmp_path, subprocess_env):
     import os
-    import threading
+    import select
 
-    fifo = tmp_path / "ready"
-    os.mkfifo(fifo)
-    ready = threading.Event()
-    threading.Thread(target=lambda: (open(fifo).read(), ready.set()), daemon=True).start()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "timewarp",
-            "simulate",
-            "-q",
-            "--no-plots",
-            "--scheduler",
-            f"python tests/programs/ready_scheduler.py {fifo}",
-            "-p",
-            str(PLATFORM),
-            "-w",
-            str(BURST),
-            "-o",
-            str(tmp_path / "out"),
-        ],
-        cwd=ROOT,
-        env=subprocess_env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    proc = start_until_scheduler_ready(
+        tmp_path, subprocess_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
-    assert ready.wait(60), "the scheduler never started"
     children = subprocess.run(
         ["pgrep", "-f", str(tmp_path)], capture_output=True, text=True
     ).stdout.split()
@@ -282,8 +249,6 @@ def test_sigkill_of_simulate_leaves_no_orphans(tmp_path, subprocess_env):
     assert len(pidfds) >= 2  # the simulator and the scheduler
     proc.kill()
     proc.wait(10)
-    import select
-
     pending = list(pidfds)
     while pending:  # each becomes readable when its process exits
         done, _, _ = select.select(pending, [], [], 20)
