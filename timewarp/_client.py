@@ -174,7 +174,16 @@ class ClockClient:
             # (busy, ack, io, detached) decide quiescence; the thread counts only ride along,
             # so a hand-over between two threads does not cost a message
             key = (snap[0], snap[1], snap[2], snap[5])
-            if key != self._last_state:
+            # Deterministic mode: a busy report that changes only `busy`/`ack` tells the
+            # broker nothing new — it counts the process as running from the moment it
+            # sent the wake-up until an idle report acknowledges it — so skip it.
+            redundant = (
+                rt.deterministic
+                and snap[0]
+                and self._last_state is not None
+                and key[2:] == self._last_state[2:]
+            )
+            if key != self._last_state and not redundant:
                 self._last_state = key
                 out.append(clockproto.state(*snap))
         for msg in out:
