@@ -495,8 +495,9 @@ class ClockService:
                     pass
             if self._sock in events:
                 while self._sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
-                    identity, frame = self._sock.recv_multipart()
-                    self._receive(identity, frame)
+                    identity, *frames = self._sock.recv_multipart()
+                    for frame in frames:
+                        self._receive(identity, frame)
             with self._cond:
                 out, self._outbox = self._outbox, []
             for identity, msg in out:

@@ -186,9 +186,10 @@ class ClockClient:
             if key != self._last_state and not redundant:
                 self._last_state = key
                 out.append(clockproto.state(*snap))
-        for msg in out:
-            self._sock.send(clockproto.encode(msg))
-            if msg["op"] == "bye":
+        if out:
+            # one ZeroMQ message, one frame per clock message, applied in order
+            self._sock.send_multipart([clockproto.encode(msg) for msg in out])
+            if any(msg["op"] == "bye" for msg in out):
                 self._closed = True
                 self._bye_sent.set()
 

@@ -5,8 +5,9 @@ This module owns the wire format; nothing else builds or parses clock messages.
 Transport: ZeroMQ. The broker binds a ROUTER socket (``tcp://127.0.0.1:<free port>`` or
 ``ipc://...``); each scheduler process connects one DEALER socket, owned by one background
 thread of its runtime (the request loop). Every message is one frame of compact JSON, an
-object with an ``op`` field. Times are integer nanoseconds of virtual time since the
-simulation started.
+object with an ``op`` field; a runtime may send several frames in one ZeroMQ message
+(everything it queued since its last send), applied in order. Times are integer
+nanoseconds of virtual time since the simulation started.
 
 Runtime -> broker::
 
