@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from simrun import run_simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = "python tests/programs/tiny_scheduler.py --scheduler-name default"
@@ -16,30 +17,7 @@ BURST = ROOT / "examples" / "inputs" / "burst_40_delay170.json"
 
 
 def simulate(out, env, *extra, scheduler=TINY, workload=BURST, platform=PLATFORM, timeout=240):
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "timewarp",
-            "simulate",
-            "-q",
-            "--no-plots",
-            "--scheduler",
-            scheduler,
-            "-p",
-            str(platform),
-            "-w",
-            str(workload),
-            "-o",
-            str(out),
-            *extra,
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return run_simulate(out, env, scheduler, platform, workload, *extra, timeout=timeout)
 
 
 def jobs(out):

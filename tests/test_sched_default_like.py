@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from simrun import run_simulate
 
 from sample_schedulers.common.model import NodeSummary, NodeView, PodSummary, Taint
 from sample_schedulers.common.resources import Resources
@@ -243,29 +244,7 @@ BURST = ROOT / "examples" / "inputs" / "burst_40_delay170.json"
 
 
 def simulate(out: Path, env: dict, scheduler: str, platform: Path, workload: Path):
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "timewarp",
-            "simulate",
-            "-q",
-            "--no-plots",
-            "--scheduler",
-            scheduler,
-            "-p",
-            str(platform),
-            "-w",
-            str(workload),
-            "-o",
-            str(out),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    proc = run_simulate(out, env, scheduler, platform, workload)
     assert proc.returncode == 0, proc.stderr[-3000:]
     with open(out / "out_jobs.csv", newline="") as f:
         return list(csv.DictReader(f))

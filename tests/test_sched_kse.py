@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from kubernetes import client
+from simrun import run_simulate
 
 from sample_schedulers.kse_rebalancer.balancers import (
     PodLoad,
@@ -607,31 +608,17 @@ def test_simulate_rebalancing_every_60_virtual_seconds_lowers_imbalance(subproce
     workload.write_text(json.dumps(kse_workload()))
     out = tmp_path / "out"
     csv_path = tmp_path / "imbalance.csv"
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "timewarp",
-            "simulate",
-            "--scheduler",
-            "python -m sample_schedulers.kse_rebalancer --scheduler-name kse"
-            f" --algorithm refine --imbalance-csv {csv_path}",
-            "--patch-module",
-            "apscheduler",
-            "--epoch",
-            "1000000000",
-            "-p",
-            str(platform),
-            "-w",
-            str(workload),
-            "-o",
-            str(out),
-            "-q",
-            "--no-plots",
-        ],
-        env=subprocess_env,
-        capture_output=True,
-        text=True,
+    r = run_simulate(
+        out,
+        subprocess_env,
+        "python -m sample_schedulers.kse_rebalancer --scheduler-name kse"
+        f" --algorithm refine --imbalance-csv {csv_path}",
+        platform,
+        workload,
+        "--patch-module",
+        "apscheduler",
+        "--epoch",
+        "1000000000",
         timeout=600,
     )
     assert r.returncode == 0, r.stderr[-3000:]

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from kubernetes import client
+from simrun import run_simulate
 
 from sample_schedulers.kubcg import kube
 from sample_schedulers.kubcg.decider import ClusterView, decide, gpu_wait
@@ -1057,26 +1058,12 @@ def simulate_kubcg(tmp_path, env, name="out"):
     workload = tmp_path / "workload.json"
     workload.write_text(json.dumps(kubcg_workload()))
     out = tmp_path / name
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "timewarp",
-            "simulate",
-            "--scheduler",
-            "python -m sample_schedulers.kubcg --scheduler-name kubcg",
-            "-p",
-            str(platform),
-            "-w",
-            str(workload),
-            "-o",
-            str(out),
-            "-q",
-            "--no-plots",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
+    r = run_simulate(
+        out,
+        env,
+        "python -m sample_schedulers.kubcg --scheduler-name kubcg",
+        platform,
+        workload,
         timeout=600,
     )
     assert r.returncode == 0, r.stderr[-3000:]
