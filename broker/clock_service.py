@@ -28,7 +28,6 @@ and counts a non-deterministic advance; with ``on_stall="stop"`` it raises
 from __future__ import annotations
 
 import heapq
-import os
 import sys
 import threading
 import time as _wall
@@ -40,6 +39,7 @@ from typing import TextIO
 import zmq
 
 from timewarp import clockproto
+from timewarp._wakeup import Wakeup
 
 DEFAULT_EPOCH_NS = 1_767_225_600 * 1_000_000_000  # 2026-01-01T00:00:00Z
 DEFAULT_MONO_NS = 1_000 * 1_000_000_000  # monotonic clocks start at 1000 s
@@ -147,9 +147,7 @@ class ClockService:
         else:
             self._sock.bind(endpoint)
             self.endpoint = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
+        self._wakeup = Wakeup()
         self._thread = threading.Thread(
             target=self._loop, name="timewarp-clock-service", daemon=True
         )
@@ -468,10 +466,7 @@ class ClockService:
         self._poke()
 
     def _poke(self) -> None:
-        try:
-            os.write(self._wake_w, b"\0")
-        except BlockingIOError:
-            pass
+        self._wakeup.poke()
 
     def _drop_cancelled_locked(self) -> None:
         while self._heap and (
@@ -482,17 +477,14 @@ class ClockService:
     def _loop(self) -> None:
         poller = zmq.Poller()
         poller.register(self._sock, zmq.POLLIN)
-        poller.register(self._wake_r, zmq.POLLIN)
+        poller.register(self._wakeup.fd, zmq.POLLIN)
         while not self._closed:
             try:
                 events = dict(poller.poll(500))
             except zmq.ZMQError:
                 return
-            if self._wake_r in events:
-                try:
-                    os.read(self._wake_r, 4096)
-                except BlockingIOError:
-                    pass
+            if self._wakeup.fd in events:
+                self._wakeup.drain()
             if self._sock in events:
                 while self._sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
                     identity, *frames = self._sock.recv_multipart()
@@ -585,8 +577,7 @@ class ClockService:
         self._poke()
         self._thread.join(2)
         self._sock.close(0)
-        os.close(self._wake_r)
-        os.close(self._wake_w)
+        self._wakeup.close()
 
     def __enter__(self) -> ClockService:
         return self

@@ -21,6 +21,7 @@ import time as _time
 import zmq
 
 from timewarp import _runtime, clockproto
+from timewarp._wakeup import Wakeup
 
 _BROKER_CHECK_S = 1.0
 
@@ -38,9 +39,7 @@ class ClockClient:
         self._sock = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.LINGER, 500)
         self._sock.connect(endpoint)
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
+        self._wakeup = Wakeup()
         self._poked = False
         self.runtime: _runtime.Runtime | None = None
         self._last_state: tuple | None = None
@@ -71,10 +70,7 @@ class ClockClient:
         # Called with the runtime lock held; one byte per batch of changes is enough.
         if not self._poked:
             self._poked = True
-            try:
-                os.write(self._wake_w, b"\0")
-            except BlockingIOError:
-                pass
+            self._wakeup.poke()
 
     def start(self, runtime: _runtime.Runtime) -> None:
         self.runtime = runtime
@@ -87,16 +83,13 @@ class ClockClient:
     def _loop(self) -> None:
         poller = zmq.Poller()
         poller.register(self._sock, zmq.POLLIN)
-        poller.register(self._wake_r, zmq.POLLIN)
+        poller.register(self._wakeup.fd, zmq.POLLIN)
         last_check = _time.monotonic()
         try:
             while not self._closed:
                 events = dict(poller.poll(int(_BROKER_CHECK_S * 1000)))
-                if self._wake_r in events:
-                    try:
-                        os.read(self._wake_r, 4096)
-                    except BlockingIOError:
-                        pass
+                if self._wakeup.fd in events:
+                    self._wakeup.drain()
                 if self._sock in events:
                     while self._sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
                         self._handle(clockproto.decode_to_runtime(self._sock.recv()))
