@@ -165,14 +165,20 @@ _TO_RUNTIME = {
 }
 
 
+# One encoder/decoder for the process: json.dumps with options builds an encoder per call,
+# and json.loads of bytes sniffs the encoding first (clock frames are always UTF-8).
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+_DECODER = json.JSONDecoder()
+
+
 def encode(msg: Mapping[str, Any]) -> bytes:
     """One frame of compact JSON (no validation: the builders below are the way in)."""
-    return json.dumps(msg, separators=(",", ":")).encode()
+    return _ENCODER.encode(msg).encode()
 
 
 def _decode(frame: bytes, table: Mapping[str, Any], direction: str) -> dict[str, Any]:
     try:
-        msg = json.loads(frame)
+        msg = _DECODER.decode(frame.decode())
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"clock message ({direction}) is not JSON: {frame[:80]!r}") from exc
     if not isinstance(msg, dict):
