@@ -211,16 +211,7 @@ class ClockService:
                 )
             if t_ns == self._now:
                 return
-            self._now = t_ns
-            self.advances += 1
-            # Processes that may be woken by facade I/O need the new time before anything
-            # can wake them (a fire carries its time; a watch event does not): push it and
-            # wait until it is applied, or a thread woken by the API could read the old time.
-            pushed = []
-            for proc in self._procs.values():
-                if proc.connected and not proc.gone and proc.io:
-                    self._send_locked(proc, clockproto.time_update(t_ns))
-                    pushed.append(proc)
+            pushed = self._move_time_locked(t_ns)
             self._cond.notify_all()
             give_up = _wall.monotonic() + self.stall_timeout
             while any(not p.gone and p.ack != p.sent for p in pushed):
@@ -232,6 +223,20 @@ class ClockService:
                     )
                     break
                 self._cond.wait(min(left, 0.5))
+
+    def _move_time_locked(self, t_ns: int) -> list[ProcessState]:
+        """Set the time; returns the processes told, whose acknowledgement must come
+        before anyone is woken. Processes that may be woken by facade I/O need the new
+        time first (a fire carries its time; a watch event does not), or a thread woken
+        by the API could read the old time."""
+        self._now = t_ns
+        self.advances += 1
+        pushed = []
+        for proc in self._procs.values():
+            if proc.connected and not proc.gone and proc.io:
+                self._send_locked(proc, clockproto.time_update(t_ns))
+                pushed.append(proc)
+        return pushed
 
     def call_at(self, deadline_ns: int, fn: Callable[[], None]) -> _Timer:
         """A broker-side timer: ``fn`` runs in the driver's thread during release_due."""
@@ -265,25 +270,15 @@ class ClockService:
 
     def _autopilot_step_locked(self) -> None:
         if not all(self._quiescent_locked(p) for p in self._procs.values()):
-            release = self._next_io_release_locked()
-            if release is not None:
-                proc, port = release
-                self._send_locked(proc, clockproto.io_release(port))
-                self.io_releases += 1
+            self._release_next_io_locked()
             return
         self._drop_cancelled_locked()
         if not self._heap or self._heap[0].proc is None:
             self._cond.notify_all()
             return
         t = self._heap[0].deadline
-        if t > self._now:
-            self._now = t
-            self.advances += 1
-            for proc in self._procs.values():
-                if proc.connected and not proc.gone and proc.io:
-                    self._send_locked(proc, clockproto.time_update(t))
-            if any(p.ack != p.sent for p in self._procs.values() if not p.gone):
-                return  # released once the new time is acknowledged
+        if t > self._now and self._move_time_locked(t):
+            return  # released once the new time is acknowledged
         self._release_one_owner_locked()
 
     def _release_one_owner_locked(self) -> tuple[int, Callable[[], None] | None]:
@@ -418,6 +413,15 @@ class ClockService:
         name, seq, port, proc = min(candidates, key=lambda c: (c[0], c[1]))
         return proc, port
 
+    def _release_next_io_locked(self) -> bool:
+        release = self._next_io_release_locked()
+        if release is None:
+            return False
+        proc, port = release
+        self._send_locked(proc, clockproto.io_release(port))
+        self.io_releases += 1
+        return True
+
     def quiescent(self) -> bool:
         with self._cond:
             return all(self._quiescent_locked(p) for p in self._procs.values())
@@ -432,11 +436,7 @@ class ClockService:
             busy = [p for p in self._procs.values() if not self._quiescent_locked(p)]
             if not busy:
                 return
-            release = self._next_io_release_locked()
-            if release is not None:
-                proc, port = release
-                self._send_locked(proc, clockproto.io_release(port))
-                self.io_releases += 1
+            if self._release_next_io_locked():
                 continue
             idle_for = _wall.monotonic() - self._last_activity
             limit = self.stall_timeout
