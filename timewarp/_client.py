@@ -104,7 +104,8 @@ class ClockClient:
                 if self._sock in events:
                     for frame in _drain(self._sock):
                         self._handle(clockproto.decode_to_runtime(frame))
-                self._flush()
+                if self._poked:  # (a stale read only costs one more pass: the pipe has a byte)
+                    self._flush()
                 if _time.monotonic() - last_check >= _BROKER_CHECK_S:
                     last_check = _time.monotonic()
                     self._check_broker_alive()
@@ -132,15 +133,20 @@ class ClockClient:
     def _handle(self, msg: dict) -> None:
         rt = self.runtime
         op = msg["op"]
+        # A wake-up is acknowledged in the state report; when it woke nobody (the waiter
+        # had gone another way) the process is still idle and must say so now.
         if op == "fire":
             with rt.lock:
                 rt.on_fire_locked(msg["ids"], msg["t"])
+                self.flush_locked()
         elif op == "time":
             with rt.lock:
                 rt.on_time_locked(msg["t"])
+                self.flush_locked()
         elif op == "io":
             with rt.lock:
                 rt.on_io_release_locked(msg["port"])
+                self.flush_locked()
         elif op == "now":
             with rt.lock:
                 batch = self._now_in_flight or []
