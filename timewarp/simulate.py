@@ -241,8 +241,10 @@ class _Simulation:
 
     def _simulator_command(self, endpoint: str) -> list[str]:
         args = self.args
+        # dynamic jobs: controller-made pods (ReplicaSet replacements, Job pods) are
+        # registered as Batsim jobs (see broker/cluster.py)
         common = ["-p", args.platform, "-e", str(self.out / OUT_PREFIX), "-s", endpoint,
-                  "--enable-compute-sharing"]  # fmt: skip
+                  "--enable-compute-sharing", "--enable-dynamic-jobs"]  # fmt: skip
         if args.batsim:
             cmd = [args.batsim, *common]
         else:

@@ -1,0 +1,387 @@
+"""Controller-made pods as Batsim dynamic jobs, and the batch/v1 Job controller.
+
+Most tests run the broker against the embedded simulator *in process* (messages through
+the real codec, no sockets, no scheduler process): a first-fit binder plays the scheduler
+inside the broker's settle loop, so each run is deterministic and takes milliseconds.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from broker import naming
+from broker.clock_service import ClockService
+from broker.cluster import DURATION_ANNOTATION, JOB_ID_ANNOTATION, NOT_SIMULATED
+from broker.engine import Broker, FacadeClock
+from broker.facade import Facade
+from broker.facade.errors import ApiError
+from broker.facade.objects import format_time
+from broker.launcher import Launcher
+from simulator import protocol as p
+from simulator.outputs import jobs_rows
+from simulator.testing import make_sim, write_platform, write_workload
+
+
+class InProcessRun:
+    """Broker + facade + embedded simulator in one process; ``binder`` binds every
+    unbound pod to the node with the most free cpu, as a scheduler would, each time the
+    broker settles."""
+
+    def __init__(self, tmp_path: Path, nodes: int = 2, cores: int = 2) -> None:
+        self.tmp = tmp_path
+        self.platform = write_platform(tmp_path / "platform.xml", nodes, cores)
+        self.clock = ClockService()
+        self.facade = Facade(FacadeClock(self.clock)).start()
+        launcher = Launcher(clock=self.clock, facade=self.facade, out_dir=tmp_path)
+        self.broker = Broker(
+            endpoint="tcp://127.0.0.1:*", clock=self.clock, facade=self.facade, launcher=launcher
+        )
+        self.cluster = self.broker.cluster
+        self.store = self.facade.store
+        self.replies: list[dict] = []
+        self.bind_enabled = True
+        original = self.cluster.process
+
+        def process_then_bind() -> bool:
+            did = original()
+            return self._bind_pending() or did
+
+        self.cluster.process = process_then_bind  # type: ignore[method-assign]
+
+    def _bind_pending(self) -> bool:
+        if not self.bind_enabled or not self.cluster.nodes:
+            return False
+        free = {n.name: n.cpu_m - n.used_cpu_m for n in self.cluster.nodes.values()}
+        pods, _ = self.store.list("pods", field_selector="spec.nodeName=,status.phase=Pending")
+        pods.sort(key=lambda q: (q["metadata"]["creationTimestamp"], q["metadata"]["name"]))
+        bound = False
+        for pod in pods:
+            ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+            need = self.cluster._requests(pod)[0]
+            node = max(sorted(free), key=lambda n: free[n])
+            if free[node] < need:
+                continue
+            self.cluster._on_bind(ns, name, node)  # what the binding endpoint does
+            self.store.bind(ns, name, node)
+            free[node] -= need
+            bound = True
+        return bound
+
+    def run(self, jobs: list[dict], profiles: dict, *, dynamic: bool = True, before=None):
+        workload = write_workload(self.tmp / "workload.json", jobs, profiles)
+        self.sim = make_sim(
+            self.platform, [workload], allow_compute_sharing=True, dynamic_jobs=dynamic
+        )
+        message = self.sim.first_message()
+        for _ in range(10_000):
+            decoded = p.decode(p.encode(message), "batsim")
+            if before is not None:
+                before(decoded)
+            reply = p.decode(p.encode(self.broker.step(decoded)), "decision")
+            self.replies.append(json.loads(p.encode(reply)))
+            if self.sim.ended:
+                return self.sim
+            message = self.sim.handle_reply(reply)
+        raise AssertionError("the simulation did not end")
+
+    def sent(self, type_: str) -> list[tuple[float, dict]]:
+        return [
+            (e["timestamp"], e["data"]) for r in self.replies for e in r["events"]
+            if e["type"] == type_
+        ]  # fmt: skip
+
+    def rows(self) -> list[dict[str, str]]:
+        header, *lines = jobs_rows(self.sim.job_records())
+        keys = header.split(",")
+        return [dict(zip(keys, line.split(","), strict=False)) for line in lines]
+
+    def events(self, reason: str) -> list[dict]:
+        return [e for e in self.store.list("events")[0] if e["reason"] == reason]
+
+    def close(self) -> None:
+        self.broker.close()
+        self.facade.stop()
+        self.clock.close()
+
+
+@pytest.fixture
+def world(tmp_path):
+    run = InProcessRun(tmp_path)
+    yield run
+    run.close()
+
+
+ONE_STATIC = (
+    [{"id": "1", "subtime": 0, "res": 1, "profile": "short"}],
+    {"short": {"type": "delay", "delay": 1, "cpu": "1", "scheduler": "default"}},
+)
+
+
+def job_manifest(name: str, duration: float | None = 10, **spec) -> dict:
+    annotations = {} if duration is None else {DURATION_ANNOTATION: str(duration)}
+    pod_spec = {
+        "restartPolicy": "Never",
+        "containers": [
+            {"name": "work", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}
+        ],
+    }
+    pod_spec.update(spec.pop("pod", {}))
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "template": {"metadata": {"annotations": annotations}, "spec": pod_spec},
+            **spec,
+        },
+    }
+
+
+def create_at_start(world, *objects):
+    """Create objects through the API's admission (as a client would) when SIMULATION_BEGINS
+    is being handled."""
+
+    def before(message):
+        if any(isinstance(e.data, p.SimulationBegins) for e in message.events):
+            for key, obj in objects:
+                world.store.create(key, obj, prepare=world.facade.hooks.on_create)
+
+    return before
+
+
+# --------------------------------------------------------------------------- Job controller
+
+
+def test_a_job_with_three_completions_two_at_a_time_runs_to_complete(world):
+    jobs, profiles = ONE_STATIC
+    manifest = job_manifest("pi", duration=10, completions=3, parallelism=2)
+    sim = world.run(jobs, profiles, before=create_at_start(world, ("jobs.batch", manifest)))
+    job = world.store.get("jobs.batch", "default", "pi")
+    status = job["status"]
+    assert status["succeeded"] == 3 and "active" not in status and "failed" not in status
+    complete = [c for c in status["conditions"] if c["type"] == "Complete"]
+    assert complete and complete[0]["status"] == "True"
+    assert complete[0]["reason"] == "CompletionsReached"
+    epoch = world.clock.epoch_ns
+    assert status["startTime"] == format_time(epoch)
+    assert status["completionTime"] == format_time(epoch + 20 * 10**9)
+    # two pods ran from 0 to 10, the third from 10 to 20: the Job completed at 20
+    k8s = [r for r in world.rows() if r["workload_name"] == naming.API_WORKLOAD]
+    assert len(k8s) == 3
+    spans = sorted((float(r["starting_time"]), float(r["finish_time"])) for r in k8s)
+    assert spans == [(0.0, 10.0), (0.0, 10.0), (10.0, 20.0)]
+    assert all(r["final_state"] == "COMPLETED_SUCCESSFULLY" for r in k8s)
+    assert sim.now == pytest.approx(20.0)
+    pods = world.store.list("pods", "default", label_selector="job-name=pi")[0]
+    assert len(pods) == 3 and {q["status"]["phase"] for q in pods} == {"Succeeded"}
+    for pod in pods:
+        meta = pod["metadata"]
+        assert meta["name"].startswith("pi-")
+        assert meta["labels"]["batch.kubernetes.io/job-name"] == "pi"
+        assert meta["labels"]["controller-uid"] == job["metadata"]["uid"]
+        owner = meta["ownerReferences"][0]
+        assert (owner["kind"], owner["name"], owner["controller"]) == ("Job", "pi", True)
+        assert meta["annotations"][JOB_ID_ANNOTATION] == naming.api_pod_job_id(
+            "default", meta["name"]
+        )
+    assert {r["job_id"] for r in k8s} == {f"default.{q['metadata']['name']}" for q in pods}
+    assert [e["message"] for e in world.events("Completed")] == ["Job completed"]
+    assert len(world.events("SuccessfulCreate")) == 3
+
+
+def test_one_delay_profile_is_registered_per_duration_and_registration_finishes_last(world):
+    jobs, profiles = ONE_STATIC
+    before = create_at_start(
+        world,
+        ("jobs.batch", job_manifest("a", duration=10, completions=2)),
+        ("jobs.batch", job_manifest("b", duration=10)),
+    )
+    world.run(jobs, profiles, before=before)
+    registered = world.sent("REGISTER_PROFILE")
+    assert [d for _, d in registered] == [
+        {
+            "workload_name": "k8s",
+            "profile_name": "delay-10",
+            "profile": {"type": "delay", "delay": 10.0},
+        }
+    ]
+    finished = [t for t, d in world.sent("NOTIFY") if d["type"] == "registration_finished"]
+    assert len(finished) == 1
+    last_register = max(t for t, _ in world.sent("REGISTER_JOB"))
+    assert finished[0] >= last_register
+    # the NOTIFY is in the reply that let the simulation end
+    assert any(e["type"] == "NOTIFY" for e in world.replies[-2]["events"])
+
+
+def test_failures_past_the_backoff_limit_fail_the_job(world):
+    """Each pod outlives its own activeDeadlineSeconds (the Batsim walltime) and fails;
+    the controller retries after 10 s, then gives up: backoffLimit=1 allows one retry."""
+    jobs, profiles = ONE_STATIC
+    manifest = job_manifest("flaky", duration=10, backoffLimit=1, pod={"activeDeadlineSeconds": 5})
+    world.run(jobs, profiles, before=create_at_start(world, ("jobs.batch", manifest)))
+    status = world.store.get("jobs.batch", "default", "flaky")["status"]
+    failed = [c for c in status["conditions"] if c["type"] == "Failed"]
+    assert failed and failed[0]["reason"] == "BackoffLimitExceeded"
+    assert status["failed"] == 2 and "succeeded" not in status and "completionTime" not in status
+    k8s = [r for r in world.rows() if r["workload_name"] == "k8s"]
+    assert [r["final_state"] for r in k8s] == ["COMPLETED_WALLTIME_REACHED"] * 2
+    spans = sorted((float(r["starting_time"]), float(r["finish_time"])) for r in k8s)
+    assert spans == [(0.0, 5.0), (15.0, 20.0)]  # 10 s back-off after the first failure
+    pods = world.store.list("pods", "default", label_selector="job-name=flaky")[0]
+    assert {q["status"]["reason"] for q in pods} == {"DeadlineExceeded"}
+    assert len(world.events("BackoffLimitExceeded")) == 1
+
+
+def test_active_deadline_seconds_stops_a_job_in_virtual_time(world):
+    jobs, profiles = ONE_STATIC
+    manifest = job_manifest("slow", duration=100, activeDeadlineSeconds=30)
+    sim = world.run(jobs, profiles, before=create_at_start(world, ("jobs.batch", manifest)))
+    status = world.store.get("jobs.batch", "default", "slow")["status"]
+    assert [c["reason"] for c in status["conditions"]] == ["DeadlineExceeded"]
+    assert status["failed"] == 1 and "active" not in status
+    [row] = [r for r in world.rows() if r["workload_name"] == "k8s"]
+    assert row["final_state"] == "COMPLETED_KILLED" and float(row["finish_time"]) == 30.0
+    assert world.store.list("pods", "default", label_selector="job-name=slow")[0] == []
+    assert sim.now == pytest.approx(30.0)
+
+
+def test_a_job_without_durations_runs_until_deleted_and_does_not_hold_the_simulation(world):
+    jobs, profiles = ONE_STATIC
+    manifest = job_manifest("forever", duration=None)
+    sim = world.run(jobs, profiles, before=create_at_start(world, ("jobs.batch", manifest)))
+    assert sim.now == pytest.approx(1.0)  # the static job's end
+    [pod] = world.store.list("pods", "default", label_selector="job-name=forever")[0]
+    assert pod["status"]["phase"] == "Running"
+    [warning] = world.events(NOT_SIMULATED)
+    assert warning["type"] == "Warning"
+    assert warning["involvedObject"]["name"] == pod["metadata"]["name"]
+    assert DURATION_ANNOTATION in warning["message"] and "until deleted" in warning["message"]
+    assert world.sent("REGISTER_JOB") == []
+    assert world.cluster.stats.pods_outside_batsim == 1
+
+
+def test_a_bad_duration_is_named_in_the_warning(world):
+    jobs, profiles = ONE_STATIC
+    manifest = job_manifest("typo", duration="ten")
+    world.run(jobs, profiles, before=create_at_start(world, ("jobs.batch", manifest)))
+    [warning] = world.events(NOT_SIMULATED)
+    assert "timewarp.io/duration='ten' is not a number of seconds" in warning["message"]
+
+
+def test_a_bare_api_pod_with_a_duration_is_a_dynamic_job(world):
+    jobs, profiles = ONE_STATIC
+    pod = {
+        "metadata": {"name": "solo", "annotations": {DURATION_ANNOTATION: "7.5"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }
+    world.run(jobs, profiles, before=create_at_start(world, ("pods", pod)))
+    row = next(r for r in world.rows() if r["job_id"] == "default.solo")
+    assert row["workload_name"] == "k8s" and row["profile"] == "delay-7.5"
+    assert float(row["execution_time"]) == 7.5
+    assert world.store.get("pods", "default", "solo")["status"]["phase"] == "Succeeded"
+
+
+def test_job_admission_generates_the_selector_and_refuses_restart_always(world):
+    created = world.store.create("jobs.batch", job_manifest("x"))
+    uid = created["metadata"]["uid"]
+    assert created["spec"]["selector"] == {
+        "matchLabels": {"batch.kubernetes.io/controller-uid": uid}
+    }
+    labels = created["spec"]["template"]["metadata"]["labels"]
+    assert labels == {
+        "batch.kubernetes.io/controller-uid": uid,
+        "controller-uid": uid,
+        "batch.kubernetes.io/job-name": "x",
+        "job-name": "x",
+    }
+    bad = job_manifest("y")
+    del bad["spec"]["template"]["spec"]["restartPolicy"]
+    with pytest.raises(ApiError) as err:
+        world.store.create("jobs.batch", bad)
+    assert err.value.code == 422 and 'Unsupported value: "Always"' in str(err.value)
+
+
+# --------------------------------------------------------------------- ReplicaSet replacements
+
+RS_WORKLOAD = (
+    [{"id": "web-1", "subtime": 0, "res": 1, "profile": "long", "replicaset": "web"}],
+    {"long": {"type": "delay", "delay": 100, "cpu": "1", "scheduler": "default"}},
+)
+
+
+def evict_at(world, seconds: float, pod_name: str):
+    """At virtual ``seconds``, evict ``pod_name`` as the eviction endpoint would."""
+
+    def before(message):
+        if any(isinstance(e.data, p.SimulationBegins) for e in message.events):
+            world.clock.call_at(int(seconds * 1e9), evict)
+
+    def evict():
+        world.facade.hooks.on_evict("default", pod_name)
+        world.store.delete("pods", "default", pod_name)
+
+    return before
+
+
+def test_an_evicted_replicaset_pod_restarts_as_a_new_batsim_job(world):
+    jobs, profiles = RS_WORKLOAD
+    original = naming.pod_name("w0!web-1")
+    sim = world.run(jobs, profiles, before=evict_at(world, 30, original))
+    rows = {r["job_id"]: r for r in world.rows()}
+    assert rows["web-1"]["final_state"] == "COMPLETED_KILLED"
+    assert float(rows["web-1"]["finish_time"]) == 30.0
+    again = rows["web-1~r1"]
+    assert again["final_state"] == "COMPLETED_SUCCESSFULLY" and again["profile"] == "long"
+    assert float(again["submission_time"]) == 30.0
+    assert (float(again["starting_time"]), float(again["finish_time"])) == (30.0, 130.0)
+    assert sim.now == pytest.approx(130.0)
+    [(_, register)] = world.sent("REGISTER_JOB")
+    assert register["job_id"] == "w0!web-1~r1" and register["job"]["replicaset"] == "web"
+    [pod] = world.store.list("pods", "default", label_selector="timewarp.io/replicaset=web")[0]
+    assert pod["metadata"]["name"].startswith("web-")
+    assert pod["metadata"]["annotations"][JOB_ID_ANNOTATION] == "w0!web-1~r1"
+    assert pod["status"]["phase"] == "Succeeded"
+
+
+def test_without_dynamic_jobs_a_replacement_runs_outside_batsim_with_a_warning(world):
+    jobs, profiles = RS_WORKLOAD
+    original = naming.pod_name("w0!web-1")
+    sim = world.run(jobs, profiles, dynamic=False, before=evict_at(world, 30, original))
+    assert [r["job_id"] for r in world.rows()] == ["web-1"]
+    assert sim.now == pytest.approx(30.0)
+    [warning] = world.events(NOT_SIMULATED)
+    assert "--enable-dynamic-jobs" in warning["message"]
+    assert world.sent("REGISTER_JOB") == [] and world.sent("NOTIFY") == []
+
+
+# --------------------------------------------------------------------------------- naming
+
+_ids = st.text(string.ascii_lowercase + string.digits + "-!~._", min_size=1, max_size=30)
+
+
+@given(_ids.filter(lambda s: s[0].isalnum()), st.integers(1, 10_000))
+def test_replacement_ids_lead_back_to_the_original_and_make_valid_pod_names(local, count):
+    original = f"w0!{local}"
+    replacement = naming.replacement_job_id(original, count)
+    assert naming.original_job_id(replacement) == naming.original_job_id(original)
+    assert naming.replacement_job_id(replacement, count + 1).count("~r") == replacement.count("~r")
+    name = naming.pod_name(replacement)
+    assert naming.job_id(name) == replacement
+    assert all(c in string.ascii_lowercase + string.digits + "-" for c in name)
+
+
+@given(
+    st.from_regex(r"[a-z0-9]([-a-z0-9]{0,20}[a-z0-9])?", fullmatch=True),
+    st.from_regex(r"[a-z0-9]([-a-z0-9.]{0,40}[a-z0-9])?", fullmatch=True),
+)
+def test_api_pod_job_ids_are_reversible(namespace, pod):
+    job_id = naming.api_pod_job_id(namespace, pod)
+    assert job_id.startswith("k8s!")
+    assert naming.api_pod_of(job_id) == (namespace, pod)
+    assert naming.api_pod_of(f"w0!{namespace}.{pod}") is None
