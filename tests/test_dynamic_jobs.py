@@ -385,3 +385,95 @@ def test_api_pod_job_ids_are_reversible(namespace, pod):
     assert job_id.startswith("k8s!")
     assert naming.api_pod_of(job_id) == (namespace, pod)
     assert naming.api_pod_of(f"w0!{namespace}.{pod}") is None
+
+
+# ------------------------------------------------------------- official clients, old and new
+
+ROOT = Path(__file__).resolve().parent.parent
+OLD_CLIENT = ROOT / ".venv" / "k8s24"
+READ_JOB = """
+import json, sys
+from kubernetes import client, config
+import kubernetes
+config.load_kube_config(sys.argv[1])
+batch = client.BatchV1Api()
+job = batch.read_namespaced_job("pi", "default")
+assert isinstance(job, client.V1Job)
+[listed] = batch.list_namespaced_job("default").items
+events = client.CoreV1Api().list_namespaced_event("default").items
+print(json.dumps({
+    "version": kubernetes.__version__,
+    "succeeded": job.status.succeeded,
+    "active": job.status.active,
+    "ready": job.status.ready,
+    "conditions": [(c.type, c.status, c.reason) for c in job.status.conditions],
+    "completed": job.status.completion_time.isoformat(),
+    "started": job.status.start_time.isoformat(),
+    "selector": job.spec.selector.match_labels,
+    "listed": listed.metadata.uid == job.metadata.uid,
+    "events": sorted({(e.reason, e.involved_object.kind) for e in events}),
+}))
+"""
+
+
+@pytest.mark.parametrize("version", ["newest", "24"])
+def test_the_finished_job_and_its_events_deserialize_in_both_client_versions(
+    world, subprocess_env, version
+):
+    import subprocess
+    import sys
+
+    env = dict(subprocess_env)
+    if version == "24":
+        if not (OLD_CLIENT / "kubernetes").is_dir():
+            pytest.skip("run scripts/setup-venv.sh: .venv/k8s24 missing")
+        env["PYTHONPATH"] = f"{OLD_CLIENT}:{ROOT}"
+    jobs, profiles = ONE_STATIC
+    manifest = job_manifest("pi", duration=10, completions=3, parallelism=2)
+    world.run(jobs, profiles, before=create_at_start(world, ("jobs.batch", manifest)))
+    kubeconfig = world.facade.write_kubeconfig(world.tmp / "kc", "reader")
+    proc = subprocess.run(
+        [sys.executable, "-c", READ_JOB, str(kubeconfig)],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout)
+    assert seen["version"].startswith("24.") == (version == "24")
+    assert seen["succeeded"] == 3 and seen["active"] is None and seen["ready"] == 0
+    assert seen["conditions"] == [["Complete", "True", "CompletionsReached"]]
+    assert seen["completed"].startswith(format_time(world.clock.epoch_ns + 20 * 10**9)[:19])
+    assert seen["listed"] and "batch.kubernetes.io/controller-uid" in seen["selector"]
+    assert ["Completed", "Job"] in seen["events"] and ["SuccessfulCreate", "Job"] in seen["events"]
+
+
+# ------------------------------------------------------------------ timewarp simulate, end to end
+
+
+def test_simulate_runs_a_job_to_complete_with_a_real_scheduler_process(tmp_path, subprocess_env):
+    """A scheduler process creates the Job through the official client and binds its pods;
+    the pods are Batsim jobs in out_jobs.csv and the summary counts them."""
+    import csv
+
+    from simrun import run_simulate
+
+    jobs, profiles = ONE_STATIC
+    workload = write_workload(tmp_path / "w.json", jobs, profiles)
+    platform = write_platform(tmp_path / "p.xml", 2, 2)
+    manifest = job_manifest("pi", duration=10, completions=3, parallelism=2)
+    manifest["spec"]["template"]["spec"]["schedulerName"] = "default"
+    (tmp_path / "jobs.json").write_text(json.dumps([manifest]))
+    out = tmp_path / "out"
+    r = run_simulate(
+        out, subprocess_env,
+        f"python tests/programs/job_scheduler.py --jobs {tmp_path / 'jobs.json'}",
+        platform, workload, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = list(csv.DictReader((out / "out_jobs.csv").open()))
+    k8s = [row for row in rows if row["workload_name"] == "k8s"]
+    assert len(k8s) == 3 and all(row["job_id"].startswith("default.pi-") for row in k8s)
+    assert sorted(float(row["finish_time"]) for row in k8s) == [10.0, 10.0, 20.0]
+    figures = json.loads((out / "manifest.json").read_text())["figures"]
+    assert figures["nb_jobs"] == 4 and figures["dynamic_jobs"] == 3
+    assert figures["makespan"] == 20.0
+    assert "jobs made by controllers (dynamic)" in r.stderr

@@ -41,6 +41,8 @@ def summarise(prefix: Path, stats: dict[str, Any], wall_s: float) -> dict[str, A
         fig["speedup"] = round(makespan / wall_s, 1)
     for key in (
         "rejected_by_kubelet",
+        "dynamic_jobs",
+        "pods_outside_batsim",
         "kills",
         "bindings",
         "nondeterministic_advances",
@@ -62,6 +64,8 @@ _LABELS = [
     ("nb_jobs", "jobs", "{}"),
     ("nb_jobs_success", "jobs succeeded", "{}"),
     ("nb_jobs_rejected", "jobs rejected", "{}"),
+    ("dynamic_jobs", "jobs made by controllers (dynamic)", "{}"),
+    ("pods_outside_batsim", "pods outside Batsim (run until deleted)", "{}"),
     ("rejected_by_kubelet", "pods refused by the kubelet (over-allocation)", "{}"),
     ("nondeterministic_advances", "non-deterministic advances", "{}"),
     ("wall_s", "wall time", "{:.2f} s"),
