@@ -9,7 +9,10 @@ and ``KUBECONFIG``. Outputs in ``-o``: Batsim's CSVs (``out_jobs.csv``,
 ``out_schedule.csv``, ``out_machine_states.csv``), ``manifest.json`` (versions,
 arguments, input hashes, figures), ``gantt.png`` and ``utilisation.png``, and one log per
 process. Ctrl-C or any failure stops everything, keeps what was written, and exits
-non-zero with the reason.
+non-zero with the reason; the embedded simulator then writes *partial* CSVs (the jobs
+that ended so far), marked ``"outputs": "partial"`` in manifest.json and in the summary
+(outputs of an earlier run in the same directory are removed first, so what is there is
+this run's).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from timewarp import __version__
 from timewarp.run_cli import parse_epoch, positive_seconds
 
 OUT_PREFIX = "out"
+OUT_FILES = tuple(f"{OUT_PREFIX}_{kind}.csv" for kind in ("jobs", "schedule", "machine_states"))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -137,6 +141,8 @@ class _Simulation:
         self.sim_proc: subprocess.Popen | None = None
 
     def run(self) -> int:
+        for name in OUT_FILES:  # an earlier run's outputs must not pass for this run's
+            (self.out / name).unlink(missing_ok=True)
         from broker.clock_service import DEFAULT_EPOCH_NS, ClockService
         from broker.engine import FacadeClock
         from broker.facade import Facade
@@ -224,6 +230,8 @@ class _Simulation:
         from timewarp import report
 
         figures = report.summarise(self.out / OUT_PREFIX, result.stats if result else {}, wall)
+        written = all((self.out / name).exists() for name in OUT_FILES)
+        figures["outputs"] = ("complete" if ok else "partial") if written else "none"
         self._write_manifest(figures, ok, reason, wall)
         if not args.no_plots and (self.out / f"{OUT_PREFIX}_jobs.csv").exists():
             try:
@@ -310,6 +318,7 @@ class _Simulation:
             "inputs": {path: _sha256(Path(path)) for path in [args.platform, *args.workload]},
             "ok": ok,
             "reason": reason,
+            "outputs": figures["outputs"],
             "wall_s": round(wall, 3),
             "figures": figures,
         }
