@@ -7,9 +7,10 @@ A script written for Batsim works by swapping the program name::
 Exit status: 0 on success; 2 for bad input (arguments, platform, workloads), before any
 connection is made and without writing outputs; 1 when the decision process breaks the
 protocol, deadlocks the simulation or does not answer within ``--reply-timeout``; 143
-(SIGTERM) or 130 (SIGINT, Ctrl-C) when stopped from outside. A run that does not end
-normally still writes *partial* outputs: the jobs that ended so far and the machine
-states so far, ``batsim_version`` ending in ``-partial`` (real Batsim writes nothing).
+(SIGTERM) or 130 (SIGINT, Ctrl-C) when stopped from outside. A run stopped from outside,
+by ``--reply-timeout`` or by a deadlock still writes *partial* outputs: the jobs that
+ended so far and the machine states so far, ``batsim_version`` ending in ``-partial``
+(real Batsim writes nothing then). A protocol error writes nothing, as in Batsim.
 """
 
 from __future__ import annotations
@@ -140,7 +141,8 @@ def run(args: argparse.Namespace) -> int:
                 stop=stop,
             )
         except protocol.ProtocolError as exc:
-            failure = (f"decision process error: {exc}", 1)
+            # like Batsim, which aborts: a broken reply makes the results meaningless
+            return _fail(f"decision process error: {exc}", 1)
         except Deadlock as exc:
             failure = (f"deadlock: {exc}", 1)
         except ReplyTimeout as exc:

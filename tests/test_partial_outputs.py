@@ -40,19 +40,20 @@ def read(path: Path) -> list[dict[str, str]]:
 class StallingDecisionProcess:
     """FCFS until simulated time reaches ``stall_at``; that message is never answered."""
 
-    def __init__(self, endpoint: str, stall_at: float) -> None:
+    def __init__(self, endpoint: str, stall_at: float, decide=None) -> None:
         self.context = zmq.Context()
         self.socket = self.context.socket(zmq.REP)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.bind(endpoint)
         self.stall_at = stall_at
+        self.decide = decide or Fcfs()
         self.stalled = threading.Event()
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
     def _serve(self) -> None:
-        decide = Fcfs()
+        decide = self.decide
         while not self.done.is_set():
             if not self.socket.poll(100):
                 continue
@@ -173,3 +174,28 @@ def test_a_complete_run_says_complete(tmp_path, subprocess_env, inputs):
     assert not schedule["batsim_version"].endswith(PARTIAL_SUFFIX)
     assert "PARTIAL" not in r.stderr
     assert len(read(out / "out_jobs.csv")) == 3
+
+
+def test_a_deadlock_leaves_partial_outputs_too(tmp_path, subprocess_env, inputs):
+    """A decision process that starts job 1 only: once it ends, nothing can happen."""
+
+    def only_job_1(message):
+        events = [
+            p.Event(message.now, p.ExecuteJob("w0!1", p.ProcSet(0)))
+            for e in message.events
+            if isinstance(e.data, p.JobSubmitted) and e.data.job_id == "w0!1"
+        ]
+        return p.Message(message.now, events)
+
+    endpoint = free_endpoint()
+    decision = StallingDecisionProcess(endpoint, stall_at=float("inf"), decide=only_job_1)
+    sim = start_sim(tmp_path, inputs, endpoint)
+    try:
+        _, err = sim.communicate(timeout=60)
+    finally:
+        sim.kill()
+        decision.close()
+    assert sim.returncode == 1, err
+    assert "deadlock" in err and "partial outputs written (1 of 3 jobs ended by t=10 s)" in err
+    rows = read(tmp_path / "out" / "run_jobs.csv")
+    assert [(r["job_id"], r["final_state"]) for r in rows] == [("1", "COMPLETED_SUCCESSFULLY")]
