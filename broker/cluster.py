@@ -379,6 +379,9 @@ class Cluster:
             pod = self.facade.store.get_or_none("pods", namespace, name)
             if pod is not None and (namespace, name) not in self.pods:
                 self._adopt(pod)
+                node = (pod.get("spec") or {}).get("nodeName")
+                if node in self.nodes:  # created bound: the kubelet takes it directly
+                    self._admit(namespace, name, node)
         for namespace, pod, obj in removed:
             self._removed_pod(namespace, pod, obj)
         for namespace, pod, node in bindings:

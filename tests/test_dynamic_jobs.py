@@ -12,7 +12,7 @@ import string
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker import naming
@@ -477,3 +477,142 @@ def test_simulate_runs_a_job_to_complete_with_a_real_scheduler_process(tmp_path,
     assert figures["nb_jobs"] == 4 and figures["dynamic_jobs"] == 3
     assert figures["makespan"] == 20.0
     assert "jobs made by controllers (dynamic)" in r.stderr
+
+
+# --------------------------------------------------------------------- more Job behaviour
+
+
+def evict_job_pod_at(world, seconds: float, job: str):
+    """At virtual ``seconds``, evict the first running pod of Job ``job`` (if any)."""
+
+    def evict():
+        pods = world.store.list("pods", "default", label_selector=f"job-name={job}")[0]
+        running = [q for q in pods if q["status"]["phase"] == "Running"]
+        if running:
+            name = running[0]["metadata"]["name"]
+            world.facade.hooks.on_evict("default", name)
+            world.store.delete("pods", "default", name)
+
+    world.clock.call_at(int(seconds * 1e9), evict)
+
+
+def test_an_evicted_job_pod_is_a_failure_replaced_after_the_back_off(world):
+    jobs, profiles = ONE_STATIC
+    manifest = job_manifest("work", duration=100)
+
+    def before(message):
+        create_at_start(world, ("jobs.batch", manifest))(message)
+        if any(isinstance(e.data, p.SimulationBegins) for e in message.events):
+            evict_job_pod_at(world, 30, "work")
+
+    world.run(jobs, profiles, before=before)
+    status = world.store.get("jobs.batch", "default", "work")["status"]
+    assert (status["failed"], status["succeeded"]) == (1, 1)
+    assert status["conditions"][0]["type"] == "Complete"
+    k8s = [r for r in world.rows() if r["workload_name"] == "k8s"]
+    assert [(r["final_state"], r["starting_time"], r["finish_time"]) for r in k8s] == [
+        ("COMPLETED_KILLED", "0.000000", "30.000000"),
+        ("COMPLETED_SUCCESSFULLY", "40.000000", "140.000000"),  # 10 s back-off
+    ]
+
+
+def test_a_pod_created_already_bound_runs_without_a_binding(world):
+    """No scheduler binds it: the kubelet model admits a pod created with spec.nodeName."""
+    jobs, profiles = ONE_STATIC
+    pod = {
+        "metadata": {"name": "pinned", "annotations": {DURATION_ANNOTATION: "5"}},
+        "spec": {"nodeName": "n001", "containers": [{"name": "c", "image": "busybox"}]},
+    }
+    world.run(jobs, profiles, before=create_at_start(world, ("pods", pod)))
+    row = next(r for r in world.rows() if r["job_id"] == "default.pinned")
+    assert row["final_state"] == "COMPLETED_SUCCESSFULLY" and row["allocated_resources"] == "1"
+    assert float(row["finish_time"]) == 5.0
+
+
+def job_run_signature(tmp_path: Path) -> tuple:
+    tmp_path.mkdir()
+    run = InProcessRun(tmp_path)
+    try:
+        jobs, profiles = RS_WORKLOAD
+        manifest = job_manifest("pi", duration=10, completions=3, parallelism=2)
+
+        def before(message):
+            create_at_start(run, ("jobs.batch", manifest))(message)
+            evict_at(run, 30, naming.pod_name("w0!web-1"))(message)
+
+        run.run(jobs, profiles, before=before)
+        return run.replies, jobs_rows(run.sim.job_records())
+    finally:
+        run.close()
+
+
+def test_same_inputs_same_messages_and_rows(tmp_path):
+    first = job_run_signature(tmp_path / "a")
+    second = job_run_signature(tmp_path / "b")
+    assert first == second
+    assert any("REGISTER_JOB" in json.dumps(r) for r in first[0])
+
+
+@settings(deadline=None)
+@given(
+    completions=st.integers(1, 5),
+    parallelism=st.integers(1, 4),
+    backoff_limit=st.integers(0, 3),
+    duration=st.integers(1, 20),
+    nodes=st.integers(1, 3),
+    evictions=st.lists(st.integers(1, 120), max_size=4),
+)
+def test_job_invariants_hold_under_evictions(
+    completions, parallelism, backoff_limit, duration, nodes, evictions
+):
+    """Whatever the shape and the evictions: never more than `parallelism` pods run at
+    once, the counts in status match out_jobs.csv, the Job ends Complete exactly when
+    `completions` pods succeeded (else Failed past backoffLimit), and the simulation ends
+    with registration_finished sent once."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        run = InProcessRun(Path(tmp), nodes=nodes, cores=2)
+        try:
+            manifest = job_manifest(
+                "j",
+                duration=duration,
+                completions=completions,
+                parallelism=parallelism,
+                backoffLimit=backoff_limit,
+            )
+
+            def before(message):
+                create_at_start(run, ("jobs.batch", manifest))(message)
+                if any(isinstance(e.data, p.SimulationBegins) for e in message.events):
+                    for t in sorted(set(evictions)):
+                        evict_job_pod_at(run, t, "j")
+
+            jobs, profiles = ONE_STATIC
+            run.run(jobs, profiles, before=before)
+            status = run.store.get("jobs.batch", "default", "j")["status"]
+            rows = [r for r in run.rows() if r["workload_name"] == "k8s"]
+            notify = [d["type"] for _, d in run.sent("NOTIFY")]
+        finally:
+            run.close()
+    ok = [r for r in rows if r["final_state"] == "COMPLETED_SUCCESSFULLY"]
+    # a failure is a pod killed while running, or deleted while pending (its job rejected)
+    killed = [r for r in rows if r["final_state"] in ("COMPLETED_KILLED", "REJECTED")]
+    assert len(ok) == status.get("succeeded", 0) and len(ok) + len(killed) == len(rows)
+    assert len(killed) == status.get("failed", 0)
+    [condition] = status["conditions"]
+    if condition["type"] == "Complete":
+        assert len(ok) == completions and len(killed) <= backoff_limit
+    else:
+        assert condition["reason"] == "BackoffLimitExceeded" and len(killed) > backoff_limit
+        assert len(ok) < completions
+    ran = [r for r in rows if r["starting_time"]]
+    starts = [(float(r["starting_time"]), 1) for r in ran]
+    ends = [(float(r["finish_time"]), -1) for r in ran]
+    running = peak = 0
+    for _, delta in sorted(starts + ends):  # ends sort before starts at the same instant
+        running += delta
+        peak = max(peak, running)
+    assert peak <= parallelism
+    assert "active" not in status
+    assert notify == ["registration_finished"]
