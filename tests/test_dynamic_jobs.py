@@ -616,3 +616,41 @@ def test_job_invariants_hold_under_evictions(
     assert peak <= parallelism
     assert "active" not in status
     assert notify == ["registration_finished"]
+
+
+def test_simulate_asks_real_batsim_for_dynamic_jobs_too(tmp_path, subprocess_env):
+    """--batsim PATH gets Batsim's own flags, --enable-dynamic-jobs included: a stand-in
+    records its arguments and runs the embedded simulator with them."""
+    import csv
+    import sys
+
+    from simrun import run_simulate
+
+    args_file = tmp_path / "batsim-args.json"
+    fake = tmp_path / "batsim"
+    fake.write_text(
+        f"#!{sys.executable}\n"
+        "import json, sys\n"
+        f"json.dump(sys.argv[1:], open({str(args_file)!r}, 'w'))\n"
+        "from timewarp.cli import main\n"
+        "sys.exit(main(['sim', *sys.argv[1:]]))\n"
+    )
+    fake.chmod(0o755)
+    jobs, profiles = ONE_STATIC
+    workload = write_workload(tmp_path / "w.json", jobs, profiles)
+    platform = write_platform(tmp_path / "p.xml", 2, 2)
+    manifest = job_manifest("pi", duration=10, completions=2, parallelism=2)
+    manifest["spec"]["template"]["spec"]["schedulerName"] = "default"
+    (tmp_path / "jobs.json").write_text(json.dumps([manifest]))
+    out = tmp_path / "out"
+    r = run_simulate(
+        out, subprocess_env,
+        f"python tests/programs/job_scheduler.py --jobs {tmp_path / 'jobs.json'}",
+        platform, workload, "--batsim", str(fake), timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    argv = json.loads(args_file.read_text())
+    assert "--enable-dynamic-jobs" in argv and "--enable-compute-sharing" in argv
+    rows = list(csv.DictReader((out / "out_jobs.csv").open()))
+    assert sum(row["workload_name"] == "k8s" for row in rows) == 2
+    assert json.loads((out / "manifest.json").read_text())["simulator"] == str(fake)
