@@ -654,3 +654,30 @@ def test_simulate_asks_real_batsim_for_dynamic_jobs_too(tmp_path, subprocess_env
     rows = list(csv.DictReader((out / "out_jobs.csv").open()))
     assert sum(row["workload_name"] == "k8s" for row in rows) == 2
     assert json.loads((out / "manifest.json").read_text())["simulator"] == str(fake)
+
+
+def test_simulate_restarts_an_evicted_replicaset_pod_as_a_new_batsim_job(tmp_path, subprocess_env):
+    import csv
+
+    from simrun import run_simulate
+
+    jobs, profiles = RS_WORKLOAD
+    workload = write_workload(tmp_path / "w.json", jobs, profiles)
+    platform = write_platform(tmp_path / "p.xml", 2, 2)
+    out = tmp_path / "out"
+    r = run_simulate(
+        out, subprocess_env,
+        "python tests/programs/evicting_scheduler.py --evict-after 25 --replicaset web"
+        " --scheduler-name default",
+        platform, workload, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = {row["job_id"]: row for row in csv.DictReader((out / "out_jobs.csv").open())}
+    assert rows["web-1"]["final_state"] == "COMPLETED_KILLED"
+    assert rows["web-1"]["finish_time"] == "25.000000"
+    again = rows["web-1~r1"]
+    assert again["workload_name"] == "w0" and again["profile"] == "long"
+    assert again["submission_time"] == "25.000000"
+    assert (again["starting_time"], again["finish_time"]) == ("25.000000", "125.000000")
+    figures = json.loads((out / "manifest.json").read_text())["figures"]
+    assert figures["nb_jobs"] == 2 and figures["dynamic_jobs"] == 1 and figures["makespan"] == 125
