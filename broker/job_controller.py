@@ -27,7 +27,8 @@ Honest limits: ``completionMode: Indexed``, ``podFailurePolicy``, ``successPolic
 as NonIndexed); ``restartPolicy: OnFailure`` behaves like ``Never`` (a failed pod is
 replaced, not restarted in place); deleting a Job orphans its pods (the API's default for
 batch/v1 Jobs; ``propagationPolicy`` is ignored); ``suspend`` stops creating pods and
-deletes active ones without counting them as failed.
+deletes active ones without counting them as failed; orphan pods matching a Job's selector
+are not adopted (the controller follows the pods it made).
 
 Threading: the store listener only records which Jobs changed; :meth:`reconcile` runs in
 the broker's driver thread, Jobs in sorted order, so runs are reproducible.
@@ -41,7 +42,7 @@ from typing import Any, Protocol
 
 from broker import k8s_events
 from broker.facade.clock import Cancellable
-from broker.facade.objects import JOB_LABELS, format_time
+from broker.facade.objects import format_time
 from broker.facade.store import Store
 
 COMPONENT = "job-controller"
@@ -70,8 +71,7 @@ class _JobState:
     succeeded: int = 0
     failed: int = 0
     last_failure_ns: int | None = None
-    counted: set[str] = field(default_factory=set)  # pods already counted (or not to count)
-    known: set[str] = field(default_factory=set)  # pods active at the last reconcile
+    known: set[str] = field(default_factory=set)  # its pods not counted yet (active)
     timers: dict[int, Cancellable] = field(default_factory=dict)
     finished: bool = False
     simulated: bool = False  # its pods are Batsim jobs: it keeps the simulation going
@@ -266,37 +266,28 @@ class JobController:
             )
         return did
 
-    def _pods_of(self, job: dict[str, Any]) -> list[dict[str, Any]]:
-        namespace = job["metadata"]["namespace"]
-        uid = job["metadata"]["uid"]
-        match = (job["spec"].get("selector") or {}).get("matchLabels") or {JOB_LABELS[0]: uid}
-        selector = ",".join(f"{k}={v}" for k, v in sorted(match.items()))
-        pods, _ = self.store.list("pods", namespace, label_selector=selector)
-        return [p for p in pods if (owner_job(p) or {}).get("uid") == uid]
-
     def _count(self, state: _JobState, job: dict[str, Any], now: int) -> list[dict[str, Any]]:
-        """Count newly ended pods; return the active ones (pending or running)."""
-        active, present = [], set()
-        for pod in self._pods_of(job):
-            name = pod["metadata"]["name"]
-            present.add(name)
-            phase = (pod.get("status") or {}).get("phase")
-            if phase in _TERMINAL:
-                if name not in state.counted:
-                    state.counted.add(name)
-                    if phase == "Succeeded":
-                        state.succeeded += 1
-                    else:
-                        state.failed += 1
-                        state.last_failure_ns = now
-            elif name not in state.counted:
+        """Count the Job's pods that ended since the last look (a pod gone before it ended
+        is a failure); return the active ones (pending or running), by name.
+
+        Only the pods this controller made are looked at, O(active) per reconcile: a real
+        controller also adopts orphans that match its selector; this one does not."""
+        namespace, uid = job["metadata"]["namespace"], job["metadata"]["uid"]
+        active = []
+        for name in sorted(state.known):
+            pod = self.store.get_or_none("pods", namespace, name)
+            if pod is not None and (owner_job(pod) or {}).get("uid") != uid:
+                pod = None  # the name was reused by someone else: ours is gone
+            phase = None if pod is None else (pod.get("status") or {}).get("phase")
+            if pod is not None and phase not in _TERMINAL:
                 active.append(pod)
-        for name in state.known - present:
-            if name not in state.counted:  # deleted or evicted before it ended
-                state.counted.add(name)
+                continue
+            state.known.discard(name)
+            if phase == "Succeeded":
+                state.succeeded += 1
+            else:  # Failed, or deleted/evicted before it ended
                 state.failed += 1
                 state.last_failure_ns = now
-        state.known = {p["metadata"]["name"] for p in active}
         return active
 
     def _backoff_until(self, state: _JobState) -> int:
@@ -343,8 +334,7 @@ class JobController:
 
     def _delete(self, state: _JobState, job: dict[str, Any], pod: dict[str, Any]) -> None:
         name = pod["metadata"]["name"]
-        state.counted.add(name)
-        state.known.discard(name)
+        state.known.discard(name)  # not to be counted: the caller decides
         self.pods.delete_controlled_pod(pod["metadata"]["namespace"], name)
         k8s_events.emit(
             self.store,
