@@ -1,8 +1,9 @@
 """Controller-made pods as Batsim dynamic jobs, and the batch/v1 Job controller.
 
-Most tests run the broker against the embedded simulator *in process* (messages through
-the real codec, no sockets, no scheduler process): a first-fit binder plays the scheduler
-inside the broker's settle loop, so each run is deterministic and takes milliseconds.
+Most tests run the broker against the embedded simulator *in process*
+(:mod:`broker.inprocess`: messages through the real codec, no sockets, no scheduler
+process, a first-fit binder plays the scheduler), so each run is deterministic and takes
+milliseconds; a few run `timewarp simulate` with a real scheduler process.
 """
 
 from __future__ import annotations
@@ -16,98 +17,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker import naming
-from broker.clock_service import ClockService
 from broker.cluster import DURATION_ANNOTATION, JOB_ID_ANNOTATION, NOT_SIMULATED
-from broker.engine import Broker, FacadeClock
-from broker.facade import Facade
 from broker.facade.errors import ApiError
 from broker.facade.objects import format_time
-from broker.launcher import Launcher
+from broker.inprocess import InProcessRun
 from simulator import protocol as p
 from simulator.outputs import jobs_rows
-from simulator.testing import make_sim, write_platform, write_workload
-
-
-class InProcessRun:
-    """Broker + facade + embedded simulator in one process; ``binder`` binds every
-    unbound pod to the node with the most free cpu, as a scheduler would, each time the
-    broker settles."""
-
-    def __init__(self, tmp_path: Path, nodes: int = 2, cores: int = 2) -> None:
-        self.tmp = tmp_path
-        self.platform = write_platform(tmp_path / "platform.xml", nodes, cores)
-        self.clock = ClockService()
-        self.facade = Facade(FacadeClock(self.clock)).start()
-        launcher = Launcher(clock=self.clock, facade=self.facade, out_dir=tmp_path)
-        self.broker = Broker(
-            endpoint="tcp://127.0.0.1:*", clock=self.clock, facade=self.facade, launcher=launcher
-        )
-        self.cluster = self.broker.cluster
-        self.store = self.facade.store
-        self.replies: list[dict] = []
-        self.bind_enabled = True
-        original = self.cluster.process
-
-        def process_then_bind() -> bool:
-            did = original()
-            return self._bind_pending() or did
-
-        self.cluster.process = process_then_bind  # type: ignore[method-assign]
-
-    def _bind_pending(self) -> bool:
-        if not self.bind_enabled or not self.cluster.nodes:
-            return False
-        free = {n.name: n.cpu_m - n.used_cpu_m for n in self.cluster.nodes.values()}
-        pods, _ = self.store.list("pods", field_selector="spec.nodeName=,status.phase=Pending")
-        pods.sort(key=lambda q: (q["metadata"]["creationTimestamp"], q["metadata"]["name"]))
-        bound = False
-        for pod in pods:
-            ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
-            need = self.cluster._requests(pod)[0]
-            node = max(sorted(free), key=lambda n: free[n])
-            if free[node] < need:
-                continue
-            self.cluster._on_bind(ns, name, node)  # what the binding endpoint does
-            self.store.bind(ns, name, node)
-            free[node] -= need
-            bound = True
-        return bound
-
-    def run(self, jobs: list[dict], profiles: dict, *, dynamic: bool = True, before=None):
-        workload = write_workload(self.tmp / "workload.json", jobs, profiles)
-        self.sim = make_sim(
-            self.platform, [workload], allow_compute_sharing=True, dynamic_jobs=dynamic
-        )
-        message = self.sim.first_message()
-        for _ in range(10_000):
-            decoded = p.decode(p.encode(message), "batsim")
-            if before is not None:
-                before(decoded)
-            reply = p.decode(p.encode(self.broker.step(decoded)), "decision")
-            self.replies.append(json.loads(p.encode(reply)))
-            if self.sim.ended:
-                return self.sim
-            message = self.sim.handle_reply(reply)
-        raise AssertionError("the simulation did not end")
-
-    def sent(self, type_: str) -> list[tuple[float, dict]]:
-        return [
-            (e["timestamp"], e["data"]) for r in self.replies for e in r["events"]
-            if e["type"] == type_
-        ]  # fmt: skip
-
-    def rows(self) -> list[dict[str, str]]:
-        header, *lines = jobs_rows(self.sim.job_records())
-        keys = header.split(",")
-        return [dict(zip(keys, line.split(","), strict=False)) for line in lines]
-
-    def events(self, reason: str) -> list[dict]:
-        return [e for e in self.store.list("events")[0] if e["reason"] == reason]
-
-    def close(self) -> None:
-        self.broker.close()
-        self.facade.stop()
-        self.clock.close()
+from simulator.testing import write_platform, write_workload
 
 
 @pytest.fixture
