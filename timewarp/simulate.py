@@ -34,6 +34,7 @@ from timewarp import __version__
 from timewarp.run_cli import parse_epoch, positive_seconds
 
 OUT_PREFIX = "out"
+SIGTERM_GRACE_S = 20.0  # time a stopped simulator gets to write partial outputs
 OUT_FILES = tuple(f"{OUT_PREFIX}_{kind}.csv" for kind in ("jobs", "schedule", "machine_states"))
 
 
@@ -290,8 +291,8 @@ class _Simulation:
             return proc.wait(30 if wait else 0.5)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                return proc.wait(5)
+            try:  # the embedded simulator writes its partial outputs, then exits
+                return proc.wait(SIGTERM_GRACE_S)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 return proc.wait()
