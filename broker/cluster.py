@@ -416,8 +416,18 @@ class Cluster:
         return self._can_register() and self.pod_duration(template)[0] is not None
 
     def create_controlled_pod(self, pod: dict[str, Any]) -> dict[str, Any]:
-        """For the Job controller: store a pod it made and adopt it."""
-        created = self.facade.store.create("pods", pod, namespace=pod["metadata"]["namespace"])
+        """For the Job controller: store a pod it made and adopt it (annotated with its
+        job id as it is stored: one write, not two)."""
+        simulated = self._simulation_plan(pod)[0] is not None
+
+        def annotate(obj: dict[str, Any]) -> None:
+            if simulated:
+                meta = obj["metadata"]
+                job_id = naming.api_pod_job_id(meta["namespace"], meta["name"])
+                meta.setdefault("annotations", {})[JOB_ID_ANNOTATION] = job_id
+
+        namespace = pod["metadata"]["namespace"]
+        created = self.facade.store.create("pods", pod, namespace=namespace, prepare=annotate)
         self._adopt(created)
         return created
 
@@ -438,15 +448,10 @@ class Cluster:
         jp = JobPod("", namespace, name, cpu_m, memory, None)
         jp.labels = dict(meta.get("labels") or {})
         self.pods[(namespace, name)] = jp
-        duration, why = self.pod_duration(pod)
-        if duration is not None and not self.dynamic_jobs:
-            why = "the simulator does not accept dynamic jobs (Batsim needs --enable-dynamic-jobs)"
-        elif duration is not None and self.registration_finished:
-            why = "it came after the workload ended (registration_finished was sent)"
-        if why:
+        duration, why = self._simulation_plan(pod)
+        if duration is None:
             self._not_simulated(pod, why)
             return jp
-        assert duration is not None
         job_id = naming.api_pod_job_id(namespace, name)
         profile = f"delay-{duration:.15g}"
         if profile not in self._profiles:
@@ -466,12 +471,22 @@ class Cluster:
         if isinstance(deadline, int) and not isinstance(deadline, bool) and deadline > 0:
             job["walltime"] = deadline
         self._register(jp, job_id, job)
+        if (meta.get("annotations") or {}).get(JOB_ID_ANNOTATION) != job_id:
 
-        def annotate(obj: dict[str, Any]) -> None:
-            obj["metadata"].setdefault("annotations", {})[JOB_ID_ANNOTATION] = job_id
+            def annotate(obj: dict[str, Any]) -> None:
+                obj["metadata"].setdefault("annotations", {})[JOB_ID_ANNOTATION] = job_id
 
-        self.facade.store.update("pods", namespace, name, annotate)
+            self.facade.store.update("pods", namespace, name, annotate)
         return jp
+
+    def _simulation_plan(self, pod: dict[str, Any]) -> tuple[float | None, str]:
+        """How long ``pod`` runs as a Batsim job, or None and why it cannot be one."""
+        duration, why = self.pod_duration(pod)
+        if duration is not None and not self.dynamic_jobs:
+            why = "the simulator does not accept dynamic jobs (Batsim needs --enable-dynamic-jobs)"
+        elif duration is not None and self.registration_finished:
+            why = "it came after the workload ended (registration_finished was sent)"
+        return (None, why) if why else (duration, "")
 
     def _register(self, jp: JobPod, job_id: str, job: dict[str, Any]) -> None:
         jp.job_id = job_id

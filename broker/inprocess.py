@@ -58,6 +58,8 @@ class InProcessRun:
         if not self.bind_enabled or not self.cluster.nodes:
             return False
         free = {n.name: n.cpu_m - n.used_cpu_m for n in self.cluster.nodes.values()}
+        if max(free.values()) <= 0:
+            return False  # a full cluster: no need to look at the queue
         pods, _ = self.store.list("pods", field_selector="spec.nodeName=,status.phase=Pending")
         pods.sort(key=lambda q: (q["metadata"]["creationTimestamp"], q["metadata"]["name"]))
         bound = False

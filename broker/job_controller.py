@@ -71,7 +71,7 @@ class _JobState:
     succeeded: int = 0
     failed: int = 0
     last_failure_ns: int | None = None
-    known: set[str] = field(default_factory=set)  # its pods not counted yet (active)
+    active: dict[str, dict[str, Any]] = field(default_factory=dict)  # its pods, last seen
     timers: dict[int, Cancellable] = field(default_factory=dict)
     finished: bool = False
     simulated: bool = False  # its pods are Batsim jobs: it keeps the simulation going
@@ -105,6 +105,8 @@ class JobController:
         self.pods = pods
         self._lock = threading.Lock()
         self._dirty: set[tuple[str, str]] = set()
+        self._changed: dict[tuple[str, str], set[str]] = {}  # Job -> its pods that changed
+        self._pending_changes: dict[tuple[str, str], set[str]] = {}  # being reconciled
         self._states: dict[tuple[str, str], _JobState] = {}
         self._started = False
 
@@ -127,11 +129,14 @@ class JobController:
         elif key == "pods":
             ref = owner_job(obj)
             if ref is not None:
-                self._mark(obj["metadata"].get("namespace", ""), ref.get("name", ""))
+                meta = obj["metadata"]
+                self._mark(meta.get("namespace", ""), ref.get("name", ""), meta["name"])
 
-    def _mark(self, namespace: str, name: str) -> None:
+    def _mark(self, namespace: str, name: str, pod: str | None = None) -> None:
         with self._lock:
             self._dirty.add((namespace, name))
+            if pod is not None:
+                self._changed.setdefault((namespace, name), set()).add(pod)
 
     def has_work(self) -> bool:
         with self._lock:
@@ -150,6 +155,7 @@ class JobController:
         written (pods created or deleted, a status changed)."""
         with self._lock:
             dirty, self._dirty = sorted(self._dirty), set()
+            self._pending_changes, self._changed = self._changed, {}
         did = False
         for namespace, name in dirty:
             if self._reconcile(namespace, name):
@@ -183,7 +189,7 @@ class JobController:
             if deadline is not None:
                 self._wake_at(state, key, now + int(deadline) * 10**9)
 
-        active = self._count(state, job, now)
+        active = self._count(state, job, self._pending_changes.get(key, set()), now)
         completions = spec.get("completions")
         did = False
         verdict = None
@@ -266,29 +272,31 @@ class JobController:
             )
         return did
 
-    def _count(self, state: _JobState, job: dict[str, Any], now: int) -> list[dict[str, Any]]:
+    def _count(
+        self, state: _JobState, job: dict[str, Any], changed: set[str], now: int
+    ) -> list[dict[str, Any]]:
         """Count the Job's pods that ended since the last look (a pod gone before it ended
         is a failure); return the active ones (pending or running), by name.
 
-        Only the pods this controller made are looked at, O(active) per reconcile: a real
-        controller also adopts orphans that match its selector; this one does not."""
+        Only pods this controller made and that changed since (the store listener says
+        which) are read again: O(changes) per reconcile. A real controller also adopts
+        orphans that match its selector; this one does not."""
         namespace, uid = job["metadata"]["namespace"], job["metadata"]["uid"]
-        active = []
-        for name in sorted(state.known):
+        for name in sorted(changed & state.active.keys()):
             pod = self.store.get_or_none("pods", namespace, name)
             if pod is not None and (owner_job(pod) or {}).get("uid") != uid:
                 pod = None  # the name was reused by someone else: ours is gone
             phase = None if pod is None else (pod.get("status") or {}).get("phase")
             if pod is not None and phase not in _TERMINAL:
-                active.append(pod)
+                state.active[name] = pod
                 continue
-            state.known.discard(name)
+            del state.active[name]
             if phase == "Succeeded":
                 state.succeeded += 1
             else:  # Failed, or deleted/evicted before it ended
                 state.failed += 1
                 state.last_failure_ns = now
-        return active
+        return [state.active[name] for name in sorted(state.active)]
 
     def _backoff_until(self, state: _JobState) -> int:
         if state.failed == 0 or state.last_failure_ns is None:
@@ -321,7 +329,7 @@ class JobController:
             "spec": dict(template.get("spec") or {}),
         }
         created = self.pods.create_controlled_pod(pod)
-        state.known.add(created["metadata"]["name"])
+        state.active[created["metadata"]["name"]] = created
         k8s_events.emit(
             self.store,
             job,
@@ -334,7 +342,7 @@ class JobController:
 
     def _delete(self, state: _JobState, job: dict[str, Any], pod: dict[str, Any]) -> None:
         name = pod["metadata"]["name"]
-        state.known.discard(name)  # not to be counted: the caller decides
+        state.active.pop(name, None)  # not to be counted: the caller decides
         self.pods.delete_controlled_pod(pod["metadata"]["namespace"], name)
         k8s_events.emit(
             self.store,
