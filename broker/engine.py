@@ -55,6 +55,7 @@ class Progress:
     now_s: float = 0.0
     jobs_submitted: int = 0
     jobs_done: int = 0
+    jobs_dynamic: int = 0  # registered by the broker (controller-made pods)
     messages: int = 0
 
 
@@ -212,6 +213,7 @@ class Broker:
         self.progress.now_s = self.clock.now_ns / 1e9
         self.progress.jobs_submitted = self.cluster.stats.jobs_submitted
         self.progress.jobs_done = self.cluster.stats.jobs_done
+        self.progress.jobs_dynamic = self.cluster.stats.dynamic_jobs
         if self.on_progress is not None:
             self.on_progress(self.progress)
 

@@ -365,6 +365,7 @@ class _ProgressView:
             disable=self.disabled,
         )
         self.task = self.progress.add_task("sim", total=total_jobs or None, now="0 s", speedup="")
+        self.total_jobs = total_jobs
         self.started = _wall.perf_counter()
 
     def __enter__(self):  # type: ignore[no-untyped-def]
@@ -377,6 +378,7 @@ class _ProgressView:
     def update(self, p) -> None:  # type: ignore[no-untyped-def]
         wall = _wall.perf_counter() - self.started
         speed = f"{p.now_s / wall:,.0f}x" if wall > 0 else ""
+        total = (self.total_jobs + p.jobs_dynamic) or None  # controller-made pods count too
         self.progress.update(
-            self.task, completed=p.jobs_done, now=f"{p.now_s:,.0f} s", speedup=speed
+            self.task, completed=p.jobs_done, total=total, now=f"{p.now_s:,.0f} s", speedup=speed
         )
