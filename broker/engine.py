@@ -12,8 +12,10 @@ Deterministic mode, for each message Batsim sends (``now`` = t):
    t) and a CALL_ME_LATER for the earliest pending timer not already requested.
 
 Time never moves while a scheduler thread runs, so the same inputs give the same
-decisions, byte for byte. Once every static job was submitted and has ended, no more
-calls are requested and Batsim can end the simulation.
+decisions, byte for byte. Once every static job was submitted and every Batsim job (static
+or dynamic: REGISTER_JOB for controller-made pods, see ``broker.cluster``) has ended, no
+more calls are requested, NOTIFY ``registration_finished`` goes out when dynamic jobs are
+enabled, and Batsim can end the simulation.
 """
 
 from __future__ import annotations
