@@ -77,7 +77,21 @@ def create_at_start(world, *objects):
 def test_a_job_with_three_completions_two_at_a_time_runs_to_complete(world):
     jobs, profiles = ONE_STATIC
     manifest = job_manifest("pi", duration=10, completions=3, parallelism=2)
-    sim = world.run(jobs, profiles, before=create_at_start(world, ("jobs.batch", manifest)))
+    seen = {}
+
+    def before(message):
+        create_at_start(world, ("jobs.batch", manifest))(message)
+        if any(isinstance(e.data, p.SimulationBegins) for e in message.events):
+            for t in (5, 15):
+                world.clock.call_at(t * 10**9, lambda t=t: seen.update({t: status_now()}))
+
+    def status_now():
+        return dict(world.store.get("jobs.batch", "default", "pi")["status"])
+
+    sim = world.run(jobs, profiles, before=before)
+    assert (seen[5]["active"], seen[5]["ready"], seen[5].get("succeeded")) == (2, 2, None)
+    assert (seen[15]["active"], seen[15]["ready"], seen[15]["succeeded"]) == (1, 1, 2)
+    assert "conditions" not in seen[15]
     job = world.store.get("jobs.batch", "default", "pi")
     status = job["status"]
     assert status["succeeded"] == 3 and "active" not in status and "failed" not in status
