@@ -1,8 +1,10 @@
 """Clock benchmark: what virtual time costs a program.
 
 Prints, in one run: now() cost (cached and round trip) next to time.time(), sleep->wake
-latency, and timers fired per second for 1/10/100 threads (deadlines aligned, so one
-advance wakes every thread, and staggered, so each timer is its own advance).
+latency, timers fired per second for 1/10/100 threads (deadlines aligned, so one
+advance wakes every thread, and staggered, so each timer is its own advance), and the
+wall time of the simulated day of `examples/ticking_day.py` as a user runs it (the whole
+`timewarp run --standalone` command: interpreter start-ups and the import hook included).
 
     .venv/bin/python benchmarks/clock.py [--repeat 3]
 
@@ -63,11 +65,40 @@ def measure(kind: str, threads: int, iterations: int, roundtrip: bool = False) -
     if roundtrip:
         env["TIMEWARP_NOW"] = "roundtrip"
     out = subprocess.run(
-        [sys.executable, "-m", "timewarp", "run", "--standalone", "--no-import-hook", "-q", "--",
-         sys.executable, __file__, "--child", kind, str(threads), str(iterations)],
-        env=env, capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "timewarp",
+            "run",
+            "--standalone",
+            "--no-import-hook",
+            "-q",
+            "--",
+            sys.executable,
+            __file__,
+            "--child",
+            kind,
+            str(threads),
+            str(iterations),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     return json.loads(out.strip().splitlines()[-1])
+
+
+def simulated_day() -> float:
+    """Wall seconds of `timewarp run --standalone -- python examples/ticking_day.py`."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    t0 = real.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "timewarp", "run", "--standalone", "-q", "--",
+         "python", str(ROOT / "examples" / "ticking_day.py")],
+        env=env, capture_output=True, check=True,
+    )  # fmt: skip
+    return real.perf_counter() - t0
 
 
 def fmt(values: list[float]) -> str:
@@ -95,17 +126,42 @@ def main() -> None:
             real.time()
         base.append((real.perf_counter() - t0) / n * 1e6)
     rows.append(("time.time() (real, for reference)", base, "µs/call"))
-    rows.append(("now() cached (deterministic mode)",
-                 [measure("now", 1, 200_000)["per_call_us"] for _ in range(args.repeat)], "µs/call"))
-    rows.append(("now() round trip to the broker",
-                 [measure("now", 1, 5_000, roundtrip=True)["per_call_us"] for _ in range(args.repeat)], "µs/call"))
-    rows.append(("sleep(1) -> wake, one thread",
-                 [measure("sleep", 1, 2_000)["per_sleep_us"] for _ in range(args.repeat)], "µs/sleep"))
+    rows.append(
+        (
+            "now() cached (deterministic mode)",
+            [measure("now", 1, 200_000)["per_call_us"] for _ in range(args.repeat)],
+            "µs/call",
+        )
+    )
+    rows.append(
+        (
+            "now() round trip to the broker",
+            [measure("now", 1, 5_000, roundtrip=True)["per_call_us"] for _ in range(args.repeat)],
+            "µs/call",
+        )
+    )
+    rows.append(
+        (
+            "sleep(1) -> wake, one thread",
+            [measure("sleep", 1, 2_000)["per_sleep_us"] for _ in range(args.repeat)],
+            "µs/sleep",
+        )
+    )
     for kind in ("aligned", "staggered"):
         for threads in (1, 10, 100):
             iterations = max(20, 2_000 // threads)
-            values = [measure(kind, threads, iterations)["timers_per_s"] for _ in range(args.repeat)]
+            values = [
+                measure(kind, threads, iterations)["timers_per_s"] for _ in range(args.repeat)
+            ]
             rows.append((f"timers fired, {threads} threads, {kind} deadlines", values, "timers/s"))
+
+    rows.append(
+        (
+            "simulated day, examples/ticking_day.py (whole command)",
+            [simulated_day() for _ in range(args.repeat)],
+            "s",
+        )
+    )
 
     width = max(len(r[0]) for r in rows)
     label = "value" if args.repeat == 1 else "min / median / max"

@@ -40,12 +40,20 @@ import zmq
 
 from timewarp import clockproto
 from timewarp._wakeup import Wakeup
+from timewarp._wakeup import drain_multipart as _drain_multipart
 
 DEFAULT_EPOCH_NS = 1_767_225_600 * 1_000_000_000  # 2026-01-01T00:00:00Z
 DEFAULT_MONO_NS = 1_000 * 1_000_000_000  # monotonic clocks start at 1000 s
 # A process that never waited yet is starting up (importing a large client can take many
 # seconds on a loaded machine): the stall guard gives it at least this long.
 STARTUP_GRACE_S = 60.0
+
+
+def _reply_to(identity: bytes) -> bytes:
+    """A runtime's send socket never reads: answer on its receive socket."""
+    if identity.endswith(clockproto.SEND_SUFFIX):
+        return identity[: -len(clockproto.SEND_SUFFIX)]
+    return identity
 
 
 class ClockStall(RuntimeError):
@@ -129,6 +137,8 @@ class ClockService:
         self._io_checker: IoChecker | None = None
         self._last_activity = _wall.monotonic()
         self._closed = False
+        self._autopilot = False
+        self._loop_ident: int | None = None
         # figures for reports and benchmarks
         self.fires = 0
         self.advances = 0
@@ -201,16 +211,7 @@ class ClockService:
                 )
             if t_ns == self._now:
                 return
-            self._now = t_ns
-            self.advances += 1
-            # Processes that may be woken by facade I/O need the new time before anything
-            # can wake them (a fire carries its time; a watch event does not): push it and
-            # wait until it is applied, or a thread woken by the API could read the old time.
-            pushed = []
-            for proc in self._procs.values():
-                if proc.connected and not proc.gone and proc.io:
-                    self._send_locked(proc, clockproto.time_update(t_ns))
-                    pushed.append(proc)
+            pushed = self._move_time_locked(t_ns)
             self._cond.notify_all()
             give_up = _wall.monotonic() + self.stall_timeout
             while any(not p.gone and p.ack != p.sent for p in pushed):
@@ -223,6 +224,20 @@ class ClockService:
                     break
                 self._cond.wait(min(left, 0.5))
 
+    def _move_time_locked(self, t_ns: int) -> list[ProcessState]:
+        """Set the time; returns the processes told, whose acknowledgement must come
+        before anyone is woken. Processes that may be woken by facade I/O need the new
+        time first (a fire carries its time; a watch event does not), or a thread woken
+        by the API could read the old time."""
+        self._now = t_ns
+        self.advances += 1
+        pushed = []
+        for proc in self._procs.values():
+            if proc.connected and not proc.gone and proc.io:
+                self._send_locked(proc, clockproto.time_update(t_ns))
+                pushed.append(proc)
+        return pushed
+
     def call_at(self, deadline_ns: int, fn: Callable[[], None]) -> _Timer:
         """A broker-side timer: ``fn`` runs in the driver's thread during release_due."""
         with self._cond:
@@ -231,6 +246,64 @@ class ClockService:
             heapq.heappush(self._heap, timer)
             self._cond.notify_all()
             return timer
+
+    def engage_autopilot(self) -> None:
+        """Standalone driving done by the service's own loop: whenever every process is
+        quiescent, advance to the next deadline and release its first owner's timers —
+        the same steps as ``advance_to`` + ``release_due``, without a hop through a driver
+        thread. Only process timers are handled (no ``call_at``); the driver waits in
+        :meth:`wait_settled` for what only it can decide (exit, deadlock)."""
+        with self._cond:
+            self._autopilot = True
+        self._poke()
+
+    def wait_settled(self) -> None:
+        """Autopilot: block until every process is quiescent and no timer is pending
+        (stall guard applied, as in :meth:`wait_quiescent`)."""
+        with self._cond:
+            while True:
+                self._wait_quiescent_locked()
+                self._drop_cancelled_locked()
+                if not self._heap:
+                    return
+                self._cond.wait(0.5)
+
+    def _autopilot_step_locked(self) -> None:
+        if not all(self._quiescent_locked(p) for p in self._procs.values()):
+            self._release_next_io_locked()
+            return
+        self._drop_cancelled_locked()
+        if not self._heap or self._heap[0].proc is None:
+            self._cond.notify_all()
+            return
+        t = self._heap[0].deadline
+        if t > self._now and self._move_time_locked(t):
+            return  # released once the new time is acknowledged
+        self._release_one_owner_locked()
+
+    def _release_one_owner_locked(self) -> tuple[int, Callable[[], None] | None]:
+        """Pop the first due timer and its owner's other timers due now; a process's go
+        out in one ``fire``. Returns (timers fired, broker-side callback to run)."""
+        first = heapq.heappop(self._heap)
+        if first.proc is None:
+            fn, batch_proc, ids = first.fn, None, []
+        else:
+            fn = None
+            batch_proc, ids = first.proc, [first.timer_id]
+            self._timers.pop((batch_proc.name, first.timer_id), None)
+            while (
+                self._heap
+                and self._heap[0].proc is batch_proc
+                and self._heap[0].deadline <= self._now
+            ):
+                nxt = heapq.heappop(self._heap)
+                if not nxt.cancelled:
+                    ids.append(nxt.timer_id)
+                    self._timers.pop((batch_proc.name, nxt.timer_id), None)
+            self._send_locked(batch_proc, clockproto.fire(ids, self._now))
+        n = max(1, len(ids))
+        self.fires += n
+        return n, fn
 
     def release_due(self, wait: bool = True) -> int:
         """Fire every timer due at or before now, one owner at a time, waiting for
@@ -242,26 +315,8 @@ class ClockService:
                 self._drop_cancelled_locked()
                 if not self._heap or self._heap[0].deadline > self._now:
                     return fired
-                first = heapq.heappop(self._heap)
-                if first.proc is None:
-                    fn = first.fn
-                    batch_proc, ids = None, []
-                else:
-                    fn = None
-                    batch_proc, ids = first.proc, [first.timer_id]
-                    self._timers.pop((batch_proc.name, first.timer_id), None)
-                    while (
-                        self._heap
-                        and self._heap[0].proc is batch_proc
-                        and self._heap[0].deadline <= self._now
-                    ):
-                        nxt = heapq.heappop(self._heap)
-                        if not nxt.cancelled:
-                            ids.append(nxt.timer_id)
-                            self._timers.pop((batch_proc.name, nxt.timer_id), None)
-                    self._send_locked(batch_proc, clockproto.fire(ids, self._now))
-                fired += max(1, len(ids))
-                self.fires += max(1, len(ids))
+                n, fn = self._release_one_owner_locked()
+                fired += n
             if fn is not None:
                 fn()
             if wait:
@@ -289,6 +344,8 @@ class ClockService:
         for key in [k for k in self._timers if k[0] == proc.name]:
             self._timers.pop(key).cancel()
         self._cond.notify_all()
+        if self._autopilot:
+            self._poke()  # the others may be quiescent now
 
     def processes(self) -> list[ProcessState]:
         with self._cond:
@@ -322,6 +379,8 @@ class ClockService:
         with self._cond:
             self._last_activity = _wall.monotonic()
             self._cond.notify_all()
+            if self._autopilot:
+                self._poke()
 
     # -------------------------------------------------------- quiescence
     def _quiescent_locked(self, proc: ProcessState) -> bool:
@@ -354,6 +413,15 @@ class ClockService:
         name, seq, port, proc = min(candidates, key=lambda c: (c[0], c[1]))
         return proc, port
 
+    def _release_next_io_locked(self) -> bool:
+        release = self._next_io_release_locked()
+        if release is None:
+            return False
+        proc, port = release
+        self._send_locked(proc, clockproto.io_release(port))
+        self.io_releases += 1
+        return True
+
     def quiescent(self) -> bool:
         with self._cond:
             return all(self._quiescent_locked(p) for p in self._procs.values())
@@ -361,25 +429,24 @@ class ClockService:
     def wait_quiescent(self) -> None:
         """Block until every process is quiescent (or gone). Applies the stall guard."""
         with self._cond:
-            while True:
-                busy = [p for p in self._procs.values() if not self._quiescent_locked(p)]
-                if not busy:
+            self._wait_quiescent_locked()
+
+    def _wait_quiescent_locked(self) -> None:
+        while True:
+            busy = [p for p in self._procs.values() if not self._quiescent_locked(p)]
+            if not busy:
+                return
+            if self._release_next_io_locked():
+                continue
+            idle_for = _wall.monotonic() - self._last_activity
+            limit = self.stall_timeout
+            if not all(p.settled for p in busy):
+                limit = max(limit, STARTUP_GRACE_S)
+            if idle_for >= limit:
+                if self._handle_stall_locked(busy, limit):
                     return
-                release = self._next_io_release_locked()
-                if release is not None:
-                    proc, port = release
-                    self._send_locked(proc, clockproto.io_release(port))
-                    self.io_releases += 1
-                    continue
-                idle_for = _wall.monotonic() - self._last_activity
-                limit = self.stall_timeout
-                if not all(p.settled for p in busy):
-                    limit = max(limit, STARTUP_GRACE_S)
-                if idle_for >= limit:
-                    if self._handle_stall_locked(busy, limit):
-                        return
-                    continue
-                self._cond.wait(min(0.5, limit - idle_for))
+                continue
+            self._cond.wait(min(0.5, limit - idle_for))
 
     def _handle_stall_locked(self, busy: list[ProcessState], limit: float) -> bool:
         """Report the stuck threads; True means: advance anyway."""
@@ -466,7 +533,8 @@ class ClockService:
         self._poke()
 
     def _poke(self) -> None:
-        self._wakeup.poke()
+        if threading.get_ident() != self._loop_ident:  # the loop sends its outbox anyway
+            self._wakeup.poke()
 
     def _drop_cancelled_locked(self) -> None:
         while self._heap and (
@@ -475,6 +543,7 @@ class ClockService:
             heapq.heappop(self._heap)
 
     def _loop(self) -> None:
+        self._loop_ident = threading.get_ident()
         poller = zmq.Poller()
         poller.register(self._sock, zmq.POLLIN)
         poller.register(self._wakeup.fd, zmq.POLLIN)
@@ -486,11 +555,12 @@ class ClockService:
             if self._wakeup.fd in events:
                 self._wakeup.drain()
             if self._sock in events:
-                while self._sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
-                    identity, *frames = self._sock.recv_multipart()
+                for identity, *frames in _drain_multipart(self._sock):
                     for frame in frames:
                         self._receive(identity, frame)
             with self._cond:
+                if self._autopilot:
+                    self._autopilot_step_locked()
                 out, self._outbox = self._outbox, []
             for identity, msg in out:
                 try:
@@ -503,7 +573,9 @@ class ClockService:
             msg = clockproto.decode_to_broker(frame)
         except clockproto.ProtocolError as exc:
             self.log.write(f"timewarp: broker: {exc}\n")
-            self._sock.send_multipart([identity, clockproto.encode(clockproto.error(str(exc)))])
+            self._sock.send_multipart(
+                [_reply_to(identity), clockproto.encode(clockproto.error(str(exc)))]
+            )
             return
         with self._cond:
             self.messages_in += 1
@@ -515,12 +587,12 @@ class ClockService:
                 proc = self._by_identity.get(identity)
                 if proc is None:
                     text = f"clock message {op!r} from a process that did not say hello"
-                    self._outbox.append((identity, clockproto.error(text)))
+                    self._outbox.append((_reply_to(identity), clockproto.error(text)))
                     self._poke()
                     return
                 if op == "now":
                     t = self._current_locked()
-                    self._outbox.append((identity, clockproto.now_reply(msg["rid"], t)))
+                    self._outbox.append((proc.identity, clockproto.now_reply(msg["rid"], t)))
                     self._poke()
                 elif op == "timer":
                     self._add_process_timer_locked(proc, msg)
@@ -538,7 +610,10 @@ class ClockService:
                     proc.stacks = msg["text"]
                 elif op == "bye":
                     self._mark_gone_locked(proc)
-            self._cond.notify_all()
+            # Under autopilot the loop itself acts on routine traffic; waking the driver
+            # for each message would only make two threads fight for the GIL.
+            if not self._autopilot or op in ("hello", "stacks", "bye"):
+                self._cond.notify_all()
 
     def _hello_locked(self, identity: bytes, msg: dict) -> None:
         name = msg["name"]
@@ -556,6 +631,7 @@ class ClockService:
         proc.pid = msg["pid"]
         proc.busy = True
         self._by_identity[identity] = proc
+        self._by_identity[identity + clockproto.SEND_SUFFIX] = proc
         self._outbox.append(
             (identity, clockproto.welcome(self._now, self.epoch_ns, self.mono_ns, self.mode))
         )

@@ -66,25 +66,20 @@ def run_standalone(
 
     threading.Thread(target=_reap, name="timewarp-reaper", daemon=True).start()
     deadlock = None
+    clock.engage_autopilot()  # the service advances time itself while the program lives
     try:
         while not exited.is_set():
-            clock.wait_quiescent()
-            if exited.is_set():
+            clock.wait_settled()
+            if exited.wait(_EXIT_GRACE_S):
                 break
-            deadline = clock.next_deadline()
-            if deadline is None:
-                if exited.wait(_EXIT_GRACE_S):
-                    break
-                if clock.next_deadline() is not None or not clock.quiescent():
-                    continue
-                if any(p.detached for p in clock.alive()):
-                    continue  # a thread the stall guard let go is still in its real wait
-                deadlock = _report_deadlock(clock, name, log)
-                proc.kill()
-                exited.wait(5)
-                break
-            clock.advance_to(deadline)
-            clock.release_due()
+            if clock.next_deadline() is not None or not clock.quiescent():
+                continue
+            if any(p.detached for p in clock.alive()):
+                continue  # a thread the stall guard let go is still in its real wait
+            deadlock = _report_deadlock(clock, name, log)
+            proc.kill()
+            exited.wait(5)
+            break
     except ClockStall:
         proc.kill()
         exited.wait(5)

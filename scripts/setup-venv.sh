@@ -24,7 +24,11 @@ stamp=.venv/.timewarp-installed
 want=$(cat pyproject.toml scripts/setup-venv.sh | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q -e '.[dev,sweep]'
+  # 'compat' puts the checkout on sys.path with a plain .pth line; the default editable
+  # mode imports a finder module at every interpreter start (10-50 ms per process, and a
+  # simulation starts many). Fall back to the default if setuptools no longer has it.
+  .venv/bin/python -m pip install -q -e '.[dev,sweep]' --config-settings editable_mode=compat 2>/dev/null ||
+    .venv/bin/python -m pip install -q -e '.[dev,sweep]'
   # pybatsim (conformance tests of the simulator): 3.2.1 pins pyzmq<23, which does not
   # build on 3.11, so it goes in without its pins beside the current pyzmq.
   .venv/bin/python -m pip install -q --no-deps pybatsim==3.2.1 docopt==0.6.2 sortedcontainers

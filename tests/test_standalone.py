@@ -72,6 +72,19 @@ def test_asyncio_timeouts_follow_virtual_time(subprocess_env):
     ]
 
 
+def test_asyncio_and_thread_pools_are_virtualised_only_once_imported(subprocess_env):
+    # A program that never imports asyncio does not pay for it at start-up; one that
+    # does gets the virtual-time policy and pools all the same.
+    proc = standalone("lazy_stdlib.py", subprocess_env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "asyncio loaded: False",
+        "futures loaded: False",
+        "policy: VirtualEventLoopPolicy",
+        "pool queue: _ModuleShim",
+    ]
+
+
 def test_timer_chain_fires_at_exact_virtual_instants(subprocess_env):
     proc = standalone("timer_chain_direct.py", subprocess_env)
     assert proc.returncode == 0, proc.stderr

@@ -11,11 +11,13 @@ including threads started by libraries that were not rewritten.
 from __future__ import annotations
 
 import atexit
+import importlib.abc
 import math
 import os
 import sys
 import threading
 import types
+from collections.abc import Callable
 
 from timewarp import _runtime, clockproto
 
@@ -74,6 +76,7 @@ def activate_from_env() -> _runtime.Runtime | None:
             mono_ns=welcome["mono"],
             mode=welcome["mode"],
             poke=client.poke,
+            flush=client.flush_locked,
             now_roundtrip=os.environ.get("TIMEWARP_NOW") == "roundtrip",
         )
         rt.adopt_main()
@@ -109,20 +112,95 @@ class _ModuleShim(types.ModuleType):
 def _virtualize_stdlib() -> None:
     """Standard-library code that schedulers lean on and that waits: concurrent.futures
     (APScheduler's and asyncio's thread pools, ``Future.result(timeout)``) and asyncio's
-    loops. Their waits become virtual; everything else of the stdlib stays real."""
-    import concurrent.futures._base as cf_base
-    import concurrent.futures.thread as cf_thread
-    import queue
+    loops. Their waits become virtual; everything else of the stdlib stays real. Each is
+    adjusted when the program first imports it (importing asyncio costs tens of ms that a
+    program without it should not pay)."""
+    _when_imported(
+        {
+            "concurrent.futures._base": _virtualize_futures_base,
+            "concurrent.futures.thread": _virtualize_futures_thread,
+            "asyncio": _virtualize_asyncio,
+        }
+    )
 
-    from timewarp import vasyncio, vqueue, vthreading
+
+def _virtualize_futures_base(cf_base: types.ModuleType) -> None:
+    from timewarp import vthreading
 
     virtual_threading = {
         name: getattr(vthreading, name)
         for name in ("Condition", "Event", "Lock", "RLock", "Semaphore", "BoundedSemaphore")
     }
     cf_base.threading = _ModuleShim(threading, virtual_threading)  # type: ignore[attr-defined]
-    cf_thread.queue = _ModuleShim(queue, {"SimpleQueue": vqueue.SimpleQueue, "Queue": vqueue.Queue})  # type: ignore[attr-defined]
+
+
+def _virtualize_futures_thread(cf_thread: types.ModuleType) -> None:
+    import queue
+
+    from timewarp import vqueue
+
+    overrides = {"SimpleQueue": vqueue.SimpleQueue, "Queue": vqueue.Queue}
+    cf_thread.queue = _ModuleShim(queue, overrides)  # type: ignore[attr-defined]
+
+
+def _virtualize_asyncio(_asyncio: types.ModuleType) -> None:
+    partial = sys.modules.get("timewarp.vasyncio")
+    if partial is not None and not hasattr(partial, "install_policy"):
+        return  # vasyncio itself is importing asyncio: it installs the policy when done
+    from timewarp import vasyncio
+
     vasyncio.install_policy()
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Calls ``hooks[name](module)`` right after ``name`` is first executed. Other finders
+    may consult this one while they look (the patcher's does): a spec is handed out for
+    as long as the module has not run, and a lookup in progress does not recurse."""
+
+    def __init__(self, hooks: dict[str, Callable[[types.ModuleType], None]]) -> None:
+        self.hooks = hooks
+        self._looking: set[str] = set()
+
+    def find_spec(self, fullname, path, target=None):  # type: ignore[no-untyped-def]
+        hook = self.hooks.get(fullname)
+        if hook is None or fullname in self._looking:
+            return None
+        self._looking.add(fullname)
+        try:
+            spec = None
+            for finder in list(sys.meta_path):
+                if finder is not self and hasattr(finder, "find_spec"):
+                    spec = finder.find_spec(fullname, path, target)
+                    if spec is not None:
+                        break
+        finally:
+            self._looking.discard(fullname)
+        loader = spec.loader if spec is not None else None
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        exec_module = loader.exec_module
+
+        def exec_then_hook(module: types.ModuleType) -> None:
+            exec_module(module)
+            if self.hooks.pop(fullname, None) is not None:
+                if not self.hooks and self in sys.meta_path:
+                    sys.meta_path.remove(self)
+                hook(module)
+
+        loader.exec_module = exec_then_hook  # type: ignore[method-assign]
+        return spec
+
+
+def _when_imported(hooks: dict[str, Callable[[types.ModuleType], None]]) -> None:
+    pending = {}
+    for name, hook in hooks.items():
+        module = sys.modules.get(name)
+        if module is not None:
+            hook(module)
+        else:
+            pending[name] = hook
+    if pending:
+        sys.meta_path.insert(0, _AfterImport(pending))
 
 
 def _deactivate_in_child() -> None:

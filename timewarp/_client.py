@@ -1,8 +1,11 @@
 """The clock client: one request loop per process, a background thread that owns the
-DEALER socket to the broker's clock service.
+DEALER socket on which the broker's clock service answers (the *receive* socket).
 
-Other threads never touch the socket: they append to the runtime's outbox (under the
-runtime lock) and poke the loop through a pipe. The loop sends the outbox in order,
+Everything the process says goes out on a second DEALER socket (the *send* socket, routing
+id = the receive socket's + ``/tx``), used only under the runtime lock, so whichever thread
+holds the lock may send: threads append to the runtime's outbox and either poke the loop
+through a pipe or — when the last runnable thread parks and the process goes quiescent —
+flush it themselves, saving a thread hop per wake-up. A flush sends the outbox in order,
 followed by a ``state`` message whenever the process's (busy, ack, io) snapshot changed —
 so a timer always reaches the broker before the report that its thread blocked.
 
@@ -22,6 +25,7 @@ import zmq
 
 from timewarp import _runtime, clockproto
 from timewarp._wakeup import Wakeup
+from timewarp._wakeup import drain as _drain
 
 _BROKER_CHECK_S = 1.0
 
@@ -36,9 +40,12 @@ class ClockClient:
         self.name = name
         self.broker_pid = broker_pid
         self._ctx = zmq.Context.instance()
+        self._routing_id = f"{os.getpid()}-{os.urandom(4).hex()}".encode()
         self._sock = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.LINGER, 500)
+        self._sock.setsockopt(zmq.ROUTING_ID, self._routing_id)
         self._sock.connect(endpoint)
+        self._tx: zmq.Socket | None = None  # created once the broker welcomed us
         self._wakeup = Wakeup()
         self._poked = False
         self.runtime: _runtime.Runtime | None = None
@@ -64,6 +71,10 @@ class ClockClient:
             raise BrokerUnreachable(
                 f"timewarp: expected a welcome from the broker, got {msg['op']!r}"
             )
+        self._tx = self._ctx.socket(zmq.DEALER)
+        self._tx.setsockopt(zmq.LINGER, 500)
+        self._tx.setsockopt(zmq.ROUTING_ID, self._routing_id + clockproto.SEND_SUFFIX)
+        self._tx.connect(self.endpoint)
         return msg
 
     def poke(self) -> None:
@@ -91,8 +102,8 @@ class ClockClient:
                 if self._wakeup.fd in events:
                     self._wakeup.drain()
                 if self._sock in events:
-                    while self._sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
-                        self._handle(clockproto.decode_to_runtime(self._sock.recv()))
+                    for frame in _drain(self._sock):
+                        self._handle(clockproto.decode_to_runtime(frame))
                 self._flush()
                 if _time.monotonic() - last_check >= _BROKER_CHECK_S:
                     last_check = _time.monotonic()
@@ -131,9 +142,9 @@ class ClockClient:
             with rt.lock:
                 rt.on_io_release_locked(msg["port"])
         elif op == "now":
-            batch = self._now_in_flight or []
-            self._now_in_flight = None
             with rt.lock:
+                batch = self._now_in_flight or []
+                self._now_in_flight = None
                 if msg["t"] > rt.now_ns:
                     rt.now_ns = msg["t"]
                 batch.extend(rt.now_waiters)  # latecomers share this answer
@@ -145,46 +156,55 @@ class ClockClient:
             text = rt.format_stacks()
             with rt.lock:
                 rt.detach_holder_locked()
-            self._sock.send(clockproto.encode(clockproto.stacks(text)))
+                rt.outbox.append(clockproto.stacks(text))
+                self.flush_locked()
         elif op == "error":
             sys.stderr.write(f"timewarp: the broker stopped this process: {msg['message']}\n")
             sys.stderr.flush()
             os._exit(3)
 
     def _flush(self) -> None:
+        with self.runtime.lock:
+            self.flush_locked()
+
+    def flush_locked(self) -> None:
+        """Send what the runtime queued, then its state if the broker must hear it.
+        Any thread may call this, with the runtime lock held."""
         rt = self.runtime
-        with rt.lock:
-            self._poked = False
-            out = rt.outbox
-            rt.outbox = []
-            if rt.now_waiters and self._now_in_flight is None:
-                self._rid += 1
-                self._now_in_flight = rt.now_waiters
-                rt.now_waiters = []
-                out.append(clockproto.now_request(self._rid))
-                self.round_trips += 1
-            snap = rt.snapshot_locked()
-            # (busy, ack, io, detached) decide quiescence; the thread counts only ride along,
-            # so a hand-over between two threads does not cost a message
-            key = (snap[0], snap[1], snap[2], snap[5])
-            # Deterministic mode: a busy report that changes only `busy`/`ack` tells the
-            # broker nothing new — it counts the process as running from the moment it
-            # sent the wake-up until an idle report acknowledges it — so skip it.
-            redundant = (
-                rt.deterministic
-                and snap[0]
-                and self._last_state is not None
-                and key[2:] == self._last_state[2:]
-            )
-            if key != self._last_state and not redundant:
-                self._last_state = key
-                out.append(clockproto.state(*snap))
-        if out:
-            # one ZeroMQ message, one frame per clock message, applied in order
-            self._sock.send_multipart([clockproto.encode(msg) for msg in out])
-            if any(msg["op"] == "bye" for msg in out):
-                self._closed = True
-                self._bye_sent.set()
+        if rt is None or self._tx is None:
+            return
+        self._poked = False
+        out = rt.outbox
+        rt.outbox = []
+        if rt.now_waiters and self._now_in_flight is None:
+            self._rid += 1
+            self._now_in_flight = rt.now_waiters
+            rt.now_waiters = []
+            out.append(clockproto.now_request(self._rid))
+            self.round_trips += 1
+        snap = rt.snapshot_locked()
+        # (busy, ack, io, detached) decide quiescence; the thread counts only ride along,
+        # so a hand-over between two threads does not cost a message
+        key = (snap[0], snap[1], snap[2], snap[5])
+        # Deterministic mode: a busy report that changes only `busy`/`ack` tells the
+        # broker nothing new — it counts the process as running from the moment it
+        # sent the wake-up until an idle report acknowledges it — so skip it.
+        redundant = (
+            rt.deterministic
+            and snap[0]
+            and self._last_state is not None
+            and key[2:] == self._last_state[2:]
+        )
+        if key != self._last_state and not redundant:
+            self._last_state = key
+            out.append(clockproto.state(*snap))
+        if not out or self._closed:
+            return
+        # one ZeroMQ message, one frame per clock message, applied in order
+        self._tx.send_multipart([clockproto.encode(msg) for msg in out])
+        if any(msg["op"] == "bye" for msg in out):
+            self._closed = True
+            self._bye_sent.set()
 
     def send_bye(self, timeout_s: float = 2.0) -> None:
         """Last words at exit: queued messages, then ``bye``, sent by the loop thread."""

@@ -108,6 +108,7 @@ class Runtime:
         mono_ns: int,
         mode: str,
         poke: Callable[[], None],
+        flush: Callable[[], None] | None = None,
         now_roundtrip: bool = False,
     ) -> None:
         self.lock = _real_lock()
@@ -117,7 +118,8 @@ class Runtime:
         self.mode = mode
         self.deterministic = mode == "deterministic"
         self.now_roundtrip = now_roundtrip or not self.deterministic
-        self._poke = poke
+        self._poke = poke  # the request loop will send the outbox soon
+        self._flush = flush or poke  # send it now (lock held): the caller is about to block
         self.holder: ThreadState | None = None  # deterministic mode: the baton
         self.ready: deque[ThreadState] = deque()
         self.running = 0  # free mode (lockstep, realtime): tracked threads not parked
@@ -198,7 +200,7 @@ class Runtime:
             nxt.go.release()
         else:
             self.holder = None
-            self._poke()
+            self._flush()
 
     def _release_baton_locked(self, ts: ThreadState) -> None:
         if not self.deterministic:
@@ -206,7 +208,7 @@ class Runtime:
                 ts.running = False
                 self.running -= 1
                 if self.running == 0:
-                    self._poke()
+                    self._flush()
         elif self.holder is ts:
             self._hand_off_locked()
         elif ts in self.detached:
@@ -311,7 +313,7 @@ class Runtime:
         box[0].acquire()
         with self.lock:
             self.now_waiters.append(box)
-            self._poke()
+            self._flush()
         box[0].acquire()
         return box[1]
 

@@ -3,8 +3,13 @@
 This module owns the wire format; nothing else builds or parses clock messages.
 
 Transport: ZeroMQ. The broker binds a ROUTER socket (``tcp://127.0.0.1:<free port>`` or
-``ipc://...``); each scheduler process connects one DEALER socket, owned by one background
-thread of its runtime (the request loop). Every message is one frame of compact JSON, an
+``ipc://...``); each scheduler process connects a DEALER socket, owned by one background
+thread of its runtime (the request loop), on which it says ``hello`` and receives
+everything the broker sends. After the welcome, it may send the rest from a second
+DEALER socket whose routing id is the first one's followed by ``/tx`` (:data:`SEND_SUFFIX`):
+the broker treats both as the same process and always answers on the first, so any
+thread of the runtime can send without waking the request loop (a runtime that sends
+everything on one socket is just as valid). Every message is one frame of compact JSON, an
 object with an ``op`` field; a runtime may send several frames in one ZeroMQ message
 (everything it queued since its last send), applied in order. Times are integer
 nanoseconds of virtual time since the simulation started.
@@ -60,6 +65,7 @@ from collections.abc import Mapping
 from typing import Any
 
 VERSION = 1
+SEND_SUFFIX = b"/tx"  # routing id of a runtime's send socket = its receive socket's + this
 
 
 class ProtocolError(ValueError):
@@ -159,14 +165,20 @@ _TO_RUNTIME = {
 }
 
 
+# One encoder/decoder for the process: json.dumps with options builds an encoder per call,
+# and json.loads of bytes sniffs the encoding first (clock frames are always UTF-8).
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+_DECODER = json.JSONDecoder()
+
+
 def encode(msg: Mapping[str, Any]) -> bytes:
     """One frame of compact JSON (no validation: the builders below are the way in)."""
-    return json.dumps(msg, separators=(",", ":")).encode()
+    return _ENCODER.encode(msg).encode()
 
 
 def _decode(frame: bytes, table: Mapping[str, Any], direction: str) -> dict[str, Any]:
     try:
-        msg = json.loads(frame)
+        msg = _DECODER.decode(frame.decode())
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"clock message ({direction}) is not JSON: {frame[:80]!r}") from exc
     if not isinstance(msg, dict):

@@ -178,14 +178,7 @@ class _Simulation:
             extra_kubeconfig=Path(args.write_kubeconfig) if args.write_kubeconfig else None,
             virtual=args.mode != "realtime",
         )
-        broker = make_broker(
-            args,
-            endpoint="tcp://127.0.0.1:*",
-            clock=clock,
-            facade=facade,
-            launcher=launcher,
-            rt_clock=rt_clock,
-        )
+        broker = None
         result = None
         reason = ""
         interrupted = False
@@ -196,10 +189,20 @@ class _Simulation:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, _terminated)
         progress = _ProgressView(self.total_jobs, disabled=args.quiet)
-        broker.on_progress = progress.update
         try:
+            # Schedulers first: their start-up (importing a Kubernetes client) is the
+            # longest, and they need only the clock and the facade.
             for command in args.scheduler:
                 launcher.start(command, cwd=args.cwd)
+            broker = make_broker(
+                args,
+                endpoint="tcp://127.0.0.1:*",
+                clock=clock,
+                facade=facade,
+                launcher=launcher,
+                rt_clock=rt_clock,
+            )
+            broker.on_progress = progress.update
             self.sim_proc = self._start_simulator(broker.endpoint)
             watcher = threading.Thread(target=self._watch_simulator, args=(broker,), daemon=True)
             watcher.start()
@@ -215,7 +218,8 @@ class _Simulation:
         finally:
             launcher.stop_all()
             sim_code = self._stop_simulator(wait=result is not None and result.ok)
-            broker.close()
+            if broker is not None:
+                broker.close()
             facade.stop()
             clock.close()
             if rt_clock is not None:

@@ -146,4 +146,10 @@ def get_event_loop() -> asyncio.AbstractEventLoop:
 
 
 def install_policy() -> None:
-    asyncio.set_event_loop_policy(VirtualEventLoopPolicy())
+    """Idempotent: a policy already in place keeps its loops."""
+    if not isinstance(asyncio.get_event_loop_policy(), VirtualEventLoopPolicy):
+        asyncio.set_event_loop_policy(VirtualEventLoopPolicy())
+
+
+if _runtime.ACTIVE is not None:
+    install_policy()  # imported first by patched code: asyncio came in through us

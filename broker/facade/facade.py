@@ -5,6 +5,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .api import Api, Hooks
 from .auth import TokenRegistry, TokenStats
@@ -13,7 +14,9 @@ from .kubeconfig import incluster_env, write_incluster_files, write_kubeconfig
 from .metrics import MetricsBoard
 from .server import HttpServer, Ledger, Request
 from .store import Store
-from .tls import TlsFiles, generate
+
+if TYPE_CHECKING:
+    from .tls import TlsFiles
 
 
 class Facade:
@@ -49,6 +52,8 @@ class Facade:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self.tls_files: TlsFiles | None = None
         if tls:
+            from .tls import generate  # cryptography: ~0.2 s to import, only for HTTPS
+
             if tls_dir is None:
                 self._tmp = tempfile.TemporaryDirectory(prefix="timewarp-facade-tls-")
                 tls_dir = self._tmp.name
