@@ -27,7 +27,9 @@ Honest limits: ``completionMode: Indexed``, ``podFailurePolicy``, ``successPolic
 as NonIndexed); ``restartPolicy: OnFailure`` behaves like ``Never`` (a failed pod is
 replaced, not restarted in place); deleting a Job orphans its pods (the API's default for
 batch/v1 Jobs; ``propagationPolicy`` is ignored); ``suspend`` stops creating pods and
-deletes active ones without counting them as failed; orphan pods matching a Job's selector
+deletes active ones without counting them as failed (condition ``Suspended``; ``startTime``
+restarts on resume, as in Kubernetes), and a suspended Job does not keep the simulation
+going; orphan pods matching a Job's selector
 are not adopted (the controller follows the pods it made).
 
 Threading: the store listener only records which Jobs changed; :meth:`reconcile` runs in
@@ -88,6 +90,23 @@ def owner_job(pod: dict[str, Any]) -> dict[str, Any] | None:
 def _condition(status: dict[str, Any], type_: str) -> bool:
     return any(
         c.get("type") == type_ and c.get("status") == "True" for c in status.get("conditions") or ()
+    )
+
+
+def _set_condition(
+    conditions: list[dict[str, Any]], type_: str, status: str, reason: str, message: str, stamp: str
+) -> None:
+    """Replace (or add) the condition ``type_``, as the real controller updates one."""
+    conditions[:] = [c for c in conditions if c.get("type") != type_]
+    conditions.append(
+        {
+            "type": type_,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastProbeTime": stamp,
+            "lastTransitionTime": stamp,
+        }
     )
 
 
@@ -183,6 +202,9 @@ class JobController:
         now = self.clock.now_ns()
         suspended = bool(spec.get("suspend"))
         state.simulated = not suspended and self.pods.simulates(spec["template"])
+        if suspended and state.start_ns is not None:
+            state.start_ns = None  # startTime (and its deadline) restart on resume
+            self._cancel_timers(state)
         if state.start_ns is None and not suspended:
             state.start_ns = now
             deadline = spec.get("activeDeadlineSeconds")
@@ -254,7 +276,7 @@ class JobController:
                     self._delete(state, job, pod)
                     active.remove(pod)
                 did = True
-        if self._write_status(job, state, active, verdict, now):
+        if self._write_status(job, state, active, verdict, suspended, now):
             did = True
         if verdict is not None:
             state.finished = True
@@ -359,9 +381,11 @@ class JobController:
         state: _JobState,
         active: list[dict[str, Any]],
         verdict: tuple[str, str, str] | None,
+        suspended: bool,
         now: int,
     ) -> bool:
         epoch = self.clock.wall_epoch_ns()
+        stamp = format_time(epoch + now)
         ready = sum(
             1
             for pod in active
@@ -384,9 +408,15 @@ class JobController:
             status["uncountedTerminatedPods"] = {}
             if state.start_ns is not None:
                 status["startTime"] = format_time(epoch + state.start_ns)
+            conditions = status.setdefault("conditions", [])
+            was = next((c for c in conditions if c.get("type") == "Suspended"), None)
+            if suspended and (was is None or was["status"] != "True"):
+                _set_condition(
+                    conditions, "Suspended", "True", "JobSuspended", "Job suspended", stamp
+                )
+            elif not suspended and was is not None and was["status"] == "True":
+                _set_condition(conditions, "Suspended", "False", "JobResumed", "Job resumed", stamp)
             if verdict is not None:
-                stamp = format_time(epoch + now)
-                conditions = status.setdefault("conditions", [])
                 conditions.append(
                     {
                         "type": verdict[0],
@@ -399,6 +429,8 @@ class JobController:
                 )
                 if verdict[0] == "Complete":
                     status["completionTime"] = stamp
+            if not conditions:
+                del status["conditions"]
 
         meta = job["metadata"]
         before = meta["resourceVersion"]

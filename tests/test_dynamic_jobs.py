@@ -611,3 +611,81 @@ def test_simulate_restarts_an_evicted_replicaset_pod_as_a_new_batsim_job(tmp_pat
     assert (again["starting_time"], again["finish_time"]) == ("25.000000", "125.000000")
     figures = json.loads((out / "manifest.json").read_text())["figures"]
     assert figures["nb_jobs"] == 2 and figures["dynamic_jobs"] == 1 and figures["makespan"] == 125
+
+
+def patch_job_at(world, seconds: float, name: str, **spec) -> None:
+    """At virtual ``seconds``, change the Job's spec as a client's PATCH would."""
+
+    def patch():
+        world.store.update("jobs.batch", "default", name, lambda job: job["spec"].update(spec))
+
+    world.clock.call_at(int(seconds * 1e9), patch)
+
+
+LONG_STATIC = (
+    [{"id": "1", "subtime": 0, "res": 1, "profile": "long"}],
+    {"long": {"type": "delay", "delay": 100, "cpu": "1", "scheduler": "default"}},
+)
+
+
+def test_a_suspended_job_starts_when_resumed_and_suspending_deletes_without_failing(world):
+    jobs, profiles = LONG_STATIC
+    manifest = job_manifest("s", duration=10, suspend=True)
+
+    def before(message):
+        create_at_start(world, ("jobs.batch", manifest))(message)
+        if any(isinstance(e.data, p.SimulationBegins) for e in message.events):
+            patch_job_at(world, 5, "s", suspend=False)
+            patch_job_at(world, 8, "s", suspend=True)
+            patch_job_at(world, 20, "s", suspend=False)
+            world.clock.call_at(3 * 10**9, lambda: seen.append(read()))
+
+    def read():
+        return world.store.get("jobs.batch", "default", "s")["status"]
+
+    seen = []
+    world.run(jobs, profiles, before=before)
+    [early] = seen
+    assert "startTime" not in early and "active" not in early
+    assert [(c["type"], c["status"], c["reason"]) for c in early["conditions"]] == [
+        ("Suspended", "True", "JobSuspended")
+    ]
+    status = read()
+    assert status["succeeded"] == 1 and "failed" not in status
+    conditions = [(c["type"], c["status"], c["reason"]) for c in status["conditions"]]
+    assert conditions == [
+        ("Suspended", "False", "JobResumed"),
+        ("Complete", "True", "CompletionsReached"),
+    ]
+    k8s = [r for r in world.rows() if r["workload_name"] == "k8s"]
+    assert [(r["final_state"], r["starting_time"], r["finish_time"]) for r in k8s] == [
+        ("COMPLETED_KILLED", "5.000000", "8.000000"),
+        ("COMPLETED_SUCCESSFULLY", "20.000000", "30.000000"),
+    ]
+    assert status["startTime"] == format_time(world.clock.epoch_ns + 20 * 10**9)  # resumed
+
+
+def test_lowering_parallelism_deletes_the_newest_pods(world):
+    jobs, profiles = ONE_STATIC
+    manifest = job_manifest("par", duration=10, completions=3, parallelism=3)
+
+    def before(message):
+        create_at_start(world, ("jobs.batch", manifest))(message)
+        if any(isinstance(e.data, p.SimulationBegins) for e in message.events):
+            patch_job_at(world, 4, "par", parallelism=1)
+
+    world.run(jobs, profiles, before=before)
+    status = world.store.get("jobs.batch", "default", "par")["status"]
+    assert status["succeeded"] == 3 and "failed" not in status
+    k8s = [r for r in world.rows() if r["workload_name"] == "k8s"]
+    killed = [r for r in k8s if r["final_state"] == "COMPLETED_KILLED"]
+    assert [(r["starting_time"], r["finish_time"]) for r in killed] == [
+        ("0.000000", "4.000000")
+    ] * 2
+    done = sorted((r["starting_time"], r["finish_time"]) for r in k8s if r not in killed)
+    assert done == [
+        ("0.000000", "10.000000"),
+        ("10.000000", "20.000000"),
+        ("20.000000", "30.000000"),
+    ]
+    assert len(world.events("SuccessfulDelete")) == 2
