@@ -132,9 +132,19 @@ def test_a_reply_timeout_also_leaves_partial_outputs(tmp_path, subprocess_env, i
     assert_partial_after_two_short_jobs(tmp_path / "out" / "run")
 
 
-def test_a_scheduler_crash_leaves_partial_csvs_marked_partial(tmp_path, subprocess_env, inputs):
-    """`timewarp simulate`: the scheduler dies at t=50 s; jobs 1 and 2 ended at 10 s, job 3
-    was running. An earlier run's outputs in the directory do not survive."""
+@pytest.mark.parametrize(
+    ("how", "extra", "reason"),
+    [
+        ("crash", [], "exited with code 5"),
+        ("hang", ["--stall-timeout", "2", "--on-stall", "stop"], "stopped by the stall guard"),
+    ],
+)
+def test_a_scheduler_crash_or_stall_leaves_partial_csvs_marked_partial(
+    tmp_path, subprocess_env, inputs, how, extra, reason
+):
+    """`timewarp simulate`: the scheduler dies (or blocks where the broker cannot see) at
+    t=50 s; jobs 1 and 2 ended at 10 s, job 3 was running. An earlier run's outputs in the
+    directory do not survive."""
     platform, workload = inputs
     platform = write_platform(tmp_path / "p2.xml", 2, 2)  # job 3 runs beside the others
     out = tmp_path / "out"
@@ -142,11 +152,12 @@ def test_a_scheduler_crash_leaves_partial_csvs_marked_partial(tmp_path, subproce
     (out / "out_jobs.csv").write_text("stale,from,an,earlier,run\n")
     r = run_simulate(
         out, subprocess_env,
-        "python tests/programs/crash_later_scheduler.py --crash-after 50 --scheduler-name default",
-        platform, workload, timeout=120,
+        f"python tests/programs/crash_later_scheduler.py --after 50 --how {how}"
+        " --scheduler-name default",
+        platform, workload, *extra, timeout=120,
     )  # fmt: skip
     assert r.returncode == 1, r.stderr[-3000:]
-    assert "exited with code 5" in r.stderr
+    assert reason in r.stderr
     assert "PARTIAL outputs" in r.stderr
     rows = read(out / "out_jobs.csv")
     assert [(row["job_id"], row["finish_time"]) for row in rows] == [
