@@ -29,8 +29,8 @@ replaced, not restarted in place); deleting a Job orphans its pods (the API's de
 batch/v1 Jobs; ``propagationPolicy`` is ignored); ``suspend`` stops creating pods and
 deletes active ones without counting them as failed (condition ``Suspended``; ``startTime``
 restarts on resume, as in Kubernetes), and a suspended Job does not keep the simulation
-going; orphan pods matching a Job's selector
-are not adopted (the controller follows the pods it made).
+going; orphan pods matching a Job's selector are not adopted (the controller follows the
+pods it made); ``ttlSecondsAfterFinished`` is ignored (finished Jobs stay).
 
 Threading: the store listener only records which Jobs changed; :meth:`reconcile` runs in
 the broker's driver thread, Jobs in sorted order, so runs are reproducible.
