@@ -23,12 +23,30 @@ Translation (timewarp's workload extension, documented in ``docs/broker.md``):
 - JOB_COMPLETED turns the pod Succeeded (or Failed) with a terminated container state;
   evicting or deleting a running pod kills its job (KILL_JOB).
 
+Pods made by controllers are Batsim *dynamic jobs* when the simulator accepts them
+(SIMULATION_BEGINS says ``dynamic-jobs-enabled``; ``timewarp simulate`` always asks):
+
+- a ReplicaSet pod evicted or deleted before it ended is replaced by a Pending pod whose
+  job restarts from scratch: REGISTER_JOB ``<original>~r<n>`` with the original job's
+  profile, in the original's workload (:func:`broker.naming.replacement_job_id`);
+- a pod created through the API (a Job controller's pod, a bare pod, a ReplicaSet pod
+  the API made) runs for ``timewarp.io/duration`` seconds (an annotation on the pod or
+  its template): REGISTER_PROFILE ``delay-<seconds>`` (once) and REGISTER_JOB
+  ``k8s!<namespace>.<pod>`` (:func:`broker.naming.api_pod_job_id`); its
+  ``spec.activeDeadlineSeconds`` becomes the job's walltime;
+- a pod with no way to know its run time (no or a bad annotation, a simulator without
+  dynamic jobs, registration already finished) runs until deleted, outside Batsim's
+  accounting, and gets a Warning Event (reason ``NotSimulated``) saying why;
+- NOTIFY ``registration_finished`` goes out once no more dynamic job can appear: every
+  static job was submitted, every known job ended, and no Job still needs simulated pods.
+
 Everything here runs in the broker's driver thread, except the facade hooks, which only
 record what happened; the driver applies it while time is frozen, in a fixed order.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 from dataclasses import dataclass, field
@@ -37,14 +55,17 @@ from typing import Any
 
 from procset import ProcSet
 
-from broker import naming
+from broker import k8s_events, naming
 from broker.facade import Facade
 from broker.facade.errors import not_found
 from broker.facade.objects import make_node
+from broker.job_controller import JobController
 from broker.quantity import parse_quantity
 from simulator import protocol as p
 
 JOB_ID_ANNOTATION = "timewarp.io/job-id"
+DURATION_ANNOTATION = "timewarp.io/duration"
+NOT_SIMULATED = "NotSimulated"  # reason of the Warning Event on pods outside Batsim
 RS_LABEL = "timewarp.io/replicaset"
 DEFAULT_CPU = "1"
 DEFAULT_MEMORY = "4Gi"
@@ -106,6 +127,7 @@ class JobPod:
     state: str = "pending"  # pending | running | done | rejected | killed
     started_ns: int | None = None
     labels: dict[str, str] = field(default_factory=dict)
+    raw_job: dict[str, Any] | None = None  # the Batsim job object (to restart it)
 
 
 @dataclass
@@ -117,6 +139,8 @@ class Stats:
     kills: int = 0
     bindings: int = 0
     replacements: int = 0
+    dynamic_jobs: int = 0  # REGISTER_JOB sent (controller-made pods)
+    pods_outside_batsim: int = 0  # pods that run until deleted (Warning Event)
     core_seconds: float = 0.0  # cpu requests x run time of finished jobs
     capacity_cores: float = 0.0
 
@@ -142,15 +166,25 @@ class Cluster:
         self._lock = threading.Lock()
         self._bindings: list[tuple[str, str, str]] = []
         self._removed: list[tuple[str, str, dict[str, Any] | None]] = []
+        self._created: list[tuple[str, str]] = []
         self._decisions: list[Any] = []
+        self.open_jobs = 0  # Batsim jobs submitted or registered, not yet ended
+        self.dynamic_jobs = False  # the simulator accepts REGISTER_JOB
+        self.registration_finished = False
+        self._profiles: set[str] = set()  # profiles registered in the API workload
+        self._replacements: dict[str, int] = {}  # original job id -> replacements made
+        self.controller = JobController(self.facade.store, self.facade.clock, self)
         hooks = self.facade.hooks
         hooks.on_bind = self._on_bind
         hooks.on_evict = self._on_remove
         hooks.on_delete_pod = self._on_remove
+        hooks.on_create = self._on_create
 
     # ------------------------------------------------------------- Batsim side
     def begin(self, data: p.SimulationBegins) -> None:
         self.profiles = data.profiles
+        self.dynamic_jobs = bool((data.config or {}).get("dynamic-jobs-enabled"))
+        self.controller.start()
         store = self.facade.store
         for index, res in enumerate(data.compute_resources):
             props = dict(res.get("properties") or {})
@@ -188,6 +222,8 @@ class Cluster:
             self.stats.capacity_cores += _cpu_millis(cpu) / 1000
 
     def submit(self, data: p.JobSubmitted) -> None:
+        if data.job_id in self.jobs:
+            return  # a job we registered, acknowledged (--acknowledge-dynamic-jobs)
         job = data.job
         workload = data.job_id.split("!", 1)[0]
         profile = data.profile or self.profiles.get(workload, {}).get(str(job.get("profile")), {})
@@ -242,8 +278,10 @@ class Cluster:
         usage = (profile.get("timewarp") or {}).get("usage")
         jp = JobPod(data.job_id, namespace, name, _cpu_millis(cpu), _bytes(memory or 0), usage)
         jp.labels = dict(pod["metadata"]["labels"])
+        jp.raw_job = dict(job)
         self.jobs[data.job_id] = jp
         self.pods[(namespace, name)] = jp
+        self.open_jobs += 1
         self.stats.jobs_submitted += 1
         self.facade.store.create("pods", pod, namespace=namespace)
 
@@ -256,6 +294,7 @@ class Cluster:
             self.stats.core_seconds += jp.cpu_m / 1000 * (self.now_ns() - jp.started_ns) / 1e9
         killed = jp.state == "killed"
         jp.state = "done"
+        self.open_jobs -= 1
         self.stats.jobs_done += 1
         if killed or self.facade.store.get_or_none("pods", jp.namespace, jp.name) is None:
             return
@@ -293,9 +332,14 @@ class Cluster:
         self.facade.store.update("pods", jp.namespace, jp.name, finish)
 
     def all_done(self) -> bool:
-        return self.all_submitted and all(
-            j.state in ("done", "rejected") for j in self.jobs.values()
-        )
+        """Every static job was submitted, every Batsim job ended, and no more can appear
+        (no Job controller still needs simulated pods). O(1) but for the Jobs."""
+        if not self.all_submitted or self.open_jobs:
+            return False
+        return not self._can_register() or not self.controller.keeps_simulation_alive()
+
+    def _can_register(self) -> bool:
+        return self.dynamic_jobs and not self.registration_finished
 
     # ------------------------------------------------------------ facade hooks
     def _on_bind(self, namespace: str, pod: str, node: str) -> None:
@@ -309,22 +353,163 @@ class Cluster:
         with self._lock:
             self._removed.append((namespace, pod, obj))
 
+    def _on_create(self, obj: dict[str, Any]) -> None:
+        """Any API create (store lock held): remember new pods."""
+        if obj.get("kind") == "Pod":
+            meta = obj["metadata"]
+            with self._lock:
+                self._created.append((meta.get("namespace", "default"), meta["name"]))
+
     # ------------------------------------------------------------- kubelet
     def has_work(self) -> bool:
         with self._lock:
-            return bool(self._bindings or self._removed)
+            if self._bindings or self._removed or self._created:
+                return True
+        return self.controller.has_work()
 
     def process(self) -> bool:
-        """Apply recorded bindings (kubelet admission) and kills, in the order they
-        happened. Returns whether anything was done."""
+        """Adopt pods the API created, apply kills and recorded bindings (kubelet
+        admission) in the order they happened, run the Job controller, and say
+        ``registration_finished`` when it is time. Returns whether anything was done."""
         with self._lock:
+            created, self._created = self._created, []
             bindings, self._bindings = self._bindings, []
             removed, self._removed = self._removed, []
+        for namespace, name in created:
+            pod = self.facade.store.get_or_none("pods", namespace, name)
+            if pod is not None and (namespace, name) not in self.pods:
+                self._adopt(pod)
+                node = (pod.get("spec") or {}).get("nodeName")
+                if node in self.nodes:  # created bound: the kubelet takes it directly
+                    self._admit(namespace, name, node)
         for namespace, pod, obj in removed:
             self._removed_pod(namespace, pod, obj)
         for namespace, pod, node in bindings:
             self._admit(namespace, pod, node)
-        return bool(bindings or removed)
+        did = bool(bindings or removed or created)
+        if self.controller.reconcile():
+            did = True
+        if self._can_register() and self.all_done():
+            self.registration_finished = True
+            self._decisions.append(p.Notify("registration_finished"))
+            did = True
+        return did
+
+    # ------------------------------------------------------------- dynamic jobs
+    @staticmethod
+    def pod_duration(pod: dict[str, Any]) -> tuple[float | None, str]:
+        """``timewarp.io/duration`` of a pod (or pod template) in seconds, or None and
+        why not."""
+        text = ((pod.get("metadata") or {}).get("annotations") or {}).get(DURATION_ANNOTATION)
+        if text is None:
+            return None, f"no {DURATION_ANNOTATION} annotation"
+        try:
+            value = float(text)
+        except (TypeError, ValueError):
+            value = math.nan
+        if not (math.isfinite(value) and value >= 0):
+            return None, f"{DURATION_ANNOTATION}={text!r} is not a number of seconds >= 0"
+        return value, ""
+
+    def simulates(self, template: dict[str, Any]) -> bool:
+        """Pods from ``template`` would become Batsim jobs (the Job controller asks)."""
+        return self._can_register() and self.pod_duration(template)[0] is not None
+
+    def create_controlled_pod(self, pod: dict[str, Any]) -> dict[str, Any]:
+        """For the Job controller: store a pod it made and adopt it (annotated with its
+        job id as it is stored: one write, not two)."""
+        simulated = self._simulation_plan(pod)[0] is not None
+
+        def annotate(obj: dict[str, Any]) -> None:
+            if simulated:
+                meta = obj["metadata"]
+                job_id = naming.api_pod_job_id(meta["namespace"], meta["name"])
+                meta.setdefault("annotations", {})[JOB_ID_ANNOTATION] = job_id
+
+        namespace = pod["metadata"]["namespace"]
+        created = self.facade.store.create("pods", pod, namespace=namespace, prepare=annotate)
+        self._adopt(created)
+        return created
+
+    def delete_controlled_pod(self, namespace: str, name: str) -> None:
+        """For the Job controller: delete a pod now, killing or rejecting its job."""
+        obj = self.facade.store.get_or_none("pods", namespace, name)
+        if obj is None:
+            return
+        self.facade.store.delete("pods", namespace, name)
+        self._removed_pod(namespace, name, obj)
+
+    def _adopt(self, pod: dict[str, Any]) -> JobPod:
+        """A pod the broker did not make from a Batsim job: a dynamic job if it says how
+        long it runs and the simulator can take it, else it runs until deleted."""
+        meta = pod["metadata"]
+        namespace, name = meta.get("namespace", "default"), meta["name"]
+        cpu_m, memory = self._requests(pod)
+        jp = JobPod("", namespace, name, cpu_m, memory, None)
+        jp.labels = dict(meta.get("labels") or {})
+        self.pods[(namespace, name)] = jp
+        duration, why = self._simulation_plan(pod)
+        if duration is None:
+            self._not_simulated(pod, why)
+            return jp
+        job_id = naming.api_pod_job_id(namespace, name)
+        profile = f"delay-{duration:.15g}"
+        if profile not in self._profiles:
+            self._profiles.add(profile)
+            self._decisions.append(
+                p.RegisterProfile(
+                    naming.API_WORKLOAD, profile, {"type": "delay", "delay": duration}
+                )
+            )
+        job: dict[str, Any] = {
+            "id": job_id,
+            "subtime": self.now_ns() / 1e9,
+            "res": 1,
+            "profile": profile,
+        }
+        deadline = (pod.get("spec") or {}).get("activeDeadlineSeconds")
+        if isinstance(deadline, int) and not isinstance(deadline, bool) and deadline > 0:
+            job["walltime"] = deadline
+        self._register(jp, job_id, job)
+        if (meta.get("annotations") or {}).get(JOB_ID_ANNOTATION) != job_id:
+
+            def annotate(obj: dict[str, Any]) -> None:
+                obj["metadata"].setdefault("annotations", {})[JOB_ID_ANNOTATION] = job_id
+
+            self.facade.store.update("pods", namespace, name, annotate)
+        return jp
+
+    def _simulation_plan(self, pod: dict[str, Any]) -> tuple[float | None, str]:
+        """How long ``pod`` runs as a Batsim job, or None and why it cannot be one."""
+        duration, why = self.pod_duration(pod)
+        if duration is not None and not self.dynamic_jobs:
+            why = "the simulator does not accept dynamic jobs (Batsim needs --enable-dynamic-jobs)"
+        elif duration is not None and self.registration_finished:
+            why = "it came after the workload ended (registration_finished was sent)"
+        return (None, why) if why else (duration, "")
+
+    def _register(self, jp: JobPod, job_id: str, job: dict[str, Any]) -> None:
+        jp.job_id = job_id
+        jp.raw_job = job
+        self.jobs[job_id] = jp
+        self.open_jobs += 1
+        self.stats.dynamic_jobs += 1
+        self._decisions.append(p.RegisterJob(job_id, job))
+
+    def _not_simulated(self, pod: dict[str, Any], why: str) -> None:
+        self.stats.pods_outside_batsim += 1
+        k8s_events.emit(
+            self.facade.store,
+            pod,
+            type_="Warning",
+            reason=NOT_SIMULATED,
+            message=(
+                f"timewarp: {why}; this pod is not a Batsim job: once running it runs until "
+                "deleted, and the simulation's outputs and end ignore it. Give the pod (or its "
+                f'template) the annotation {DURATION_ANNOTATION}: "<seconds>" to simulate it.'
+            ),
+            component="timewarp-broker",
+        )
 
     def _removed_pod(self, namespace: str, name: str, obj: dict[str, Any] | None) -> None:
         """An eviction or deletion: kill (or reject) its job, and let its ReplicaSet
@@ -341,6 +526,7 @@ class Cluster:
                     jp.state = "done"
             elif jp.state == "pending" and jp.job_id:
                 jp.state = "rejected"
+                self.open_jobs -= 1
                 self._decisions.append(p.RejectJob(jp.job_id))
         meta = (obj or {}).get("metadata", {})
         owner = next(
@@ -350,10 +536,22 @@ class Cluster:
             return
         if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             return
-        # The ReplicaSet controller: a new Pending pod from the same template.
+        # The ReplicaSet controller: a new Pending pod from the same template; a Batsim
+        # job restarts from scratch as a new (dynamic) job with the same profile.
         annotations = {
             k: v for k, v in (meta.get("annotations") or {}).items() if k != JOB_ID_ANNOTATION
         }
+        was_job = jp is not None and bool(jp.job_id) and jp.raw_job is not None
+        new_id = ""
+        if was_job and self._can_register():
+            assert jp is not None
+            original = naming.original_job_id(jp.job_id)
+            count = self._replacements.get(original, 0)
+            while not new_id or new_id in self.jobs:
+                count += 1
+                new_id = naming.replacement_job_id(original, count)
+            self._replacements[original] = count
+            annotations[JOB_ID_ANNOTATION] = new_id
         replacement = {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -367,12 +565,26 @@ class Cluster:
             "spec": {k: v for k, v in obj["spec"].items() if k != "nodeName"},
         }
         created = self.facade.store.create("pods", replacement, namespace=namespace)
+        self.stats.replacements += 1
+        if not was_job:
+            self._adopt(created)  # an API-made pod: its annotations say how long it runs
+            return
+        assert jp is not None and jp.raw_job is not None
         cpu_m, memory = self._requests(created)
-        usage = jp.usage if jp is not None else None
-        new = JobPod("", namespace, created["metadata"]["name"], cpu_m, memory, usage)
+        new = JobPod("", namespace, created["metadata"]["name"], cpu_m, memory, jp.usage)
         new.labels = dict(created["metadata"].get("labels") or {})
         self.pods[(namespace, new.name)] = new
-        self.stats.replacements += 1
+        if new_id:
+            job = {**jp.raw_job, "id": new_id, "subtime": self.now_ns() / 1e9}
+            self._register(new, new_id, job)
+        elif not self.dynamic_jobs:
+            self._not_simulated(
+                created,
+                "it replaces a Batsim job but the simulator does not accept dynamic jobs "
+                "(Batsim needs --enable-dynamic-jobs)",
+            )
+        else:
+            self._not_simulated(created, "it came after registration_finished was sent")
 
     def _ensure_replicaset(self, namespace: str, name: str, pod: dict[str, Any]) -> dict[str, Any]:
         store = self.facade.store
@@ -432,6 +644,7 @@ class Cluster:
             if jp is not None and jp.state == "pending":
                 jp.state = "rejected"
                 if jp.job_id:
+                    self.open_jobs -= 1
                     self._decisions.append(p.RejectJob(jp.job_id))
             return
         node.used_cpu_m += cpu_m

@@ -12,8 +12,10 @@ Deterministic mode, for each message Batsim sends (``now`` = t):
    t) and a CALL_ME_LATER for the earliest pending timer not already requested.
 
 Time never moves while a scheduler thread runs, so the same inputs give the same
-decisions, byte for byte. Once every static job was submitted and has ended, no more
-calls are requested and Batsim can end the simulation.
+decisions, byte for byte. Once every static job was submitted and every Batsim job (static
+or dynamic: REGISTER_JOB for controller-made pods, see ``broker.cluster``) has ended, no
+more calls are requested, NOTIFY ``registration_finished`` goes out when dynamic jobs are
+enabled, and Batsim can end the simulation.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class Progress:
     now_s: float = 0.0
     jobs_submitted: int = 0
     jobs_done: int = 0
+    jobs_dynamic: int = 0  # registered by the broker (controller-made pods)
     messages: int = 0
 
 
@@ -212,6 +215,7 @@ class Broker:
         self.progress.now_s = self.clock.now_ns / 1e9
         self.progress.jobs_submitted = self.cluster.stats.jobs_submitted
         self.progress.jobs_done = self.cluster.stats.jobs_done
+        self.progress.jobs_dynamic = self.cluster.stats.dynamic_jobs
         if self.on_progress is not None:
             self.on_progress(self.progress)
 

@@ -59,3 +59,51 @@ def job_id(pod: str) -> str:
             out.append(chr(int(pod[i + 1 : i + 3], 16)))
             i += 3
     return "".join(out)
+
+
+# --- dynamic jobs (pods made by controllers) --------------------------------------------
+#
+# A ReplicaSet replacement restarts its job from scratch as a new Batsim job in the same
+# workload: ``w0!web-1`` -> ``w0!web-1~r1``, then ``w0!web-1~r2`` (counted per original
+# job, never nested). A pod the API created (a Job controller's pod, or a bare pod) that
+# says how long it runs becomes a job of the ``k8s`` workload named after it:
+# ``default/pi-x7k2p`` -> ``k8s!default.pi-x7k2p`` (namespaces have no dots, so the first
+# ``.`` separates). Both forms are reversible; static job ids ending in ``~r<digits>`` are
+# therefore reserved.
+
+API_WORKLOAD = "k8s"
+_REPLACEMENT = "~r"
+
+
+def replacement_job_id(original: str, count: int) -> str:
+    """The id of the ``count``-th (1, 2, …) replacement of job ``original``."""
+    if count < 1:
+        raise ValueError(f"replacement count must be >= 1, got {count}")
+    return f"{original_job_id(original)}{_REPLACEMENT}{count}"
+
+
+def original_job_id(job_id: str) -> str:
+    """The job a replacement restarts (``w0!web-1~r2`` -> ``w0!web-1``); ``job_id`` itself
+    when it is not a replacement."""
+    head, sep, tail = job_id.rpartition(_REPLACEMENT)
+    if sep and head and tail.isdigit() and tail[0] != "0":
+        return head
+    return job_id
+
+
+def api_pod_job_id(namespace: str, pod: str) -> str:
+    """The job id of a pod the API created: ``k8s!<namespace>.<pod>``."""
+    if not namespace or "." in namespace or not pod:
+        raise ValueError(f"not a namespace/pod pair: {namespace!r}/{pod!r}")
+    return f"{API_WORKLOAD}!{namespace}.{pod}"
+
+
+def api_pod_of(job_id: str) -> tuple[str, str] | None:
+    """The inverse of :func:`api_pod_job_id`; None for other job ids."""
+    workload, sep, local = job_id.partition("!")
+    if workload != API_WORKLOAD or not sep:
+        return None
+    namespace, dot, pod = local.partition(".")
+    if not (namespace and dot and pod):
+        return None
+    return namespace, pod

@@ -6,20 +6,27 @@ A script written for Batsim works by swapping the program name::
 
 Exit status: 0 on success; 2 for bad input (arguments, platform, workloads), before any
 connection is made and without writing outputs; 1 when the decision process breaks the
-protocol, deadlocks the simulation or does not answer within ``--reply-timeout``.
+protocol, deadlocks the simulation or does not answer within ``--reply-timeout``; 143
+(SIGTERM) or 130 (SIGINT, Ctrl-C) when stopped from outside. A run stopped from outside,
+by ``--reply-timeout`` or by a deadlock still writes *partial* outputs: the jobs that
+ended so far and the machine states so far, ``batsim_version`` ending in ``-partial``
+(real Batsim writes nothing then). A protocol error writes nothing, as in Batsim.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
-from contextlib import ExitStack
+import threading
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 
 from simulator import protocol
 from simulator.engine import Deadlock, Options, Simulator
 from simulator.outputs import write_outputs
 from simulator.platform import PlatformError, load_platform
-from simulator.runner import ReplyTimeout, print_progress
+from simulator.runner import Aborted, ReplyTimeout, print_progress
 from simulator.runner import run as run_zmq
 from simulator.workload import WorkloadError, load_workload
 
@@ -117,10 +124,13 @@ def run(args: argparse.Namespace) -> int:
         submission_latency=args.submission_latency,
     )
     sim = Simulator(platform, workloads, options)
+    stop = threading.Event()
     with ExitStack() as stack:
         log = None
         if args.message_log:
             log = stack.enter_context(open(args.message_log, "w", encoding="utf-8"))
+        signals = stack.enter_context(_stop_on_signals(stop))
+        failure = None
         try:
             stats = run_zmq(
                 sim,
@@ -128,13 +138,33 @@ def run(args: argparse.Namespace) -> int:
                 reply_timeout=args.reply_timeout,
                 message_log=log,
                 progress=None if args.quiet else print_progress,
+                stop=stop,
             )
         except protocol.ProtocolError as exc:
+            # like Batsim, which aborts: a broken reply makes the results meaningless
             return _fail(f"decision process error: {exc}", 1)
         except Deadlock as exc:
-            return _fail(f"deadlock: {exc}", 1)
+            failure = (f"deadlock: {exc}", 1)
         except ReplyTimeout as exc:
-            return _fail(str(exc), 1)
+            failure = (str(exc), 1)
+        except Aborted as exc:
+            signum = signals[0] if signals else signal.SIGTERM
+            failure = (f"{signal.Signals(signum).name}: {exc}", 128 + signum)
+    if failure is not None:
+        text, code = failure
+        try:
+            paths = write_outputs(
+                args.export, sim.ended_records(), sim.machines_so_far(), sim.nb_compute,
+                0.0, 0.0, partial=True,
+            )  # fmt: skip
+        except OSError as exc:
+            return _fail(f"{text}; cannot write partial outputs: {exc}", code)
+        ended = len(sim.ended_records())
+        return _fail(
+            f"{text}\n{PROG}: partial outputs written ({ended} of {len(sim.records)} jobs "
+            f"ended by t={sim.now:g} s): {', '.join(str(p) for p in paths)}",
+            code,
+        )
     scheduling = 0.0 if args.reproducible else stats.scheduling_time
     simulation = 0.0 if args.reproducible else stats.simulation_time
     try:
@@ -150,3 +180,24 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+@contextmanager
+def _stop_on_signals(stop: threading.Event) -> Iterator[list[int]]:
+    """SIGTERM and SIGINT set ``stop`` (the run then ends between messages and writes
+    partial outputs) instead of killing the process; yields the signals received."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def handler(signum: int, _frame: object) -> None:
+        received.append(signum)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield received
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

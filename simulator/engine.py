@@ -223,6 +223,19 @@ class Simulator:
             key=lambda r: (r.end_seq < 0, r.end_seq, r.job.job_id.encode()),
         )
 
+    def ended_records(self) -> list[JobRecord]:
+        """The jobs that ended (completed, killed or rejected) so far, in Batsim's jobs.csv
+        order: what a run stopped early can report."""
+        return [r for r in self.job_records() if r.state in ("done", "rejected")]
+
+    def machines_so_far(self) -> MachineLog:
+        """The machine log with each machine's current state credited up to now (a copy:
+        the simulation's own accounting is untouched)."""
+        log = MachineLog(list(self.machines.rows), dict(self.machines.time_in_state))
+        for host, state in enumerate(self.machine_state):
+            log.time_in_state[state] += self.now - self.machine_since[host]
+        return log
+
     # ------------------------------------------------------------------ internals
 
     def _push(self, time: float, priority: int, job_id: str | None, version: int = 0) -> None:

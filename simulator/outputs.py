@@ -11,7 +11,9 @@
   like C++'s default stream (``%g``: ``5e-10``, ``170``).
 
 Files are written to temporary names and renamed at the end, so a failure leaves no
-partial output.
+half-written file. A run stopped early writes *partial* outputs (``partial=True``): the
+jobs that ended so far, the machine states so far, and ``batsim_version`` ending in
+``-partial`` in schedule.csv, so the files say what they are even without manifest.json.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ SCHEDULE_KEYS = (
     "time_switching_on,time_unavailable"
 ).split(",")
 VERSION = "4.2.1-timewarp"
+PARTIAL_SUFFIX = "-partial"
 
 
 def _f(value: float) -> str:
@@ -98,6 +101,7 @@ def schedule_values(
     nb_compute: int,
     scheduling_time: float,
     simulation_time: float,
+    partial: bool = False,
 ) -> dict[str, str]:
     done = [r for r in records if r.state == "done"]
     waits, turnarounds, slowdowns = [], [], []
@@ -115,7 +119,7 @@ def schedule_values(
         return sum(values) / len(values) if values else 0.0
 
     values = {
-        "batsim_version": VERSION,
+        "batsim_version": VERSION + (PARTIAL_SUFFIX if partial else ""),
         "consumed_joules": _f(0.0),
         "makespan": _f(makespan),
         "max_slowdown": _f(max(slowdowns, default=0.0)),
@@ -159,9 +163,12 @@ def write_outputs(
     nb_compute: int,
     scheduling_time: float,
     simulation_time: float,
+    partial: bool = False,
 ) -> list[Path]:
     """Write the three files atomically; return their paths."""
-    schedule = schedule_values(records, machines, nb_compute, scheduling_time, simulation_time)
+    schedule = schedule_values(
+        records, machines, nb_compute, scheduling_time, simulation_time, partial
+    )
     contents = {
         f"{prefix}_jobs.csv": jobs_rows(records),
         f"{prefix}_schedule.csv": [",".join(schedule), ",".join(schedule.values())],

@@ -3,12 +3,16 @@
 Like Batsim, the simulator *connects* a REQ socket to the decision process's REP endpoint
 (start order does not matter: zmq queues the first message until the peer binds), speaks
 first, and waits for exactly one reply per message, SIMULATION_ENDS included. Batsim
-waits forever; ``reply_timeout`` (seconds) bounds the wait when set.
+waits forever; ``reply_timeout`` (seconds) bounds the wait when set, and setting ``stop``
+(a :class:`threading.Event`, e.g. from a signal handler) ends the run within
+``POLL_S`` with :class:`Aborted`, leaving the simulator as it was after the last
+message, so that what happened so far can still be written.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,9 +23,15 @@ import zmq
 from simulator import protocol as p
 from simulator.engine import Simulator
 
+POLL_S = 0.2  # how often a wait for a reply looks at ``stop``
+
 
 class ReplyTimeout(RuntimeError):
     """The decision process did not answer in time."""
+
+
+class Aborted(RuntimeError):
+    """``stop`` was set (SIGTERM, Ctrl-C) before the simulation ended."""
 
 
 @dataclass
@@ -39,8 +49,12 @@ def run(
     message_log: TextIO | None = None,
     progress: Callable[[Simulator, RunStats], None] | None = None,
     progress_every: float = 2.0,
+    stop: threading.Event | None = None,
 ) -> RunStats:
-    """Drive ``sim`` against the decision process at ``endpoint`` until SIMULATION_ENDS."""
+    """Drive ``sim`` against the decision process at ``endpoint`` until SIMULATION_ENDS.
+
+    Raises :class:`ReplyTimeout` or :class:`Aborted` between messages, never in the middle
+    of applying a reply."""
     stats = RunStats()
     began = time.perf_counter()
     context = zmq.Context()
@@ -54,13 +68,11 @@ def run(
             text = p.encode(message)
             if message_log is not None:
                 message_log.write(f"BATSIM -> SCHED: {text}\n")
+            if stop is not None and stop.is_set():
+                raise Aborted(f"stopped at simulated time {sim.now}")
             sent = time.perf_counter()
             socket.send_string(text)
-            if reply_timeout is not None and not socket.poll(int(reply_timeout * 1000)):
-                raise ReplyTimeout(
-                    f"no reply from the decision process at {endpoint} within "
-                    f"{reply_timeout} s (simulated time {sim.now})"
-                )
+            _wait_reply(socket, sent, endpoint, sim, reply_timeout, stop)
             answer = socket.recv()
             stats.scheduling_time += time.perf_counter() - sent
             stats.messages += 1
@@ -78,6 +90,30 @@ def run(
         context.term()
     stats.simulation_time = time.perf_counter() - began
     return stats
+
+
+def _wait_reply(
+    socket: zmq.Socket,
+    sent: float,
+    endpoint: str,
+    sim: Simulator,
+    reply_timeout: float | None,
+    stop: threading.Event | None,
+) -> None:
+    while True:
+        wait = POLL_S if stop is not None else reply_timeout
+        if reply_timeout is not None:
+            left = reply_timeout - (time.perf_counter() - sent)
+            if left <= 0:
+                raise ReplyTimeout(
+                    f"no reply from the decision process at {endpoint} within "
+                    f"{reply_timeout} s (simulated time {sim.now})"
+                )
+            wait = min(wait, left) if wait is not None else left
+        if socket.poll(None if wait is None else max(1, int(wait * 1000))):
+            return
+        if stop is not None and stop.is_set():
+            raise Aborted(f"stopped while waiting for a reply, at simulated time {sim.now}")
 
 
 def print_progress(sim: Simulator, stats: RunStats, stream: TextIO = sys.stderr) -> None:

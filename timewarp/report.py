@@ -41,6 +41,8 @@ def summarise(prefix: Path, stats: dict[str, Any], wall_s: float) -> dict[str, A
         fig["speedup"] = round(makespan / wall_s, 1)
     for key in (
         "rejected_by_kubelet",
+        "dynamic_jobs",
+        "pods_outside_batsim",
         "kills",
         "bindings",
         "nondeterministic_advances",
@@ -62,6 +64,8 @@ _LABELS = [
     ("nb_jobs", "jobs", "{}"),
     ("nb_jobs_success", "jobs succeeded", "{}"),
     ("nb_jobs_rejected", "jobs rejected", "{}"),
+    ("dynamic_jobs", "jobs made by controllers (dynamic)", "{}"),
+    ("pods_outside_batsim", "pods outside Batsim (run until deleted)", "{}"),
     ("rejected_by_kubelet", "pods refused by the kubelet (over-allocation)", "{}"),
     ("nondeterministic_advances", "non-deterministic advances", "{}"),
     ("wall_s", "wall time", "{:.2f} s"),
@@ -69,14 +73,27 @@ _LABELS = [
 ]
 
 
+_ONLY_IF_NONZERO = {"dynamic_jobs", "pods_outside_batsim"}
+
+
 def print_summary(figures: dict[str, Any], stream: TextIO) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="timewarp simulate", show_header=False)
+    outputs = figures.get("outputs", "complete")
+    title = "timewarp simulate"
+    if outputs != "complete":
+        title += " — PARTIAL outputs (stopped early)" if outputs == "partial" else " — no outputs"
+    table = Table(title=title, show_header=False)
     table.add_column("figure")
     table.add_column("value", justify="right")
+    if outputs == "partial":
+        table.add_row("outputs", "partial: only jobs that ended before the stop")
+    elif outputs == "none":
+        table.add_row("outputs", "none (the simulator wrote no CSV)")
     for key, label, fmt in _LABELS:
+        if key in _ONLY_IF_NONZERO and not figures.get(key):
+            continue
         if key in figures:
             table.add_row(label, fmt.format(figures[key]))
     Console(file=stream, width=100).print(table)

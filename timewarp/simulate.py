@@ -9,7 +9,10 @@ and ``KUBECONFIG``. Outputs in ``-o``: Batsim's CSVs (``out_jobs.csv``,
 ``out_schedule.csv``, ``out_machine_states.csv``), ``manifest.json`` (versions,
 arguments, input hashes, figures), ``gantt.png`` and ``utilisation.png``, and one log per
 process. Ctrl-C or any failure stops everything, keeps what was written, and exits
-non-zero with the reason.
+non-zero with the reason; the embedded simulator then writes *partial* CSVs (the jobs
+that ended so far), marked ``"outputs": "partial"`` in manifest.json and in the summary
+(outputs of an earlier run in the same directory are removed first, so what is there is
+this run's).
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from timewarp import __version__
 from timewarp.run_cli import parse_epoch, positive_seconds
 
 OUT_PREFIX = "out"
+SIGTERM_GRACE_S = 20.0  # time a stopped simulator gets to write partial outputs
+OUT_FILES = tuple(f"{OUT_PREFIX}_{kind}.csv" for kind in ("jobs", "schedule", "machine_states"))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -137,6 +142,8 @@ class _Simulation:
         self.sim_proc: subprocess.Popen | None = None
 
     def run(self) -> int:
+        for name in OUT_FILES:  # an earlier run's outputs must not pass for this run's
+            (self.out / name).unlink(missing_ok=True)
         from broker.clock_service import DEFAULT_EPOCH_NS, ClockService
         from broker.engine import FacadeClock
         from broker.facade import Facade
@@ -228,6 +235,8 @@ class _Simulation:
         from timewarp import report
 
         figures = report.summarise(self.out / OUT_PREFIX, result.stats if result else {}, wall)
+        written = all((self.out / name).exists() for name in OUT_FILES)
+        figures["outputs"] = ("complete" if ok else "partial") if written else "none"
         self._write_manifest(figures, ok, reason, wall)
         if not args.no_plots and (self.out / f"{OUT_PREFIX}_jobs.csv").exists():
             try:
@@ -245,8 +254,10 @@ class _Simulation:
 
     def _simulator_command(self, endpoint: str) -> list[str]:
         args = self.args
+        # dynamic jobs: controller-made pods (ReplicaSet replacements, Job pods) are
+        # registered as Batsim jobs (see broker/cluster.py)
         common = ["-p", args.platform, "-e", str(self.out / OUT_PREFIX), "-s", endpoint,
-                  "--enable-compute-sharing"]  # fmt: skip
+                  "--enable-compute-sharing", "--enable-dynamic-jobs"]  # fmt: skip
         if args.batsim:
             cmd = [args.batsim, *common]
         else:
@@ -284,8 +295,8 @@ class _Simulation:
             return proc.wait(30 if wait else 0.5)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                return proc.wait(5)
+            try:  # the embedded simulator writes its partial outputs, then exits
+                return proc.wait(SIGTERM_GRACE_S)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 return proc.wait()
@@ -312,6 +323,7 @@ class _Simulation:
             "inputs": {path: _sha256(Path(path)) for path in [args.platform, *args.workload]},
             "ok": ok,
             "reason": reason,
+            "outputs": figures["outputs"],
             "wall_s": round(wall, 3),
             "figures": figures,
         }
@@ -357,6 +369,7 @@ class _ProgressView:
             disable=self.disabled,
         )
         self.task = self.progress.add_task("sim", total=total_jobs or None, now="0 s", speedup="")
+        self.total_jobs = total_jobs
         self.started = _wall.perf_counter()
 
     def __enter__(self):  # type: ignore[no-untyped-def]
@@ -369,6 +382,7 @@ class _ProgressView:
     def update(self, p) -> None:  # type: ignore[no-untyped-def]
         wall = _wall.perf_counter() - self.started
         speed = f"{p.now_s / wall:,.0f}x" if wall > 0 else ""
+        total = (self.total_jobs + p.jobs_dynamic) or None  # controller-made pods count too
         self.progress.update(
-            self.task, completed=p.jobs_done, now=f"{p.now_s:,.0f} s", speedup=speed
+            self.task, completed=p.jobs_done, total=total, now=f"{p.now_s:,.0f} s", speedup=speed
         )

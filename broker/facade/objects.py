@@ -194,17 +194,67 @@ def default_object(rt: ResourceType, obj: dict[str, Any], priority_of: dict[str,
         if rt.plural == "jobs":
             if not isinstance(spec.get("template"), dict):
                 raise invalid("Job", name, ["spec.template: Required value"])
-            spec.setdefault("parallelism", 1)
-            spec.setdefault("completions", 1)
-            spec.setdefault("backoffLimit", 6)
-            spec.setdefault("completionMode", "NonIndexed")
-            spec.setdefault("suspend", False)
+            default_job(obj)
         if rt.plural == "cronjobs" and not spec.get("schedule"):
             raise invalid("CronJob", name, ["spec.schedule: Required value"])
     elif rt.key == "priorityclasses.scheduling.k8s.io":
         if not isinstance(obj.get("value"), int):
             raise invalid("PriorityClass", name, ["value: Required value"])
         obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
+
+
+JOB_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid")
+JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
+
+
+def default_job(job: dict[str, Any]) -> None:
+    """batch/v1 Job admission: the real server's defaults, the generated selector (unless
+    ``manualSelector``) and the template labels that go with it, and the one validation a
+    Job's pods depend on (``restartPolicy`` Never or OnFailure; a template without one
+    defaults to Always, which a Job refuses, as the real server does)."""
+    meta, spec = job["metadata"], job["spec"]
+    name, uid = meta.get("name", ""), meta.get("uid", "")
+    template = spec["template"]
+    template_spec = template.get("spec")
+    if not isinstance(template_spec, dict):
+        raise invalid("Job", name, ["spec.template.spec: Required value"])
+    policy = template_spec.setdefault("restartPolicy", "Always")
+    if policy not in ("Never", "OnFailure"):
+        raise invalid(
+            "Job",
+            name,
+            [
+                f'spec.template.spec.restartPolicy: Unsupported value: "{policy}": supported '
+                'values: "OnFailure", "Never"'
+            ],
+        )
+    for key in ("parallelism", "backoffLimit", "activeDeadlineSeconds"):
+        value = spec.get(key)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 0
+        ):
+            raise invalid("Job", name, [f"spec.{key}: Invalid value: {value!r}: must be >= 0"])
+    if spec.get("completions") is not None:
+        value = spec["completions"]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise invalid(
+                "Job", name, [f"spec.completions: Invalid value: {value!r}: must be >= 0"]
+            )
+    spec.setdefault("parallelism", 1)
+    if "completions" not in spec:
+        spec["completions"] = 1
+    spec.setdefault("backoffLimit", 6)
+    spec.setdefault("completionMode", "NonIndexed")
+    spec.setdefault("suspend", False)
+    if not spec.get("manualSelector"):
+        labels = template.setdefault("metadata", {}).setdefault("labels", {})
+        for key in JOB_LABELS:
+            labels[key] = uid
+        for key in JOB_NAME_LABELS:
+            labels[key] = name
+        spec["selector"] = {"matchLabels": {JOB_LABELS[0]: uid}}
+    elif not isinstance(spec.get("selector"), dict):
+        raise invalid("Job", name, ["spec.selector: Required value"])
 
 
 def make_node(
