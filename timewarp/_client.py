@@ -48,6 +48,7 @@ class ClockClient:
         self._tx: zmq.Socket | None = None  # created once the broker welcomed us
         self._wakeup = Wakeup()
         self._poked = False
+        self._loop_ident: int | None = None
         self.runtime: _runtime.Runtime | None = None
         self._last_state: tuple | None = None
         self._rid = 0
@@ -78,10 +79,12 @@ class ClockClient:
         return msg
 
     def poke(self) -> None:
-        # Called with the runtime lock held; one byte per batch of changes is enough.
+        # Called with the runtime lock held; one byte per batch of changes is enough, and
+        # none from the loop itself (it flushes after handling what woke it).
         if not self._poked:
             self._poked = True
-            self._wakeup.poke()
+            if threading.get_ident() != self._loop_ident:
+                self._wakeup.poke()
 
     def start(self, runtime: _runtime.Runtime) -> None:
         self.runtime = runtime
@@ -92,6 +95,7 @@ class ClockClient:
 
     # -- the loop ------------------------------------------------------------
     def _loop(self) -> None:
+        self._loop_ident = threading.get_ident()
         poller = zmq.Poller()
         poller.register(self._sock, zmq.POLLIN)
         poller.register(self._wakeup.fd, zmq.POLLIN)

@@ -202,6 +202,14 @@ class Runtime:
             self.holder = None
             self._flush()
 
+    def _poke_unless_baton(self) -> None:
+        """Queued messages must reach the broker before it may move time. Under the baton
+        that is when the process goes idle, and the thread that leaves it idle flushes
+        (``_hand_off_locked``): no need to wake the request loop before. In free mode
+        time moves on its own, so say it now."""
+        if not self.deterministic or self.holder is None:
+            self._poke()
+
     def _release_baton_locked(self, ts: ThreadState) -> None:
         if not self.deterministic:
             if ts.running:
@@ -255,7 +263,7 @@ class Runtime:
         # Under the baton registrations happen in a reproducible order, so the
         # registration sequence is a deterministic tie-break for equal deadlines.
         self.outbox.append(clockproto.timer(tid, deadline_ns, [tid]))
-        self._poke()
+        self._poke_unless_baton()
 
     def wake_locked(self, waiter: Waiter, how: int) -> bool:
         """Make a waiting thread ready (the waker's doing). False if it was already woken."""
@@ -265,7 +273,7 @@ class Runtime:
         if waiter.timer_id and how != TIMEDOUT:
             if self.timers.pop(waiter.timer_id, None) is not None:
                 self.outbox.append(clockproto.cancel(waiter.timer_id))
-                self._poke()
+                self._poke_unless_baton()
         if waiter.parked:
             ts = waiter.ts
             if ts.tracked:
@@ -364,7 +372,8 @@ class Runtime:
             self.io_gates[io_id] = _IoGate(ts, released=not (self.deterministic and ts.tracked))
             if ts.tracked:
                 self._release_baton_locked(ts)
-            self._poke()
+            if not (self.deterministic and ts.tracked):
+                self._poke()
             return io_id
 
     def end_io_wait(self, io_id: int) -> None:
