@@ -226,14 +226,16 @@ class ClockService:
 
     def _move_time_locked(self, t_ns: int) -> list[ProcessState]:
         """Set the time; returns the processes told, whose acknowledgement must come
-        before anyone is woken. Processes that may be woken by facade I/O need the new
-        time first (a fire carries its time; a watch event does not), or a thread woken
-        by the API could read the old time."""
+        before anyone is woken. A process whose threads may be woken by facade I/O without
+        the broker's go (free modes, or threads the stall guard let go) needs the new time
+        first, or such a thread could read the old time; in deterministic mode the
+        ``fire`` and ``io`` messages that wake everyone else carry the time."""
         self._now = t_ns
         self.advances += 1
         pushed = []
+        gated = self.mode == "deterministic"
         for proc in self._procs.values():
-            if proc.connected and not proc.gone and proc.io:
+            if proc.connected and not proc.gone and proc.io and (not gated or proc.detached):
                 self._send_locked(proc, clockproto.time_update(t_ns))
                 pushed.append(proc)
         return pushed
@@ -418,7 +420,7 @@ class ClockService:
         if release is None:
             return False
         proc, port = release
-        self._send_locked(proc, clockproto.io_release(port))
+        self._send_locked(proc, clockproto.io_release(port, self._now))
         self.io_releases += 1
         return True
 

@@ -30,7 +30,7 @@ from timewarp import clockproto as cp
         (cp.now_reply(7, 120), b'{"op":"now","rid":7,"t":120}'),
         (cp.fire([3, 9], 60), b'{"op":"fire","ids":[3,9],"t":60}'),
         (cp.time_update(60), b'{"op":"time","t":60}'),
-        (cp.io_release(53412), b'{"op":"io","port":53412}'),
+        (cp.io_release(53412, 60_000_000_000), b'{"op":"io","port":53412,"t":60000000000}'),
         (cp.dump(), b'{"op":"dump"}'),
         (cp.error("boom"), b'{"op":"error","message":"boom"}'),
     ],

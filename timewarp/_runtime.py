@@ -22,7 +22,8 @@ thread from the baton so the others can go on (a counted non-deterministic advan
 
 Threads that this runtime did not see start (started before activation, or through
 ``_thread.start_new_thread``) are *untracked*: their virtual waits work, but they never
-hold the baton and are not counted as busy.
+hold the baton and are not counted as busy; one woken by API data runs without the
+broker's go and may read the time of the previous instant until the next wake-up.
 """
 
 from __future__ import annotations
@@ -388,8 +389,10 @@ class Runtime:
                 return
         ts.go.acquire()
 
-    def on_io_release_locked(self, port: int) -> None:
+    def on_io_release_locked(self, port: int, t_ns: int) -> None:
         """The broker's go for the thread reading ``port`` (request-loop thread)."""
+        if t_ns > self.now_ns:
+            self.now_ns = t_ns
         self.acks += 1
         for io_id, item in self.io.items():
             gate = self.io_gates[io_id]

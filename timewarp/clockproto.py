@@ -30,7 +30,7 @@ Broker -> runtime::
     {"op":"now","rid":7,"t":120000000000}
     {"op":"fire","ids":[3,9],"t":60000000000}              timers due now, in release order
     {"op":"time","t":60000000000}                          clock moved (acknowledged via ack)
-    {"op":"io","port":53412}                               let the thread reading this API connection run
+    {"op":"io","port":53412,"t":60000000000}               let the thread reading this API connection run
     {"op":"dump"}                                          send your threads' stacks
     {"op":"error","message":"..."}                         fatal: the runtime prints it and exits
 
@@ -52,7 +52,10 @@ Invariants the broker relies on:
   them — reproducible, unlike ports). In deterministic mode a thread whose connection has
   data does not run until the broker says so with an ``io`` message: the broker lets such
   threads go one at a time, in (process, connection_seq) order, when nothing else runs —
-  as it does for simultaneous timers. ``io`` messages are acknowledged like ``fire``.
+  as it does for simultaneous timers. ``io`` messages are acknowledged like ``fire`` and,
+  like ``fire``, carry the time: in deterministic mode every thread of a quiescent process
+  is woken by one or the other, so the broker pushes ``time`` only to processes whose
+  threads may run without its go (free modes, threads the stall guard let go).
 - ``key`` orders timers with equal deadlines: the process's registration sequence.
   In deterministic mode only one thread of a process runs at a time, in a reproducible
   order, so this sequence is the same every run.
@@ -159,7 +162,7 @@ _TO_RUNTIME = {
     "now": lambda m: (_int(m, "rid"), _int(m, "t")),
     "fire": lambda m: (_int_list(m, "ids"), _int(m, "t")),
     "time": lambda m: _int(m, "t"),
-    "io": lambda m: _int(m, "port"),
+    "io": lambda m: (_int(m, "port"), _int(m, "t")),
     "dump": lambda m: None,
     "error": lambda m: _str(m, "message"),
 }
@@ -270,8 +273,8 @@ def time_update(t_ns: int) -> dict[str, Any]:
     return {"op": "time", "t": t_ns}
 
 
-def io_release(port: int) -> dict[str, Any]:
-    return {"op": "io", "port": port}
+def io_release(port: int, t_ns: int) -> dict[str, Any]:
+    return {"op": "io", "port": port, "t": t_ns}
 
 
 def dump() -> dict[str, Any]:
