@@ -1,11 +1,12 @@
 """From points to runs: generated inputs, the ``timewarp simulate`` command, the run's hash.
 
 A run is (point, replicate). Its identity is a SHA-256 over what decides its outcome:
-the scheduler commands, the *contents* of the platform and workload files, the mode and
-its flags, the extra simulate flags, the replicate index and the seed. Its directory is
-``RESULTS/runs/<first 16 hex digits>``, so an edited workload file gives new runs while a
-moved one does not. Honest limit: the scheduler's own source code is not hashed; after
-editing a scheduler, use ``--rerun``.
+the scheduler commands, the SHA-256 of every source file they run (``sources.py``: the
+scheduler's package or script folder, what it imports from the root, ``--patch-module``
+packages), the *contents* of the platform and workload files, the mode and its flags, the
+extra simulate flags, the replicate index and the seed. Its directory is
+``RESULTS/runs/<first 16 hex digits>``, so an edited workload file or scheduler gives new
+runs while a moved one does not. Not hashed: timewarp itself and installed libraries.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from timewarp.sweeping.sources import SourceHasher, patch_modules
 from timewarp.sweeping.spec import (
     PLACEHOLDER,
     SEEDED_GENERATORS,
@@ -158,6 +160,7 @@ def plan_runs(sweep: Sweep, results: Path) -> list[Run]:
     maker = InputMaker(results / "inputs", sweep.root)
     _generate_in_parallel(sweep, maker)
     file_hashes: dict[str, str] = {}
+    sources = SourceHasher(sweep.root)
 
     def content_hash(path: str) -> str:
         if path not in file_hashes:
@@ -179,6 +182,7 @@ def plan_runs(sweep: Sweep, results: Path) -> list[Run]:
             extra = [_substitute(a, seed, replicate) for a in sweep.simulate_args]
             identity = {
                 "schedulers": commands,
+                "scheduler_sources": sources.hashes(commands, patch_modules([*mode_flags, *extra])),
                 "platform_sha256": content_hash(platform),
                 "workload_sha256": content_hash(workload),
                 "mode": mode_params["mode"],
