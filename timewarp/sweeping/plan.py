@@ -94,8 +94,9 @@ class InputMaker:
     """Generates (once) the platforms and workloads a sweep describes by generator settings.
 
     Files land in ``RESULTS/inputs/`` named by a hash of the settings, so a resumed sweep
-    reuses them. Seeded generators (poisson, mixed) get the run's seed unless the sweep
-    fixes ``seed`` itself.
+    reuses them. Seeded generators (poisson, mixed, script) get the run's seed unless the
+    sweep fixes ``seed`` itself. A ``script`` generator runs with the root as its working
+    directory; its output's *contents* are what the run's identity hashes.
     """
 
     def __init__(self, inputs_dir: Path, root: Path) -> None:
@@ -125,15 +126,23 @@ class InputMaker:
         out = self.inputs_dir / f"{ent.kind}-{ent.name}-{key}{suffix}"
         if not out.exists():
             self.inputs_dir.mkdir(parents=True, exist_ok=True)
-            argv = [sys.executable, "-m", "timewarp", "workload", gen]
+            if gen == "script":  # a program of the user's: `python SCRIPT --flags -o OUT`
+                argv = [sys.executable, params["script"]]
+            else:
+                argv = [sys.executable, "-m", "timewarp", "workload", gen]
             if gen == "from-swf":
                 argv.append(params["trace"])
-            argv += _flags(params, skip={"generator", "trace"}) + ["-o", str(out)]
-            proc = subprocess.run(argv, capture_output=True, text=True, cwd=self.root)
+            argv += _flags(params, skip={"generator", "trace", "script"}) + ["-o", str(out)]
+            env = dict(os.environ)  # as for the schedulers: the root's packages importable
+            env["PYTHONPATH"] = os.pathsep.join(
+                filter(None, [str(self.root), env.get("PYTHONPATH")])
+            )
+            proc = subprocess.run(argv, capture_output=True, text=True, cwd=self.root, env=env)
             if proc.returncode != 0:
+                what = params["script"] if gen == "script" else f"timewarp workload {gen}"
                 raise SpecError(
                     f"{ent.kind}s.{ent.name}: the generator failed "
-                    f"(timewarp workload {gen}): {proc.stderr.strip() or proc.returncode}"
+                    f"({what}): {proc.stderr.strip() or proc.returncode}"
                 )
         return str(out)
 
