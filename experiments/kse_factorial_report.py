@@ -216,7 +216,8 @@ def plot(summary: list[dict[str, object]], curves: dict, out_mae: Path, out_roun
         ax.set_xlabel("round (minute)")
         ax.set_ylabel("MAE (millicores), mean of replicates")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize="x-small")
+        if ax.lines:
+            ax.legend(fontsize="x-small")
     fig.tight_layout()
     fig.savefig(out_rounds, dpi=80)
     plt.close(fig)

@@ -165,7 +165,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from kubernetes.utils import parse_quantity
+
+    for flag, value in (
+        ("--request-cpu", args.request_cpu),
+        ("--request-memory", args.request_memory),
+    ):
+        try:
+            parse_quantity(value)
+        except ValueError:
+            parser.error(f"{flag}: not a Kubernetes quantity: {value!r}")
     workload = make_workload(args)
     text = json.dumps(workload, indent=1) + "\n"
     target = args.output

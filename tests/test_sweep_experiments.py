@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from timewarp.sweeping.plan import plan_runs
 from timewarp.sweeping.results import METRICS
 from timewarp.sweeping.spec import load_sweep
 
@@ -32,13 +34,20 @@ def test_batkube_sweep_puts_lockstep_timeouts_beside_deterministic_mode():
     assert "50ms" in timeouts and len(timeouts) >= 5
 
 
-def test_kse_factorial_crosses_default_like_with_and_without_the_rebalancer():
+def test_kse_factorial_is_the_papers_96_scenarios_with_replicaset_pods(tmp_path):
     sweep = load_sweep(ROOT / "experiments" / "kse_factorial.yaml")
-    schedulers = {p.factors["scheduler"] for p in sweep.points}
-    assert schedulers == {"default_like", "default_like+kse"}
-    kse = [p for p in sweep.points if p.factors["scheduler"] == "default_like+kse"]
-    assert len(kse) == 2**5  # algorithm, overload, metric, pods, rate
-    assert sweep.replicates == 10
+    arms = {(p.factors["scheduler"], p.factors.get("algorithm")) for p in sweep.points}
+    assert arms == {("kube-scheduler", None), ("kse", "greedy"), ("kse", "refine")}
+    assert len(sweep.points) == 96  # 32 per scheduler: pods, rate, shape, distribution, metric
+    for factor in ("pods", "rate", "shape", "distribution", "metric"):
+        assert len({p.factors[factor] for p in sweep.points}) == 2
+    # one point's workload, generated as the sweep would: ReplicaSet pods plus the keeper
+    del sweep.points[1:]
+    run = plan_runs(sweep, tmp_path)[0]
+    workload = json.loads(Path(run.simulate_argv[run.simulate_argv.index("-w") + 1]).read_text())
+    movable = [j for j in workload["jobs"] if j.get("replicaset") == "app"]
+    assert len(movable) == run.point.factors["pods"]
+    assert len(workload["jobs"]) == len(movable) + 1  # the keeper, never moved
 
 
 def write_summary(path: Path) -> None:
