@@ -36,6 +36,12 @@ def _ms(level: str) -> float | None:
         return None
 
 
+def _n(points: list) -> str:
+    """The replicates behind the points: '5', or '3-5' when they differ."""
+    counts = sorted({int(r["n_ok"]) for _, r in points})
+    return str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", type=Path, help="the sweep's results directory")
@@ -87,14 +93,22 @@ def main(argv: list[str] | None = None) -> int:
                     yerr=[float(r[f"{metric}_ci95"] or 0) for _, r in lock],
                     marker="o",
                     capsize=3,
-                    label="timewarp lockstep",
+                    label=f"timewarp lockstep (mean, 95 % CI, n={_n(lock)})",
                 )
             for r in (r for r in ours if r["mode"] == "deterministic" and r[f"{metric}_mean"]):
                 mean, ci = float(r[f"{metric}_mean"]), float(r[f"{metric}_ci95"] or 0)
-                ax.axhline(mean, color="C3", linestyle="--", label="timewarp deterministic")
+                ax.axhline(
+                    mean,
+                    color="C3",
+                    linestyle="--",
+                    label=f"timewarp deterministic (n={r['n_ok']})",
+                )
                 ax.axhspan(mean - ci, mean + ci, color="C3", alpha=0.15)
             ax.set_yscale("log")
-            ax.set_xlabel("timeout (ms)")
+            # the curve bends within the first milliseconds: linear to 5 ms, log beyond
+            ax.set_xscale("symlog", linthresh=5, linscale=1.5)
+            ax.set_xlim(-0.5, 110)
+            ax.set_xlabel("timeout-value (ms; linear to 5, log beyond)")
             ax.set_title(f"{workload}: {metric} (s)", fontsize="medium")
             ax.grid(alpha=0.3)
             ax.legend(fontsize="x-small")

@@ -51,13 +51,13 @@ def test_kse_factorial_is_the_papers_96_scenarios_with_replicaset_pods(tmp_path)
 
 
 def write_summary(path: Path) -> None:
-    cols = ["workload", "mode", "timeout-value"] + [
+    cols = ["workload", "mode", "timeout-value", "n_ok"] + [
         f"{m}_{s}" for m in METRICS for s in ("mean", "sd", "ci95")
     ]
     rows = []
     for workload in ("burst", "spaced"):
-        rows.append({"workload": workload, "mode": "deterministic", "timeout-value": ""})
-        rows.append({"workload": workload, "mode": "lockstep", "timeout-value": "50ms"})
+        rows.append({"workload": workload, "mode": "deterministic", "timeout-value": "", "n_ok": 3})
+        rows.append({"workload": workload, "mode": "lockstep", "timeout-value": "50ms", "n_ok": 5})
     for r in rows:
         for m in METRICS:
             r[f"{m}_mean"], r[f"{m}_sd"], r[f"{m}_ci95"] = 2000.0, 1.0, 2.0

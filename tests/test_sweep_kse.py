@@ -159,7 +159,7 @@ def test_the_report_averages_rounds_1_to_9_and_counts_clear_wins(tmp_path, capsy
     assert float(greedy["evictions_mean"]) == 27.0  # 3 per round, 9 rounds
     assert float(table[("exponential", "kube-scheduler")]["mae_sd"]) > 0
     # a clear win with the exponential requests; not with the normal ones (192 vs 105)
-    assert "| kse-greedy | 0 | 0 | 0 | 1 |" in out
+    assert "| kse-greedy | 0 of 0 | 0 of 1 | 0 of 0 | 1 of 1 |" in out
     assert "1 runs without imbalance data" in out
     assert (results / "kse_mae.png").read_bytes()[:4] == b"\x89PNG"
     assert (results / "kse_rounds.png").read_bytes()[:4] == b"\x89PNG"
