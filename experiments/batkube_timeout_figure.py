@@ -8,7 +8,9 @@ measured curves ``timeout_200_delay170.csv`` (burst) and ``timeout_spaced_200_de
 (columns: timeout in ms, duration, makespan, mean_waiting_time). Draws, per workload and
 metric, the thesis curve against the timeout, our lockstep points with 95 % CI (when
 ``--mode lockstep`` runs succeeded) and our deterministic mean as a flat line with its CI
-band.
+band. ``--table`` also prints a markdown table per workload and level: replicates, makespan
+and mean waiting time (mean and sample σ), wall seconds per run (min / median / max, from
+``runs.csv``) and the thesis' single run at the same timeout.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("results", type=Path, help="the sweep's results directory")
     parser.add_argument("--batkube", type=Path, default=Path("/work/shared/data/batkube/results"))
     parser.add_argument("-o", "--output", type=Path, help="PNG (default: RESULTS/fig4.5.png)")
+    parser.add_argument("--table", action="store_true", help="print a markdown table too")
     args = parser.parse_args(argv)
     summary_path = args.results / "summary.csv"
     if not summary_path.is_file():
@@ -116,7 +119,52 @@ def main(argv: list[str] | None = None) -> int:
     out = args.output or args.results / "fig4.5.png"
     fig.savefig(out, dpi=90)
     print(out)
+    if args.table:
+        print(table(summary, args.results / "runs.csv", args.batkube))
     return 0
+
+
+def _mean_sd(row: dict[str, str], metric: str) -> str:
+    sd = row[f"{metric}_sd"]
+    mean = row[f"{metric}_mean"]
+    return f"{float(mean):.1f} ± {float(sd):.1f}" if sd else mean
+
+
+def table(summary: list[dict[str, str]], runs_csv: Path, thesis_dir: Path) -> str:
+    """Markdown: one row per workload, mode and timeout level."""
+    import statistics
+
+    walls: dict[tuple[str, str, str], list[float]] = {}
+    if runs_csv.is_file():
+        with open(runs_csv, newline="") as f:
+            for r in csv.DictReader(f):
+                if r["status"] == "ok":
+                    key = (r["workload"], r["mode"], r.get("timeout-value", ""))
+                    walls.setdefault(key, []).append(float(r["wall_s"]))
+    lines = [
+        "| workload | mode | timeout | n | makespan (s) mean ± σ | mean waiting (s) mean ± σ "
+        "| wall s/run min / median / max | thesis makespan / waiting |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for workload, name in THESIS_FILES.items():
+        thesis: dict[float, dict[str, str]] = {}
+        if (thesis_dir / name).is_file():
+            with open(thesis_dir / name, newline="") as f:
+                thesis = {float(t["timeout"]): t for t in csv.DictReader(f)}
+        rows = [r for r in summary if r.get("workload") == workload and r["makespan_mean"]]
+        rows.sort(key=lambda r: (r["mode"], _ms(r.get("timeout-value", "")) or 0.0))
+        for r in rows:
+            level = r.get("timeout-value", "")
+            w = sorted(walls.get((workload, r["mode"], level), []))
+            wall = f"{w[0]:.1f} / {statistics.median(w):.1f} / {w[-1]:.1f}" if w else ""
+            t = thesis.get(_ms(level)) if level else None
+            ref = f"{float(t['makespan']):.0f} / {float(t['mean_waiting_time']):.0f}" if t else ""
+
+            lines.append(
+                f"| {workload} | {r['mode']} | {level or '–'} | {r['n_ok']} | {_mean_sd(r, 'makespan')} "
+                f"| {_mean_sd(r, 'mean_waiting_time')} | {wall} | {ref} |"
+            )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

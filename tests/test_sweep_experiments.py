@@ -79,11 +79,16 @@ def test_batkube_figure_helper_draws_thesis_and_sweep(tmp_path, subprocess_env):
         )
     script = ROOT / "experiments" / "batkube_timeout_figure.py"
     proc = subprocess.run(
-        [sys.executable, str(script), str(results), "--batkube", str(thesis)],
+        [sys.executable, str(script), str(results), "--batkube", str(thesis), "--table"],
         capture_output=True, text=True, env=subprocess_env, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert (results / "fig4.5.png").read_bytes()[:4] == b"\x89PNG"
+    # the table: our lockstep level beside the thesis' run at the same timeout
+    assert (
+        "| burst | lockstep | 50ms | 5 | 2000.0 ± 1.0 | 2000.0 ± 1.0 |  | 2224 / 980 |"
+        in proc.stdout
+    )
     missing = subprocess.run(
         [sys.executable, str(script), str(tmp_path / "nowhere")],
         capture_output=True, text=True, env=subprocess_env, timeout=120,
