@@ -62,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     fig, axes = plt.subplots(len(METRICS), len(THESIS_FILES), figsize=(11, 7), squeeze=False)
     for col, (workload, name) in enumerate(THESIS_FILES.items()):
@@ -111,6 +112,10 @@ def main(argv: list[str] | None = None) -> int:
             # the curve bends within the first milliseconds: linear to 5 ms, log beyond
             ax.set_xscale("symlog", linthresh=5, linscale=1.5)
             ax.set_xlim(-0.5, 110)
+            ticks = [0, 1, 2, 3, 4, 5, 10, 20, 50, 100]
+            ax.set_xticks(ticks)
+            ax.set_xticklabels([str(t) for t in ticks], fontsize="small")
+            ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
             ax.set_xlabel("timeout-value (ms; linear to 5, log beyond)")
             ax.set_title(f"{workload}: {metric} (s)", fontsize="medium")
             ax.grid(alpha=0.3)
