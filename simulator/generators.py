@@ -13,11 +13,22 @@ from typing import Any
 from xml.sax.saxutils import quoteattr
 
 
-def _job(index: int, subtime: float, profile: str, walltime: float | None) -> dict[str, Any]:
+def _job(
+    index: int,
+    subtime: float,
+    profile: str,
+    walltime: float | None,
+    replicaset: str | None = None,
+    groups: int = 1,
+) -> dict[str, Any]:
+    """Job ``index`` (1-based); with ``replicaset`` its pod is owned by that ReplicaSet, or
+    with ``groups`` > 1 by ``<replicaset>-<(index - 1) mod groups>`` (round robin)."""
     job: dict[str, Any] = {"id": str(index), "subtime": _clean(subtime), "res": 1}
     if walltime is not None:
         job["walltime"] = _clean(walltime)
     job["profile"] = profile
+    if replicaset:
+        job["replicaset"] = replicaset if groups == 1 else f"{replicaset}-{(index - 1) % groups}"
     return job
 
 
@@ -43,9 +54,14 @@ def spaced(
     scheduler: str = "default",
     walltime: float | None = 1000,
     start: float = 0.0,
+    replicaset: str | None = None,
+    groups: int = 1,
 ) -> dict[str, Any]:
     """``count`` identical jobs, one every ``interval`` seconds (0: a burst)."""
-    jobs = [_job(i + 1, start + i * interval, "delay", walltime) for i in range(count)]
+    jobs = [
+        _job(i + 1, start + i * interval, "delay", walltime, replicaset, groups)
+        for i in range(count)
+    ]
     profiles = {"delay": _pod_profile(delay, cpu, memory, scheduler)}
     return {"nb_res": 1, "jobs": jobs, "profiles": profiles}
 
@@ -66,6 +82,8 @@ def poisson(
     memory: str | None = None,
     scheduler: str = "default",
     walltime: float | None = None,
+    replicaset: str | None = None,
+    groups: int = 1,
 ) -> dict[str, Any]:
     """Poisson arrivals at ``rate`` jobs/s; delays exponential with ``mean_delay`` (rounded
     to whole seconds, at least 1) unless ``fixed_delay``."""
@@ -78,7 +96,7 @@ def poisson(
         delay = mean_delay if fixed_delay else max(1, round(rng.expovariate(1 / mean_delay)))
         name = f"delay{_clean(delay)}"
         profiles.setdefault(name, _pod_profile(delay, cpu, memory, scheduler))
-        jobs.append(_job(i + 1, round(now, 3), name, walltime))
+        jobs.append(_job(i + 1, round(now, 3), name, walltime, replicaset, groups))
     return {"nb_res": 1, "jobs": jobs, "profiles": profiles}
 
 

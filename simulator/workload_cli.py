@@ -4,6 +4,7 @@
     timewarp workload burst   -n 40 --delay 170 -o burst.json
     timewarp workload spaced  -n 40 --delay 170 --interval 10 -o spaced.json
     timewarp workload poisson -n 100 --rate 0.1 --mean-delay 120 --seed 1 -o p.json
+    timewarp workload burst   -n 20 --delay 600 --replicaset app --replicasets 4 -o rs.json
     timewarp workload mixed   -n 100 --rate 0.05 --gpu-fraction 0.3 --seed 1 -o m.json
     timewarp workload platform -n 16 --cores 1 -o cluster16.xml
     timewarp workload platform --cpu-nodes 8 --gpu-nodes 4 -o hetero.xml
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -65,6 +67,31 @@ def _pod_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cpu", default="1", help="pod cpu request (default: %(default)s)")
     parser.add_argument("--memory", default=None, help="pod memory request, e.g. 500Mi")
     parser.add_argument("--scheduler", default="default", help="schedulerName of the pods")
+    parser.add_argument(
+        "--replicaset",
+        metavar="NAME",
+        help="the pods belong to ReplicaSet NAME (rebalancers such as KSE move only those)",
+    )
+    parser.add_argument(
+        "--replicasets",
+        type=_positive_int,
+        default=1,
+        metavar="K",
+        help="with --replicaset: K ReplicaSets NAME-0..NAME-(K-1), pods dealt round robin",
+    )
+
+
+_RS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+def _replicaset_error(args: argparse.Namespace) -> str | None:
+    """A ReplicaSet name must be a DNS subdomain (as Kubernetes requires)."""
+    name = getattr(args, "replicaset", None)
+    if name is None:
+        return "--replicasets needs --replicaset NAME" if args.replicasets != 1 else None
+    if len(name) > 240 or not _RS_NAME.match(name):
+        return f"--replicaset: {name!r} is not a valid name (lowercase letters, digits, '-', '.')"
+    return None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -177,6 +204,8 @@ def run(args: argparse.Namespace) -> int:
             )
             _dump_workload(workload, args.output)
             print(f"{PROG}: {len(workload['jobs'])} jobs -> {args.output}", file=sys.stderr)
+        elif args.tool in ("burst", "spaced", "poisson") and _replicaset_error(args):
+            return _fail(_replicaset_error(args))
         elif args.tool in ("burst", "spaced"):
             interval = args.interval if args.tool == "spaced" else 0.0
             workload = generators.spaced(
@@ -187,6 +216,8 @@ def run(args: argparse.Namespace) -> int:
                 memory=args.memory,
                 scheduler=args.scheduler,
                 walltime=args.walltime,
+                replicaset=args.replicaset,
+                groups=args.replicasets,
             )
             _dump_workload(workload, args.output)
         elif args.tool == "poisson":
@@ -199,6 +230,8 @@ def run(args: argparse.Namespace) -> int:
                 cpu=args.cpu,
                 memory=args.memory,
                 scheduler=args.scheduler,
+                replicaset=args.replicaset,
+                groups=args.replicasets,
             )
             _dump_workload(workload, args.output)
         elif args.tool == "mixed":

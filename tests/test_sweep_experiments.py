@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from timewarp.sweeping.plan import plan_runs
 from timewarp.sweeping.results import METRICS
 from timewarp.sweeping.spec import load_sweep
 
@@ -32,23 +34,30 @@ def test_batkube_sweep_puts_lockstep_timeouts_beside_deterministic_mode():
     assert "50ms" in timeouts and len(timeouts) >= 5
 
 
-def test_kse_factorial_crosses_default_like_with_and_without_the_rebalancer():
+def test_kse_factorial_is_the_papers_96_scenarios_with_replicaset_pods(tmp_path):
     sweep = load_sweep(ROOT / "experiments" / "kse_factorial.yaml")
-    schedulers = {p.factors["scheduler"] for p in sweep.points}
-    assert schedulers == {"default_like", "default_like+kse"}
-    kse = [p for p in sweep.points if p.factors["scheduler"] == "default_like+kse"]
-    assert len(kse) == 2**5  # algorithm, overload, metric, pods, rate
-    assert sweep.replicates == 10
+    arms = {(p.factors["scheduler"], p.factors.get("algorithm")) for p in sweep.points}
+    assert arms == {("kube-scheduler", None), ("kse", "greedy"), ("kse", "refine")}
+    assert len(sweep.points) == 96  # 32 per scheduler: pods, rate, shape, distribution, metric
+    for factor in ("pods", "rate", "shape", "distribution", "metric"):
+        assert len({p.factors[factor] for p in sweep.points}) == 2
+    # one point's workload, generated as the sweep would: ReplicaSet pods plus the keeper
+    del sweep.points[1:]
+    run = plan_runs(sweep, tmp_path)[0]
+    workload = json.loads(Path(run.simulate_argv[run.simulate_argv.index("-w") + 1]).read_text())
+    movable = [j for j in workload["jobs"] if j.get("replicaset") == "app"]
+    assert len(movable) == run.point.factors["pods"]
+    assert len(workload["jobs"]) == len(movable) + 1  # the keeper, never moved
 
 
 def write_summary(path: Path) -> None:
-    cols = ["workload", "mode", "timeout-value"] + [
+    cols = ["workload", "mode", "timeout-value", "n_ok"] + [
         f"{m}_{s}" for m in METRICS for s in ("mean", "sd", "ci95")
     ]
     rows = []
     for workload in ("burst", "spaced"):
-        rows.append({"workload": workload, "mode": "deterministic", "timeout-value": ""})
-        rows.append({"workload": workload, "mode": "lockstep", "timeout-value": "50ms"})
+        rows.append({"workload": workload, "mode": "deterministic", "timeout-value": "", "n_ok": 3})
+        rows.append({"workload": workload, "mode": "lockstep", "timeout-value": "50ms", "n_ok": 5})
     for r in rows:
         for m in METRICS:
             r[f"{m}_mean"], r[f"{m}_sd"], r[f"{m}_ci95"] = 2000.0, 1.0, 2.0
@@ -70,11 +79,16 @@ def test_batkube_figure_helper_draws_thesis_and_sweep(tmp_path, subprocess_env):
         )
     script = ROOT / "experiments" / "batkube_timeout_figure.py"
     proc = subprocess.run(
-        [sys.executable, str(script), str(results), "--batkube", str(thesis)],
+        [sys.executable, str(script), str(results), "--batkube", str(thesis), "--table"],
         capture_output=True, text=True, env=subprocess_env, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert (results / "fig4.5.png").read_bytes()[:4] == b"\x89PNG"
+    # the table: our lockstep level beside the thesis' run at the same timeout
+    assert (
+        "| burst | lockstep | 50ms | 5 | 2000.0 ± 1.0 | 2000.0 ± 1.0 |  | 2224 / 980 |"
+        in proc.stdout
+    )
     missing = subprocess.run(
         [sys.executable, str(script), str(tmp_path / "nowhere")],
         capture_output=True, text=True, env=subprocess_env, timeout=120,

@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from timewarp.sweeping.runner import run_point
+from timewarp.sweeping.runner import accept_runs, run_point
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -18,6 +18,9 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(autouse=True)
 def _importable_checkout(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    # these tests are the worker: an in-process cluster closed by an earlier test in this
+    # process (test_sweep_cluster's resume test) must not leave it refusing runs
+    accept_runs()
 
 
 def task(tmp_path: Path, argv: list[str], timeout: float = 120) -> dict:

@@ -141,6 +141,12 @@ b40 = "{WORKLOAD}"
         ),
         ({"simulate_args": ["--epoch", "0", "-o", "x"]}, "simulate_args[2]", "chosen by the sweep"),
         ({"modes": {"lockstep": {"output": "x"}}}, "modes.lockstep.output", "chosen by the sweep"),
+        (
+            {"workloads": {"w": {"generator": "script", "script": "no/such.py"}}},
+            "workloads.w.script",
+            "no such generator script",
+        ),
+        ({"workloads": {"w": {"generator": "script"}}}, "workloads.w.script", "no such"),
     ],
 )
 def test_bad_sweep_files_are_rejected_with_the_field_named(change, field, words):
@@ -304,3 +310,52 @@ def test_a_placeholder_without_a_parameter_is_rejected():
     spec = base_spec(schedulers={"s": {"command": "python s.py --rate {rate}", "rte": 2}})
     with pytest.raises(SpecError, match=r"schedulers\.s\[0\]: \{rate\} names no parameter"):
         parse(spec)
+
+
+GENERATOR_SCRIPT = """
+import argparse, json
+p = argparse.ArgumentParser()
+p.add_argument("--count", type=int, required=True)
+p.add_argument("--seed", type=int, required=True)
+p.add_argument("-o", required=True)
+a = p.parse_args()
+if a.count < 1:
+    raise SystemExit("count must be >= 1")
+jobs = [{"id": str(i), "subtime": a.seed, "res": 1, "profile": "d"} for i in range(a.count)]
+profiles = {"d": {"type": "delay", "delay": 5, "cpu": "1"}}
+json.dump({"nb_res": 1, "jobs": jobs, "profiles": profiles}, open(a.o, "w"))
+"""
+
+
+def test_a_script_generator_gets_its_flags_and_each_replicates_seed(tmp_path):
+    (tmp_path / "gen.py").write_text(GENERATOR_SCRIPT)
+    spec = base_spec(
+        root=str(tmp_path),
+        replicates=2,
+        base_seed=7,
+        schedulers={"s": "python s.py"},
+        platforms={"c16": str(ROOT / PLATFORM)},
+        workloads={"g": {"generator": "script", "script": "gen.py", "count": [1, 3]}},
+    )
+    runs = plan_runs(parse(spec, tmp_path), tmp_path / "results")
+    assert len(runs) == 4 and len({r.run_id for r in runs}) == 4
+    for r in runs:
+        workload = r.simulate_argv[r.simulate_argv.index("-w") + 1]
+        jobs = __import__("json").loads(Path(workload).read_text())["jobs"]
+        assert len(jobs) == r.point.factors["count"]
+        assert {j["subtime"] for j in jobs} == {r.seed}  # the run's seed reached the script
+
+
+def test_a_failing_script_generator_is_reported_with_its_message(tmp_path):
+    (tmp_path / "gen.py").write_text(GENERATOR_SCRIPT)
+    spec = base_spec(
+        root=str(tmp_path),
+        schedulers={"s": "python s.py"},
+        platforms={"c16": str(ROOT / PLATFORM)},
+        workloads={"g": {"generator": "script", "script": "gen.py", "count": 0}},
+    )
+    with pytest.raises(SpecError) as info:
+        plan_runs(parse(spec, tmp_path), tmp_path / "results")
+    assert "workloads.g: the generator failed" in str(info.value)
+    assert "count must be >= 1" in str(info.value)
+    assert not list((tmp_path / "results" / "inputs").glob("*.json"))

@@ -1,11 +1,12 @@
 """From points to runs: generated inputs, the ``timewarp simulate`` command, the run's hash.
 
 A run is (point, replicate). Its identity is a SHA-256 over what decides its outcome:
-the scheduler commands, the *contents* of the platform and workload files, the mode and
-its flags, the extra simulate flags, the replicate index and the seed. Its directory is
-``RESULTS/runs/<first 16 hex digits>``, so an edited workload file gives new runs while a
-moved one does not. Honest limit: the scheduler's own source code is not hashed; after
-editing a scheduler, use ``--rerun``.
+the scheduler commands, the SHA-256 of every source file they run (``sources.py``: the
+scheduler's package or script folder, what it imports from the root, ``--patch-module``
+packages), the *contents* of the platform and workload files, the mode and its flags, the
+extra simulate flags, the replicate index and the seed. Its directory is
+``RESULTS/runs/<first 16 hex digits>``, so an edited workload file or scheduler gives new
+runs while a moved one does not. Not hashed: timewarp itself and installed libraries.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from timewarp.sweeping.sources import SourceHasher, patch_modules
 from timewarp.sweeping.spec import (
     PLACEHOLDER,
     SEEDED_GENERATORS,
@@ -92,8 +94,9 @@ class InputMaker:
     """Generates (once) the platforms and workloads a sweep describes by generator settings.
 
     Files land in ``RESULTS/inputs/`` named by a hash of the settings, so a resumed sweep
-    reuses them. Seeded generators (poisson, mixed) get the run's seed unless the sweep
-    fixes ``seed`` itself.
+    reuses them. Seeded generators (poisson, mixed, script) get the run's seed unless the
+    sweep fixes ``seed`` itself. A ``script`` generator runs with the root as its working
+    directory; its output's *contents* are what the run's identity hashes.
     """
 
     def __init__(self, inputs_dir: Path, root: Path) -> None:
@@ -123,15 +126,23 @@ class InputMaker:
         out = self.inputs_dir / f"{ent.kind}-{ent.name}-{key}{suffix}"
         if not out.exists():
             self.inputs_dir.mkdir(parents=True, exist_ok=True)
-            argv = [sys.executable, "-m", "timewarp", "workload", gen]
+            if gen == "script":  # a program of the user's: `python SCRIPT --flags -o OUT`
+                argv = [sys.executable, params["script"]]
+            else:
+                argv = [sys.executable, "-m", "timewarp", "workload", gen]
             if gen == "from-swf":
                 argv.append(params["trace"])
-            argv += _flags(params, skip={"generator", "trace"}) + ["-o", str(out)]
-            proc = subprocess.run(argv, capture_output=True, text=True, cwd=self.root)
+            argv += _flags(params, skip={"generator", "trace", "script"}) + ["-o", str(out)]
+            env = dict(os.environ)  # as for the schedulers: the root's packages importable
+            env["PYTHONPATH"] = os.pathsep.join(
+                filter(None, [str(self.root), env.get("PYTHONPATH")])
+            )
+            proc = subprocess.run(argv, capture_output=True, text=True, cwd=self.root, env=env)
             if proc.returncode != 0:
+                what = params["script"] if gen == "script" else f"timewarp workload {gen}"
                 raise SpecError(
                     f"{ent.kind}s.{ent.name}: the generator failed "
-                    f"(timewarp workload {gen}): {proc.stderr.strip() or proc.returncode}"
+                    f"({what}): {proc.stderr.strip() or proc.returncode}"
                 )
         return str(out)
 
@@ -158,6 +169,7 @@ def plan_runs(sweep: Sweep, results: Path) -> list[Run]:
     maker = InputMaker(results / "inputs", sweep.root)
     _generate_in_parallel(sweep, maker)
     file_hashes: dict[str, str] = {}
+    sources = SourceHasher(sweep.root)
 
     def content_hash(path: str) -> str:
         if path not in file_hashes:
@@ -179,6 +191,7 @@ def plan_runs(sweep: Sweep, results: Path) -> list[Run]:
             extra = [_substitute(a, seed, replicate) for a in sweep.simulate_args]
             identity = {
                 "schedulers": commands,
+                "scheduler_sources": sources.hashes(commands, patch_modules([*mode_flags, *extra])),
                 "platform_sha256": content_hash(platform),
                 "workload_sha256": content_hash(workload),
                 "mode": mode_params["mode"],

@@ -53,6 +53,13 @@ def stop_all_runs() -> None:
         _stop(proc)
 
 
+def accept_runs() -> None:
+    """Undo ``stop_all_runs`` for this process: a new worker starts in it. Matters only for
+    in-process clusters (``LocalCluster(processes=False)``), where a closed worker's flag
+    would otherwise refuse every run of the next cluster in the same process."""
+    _shutting_down.clear()
+
+
 def run_point(task: dict[str, Any]) -> dict[str, Any]:
     """Run one simulation described by ``Run.task()``; return (and write) its result."""
     directory = Path(task["directory"])

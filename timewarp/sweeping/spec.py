@@ -42,8 +42,11 @@ import yaml
 ENTITY_KINDS = ("scheduler", "platform", "workload", "mode")
 RESERVED = {*ENTITY_KINDS, "replicate", "seed", "run_id", "status", "error"}
 TIME_MODES = ("deterministic", "lockstep", "realtime")
-WORKLOAD_GENERATORS = ("burst", "spaced", "poisson", "mixed", "from-swf")
-SEEDED_GENERATORS = ("poisson", "mixed")
+WORKLOAD_GENERATORS = ("burst", "spaced", "poisson", "mixed", "from-swf", "script")
+# seeded generators get the run's seed (``--seed``) unless the sweep file fixes ``seed``;
+# ``script`` is any program taking ``--flag value ... --seed S -o OUT`` (e.g. experiments/
+# kse_workload.py), for inputs the built-in tools cannot describe
+SEEDED_GENERATORS = ("poisson", "mixed", "script")
 # placeholders every scheduler command may use: the seed, the replicate index, and the run's
 # own directory (for a scheduler's extra outputs; not part of the run's identity)
 BUILTIN_PLACEHOLDERS = ("seed", "replicate", "run_dir")
@@ -351,7 +354,12 @@ class _Validator:
                 self.fail(
                     f"{where}.generator", f"expected one of {', '.join(allowed)}, got {gen!r}"
                 )
-            params = self.params(where, value, {"generator"})
+            params = self.params(where, value, {"generator", "script"})
+            if gen == "script":
+                script = params.get("script")
+                if not isinstance(script, str) or not (root / script).is_file():
+                    self.fail(f"{where}.script", f"no such generator script: {script!r}")
+                params["script"] = str((root / script).resolve())
             if gen == "from-swf":
                 trace = params.get("trace")
                 if not isinstance(trace, str) or not (root / trace).is_file():

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from distributed import WorkerPlugin
 
-from timewarp.sweeping.runner import stop_all_runs
+from timewarp.sweeping.runner import accept_runs, stop_all_runs
 
 
 class StopRunsOnClose(WorkerPlugin):
     name = "timewarp-sweep-stop-runs"
+
+    def setup(self, worker) -> None:  # type: ignore[no-untyped-def]
+        accept_runs()
 
     def teardown(self, worker) -> None:  # type: ignore[no-untyped-def]
         stop_all_runs()
