@@ -85,7 +85,7 @@ to_runtime = st.one_of(
     st.builds(cp.now_reply, nat, nat),
     st.builds(cp.fire, st.lists(nat), nat),
     st.builds(cp.time_update, nat),
-    st.builds(cp.io_release, nat),
+    st.builds(cp.io_release, nat, nat),
     st.just(cp.dump()),
     st.builds(cp.error, st.text()),
 )
