@@ -56,6 +56,9 @@ def _reply_to(identity: bytes) -> bytes:
     return identity
 
 
+_WAKES_DRIVER = frozenset({"state", "hello", "stacks", "bye"})
+
+
 class ClockStall(RuntimeError):
     """A process stayed busy past the stall guard and the policy is to stop."""
 
@@ -612,9 +615,11 @@ class ClockService:
                     proc.stacks = msg["text"]
                 elif op == "bye":
                     self._mark_gone_locked(proc)
-            # Under autopilot the loop itself acts on routine traffic; waking the driver
-            # for each message would only make two threads fight for the GIL.
-            if not self._autopilot or op in ("hello", "stacks", "bye"):
+            # Wake the driver only for what can end its waits (a state report: idle, acks;
+            # arrivals and departures; stacks): a timer or a now() cannot, and each wake-up
+            # is a thread fighting the loop for the GIL. Under autopilot the loop itself
+            # acts on state reports.
+            if op in _WAKES_DRIVER and (not self._autopilot or op != "state"):
                 self._cond.notify_all()
 
     def _hello_locked(self, identity: bytes, msg: dict) -> None:
