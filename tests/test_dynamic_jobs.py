@@ -379,25 +379,31 @@ def test_the_finished_job_and_its_events_deserialize_in_both_client_versions(
 # ------------------------------------------------------------------ timewarp simulate, end to end
 
 
-def test_simulate_runs_a_job_to_complete_with_a_real_scheduler_process(tmp_path, subprocess_env):
-    """A scheduler process creates the Job through the official client and binds its pods;
-    the pods are Batsim jobs in out_jobs.csv and the summary counts them."""
-    import csv
-
+def _simulate_one_job(tmp_path, out, env, completions, *extra):
+    """`timewarp simulate` of one static job plus Job ``pi`` (10 s pods, parallelism 2),
+    created and bound by tests/programs/job_scheduler.py."""
     from simrun import run_simulate
 
     jobs, profiles = ONE_STATIC
     workload = write_workload(tmp_path / "w.json", jobs, profiles)
     platform = write_platform(tmp_path / "p.xml", 2, 2)
-    manifest = job_manifest("pi", duration=10, completions=3, parallelism=2)
+    manifest = job_manifest("pi", duration=10, completions=completions, parallelism=2)
     manifest["spec"]["template"]["spec"]["schedulerName"] = "default"
     (tmp_path / "jobs.json").write_text(json.dumps([manifest]))
-    out = tmp_path / "out"
-    r = run_simulate(
-        out, subprocess_env,
+    return run_simulate(
+        out, env,
         f"python tests/programs/job_scheduler.py --jobs {tmp_path / 'jobs.json'}",
-        platform, workload, timeout=120,
+        platform, workload, *extra, timeout=120,
     )  # fmt: skip
+
+
+def test_simulate_runs_a_job_to_complete_with_a_real_scheduler_process(tmp_path, subprocess_env):
+    """A scheduler process creates the Job through the official client and binds its pods;
+    the pods are Batsim jobs in out_jobs.csv and the summary counts them."""
+    import csv
+
+    out = tmp_path / "out"
+    r = _simulate_one_job(tmp_path, out, subprocess_env, completions=3)
     assert r.returncode == 0, r.stderr[-3000:]
     rows = list(csv.DictReader((out / "out_jobs.csv").open()))
     k8s = [row for row in rows if row["workload_name"] == "k8s"]
@@ -554,8 +560,6 @@ def test_simulate_asks_real_batsim_for_dynamic_jobs_too(tmp_path, subprocess_env
     import csv
     import sys
 
-    from simrun import run_simulate
-
     args_file = tmp_path / "batsim-args.json"
     fake = tmp_path / "batsim"
     fake.write_text(
@@ -566,18 +570,8 @@ def test_simulate_asks_real_batsim_for_dynamic_jobs_too(tmp_path, subprocess_env
         "sys.exit(main(['sim', *sys.argv[1:]]))\n"
     )
     fake.chmod(0o755)
-    jobs, profiles = ONE_STATIC
-    workload = write_workload(tmp_path / "w.json", jobs, profiles)
-    platform = write_platform(tmp_path / "p.xml", 2, 2)
-    manifest = job_manifest("pi", duration=10, completions=2, parallelism=2)
-    manifest["spec"]["template"]["spec"]["schedulerName"] = "default"
-    (tmp_path / "jobs.json").write_text(json.dumps([manifest]))
     out = tmp_path / "out"
-    r = run_simulate(
-        out, subprocess_env,
-        f"python tests/programs/job_scheduler.py --jobs {tmp_path / 'jobs.json'}",
-        platform, workload, "--batsim", str(fake), timeout=120,
-    )  # fmt: skip
+    r = _simulate_one_job(tmp_path, out, subprocess_env, 2, "--batsim", str(fake))
     assert r.returncode == 0, r.stderr[-3000:]
     argv = json.loads(args_file.read_text())
     assert "--enable-dynamic-jobs" in argv and "--enable-compute-sharing" in argv
