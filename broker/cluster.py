@@ -46,6 +46,7 @@ record what happened; the driver applies it while time is frozen, in a fixed ord
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import threading
@@ -128,6 +129,8 @@ class JobPod:
     started_ns: int | None = None
     labels: dict[str, str] = field(default_factory=dict)
     raw_job: dict[str, Any] | None = None  # the Batsim job object (to restart it)
+    service_s: float | None = None  # replacement "remaining": how long the service lasts
+    service_end_ns: int | None = None  # ... and when it ends (set once it first ran)
 
 
 @dataclass
@@ -172,6 +175,7 @@ class Cluster:
         self.dynamic_jobs = False  # the simulator accepts REGISTER_JOB
         self.registration_finished = False
         self._profiles: set[str] = set()  # profiles registered in the API workload
+        self._rest_profiles = itertools.count(1)  # profiles of replacements serving the rest
         self._replacements: dict[str, int] = {}  # original job id -> replacements made
         self.controller = JobController(self.facade.store, self.facade.clock, self)
         hooks = self.facade.hooks
@@ -279,6 +283,9 @@ class Cluster:
         jp = JobPod(data.job_id, namespace, name, _cpu_millis(cpu), _bytes(memory or 0), usage)
         jp.labels = dict(pod["metadata"]["labels"])
         jp.raw_job = dict(job)
+        if (profile.get("timewarp") or {}).get("replacement") == "remaining":
+            if profile.get("type") == "delay":
+                jp.service_s = float(profile["delay"])
         self.jobs[data.job_id] = jp
         self.pods[(namespace, name)] = jp
         self.open_jobs += 1
@@ -576,6 +583,7 @@ class Cluster:
         self.pods[(namespace, new.name)] = new
         if new_id:
             job = {**jp.raw_job, "id": new_id, "subtime": self.now_ns() / 1e9}
+            self._serve_the_rest(jp, new, job)
             self._register(new, new_id, job)
         elif not self.dynamic_jobs:
             self._not_simulated(
@@ -585,6 +593,23 @@ class Cluster:
             )
         else:
             self._not_simulated(created, "it came after registration_finished was sent")
+
+    def _serve_the_rest(self, old: JobPod, new: JobPod, job: dict[str, Any]) -> None:
+        """Workload extension ``"timewarp": {"replacement": "remaining"}`` on a delay
+        profile: the job is a service needed for ``delay`` seconds from its first start
+        (KSE's pods), so a replacement serves what is left of that time instead of starting
+        the whole delay again (the default, ``"restart"``: a pod's work is redone)."""
+        end = old.service_end_ns
+        if end is None:
+            if old.service_s is None or old.started_ns is None:
+                return
+            end = old.started_ns + round(old.service_s * 1e9)
+        left = round(max(0, end - self.now_ns()) / 1e9, 6)  # Batsim times: µs in its CSVs
+        workload = job["id"].split("!", 1)[0]
+        name = f"{str(job['profile']).split('~rest', 1)[0]}~rest{next(self._rest_profiles)}"
+        self._decisions.append(p.RegisterProfile(workload, name, {"type": "delay", "delay": left}))
+        job["profile"] = name
+        new.service_s, new.service_end_ns = old.service_s, end
 
     def _ensure_replicaset(self, namespace: str, name: str, pod: dict[str, Any]) -> dict[str, Any]:
         store = self.facade.store

@@ -17,9 +17,11 @@ step's requests are drawn (seeded) and turned into each pod's usage for that ste
 written as the pod's ``timewarp.usage`` curve (served on ``metrics.k8s.io``, which the
 rebalancer reads). Every pod has its own profile, requests ``--request-cpu`` /
 ``--request-memory``, lives ``--duration`` seconds and belongs to ReplicaSet
-``--replicaset``. One extra job, ``keeper`` (10m CPU, 16Mi, no ReplicaSet, so never moved),
-lasts the whole run: an evicted pod's Batsim job is killed and its replacement is not a
-Batsim job, so without it a rebalancer that moved every pod would end the simulation early.
+``--replicaset``. The pods are services: their profiles say ``"replacement": "remaining"``
+(timewarp's workload extension), so a moved pod's replacement serves the rest of the
+``--duration`` rather than starting it over, and the run ends on time however often the
+rebalancer moves pods. One extra job, ``keeper`` (10m CPU, 16Mi, no ReplicaSet, so never
+moved), lasts the whole run too.
 
 Defaults are sized for KSE's cluster (4 nodes × 2 CPU × 2 GiB): 40 requests/s cost 4 cores
 and 2.5 GiB in all, about half the cluster, on top of the pods' base usage.
@@ -87,7 +89,10 @@ def make_workload(args: argparse.Namespace) -> dict:
             "cpu": args.request_cpu,
             "memory": args.request_memory,
             "scheduler": args.scheduler,
-            "timewarp": {"usage": {"cpu": cpu_curve, "memory": memory_curve}},
+            "timewarp": {
+                "usage": {"cpu": cpu_curve, "memory": memory_curve},
+                "replacement": "remaining",
+            },
         }
         jobs.append(
             {

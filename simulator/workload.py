@@ -17,8 +17,11 @@ Batsim still runs the same file (it ignores the key and uses the base fields)::
         "durations": {"gpu": 100, "cpu": 600},   # seconds by host prop node_class
         "sharing_slowdown": true,                # progress rate 1/P with P jobs on a host
         "usage": {"cpu": [[0, 0.5], [60, 2]],     # usage over time since start, for metrics
-                  "memory": [[0, "200Mi"]], "period": 120}
-    }
+                  "memory": [[0, "200Mi"]], "period": 120},
+        "replacement": "remaining"               # (delay profiles of ReplicaSet pods) an
+    }                                            # evicted pod's replacement serves what is
+                                                 # left of the delay; "restart" (default)
+                                                 # runs the whole delay again
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ BATSIM_ONLY_PROFILE_TYPES = (
     "smpi",
     "usage_trace",
 )
-TIMEWARP_KEYS = ("durations", "sharing_slowdown", "usage")
+TIMEWARP_KEYS = ("durations", "sharing_slowdown", "usage", "replacement")
+REPLACEMENT_RULES = ("restart", "remaining")
 
 
 class WorkloadError(ValueError):
@@ -162,6 +166,11 @@ def _validate_extension(ext: Any, where: str) -> None:
                 raise WorkloadError(
                     f"{where}.durations.{klass}: expected seconds >= 0, got {seconds!r}"
                 )
+    replacement = ext.get("replacement")
+    if replacement is not None and replacement not in REPLACEMENT_RULES:
+        raise WorkloadError(
+            f"{where}.replacement: expected one of {list(REPLACEMENT_RULES)}, got {replacement!r}"
+        )
     slowdown = ext.get("sharing_slowdown")
     if slowdown is not None and not isinstance(slowdown, bool):
         raise WorkloadError(f"{where}.sharing_slowdown: expected true or false")

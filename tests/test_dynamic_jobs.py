@@ -279,6 +279,24 @@ def test_an_evicted_replicaset_pod_restarts_as_a_new_batsim_job(world):
     assert pod["status"]["phase"] == "Succeeded"
 
 
+def test_a_service_pod_replacement_serves_the_rest_of_its_lifetime(world):
+    # KSE's pods are services needed for the run's length: with "replacement": "remaining"
+    # a moved pod's replacement ends when the original would have, not a whole delay later.
+    jobs = RS_WORKLOAD[0]
+    profiles = {"long": {**RS_WORKLOAD[1]["long"], "timewarp": {"replacement": "remaining"}}}
+    original = naming.pod_name("w0!web-1")
+    sim = world.run(jobs, profiles, before=evict_at(world, 30, original))
+    rows = {r["job_id"]: r for r in world.rows()}
+    assert float(rows["web-1"]["finish_time"]) == 30.0
+    again = rows["web-1~r1"]
+    assert again["final_state"] == "COMPLETED_SUCCESSFULLY"
+    assert again["profile"].startswith("long~rest")
+    assert (float(again["starting_time"]), float(again["finish_time"])) == (30.0, 100.0)
+    assert sim.now == pytest.approx(100.0)
+    [(_, register)] = world.sent("REGISTER_PROFILE")
+    assert register["profile"] == {"type": "delay", "delay": 70.0}
+
+
 def test_without_dynamic_jobs_a_replacement_runs_outside_batsim_with_a_warning(world):
     jobs, profiles = RS_WORKLOAD
     original = naming.pod_name("w0!web-1")

@@ -376,3 +376,18 @@ def test_several_workloads_are_w0_w1_and_equal_subtimes_go_in_batsims_order(tmp_
 def test_storage_sharing_flag_reaches_simulation_begins(tmp_path):
     sim = _sim_with(tmp_path, [_job("a")], allow_storage_sharing=False)
     assert sim.first_message().events[0].data.allow_storage_sharing is False
+
+
+@pytest.mark.parametrize("rule", ["remaining", "restart"])
+def test_replacement_rule_is_a_known_timewarp_extension(tmp_path, rule):
+    profile = {"type": "delay", "delay": 60, "timewarp": {"replacement": rule}}
+    sim = _sim_with(tmp_path, [_job("a")], {"d": profile}, forward_profiles=True)
+    assert sim.first_message().events[0].data.profiles["w0"]["d"] == profile
+
+
+def test_an_unknown_replacement_rule_is_rejected_with_its_place(tmp_path):
+    from simulator.workload import WorkloadError
+
+    profile = {"type": "delay", "delay": 60, "timewarp": {"replacement": "resume"}}
+    with pytest.raises(WorkloadError, match=r"timewarp\.replacement: expected one of"):
+        _sim_with(tmp_path, [_job("a")], {"d": profile})
