@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -384,6 +384,62 @@ def test_assumed_pod_counts_until_the_watch_confirms_or_it_is_forgotten():
     assert cache.views()[0].requested.cpu_millis == 1000
     cache.upsert_pod(_pod("p", cpu=1000, node="n", phase="Succeeded"))
     assert cache.views()[0].requested.cpu_millis == 0
+
+
+cache_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("node"), st.sampled_from("abcde"), st.sampled_from([1000, 2000])),
+        st.tuples(st.just("drop-node"), st.sampled_from("abcde")),
+        st.tuples(
+            st.just("pod"),
+            st.sampled_from("pqrs"),
+            st.sampled_from([None, "a", "b", "c", "e"]),
+            st.sampled_from(["Pending", "Running", "Succeeded"]),
+        ),
+        st.tuples(st.just("drop-pod"), st.sampled_from("pqrs")),
+        st.tuples(st.just("assume"), st.sampled_from("pqrs"), st.sampled_from("abcde")),
+        st.tuples(st.just("forget"), st.sampled_from("pqrs")),
+    ).flatmap(lambda op: st.tuples(st.just(op), st.booleans())),  # look at views() after it?
+    max_size=40,
+)
+
+
+@settings(max_examples=300)
+@given(cache_ops)
+def test_cached_views_equal_views_built_from_scratch(ops):
+    """views() patches its sorted list in place; it must equal a fresh build: every node
+    by name, with exactly the (effective) pods occupying it, sorted by key."""
+    cache = ClusterCache()
+    kept = []  # lists returned earlier must not change under the caller
+
+    def expected():
+        out = []
+        for name in sorted(cache.nodes):
+            pods = [cache.effective(k) for k in sorted(set(cache.pods) | set(cache._assumed))]
+            mine = tuple(p for p in pods if p and p.occupies_node and p.node_name == name)
+            out.append(NodeView(cache.nodes[name], mine))
+        return out
+
+    for op, look in ops:
+        if op[0] == "node":
+            cache.upsert_node(_node(op[1], cpu=op[2]))
+        elif op[0] == "drop-node":
+            cache.delete_node(op[1])
+        elif op[0] == "pod":
+            cache.upsert_pod(_pod(op[1], node=op[2], phase=op[3]))
+        elif op[0] == "drop-pod":
+            cache.delete_pod(f"default/{op[1]}")
+        elif op[0] == "assume" and f"default/{op[1]}" in cache.pods:
+            cache.assume(cache.pods[f"default/{op[1]}"], op[2])
+        elif op[0] == "forget":
+            cache.forget(f"default/{op[1]}")
+        if look:
+            got = cache.views()
+            assert got == expected()
+            kept.append((got, list(got)))
+    assert cache.views() == expected()
+    for got, copy_then in kept:
+        assert got == copy_then
 
 
 # -- the loop with typed objects and no network ----------------------------------------------
