@@ -366,6 +366,54 @@ def test_queue_never_loses_a_pod_and_never_pops_one_early(specs, actions):
     assert popped == {name for _, _, name in specs}
 
 
+class _ScanningQueue(SchedulingQueue):
+    """move_all as it was: look at every pending pod (the reference)."""
+
+    def move_all(self, now):
+        self._move_request_cycle = self._cycle
+        for entry in list(self._entries.values()):
+            if entry.where == "unschedulable":
+                self._move(entry, now)
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(st.sampled_from(["add", "pop", "change", "tick", "remove"]), max_size=60),
+    st.integers(0, 2**32 - 1),
+)
+def test_move_all_touches_only_unschedulable_pods_and_equals_a_full_scan(actions, seed):
+    import random
+
+    rnd = random.Random(seed)
+    fast, slow = SchedulingQueue(max_unschedulable=30), _ScanningQueue(max_unschedulable=30)
+    now, made = 0.0, 0
+    for action in actions:
+        if action == "add":
+            pod = PodSummary("ns", f"p{made}", priority=rnd.randint(0, 2))
+            made += 1
+            fast.add(pod, now)
+            slow.add(pod, now)
+        elif action == "pop":
+            got = fast.pop(now), slow.pop(now)
+            assert got[0] == got[1]
+            if got[0] is not None and rnd.random() < 0.7:
+                fast.failed(got[0].key, now)
+                slow.failed(got[0].key, now)
+        elif action == "change":
+            fast.move_all(now)
+            slow.move_all(now)
+        elif action == "tick":
+            now += rnd.choice([0.5, 3, 40])
+        elif action == "remove" and made:
+            key = f"ns/p{rnd.randrange(made)}"
+            fast.remove(key)
+            slow.remove(key)
+        assert {f"ns/p{i}": fast.where(f"ns/p{i}") for i in range(made)} == {
+            f"ns/p{i}": slow.where(f"ns/p{i}") for i in range(made)
+        }
+        assert fast.next_wakeup(now) == slow.next_wakeup(now)
+
+
 # -- the cache ---------------------------------------------------------------------------
 
 
