@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections import Counter
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -242,6 +243,68 @@ def test_filters_name_the_reason_like_kube_scheduler():
         "1 node(s) didn't match Pod's node affinity/selector, "
         "1 node(s) had untolerated taint {gpu: 1}, 1 node(s) were unschedulable."
     )
+
+
+def _search_spelled_out(pod, views, want, start):
+    """find_feasible's contract, the slow way: every examined node through unfit_reason."""
+    fits, reasons, n, examined = [], Counter(), len(views), 0
+    for k in range(n):
+        view_ = views[(start + k) % n]
+        examined += 1
+        reason = unfit_reason(pod, view_)
+        if reason is None:
+            fits.append(view_)
+            if len(fits) >= want:
+                break
+        else:
+            reasons[reason] += 1
+    if fits:
+        return fits, "", examined
+    detail = ", ".join(f"{c} {r}" for r, c in sorted(reasons.items()))
+    return fits, f"0/{n} nodes are available" + (f": {detail}." if detail else "."), examined
+
+
+node_specs = st.lists(
+    st.tuples(
+        st.sampled_from([0, 500, 1000, 2000]),  # cpu allocatable (millis)
+        st.sampled_from([0, GI, 2 * GI]),  # memory allocatable
+        st.sampled_from([0, 1000, 2500]),  # cpu used (may exceed allocatable)
+        st.booleans(),  # cordoned
+        st.booleans(),  # tainted
+        st.booleans(),  # labelled disk=ssd
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=200)
+@given(
+    node_specs,
+    st.sampled_from([0, 300, 1000]),
+    st.sampled_from([0, GI // 2]),
+    st.booleans(),
+    st.integers(1, 12),
+    st.integers(0, 20),
+)
+def test_find_feasible_equals_the_search_spelled_out(specs, cpu, mem, selector, want, start):
+    from sample_schedulers.common.feasibility import find_feasible
+
+    views = []
+    for i, (alloc_cpu, alloc_mem, used, cordoned, tainted, ssd) in enumerate(specs):
+        node = _node(
+            f"n{i}",
+            cpu=alloc_cpu,
+            mem=alloc_mem,
+            unschedulable=cordoned,
+            taints=(Taint("gpu", "NoSchedule"),) if tainted else (),
+            labels={"disk": "ssd"} if ssd else {},
+        )
+        running = (_pod(f"r{i}", cpu=used, mem=0, node=f"n{i}", phase="Running"),) if used else ()
+        views.append(NodeView(node, running))
+    pod = _pod(cpu=cpu, mem=mem, node_selector={"disk": "ssd"} if selector else {})
+    start %= len(views)
+    assert find_feasible(pod, views, want, start) == _search_spelled_out(pod, views, want, start)
 
 
 def test_tolerations_open_tainted_and_cordoned_nodes():
