@@ -63,6 +63,31 @@ def test_scores_match_a_hand_computation():
     assert "a=150" in decision.detail and "b=149" in decision.detail
 
 
+@given(
+    st.sampled_from([0, 1000, 4000]),
+    st.sampled_from([0, GI, 8 * GI]),
+    st.integers(0, 6000),
+    st.integers(0, 10 * GI),
+    st.integers(0, 3000),
+    st.integers(0, 4 * GI),
+)
+def test_balanced_allocation_is_the_spelled_out_formula(
+    cap_cpu, cap_mem, used_cpu, used_mem, cpu, mem
+):
+    """int((1 - std) * 100) of the capped fractions of the resources the node publishes."""
+    view = NodeView(
+        node("n", cpu=cap_cpu, mem=cap_mem),
+        (pod("r", used_cpu, used_mem, node="n", phase="Running"),),
+    )
+    fractions = [
+        min(requested / capacity, 1.0)
+        for capacity, requested in ((cap_cpu, used_cpu + cpu), (cap_mem, used_mem + mem))
+        if capacity
+    ]
+    std = abs(fractions[0] - fractions[1]) / 2 if len(fractions) == 2 else 0.0
+    assert balanced_allocation(pod(cpu=cpu, mem=mem), view) == int((1 - std) * 100)
+
+
 def test_least_allocated_counts_default_requests_but_balanced_does_not():
     # a pod with no requests: scoring charges 100m / 200Mi for LeastAllocated only
     empty = pod(cpu=0, mem=0, nonzero=Resources({"cpu": 100, "memory": 200 * 1024**2}))
