@@ -52,6 +52,8 @@ HEADERS = [
     "speed-up",
     "mean wait (s)",
     "CPU broker/sim/sched (s)",
+    "CPU per job (ms)",
+    "load after",
 ]
 
 
@@ -125,6 +127,8 @@ def row(label: str, nodes: int, jobs: int, run: Run, budget: float | None) -> li
         f"{makespan / run.wall_s:,.0f}x" if run.ok else "-",
         f"{run.figure('mean_waiting_time'):,.1f}" if run.ok else "-",
         "/".join(f"{cpu.get(k, 0.0):.1f}" for k in ("broker", "simulator", "scheduler")),
+        f"{1000 * run.cpu_total_s / jobs:.1f}",
+        load_average().split(" (")[0],
     ]
 
 

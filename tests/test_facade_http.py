@@ -349,6 +349,32 @@ def test_ledger_marks_a_parked_watch_busy_before_publish_returns(facade):
     assert wait_idle(facade, c)
 
 
+def test_a_response_too_big_for_the_socket_buffers_is_ready_while_it_is_written(facade):
+    """A deterministic-mode client reads a response only once the broker sees the
+    connection "ready"; while the server still blocks writing a response the kernel
+    cannot buffer whole (a 10,000-node list), the connection must not look "busy" — that
+    was a deadlock (seen relisting 10,000 nodes after a 410)."""
+    big = {"metadata": {"name": "big", "namespace": "default"}, "data": {"x": "y" * (48 << 20)}}
+    facade.store.create("configmaps", big)
+    c = RawClient(facade)
+    c.send("GET", "/api/v1/namespaces/default/configmaps/big")
+    status, headers = c.head()  # a first part arrived; the rest waits in the server
+    assert status == 200
+    changed = threading.Event()
+    facade.add_idle_listener(lambda port: changed.set() if port == c.port else None)
+    deadline = time.monotonic() + 10
+    state = facade.connection_state(c.port, c.sent, c.consumed)
+    while state == "busy" and time.monotonic() < deadline:
+        changed.wait(0.05)
+        changed.clear()
+        state = facade.connection_state(c.port, c.sent, c.consumed)
+    assert state == "ready"
+    c.sock.settimeout(30)
+    body = json.loads(c._take(int(headers["content-length"])))
+    assert len(body["data"]["x"]) == 48 << 20
+    assert wait_idle(facade, c)
+
+
 def test_watch_timeout_is_virtual_and_ends_the_stream(facade):
     clock = facade.clock
     c = RawClient(facade)

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections import Counter
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -244,6 +245,68 @@ def test_filters_name_the_reason_like_kube_scheduler():
     )
 
 
+def _search_spelled_out(pod, views, want, start):
+    """find_feasible's contract, the slow way: every examined node through unfit_reason."""
+    fits, reasons, n, examined = [], Counter(), len(views), 0
+    for k in range(n):
+        view_ = views[(start + k) % n]
+        examined += 1
+        reason = unfit_reason(pod, view_)
+        if reason is None:
+            fits.append(view_)
+            if len(fits) >= want:
+                break
+        else:
+            reasons[reason] += 1
+    if fits:
+        return fits, "", examined
+    detail = ", ".join(f"{c} {r}" for r, c in sorted(reasons.items()))
+    return fits, f"0/{n} nodes are available" + (f": {detail}." if detail else "."), examined
+
+
+node_specs = st.lists(
+    st.tuples(
+        st.sampled_from([0, 500, 1000, 2000]),  # cpu allocatable (millis)
+        st.sampled_from([0, GI, 2 * GI]),  # memory allocatable
+        st.sampled_from([0, 1000, 2500]),  # cpu used (may exceed allocatable)
+        st.booleans(),  # cordoned
+        st.booleans(),  # tainted
+        st.booleans(),  # labelled disk=ssd
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=200)
+@given(
+    node_specs,
+    st.sampled_from([0, 300, 1000]),
+    st.sampled_from([0, GI // 2]),
+    st.booleans(),
+    st.integers(1, 12),
+    st.integers(0, 20),
+)
+def test_find_feasible_equals_the_search_spelled_out(specs, cpu, mem, selector, want, start):
+    from sample_schedulers.common.feasibility import find_feasible
+
+    views = []
+    for i, (alloc_cpu, alloc_mem, used, cordoned, tainted, ssd) in enumerate(specs):
+        node = _node(
+            f"n{i}",
+            cpu=alloc_cpu,
+            mem=alloc_mem,
+            unschedulable=cordoned,
+            taints=(Taint("gpu", "NoSchedule"),) if tainted else (),
+            labels={"disk": "ssd"} if ssd else {},
+        )
+        running = (_pod(f"r{i}", cpu=used, mem=0, node=f"n{i}", phase="Running"),) if used else ()
+        views.append(NodeView(node, running))
+    pod = _pod(cpu=cpu, mem=mem, node_selector={"disk": "ssd"} if selector else {})
+    start %= len(views)
+    assert find_feasible(pod, views, want, start) == _search_spelled_out(pod, views, want, start)
+
+
 def test_tolerations_open_tainted_and_cordoned_nodes():
     pod = _pod(
         tolerations=(
@@ -366,6 +429,54 @@ def test_queue_never_loses_a_pod_and_never_pops_one_early(specs, actions):
     assert popped == {name for _, _, name in specs}
 
 
+class _ScanningQueue(SchedulingQueue):
+    """move_all as it was: look at every pending pod (the reference)."""
+
+    def move_all(self, now):
+        self._move_request_cycle = self._cycle
+        for entry in list(self._entries.values()):
+            if entry.where == "unschedulable":
+                self._move(entry, now)
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(st.sampled_from(["add", "pop", "change", "tick", "remove"]), max_size=60),
+    st.integers(0, 2**32 - 1),
+)
+def test_move_all_touches_only_unschedulable_pods_and_equals_a_full_scan(actions, seed):
+    import random
+
+    rnd = random.Random(seed)
+    fast, slow = SchedulingQueue(max_unschedulable=30), _ScanningQueue(max_unschedulable=30)
+    now, made = 0.0, 0
+    for action in actions:
+        if action == "add":
+            pod = PodSummary("ns", f"p{made}", priority=rnd.randint(0, 2))
+            made += 1
+            fast.add(pod, now)
+            slow.add(pod, now)
+        elif action == "pop":
+            got = fast.pop(now), slow.pop(now)
+            assert got[0] == got[1]
+            if got[0] is not None and rnd.random() < 0.7:
+                fast.failed(got[0].key, now)
+                slow.failed(got[0].key, now)
+        elif action == "change":
+            fast.move_all(now)
+            slow.move_all(now)
+        elif action == "tick":
+            now += rnd.choice([0.5, 3, 40])
+        elif action == "remove" and made:
+            key = f"ns/p{rnd.randrange(made)}"
+            fast.remove(key)
+            slow.remove(key)
+        assert {f"ns/p{i}": fast.where(f"ns/p{i}") for i in range(made)} == {
+            f"ns/p{i}": slow.where(f"ns/p{i}") for i in range(made)
+        }
+        assert fast.next_wakeup(now) == slow.next_wakeup(now)
+
+
 # -- the cache ---------------------------------------------------------------------------
 
 
@@ -384,6 +495,62 @@ def test_assumed_pod_counts_until_the_watch_confirms_or_it_is_forgotten():
     assert cache.views()[0].requested.cpu_millis == 1000
     cache.upsert_pod(_pod("p", cpu=1000, node="n", phase="Succeeded"))
     assert cache.views()[0].requested.cpu_millis == 0
+
+
+cache_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("node"), st.sampled_from("abcde"), st.sampled_from([1000, 2000])),
+        st.tuples(st.just("drop-node"), st.sampled_from("abcde")),
+        st.tuples(
+            st.just("pod"),
+            st.sampled_from("pqrs"),
+            st.sampled_from([None, "a", "b", "c", "e"]),
+            st.sampled_from(["Pending", "Running", "Succeeded"]),
+        ),
+        st.tuples(st.just("drop-pod"), st.sampled_from("pqrs")),
+        st.tuples(st.just("assume"), st.sampled_from("pqrs"), st.sampled_from("abcde")),
+        st.tuples(st.just("forget"), st.sampled_from("pqrs")),
+    ).flatmap(lambda op: st.tuples(st.just(op), st.booleans())),  # look at views() after it?
+    max_size=40,
+)
+
+
+@settings(max_examples=300)
+@given(cache_ops)
+def test_cached_views_equal_views_built_from_scratch(ops):
+    """views() patches its sorted list in place; it must equal a fresh build: every node
+    by name, with exactly the (effective) pods occupying it, sorted by key."""
+    cache = ClusterCache()
+    kept = []  # lists returned earlier must not change under the caller
+
+    def expected():
+        out = []
+        for name in sorted(cache.nodes):
+            pods = [cache.effective(k) for k in sorted(set(cache.pods) | set(cache._assumed))]
+            mine = tuple(p for p in pods if p and p.occupies_node and p.node_name == name)
+            out.append(NodeView(cache.nodes[name], mine))
+        return out
+
+    for op, look in ops:
+        if op[0] == "node":
+            cache.upsert_node(_node(op[1], cpu=op[2]))
+        elif op[0] == "drop-node":
+            cache.delete_node(op[1])
+        elif op[0] == "pod":
+            cache.upsert_pod(_pod(op[1], node=op[2], phase=op[3]))
+        elif op[0] == "drop-pod":
+            cache.delete_pod(f"default/{op[1]}")
+        elif op[0] == "assume" and f"default/{op[1]}" in cache.pods:
+            cache.assume(cache.pods[f"default/{op[1]}"], op[2])
+        elif op[0] == "forget":
+            cache.forget(f"default/{op[1]}")
+        if look:
+            got = cache.views()
+            assert got == expected()
+            kept.append((got, list(got)))
+    assert cache.views() == expected()
+    for got, copy_then in kept:
+        assert got == copy_then
 
 
 # -- the loop with typed objects and no network ----------------------------------------------

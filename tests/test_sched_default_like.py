@@ -63,6 +63,31 @@ def test_scores_match_a_hand_computation():
     assert "a=150" in decision.detail and "b=149" in decision.detail
 
 
+@given(
+    st.sampled_from([0, 1000, 4000]),
+    st.sampled_from([0, GI, 8 * GI]),
+    st.integers(0, 6000),
+    st.integers(0, 10 * GI),
+    st.integers(0, 3000),
+    st.integers(0, 4 * GI),
+)
+def test_balanced_allocation_is_the_spelled_out_formula(
+    cap_cpu, cap_mem, used_cpu, used_mem, cpu, mem
+):
+    """int((1 - std) * 100) of the capped fractions of the resources the node publishes."""
+    view = NodeView(
+        node("n", cpu=cap_cpu, mem=cap_mem),
+        (pod("r", used_cpu, used_mem, node="n", phase="Running"),),
+    )
+    fractions = [
+        min(requested / capacity, 1.0)
+        for capacity, requested in ((cap_cpu, used_cpu + cpu), (cap_mem, used_mem + mem))
+        if capacity
+    ]
+    std = abs(fractions[0] - fractions[1]) / 2 if len(fractions) == 2 else 0.0
+    assert balanced_allocation(pod(cpu=cpu, mem=mem), view) == int((1 - std) * 100)
+
+
 def test_least_allocated_counts_default_requests_but_balanced_does_not():
     # a pod with no requests: scoring charges 100m / 200Mi for LeastAllocated only
     empty = pod(cpu=0, mem=0, nonzero=Resources({"cpu": 100, "memory": 200 * 1024**2}))
@@ -187,7 +212,7 @@ def test_random_module_is_not_used_for_decisions():
             assert "import random" not in path.read_text(), path
 
 
-# -- kube-scheduler's percentageOfNodesToScore (opt-in) ----------------------------------------
+# -- kube-scheduler's percentageOfNodesToScore (on by default) ---------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -197,6 +222,11 @@ def test_random_module_is_not_used_for_decisions():
         (0, 128, 100),  # adaptive 49 % = 62, but never fewer than 100
         (0, 1000, 420),  # adaptive 50 - 8 = 42 %
         (0, 10000, 500),  # adaptive floor 5 %
+        (0, 99, 99),  # below minFeasibleNodesToFind: every node
+        (0, 100, 100),  # 50 % = 50, raised to 100
+        (0, 5000, 500),  # 50 - 40 = 10 %
+        (0, 6000, 300),  # 50 - 48 = 2 %, raised to 5 %
+        (1, 20000, 200),  # an explicit percentage is not raised to 5 %
         (30, 1000, 300),
         (100, 5000, 5000),
     ],
@@ -229,6 +259,80 @@ def test_sampled_search_reports_why_nothing_fits():
     decision = SampledDecide(0)(pod(cpu=1000), views)
     assert decision.node is None
     assert decision.reason == "0/120 nodes are available: 120 Insufficient cpu."
+
+
+def _reference_sampled(pod_, views, want, start):
+    """The search spelled out: rotate to ``start``, keep the first ``want`` feasible nodes,
+    best score wins (ties: smallest name); the next start follows the last node examined."""
+    from sample_schedulers.common.feasibility import unfit_reason
+
+    n = len(views)
+    found, examined = [], n
+    for k in range(n):
+        view = views[(start + k) % n]
+        if unfit_reason(pod_, view) is None:
+            found.append(view)
+            if len(found) == want:
+                examined = k + 1
+                break
+    best = min(found, key=lambda v: (-score(pod_, v), v.name)) if found else None
+    return (best.name if best else None), (start + examined) % n
+
+
+@given(
+    st.integers(100, 260),
+    st.sampled_from([0, 1, 10, 50, 99, 100]),
+    st.lists(st.integers(0, 7), min_size=1, max_size=6),
+    st.randoms(use_true_random=False),
+)
+def test_sampled_search_equals_the_search_spelled_out(n, percentage, sizes, rnd):
+    views = [
+        NodeView(
+            node(f"n{i:03d}", cpu=4000),
+            tuple(
+                pod(f"r{i}-{j}", 1000, GI, node=f"n{i:03d}", phase="Running")
+                for j in range(rnd.randint(0, 4))
+            ),
+        )
+        for i in range(n)
+    ]
+    sampled = SampledDecide(percentage)
+    start = 0
+    for k, size in enumerate(sizes):
+        new = pod(f"p{k}", cpu=500 * size)
+        want_node, want_next = _reference_sampled(new, views, nodes_to_find(percentage, n), start)
+        assert sampled(new, views).node == want_node
+        assert sampled.next_start == want_next
+        start = want_next
+
+
+@given(st.integers(1, 99), st.lists(st.integers(0, 5000), min_size=1, max_size=8))
+def test_below_100_nodes_the_default_search_equals_scoring_every_node(n, cpus):
+    views = [
+        NodeView(
+            node(f"n{i}", cpu=1000 * (i % 5 + 1)), (pod(f"r{i}", 300 * (i % 4), GI, node=f"n{i}"),)
+        )
+        for i in range(n)
+    ]
+    sampled = SampledDecide(0)
+    for cpu in cpus:
+        assert sampled(pod(cpu=cpu), views) == decide(pod(cpu=cpu), views)
+
+
+def test_the_default_is_kube_schedulers_adaptive_search_and_100_scores_every_node():
+    from sample_schedulers.default_like.__main__ import build_parser, make_decide
+
+    default = make_decide(build_parser().parse_args([]))
+    assert isinstance(default, SampledDecide) and default.percentage == 0
+    assert (
+        make_decide(build_parser().parse_args(["--percentage-of-nodes-to-score", "100"])) is decide
+    )
+    # on 1,000 empty nodes the default stops after 420 feasible ones: the next pod's search
+    # starts there, so it lands on another node than an every-node search would pick
+    views = [NodeView(node(f"n{i:04d}")) for i in range(1000)]
+    assert default(pod("a"), views).node == "n0000" and default.next_start == 420
+    assert default(pod("b"), views).node == "n0420"
+    assert decide(pod("b"), views).node == "n0000"
 
 
 def test_percentage_out_of_range_is_a_usage_error(subprocess_env):

@@ -301,7 +301,7 @@ class HttpServer:
                     keep_alive = self._stream(conn, sock, result, buf, done) and keep_alive
                     done = None
                 else:
-                    self._write(conn, self._encode(result, close=not keep_alive))
+                    self._write(conn, self._encode(result, close=not keep_alive), last=True)
             finally:
                 if done is not None:
                     done()
@@ -414,14 +414,28 @@ class HttpServer:
         return b"".join(head) + resp.body
 
     def _write(
-        self, conn: Connection, data: bytes, *, from_queue: bool = False, ending: bool = False
+        self,
+        conn: Connection,
+        data: bytes,
+        *,
+        from_queue: bool = False,
+        ending: bool = False,
+        last: bool = False,
     ) -> None:
+        """``last``: the whole response to the request being handled. The connection
+        stops being busy before it is sent: the response is decided, and a client that
+        reads only when the broker says "ready" (deterministic mode) must be able to
+        drain what the socket buffers cannot hold, or ``sendall`` would never return."""
         with self.ledger.lock:
             conn.written += len(data)
             if from_queue:
                 conn.queued -= 1
             if ending:  # busy until the request is wound up (_finish_request)
                 conn.handling = True
+            if last:
+                conn.handling = False
+        if last:
+            self.ledger.notify(conn.peer_port)
         conn.sock.sendall(data)
 
     # --- watches -------------------------------------------------------------------

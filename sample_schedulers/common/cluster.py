@@ -27,6 +27,11 @@ class ClusterCache:
         self._on_node: dict[str, dict[str, PodSummary]] = {}
         self._views: dict[str, NodeView] = {}
         self._filed_under: dict[str, str] = {}
+        # views() in node-name order, patched in place: O(changed nodes) per call plus
+        # one list copy, instead of sorting every node name for every decision
+        self._ordered: list[NodeView] | None = None  # None: rebuild (a node came or went)
+        self._position: dict[str, int] = {}
+        self._stale: set[str] = set()
         self.generation = 0
         """Bumped on every change that can alter ``views()``: equal generations mean
         equal views."""
@@ -38,11 +43,16 @@ class ClusterCache:
         if old != node:
             self.nodes[node.name] = node
             self._invalidate(node.name)
+            if old is None:
+                self._ordered = None
         return old
 
     def delete_node(self, name: str) -> NodeSummary | None:
         self._invalidate(name)
-        return self.nodes.pop(name, None)
+        old = self.nodes.pop(name, None)
+        if old is not None:
+            self._ordered = None
+        return old
 
     # -- pods -----------------------------------------------------------------------------
 
@@ -78,18 +88,32 @@ class ClusterCache:
     # -- views ---------------------------------------------------------------------------
 
     def views(self) -> list[NodeView]:
-        out = []
-        for name in sorted(self.nodes):
-            view = self._views.get(name)
-            if view is None:
-                pods = self._on_node.get(name, {})
-                view = NodeView(self.nodes[name], tuple(pods[k] for k in sorted(pods)))
-                self._views[name] = view
-            out.append(view)
-        return out
+        """Every node's view, sorted by name: a new list the caller may keep (the views
+        are immutable). Costs O(nodes changed since the last call) plus a list copy; a
+        node added or deleted costs one O(n log n) rebuild."""
+        if self._ordered is None:
+            names = sorted(self.nodes)
+            self._position = {name: i for i, name in enumerate(names)}
+            self._ordered = [self._view(name) for name in names]
+        else:
+            for name in self._stale:
+                i = self._position.get(name)
+                if i is not None:
+                    self._ordered[i] = self._view(name)
+        self._stale.clear()
+        return list(self._ordered)
+
+    def _view(self, name: str) -> NodeView:
+        view = self._views.get(name)
+        if view is None:
+            pods = self._on_node.get(name, {})
+            view = NodeView(self.nodes[name], tuple(pods[k] for k in sorted(pods)))
+            self._views[name] = view
+        return view
 
     def _invalidate(self, node_name: str) -> None:
         self._views.pop(node_name, None)
+        self._stale.add(node_name)
         self.generation += 1
 
     def _place(self, key: str) -> None:

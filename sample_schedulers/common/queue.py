@@ -159,9 +159,12 @@ class SchedulingQueue:
     def move_all(self, now: float) -> None:
         """The cluster changed in a way that may make waiting pods fit."""
         self._move_request_cycle = self._cycle
-        for entry in list(self._entries.values()):
-            if entry.where == UNSCHEDULABLE:
-                self._move(entry, now)
+        # O(unschedulable pods), not O(every pending pod): each unschedulable pod has
+        # exactly one valid item in the heap; after the moves, none is left valid
+        waiting, self._unschedulable = self._unschedulable, []
+        for item in waiting:
+            if self._valid(item, UNSCHEDULABLE):
+                self._move(self._entries[item[-1]], now)
 
     # -- the scheduling cycle ----------------------------------------------------------
 

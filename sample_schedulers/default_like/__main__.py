@@ -19,11 +19,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--percentage-of-nodes-to-score",
         type=int,
-        default=100,
+        default=0,
         metavar="P",
-        help="kube-scheduler's option: stop filtering after P%% of the nodes were found "
-        "feasible (at least 100 nodes), continuing round robin next time; 0 = its adaptive "
-        "default (50%% minus 1%% per 125 nodes). Default: %(default)s (all nodes)",
+        help="kube-scheduler's option: stop filtering once P%% of the nodes (at least 100) "
+        "were found feasible, continuing round robin next time; 100 = filter and score "
+        "every node. Default: 0, kube-scheduler's adaptive default (50%% minus 1%% per 125 "
+        "nodes, at least 5%%; every node below 100 nodes)",
     )
     return parser
 

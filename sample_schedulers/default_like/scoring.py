@@ -41,16 +41,13 @@ def _least_allocated(view: NodeView, pod_cpu: int, pod_memory: int) -> int:
 
 
 def _balanced_allocation(view: NodeView, pod_cpu: int, pod_memory: int) -> int:
-    fractions = [
-        min(requested / capacity, 1.0)
-        for capacity, requested in (
-            (view.alloc_cpu, view.requested_cpu + pod_cpu),
-            (view.alloc_memory, view.requested_memory + pod_memory),
-        )
-        if capacity
-    ]
-    # the standard deviation of the fractions; with two it is half their distance
-    std = abs(fractions[0] - fractions[1]) / 2 if len(fractions) == 2 else 0.0
+    cpu_capacity, memory_capacity = view.alloc_cpu, view.alloc_memory
+    if not (cpu_capacity and memory_capacity):
+        return MAX_NODE_SCORE  # one fraction (or none): its standard deviation is 0
+    f_cpu = (view.requested_cpu + pod_cpu) / cpu_capacity
+    f_memory = (view.requested_memory + pod_memory) / memory_capacity
+    # the standard deviation of the two fractions (each capped at 1): half their distance
+    std = abs((f_cpu if f_cpu < 1.0 else 1.0) - (f_memory if f_memory < 1.0 else 1.0)) / 2
     return int((1 - std) * MAX_NODE_SCORE)
 
 
