@@ -154,19 +154,40 @@ def test_incremental_metrics_equal_a_full_recomputation(ops):
 
 def test_all_done_follows_jobs_finishing_in_any_order():
     clock = ManualClock()
-    cluster = Cluster(Facade(clock), clock.now_ns)
+    facade = Facade(clock)
+    cluster = Cluster(facade, clock.now_ns)
     cluster.begin(_begin(1))
+
+    def submit(job_id: str) -> None:
+        cluster.submit(p.JobSubmitted(job_id, {"id": job_id, "profile": "plain"}))
+
+    def run(job_id: str) -> None:
+        jp = cluster.jobs[job_id]
+        facade.store.bind(jp.namespace, jp.name, "node-0")
+        cluster._on_bind(jp.namespace, jp.name, "node-0")
+        cluster.process()
+
+    def finish(job_id: str) -> None:
+        cluster.complete(p.JobCompleted(job_id, "COMPLETED_SUCCESSFULLY", 0, ProcSet()))
+
     for i in range(3):
-        cluster.submit(p.JobSubmitted(f"w!{i}", {"id": f"w!{i}", "profile": "plain"}))
+        submit(f"w!{i}")
     assert not cluster.all_done()  # not everything submitted yet
     cluster.all_submitted = True
     assert not cluster.all_done()
-    cluster.jobs["w!2"].state = "done"
-    cluster.jobs["w!0"].state = "rejected"
+    run("w!2")
+    finish("w!2")
+    jp = cluster.jobs["w!0"]  # deleted while pending: rejected
+    cluster._on_remove(jp.namespace, jp.name)
+    facade.store.delete("pods", jp.namespace, jp.name)
+    cluster.process()
+    assert cluster.jobs["w!0"].state == "rejected"
     assert not cluster.all_done()
-    cluster.jobs["w!1"].state = "done"
+    run("w!1")
+    finish("w!1")
     assert cluster.all_done()
-    cluster.submit(p.JobSubmitted("w!3", {"id": "w!3", "profile": "plain"}))  # a late job
+    submit("w!3")  # a late job
     assert not cluster.all_done()
-    cluster.jobs["w!3"].state = "done"
+    run("w!3")
+    finish("w!3")
     assert cluster.all_done()
