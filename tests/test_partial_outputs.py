@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -77,6 +78,20 @@ def inputs(tmp_path):
     return platform, workload
 
 
+@contextmanager
+def sim_against(tmp_path, inputs, *extra, **decision_options):
+    """``timewarp sim`` against a StallingDecisionProcess; yields (sim, decision) and
+    leaves neither behind."""
+    endpoint = free_endpoint()
+    decision = StallingDecisionProcess(endpoint, **decision_options)
+    sim = start_sim(tmp_path, inputs, endpoint, *extra)
+    try:
+        yield sim, decision
+    finally:
+        sim.kill()
+        decision.close()
+
+
 def start_sim(tmp_path, inputs, endpoint, *extra):
     platform, workload = inputs
     return subprocess.Popen(
@@ -103,30 +118,18 @@ def assert_partial_after_two_short_jobs(prefix: Path) -> None:
 
 
 def test_sigterm_writes_partial_outputs_and_exits_143(tmp_path, subprocess_env, inputs):
-    endpoint = free_endpoint()
-    decision = StallingDecisionProcess(endpoint, stall_at=10)
-    sim = start_sim(tmp_path, inputs, endpoint)
-    try:
+    with sim_against(tmp_path, inputs, stall_at=10) as (sim, decision):
         assert decision.stalled.wait(60), "the simulation never reached t=10"
         sim.send_signal(signal.SIGTERM)
         _, err = sim.communicate(timeout=30)
-    finally:
-        sim.kill()
-        decision.close()
     assert sim.returncode == 143, err
     assert "SIGTERM" in err and "partial outputs written (2 of 3 jobs ended by t=10 s)" in err
     assert_partial_after_two_short_jobs(tmp_path / "out" / "run")
 
 
 def test_a_reply_timeout_also_leaves_partial_outputs(tmp_path, subprocess_env, inputs):
-    endpoint = free_endpoint()
-    decision = StallingDecisionProcess(endpoint, stall_at=10)
-    sim = start_sim(tmp_path, inputs, endpoint, "--reply-timeout", "1")
-    try:
+    with sim_against(tmp_path, inputs, "--reply-timeout", "1", stall_at=10) as (sim, _):
         _, err = sim.communicate(timeout=60)
-    finally:
-        sim.kill()
-        decision.close()
     assert sim.returncode == 1, err
     assert "no reply from the decision process" in err and "partial outputs written" in err
     assert_partial_after_two_short_jobs(tmp_path / "out" / "run")
@@ -198,14 +201,8 @@ def test_a_deadlock_leaves_partial_outputs_too(tmp_path, subprocess_env, inputs)
         ]
         return p.Message(message.now, events)
 
-    endpoint = free_endpoint()
-    decision = StallingDecisionProcess(endpoint, stall_at=float("inf"), decide=only_job_1)
-    sim = start_sim(tmp_path, inputs, endpoint)
-    try:
+    with sim_against(tmp_path, inputs, stall_at=float("inf"), decide=only_job_1) as (sim, _):
         _, err = sim.communicate(timeout=60)
-    finally:
-        sim.kill()
-        decision.close()
     assert sim.returncode == 1, err
     assert "deadlock" in err and "partial outputs written (1 of 3 jobs ended by t=10 s)" in err
     rows = read(tmp_path / "out" / "run_jobs.csv")
