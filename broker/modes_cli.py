@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from broker.lockstep import LockstepParams, parse_duration_ns
+from broker.lockstep_params import LockstepParams, parse_duration_ns
 
 # flag -> (dest, default) for lockstep's durations, Batkube's names and defaults
 _LOCKSTEP_DURATIONS = {
