@@ -215,7 +215,7 @@ def test_requests_and_node_selector_filter_nodes():
 
 
 def test_untolerated_taints_keep_pods_off_a_node():
-    tainted = NodeInfo("cp", cpu=16, memory=64e9, taints=(Taint("node-role", "", "NoSchedule"),))
+    tainted = NodeInfo("cp", cpu=16, memory=64e9, taints=(Taint("node-role", "NoSchedule"),))
     view = ClusterView(now=0.0, nodes=[tainted])
     assert decide(pod(), view, table({})).action == "unschedulable"
     tolerant = PodInfo(
@@ -357,7 +357,7 @@ def test_node_and_pod_are_read_from_typed_models():
         client.V1Taint(key="soft", effect="PreferNoSchedule"),
     ]
     assert kube.node_info(node).taints == (
-        Taint("node-role.kubernetes.io/control-plane", "", "NoSchedule"),
+        Taint("node-role.kubernetes.io/control-plane", "NoSchedule"),
     )
     tolerating = make_pod("d")
     tolerating.spec.tolerations = [client.V1Toleration(key="gpu", operator="Exists")]

@@ -46,7 +46,9 @@ class Toleration:
     def tolerates(self, taint: Taint) -> bool:
         if self.effect and self.effect != taint.effect:
             return False
-        if self.key and self.key != taint.key:
+        if not self.key:  # the API accepts an empty key only with Exists
+            return self.operator == "Exists"
+        if self.key != taint.key:
             return False
         if self.operator == "Exists":
             return True

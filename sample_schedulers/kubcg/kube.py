@@ -61,7 +61,7 @@ def node_info(node) -> NodeInfo:
         schedulable=ready and not (spec is not None and spec.unschedulable),
         labels=labels,
         taints=tuple(
-            Taint(t.key or "", t.value or "", t.effect)
+            Taint(key=t.key or "", effect=t.effect, value=t.value or "")
             for t in ((spec.taints if spec is not None else None) or [])
             if t.effect in ("NoSchedule", "NoExecute")
         ),

@@ -11,34 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from sample_schedulers.common.model import Taint, Toleration  # noqa: F401 (re-exported)
+
 Resource = Literal["cpu", "gpu"]
 """The resource of a node a pod runs on: its CPUs (shared) or one of its GPUs (exclusive)."""
-
-
-@dataclass(frozen=True)
-class Taint:
-    key: str
-    value: str = ""
-    effect: str = "NoSchedule"
-
-
-@dataclass(frozen=True)
-class Toleration:
-    key: str = ""
-    """Empty with operator Exists: tolerates every taint."""
-    operator: str = "Equal"
-    value: str = ""
-    effect: str = ""
-    """Empty: every effect."""
-
-    def tolerates(self, taint: Taint) -> bool:
-        if self.effect and self.effect != taint.effect:
-            return False
-        if not self.key:
-            return self.operator == "Exists"
-        if self.key != taint.key:
-            return False
-        return self.operator == "Exists" or self.value == taint.value
 
 
 @dataclass(frozen=True)
