@@ -368,6 +368,16 @@ def mode_choices(help_text: str) -> set[str]:
     return set(match.group(1).split(",")) if match else set()
 
 
+def finish(output: Path, record: list[dict], headers: Sequence[str], table: list) -> int:
+    """An experiment's end: ``results.json``, the table, the load; exit 0 iff every run
+    in ``record`` (dicts with ``ok``) succeeded."""
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "results.json").write_text(json.dumps(record, indent=1) + "\n")
+    print_table(headers, table)
+    print(f"machine load after: {load_average()}")
+    return 0 if all(r["ok"] for r in record) else 1
+
+
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]], file=None) -> None:
     """A plain Markdown table (pastes into docs as is)."""
     file = file or sys.stdout

@@ -46,8 +46,8 @@ from pathlib import Path
 from experiments._common import (
     DEFAULT_LIKE,
     Run,
+    finish,
     load_average,
-    print_table,
     read_rows,
     run_simulate,
     timewarp_cli,
@@ -244,10 +244,7 @@ def main(argv: list[str] | None = None) -> int:
                     "wall_s": run.wall_s,
                 }
             )
-    (args.output / "results.json").write_text(json.dumps(record, indent=1) + "\n")
-    print_table(HEADERS, table)
-    print(f"machine load after: {load_average()}")
-    return 0 if all(r["ok"] for r in record) else 1
+    return finish(args.output, record, HEADERS, table)
 
 
 if __name__ == "__main__":

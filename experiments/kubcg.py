@@ -30,8 +30,8 @@ from experiments._common import (
     DEFAULT_LIKE,
     Run,
     Summary,
+    finish,
     load_average,
-    print_table,
     read_rows,
     run_simulate,
     timewarp_cli,
@@ -177,11 +177,7 @@ def main(argv: list[str] | None = None) -> int:
                                    "ok": run.ok, "wall_s": run.wall_s, "figures": run.figures})  # fmt: skip
         for (pname, sname), runs in results.items():
             table.append(cells(rate, pname, sname, runs))
-    args.output.mkdir(parents=True, exist_ok=True)
-    (args.output / "results.json").write_text(json.dumps(record, indent=1) + "\n")
-    print_table(HEADERS, table)
-    print(f"machine load after: {load_average()}")
-    return 0 if all(r["ok"] for r in record) else 1
+    return finish(args.output, record, HEADERS, table)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from sample_schedulers.common.model import Taint, Toleration  # noqa: F401 (re-exported)
+from sample_schedulers.common.model import Taint, Toleration
 
 Resource = Literal["cpu", "gpu"]
 """The resource of a node a pod runs on: its CPUs (shared) or one of its GPUs (exclusive)."""
