@@ -27,6 +27,7 @@ import argparse
 import glob
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -201,18 +202,23 @@ def run_setup(
     timeout_s: float,
     lockstep: bool,
 ) -> tuple[list[Row], dict]:
+    def repeat(mode: str, dirname: str, n: int, extra: Sequence[str] = ()) -> list[Run]:
+        done = []
+        for i in range(n):
+            run = run_simulate(
+                [scheduler],
+                setup.platform,
+                [setup.workload],
+                out / setup.name / f"{dirname}-{i}",
+                extra=extra,
+                timeout_s=timeout_s,
+            )
+            _progress(setup.name, mode, i, run)
+            done.append(run)
+        return done
+
     rows: list[Row] = []
-    det = []
-    for i in range(runs):
-        run = run_simulate(
-            [scheduler],
-            setup.platform,
-            [setup.workload],
-            out / setup.name / f"det-{i}",
-            timeout_s=timeout_s,
-        )
-        _progress(setup.name, "deterministic", i, run)
-        det.append(run)
+    det = repeat("deterministic", "det", runs)
     distinct = distinct_outputs(det)
     rows.append(runs_row(setup.name, "timewarp deterministic (default_like)", det))
     record = {
@@ -220,18 +226,7 @@ def run_setup(
         "deterministic_distinct_jobs_csv": distinct,
     }
     if lockstep and lockstep_runs:
-        lock = []
-        for i in range(lockstep_runs):
-            run = run_simulate(
-                [scheduler],
-                setup.platform,
-                [setup.workload],
-                out / setup.name / f"lockstep-{i}",
-                extra=LOCKSTEP_FLAGS,
-                timeout_s=timeout_s,
-            )
-            _progress(setup.name, "lockstep", i, run)
-            lock.append(run)
+        lock = repeat("lockstep", "lockstep", lockstep_runs, LOCKSTEP_FLAGS)
         rows.append(runs_row(setup.name, "timewarp lockstep (Batkube's parameters)", lock))
         record["lockstep"] = [_run_record(r) for r in lock]
     rows.extend(reference_rows(setup))
