@@ -167,7 +167,7 @@ class ClockClient:
             with rt.lock:
                 rt.detach_holder_locked()
                 rt.outbox.append(clockproto.stacks(text))
-                self.flush_locked()
+                self.flush_locked(force_state=True)
         elif op == "error":
             sys.stderr.write(f"timewarp: the broker stopped this process: {msg['message']}\n")
             sys.stderr.flush()
@@ -177,7 +177,7 @@ class ClockClient:
         with self.runtime.lock:
             self.flush_locked()
 
-    def flush_locked(self) -> None:
+    def flush_locked(self, force_state: bool = False) -> None:
         """Send what the runtime queued, then its state if the broker must hear it.
         Any thread may call this, with the runtime lock held."""
         rt = self.runtime
@@ -196,16 +196,19 @@ class ClockClient:
         # (busy, ack, io, detached) decide quiescence; the thread counts only ride along,
         # so a hand-over between two threads does not cost a message
         key = (snap[0], snap[1], snap[2], snap[5])
-        # Deterministic mode: a busy report that changes only `busy`/`ack` tells the
-        # broker nothing new — it counts the process as running from the moment it
-        # sent the wake-up until an idle report acknowledges it — so skip it.
+        # Deterministic mode: a busy report tells the broker nothing new — it counts the
+        # process as running from the moment it sent the wake-up until an idle report
+        # acknowledges it, and looks at the API connections only then — so skip it,
+        # unless a thread was detached or came back (the stall guard's business) or the
+        # stall guard asked (``force_state``: its report says what the process is doing).
         redundant = (
             rt.deterministic
+            and not force_state
             and snap[0]
             and self._last_state is not None
-            and key[2:] == self._last_state[2:]
+            and key[3] == self._last_state[3]
         )
-        if key != self._last_state and not redundant:
+        if (key != self._last_state or force_state) and not redundant:
             self._last_state = key
             out.append(clockproto.state(*snap))
         if not out or self._closed:
