@@ -138,6 +138,7 @@ class ClockService:
         self._seq = count()
         self._outbox: list[tuple[bytes, dict]] = []
         self._io_checker: IoChecker | None = None
+        self._before_io_release: Callable[[], bool] | None = None
         self._last_activity = _wall.monotonic()
         self._closed = False
         self._autopilot = False
@@ -368,6 +369,16 @@ class ClockService:
         with self._cond:
             self._io_checker = checker
 
+    def set_before_io_release(self, hook: Callable[[], bool] | None) -> None:
+        """Deterministic mode: ``hook()`` runs in the thread waiting in
+        :meth:`wait_quiescent` (without the lock) each time every process is idle but for
+        API data, before a thread is let go to read it. It returns whether it changed
+        anything (then the choice is made again). The broker reacts there to what the
+        schedulers just did — a binding becomes a running pod — so that the scheduler
+        reads the consequences with the data it is let go for, not one round later."""
+        with self._cond:
+            self._before_io_release = hook
+
     def _io_state_locked(self, port: int, sent: int, consumed: int) -> str:
         checker = self._io_checker
         if checker is None:
@@ -441,6 +452,15 @@ class ClockService:
             busy = [p for p in self._procs.values() if not self._quiescent_locked(p)]
             if not busy:
                 return
+            hook = self._before_io_release
+            if hook is not None and self._next_io_release_locked() is not None:
+                self._cond.release()  # held once: see wait_quiescent and wait_settled
+                try:
+                    changed = hook()
+                finally:
+                    self._cond.acquire()
+                if changed:
+                    continue
             if self._release_next_io_locked():
                 continue
             idle_for = _wall.monotonic() - self._last_activity
@@ -667,3 +687,19 @@ class ClockService:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class FacadeClock:
+    """The facade's view of the clock service (virtual time, broker-side timers)."""
+
+    def __init__(self, clock: ClockService) -> None:
+        self._clock = clock
+
+    def now_ns(self) -> int:
+        return self._clock.now_ns
+
+    def wall_epoch_ns(self) -> int:
+        return self._clock.epoch_ns
+
+    def call_at(self, deadline_ns: int, fn: Callable[[], None]):  # type: ignore[no-untyped-def]
+        return self._clock.call_at(max(deadline_ns, self._clock.now_ns), fn)

@@ -29,27 +29,11 @@ from typing import TextIO
 
 import zmq
 
-from broker.clock_service import ClockService, ClockStall
+from broker.clock_service import ClockService, ClockStall, FacadeClock  # noqa: F401 (re-exported)
 from broker.cluster import Cluster
 from broker.facade import Facade
 from broker.launcher import Launcher, SchedulerFailed
 from simulator import protocol as p
-
-
-class FacadeClock:
-    """The facade's view of the clock service (virtual time, broker-side timers)."""
-
-    def __init__(self, clock: ClockService) -> None:
-        self._clock = clock
-
-    def now_ns(self) -> int:
-        return self._clock.now_ns
-
-    def wall_epoch_ns(self) -> int:
-        return self._clock.epoch_ns
-
-    def call_at(self, deadline_ns: int, fn: Callable[[], None]):  # type: ignore[no-untyped-def]
-        return self._clock.call_at(max(deadline_ns, self._clock.now_ns), fn)
 
 
 @dataclass
@@ -105,6 +89,7 @@ class Broker:
             self._sock.bind(endpoint)
             self.endpoint = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
         clock.set_io_checker(facade.connection_state)
+        clock.set_before_io_release(self._process_cluster)
         facade.add_idle_listener(lambda _port: clock.notify())
 
     # ------------------------------------------------------------------ loop
@@ -203,13 +188,18 @@ class Broker:
             self.clock.release_due()
             self.clock.wait_quiescent()
             self.launcher.check()
-            if self.cluster.process():
-                self.cluster.refresh_metrics()
+            if self._process_cluster():
                 continue
             deadline = self.clock.next_deadline()
             if deadline is not None and deadline <= self.clock.now_ns:
                 continue
             return
+
+    def _process_cluster(self) -> bool:
+        if not self.cluster.process():
+            return False
+        self.cluster.refresh_metrics()
+        return True
 
     def _report_progress(self) -> None:
         self.progress.now_s = self.clock.now_ns / 1e9

@@ -144,8 +144,7 @@ class _Simulation:
     def run(self) -> int:
         for name in OUT_FILES:  # an earlier run's outputs must not pass for this run's
             (self.out / name).unlink(missing_ok=True)
-        from broker.clock_service import DEFAULT_EPOCH_NS, ClockService
-        from broker.engine import FacadeClock
+        from broker.clock_service import DEFAULT_EPOCH_NS, ClockService, FacadeClock
         from broker.facade import Facade
         from broker.launcher import Launcher, SchedulerFailed
 
@@ -188,12 +187,12 @@ class _Simulation:
 
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, _terminated)
-        progress = _ProgressView(self.total_jobs, disabled=args.quiet)
         try:
             # Schedulers first: their start-up (importing a Kubernetes client) is the
             # longest, and they need only the clock and the facade.
             for command in args.scheduler:
                 launcher.start(command, cwd=args.cwd)
+            progress = _ProgressView(self.total_jobs, disabled=args.quiet)
             broker = make_broker(
                 args,
                 endpoint="tcp://127.0.0.1:*",
