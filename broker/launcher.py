@@ -13,7 +13,6 @@ import os
 import shlex
 import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from pathlib import Path
 
 from broker.clock_service import ClockService
 from broker.facade import Facade
-from timewarp import clockproto
+from timewarp import clockproto, run_cli
 
 
 class SchedulerFailed(RuntimeError):
@@ -93,12 +92,12 @@ class Launcher:
             env[clockproto.ENV_NAME] = name
             env[clockproto.ENV_BROKER_PID] = str(os.getpid())
             env[clockproto.ENV_FACADE] = f"{self.facade.host}:{self.facade.port}"
-            wrapped = [sys.executable, "-m", "timewarp", "run", "--name", name]
-            for module in self.patch_modules:
-                wrapped += ["--patch-module", module]
-            if self.freeze_unpatched:
-                wrapped.append("--freeze-unpatched")
-            wrapped += ["--", *argv]
+            # what `timewarp run --name NAME -- CMD` would exec, without its interpreter
+            # start-up on the way (the scheduler's start-up is on the critical path)
+            run_cli.runtime_environment(
+                env, patch_modules=self.patch_modules, freeze_unpatched=self.freeze_unpatched
+            )
+            wrapped = run_cli.resolve_command(argv)
             self.clock.expect(name)
         proc = SchedulerProcess(name, argv, self.out_dir / f"{name}.log", kubeconfig)
         log = open(proc.log_path, "wb")  # noqa: SIM115 - owned by the child

@@ -16,6 +16,7 @@ import datetime as _dt
 import os
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from timewarp import clockproto
@@ -109,16 +110,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def child_environment(args: argparse.Namespace) -> dict[str, str]:
-    env = dict(os.environ)
+    return runtime_environment(
+        dict(os.environ),
+        patch_modules=args.patch_module,
+        import_hook=not args.no_import_hook,
+        freeze_unpatched=args.freeze_unpatched,
+    )
+
+
+def runtime_environment(
+    env: dict[str, str],
+    *,
+    patch_modules: Sequence[str] = (),
+    import_hook: bool = True,
+    freeze_unpatched: bool = False,
+) -> dict[str, str]:
+    """``env`` (changed in place and returned) for a program that starts timewarp's
+    runtime at start-up (``sitecustomize`` in BOOT_DIR): what ``timewarp run`` execs with.
+    The clock service's variables (TIMEWARP_CLOCK, TIMEWARP_NAME, ...) are the caller's."""
     paths = [str(BOOT_DIR), str(PACKAGE_ROOT)]
     if env.get("PYTHONPATH"):
         paths.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(paths)
     modules = [m for m in env.get(clockproto.ENV_PATCH_MODULES, "").split(",") if m]
-    env[clockproto.ENV_PATCH_MODULES] = ",".join(modules + list(args.patch_module))
-    if args.no_import_hook:
+    env[clockproto.ENV_PATCH_MODULES] = ",".join(modules + list(patch_modules))
+    if not import_hook:
         env["TIMEWARP_NO_IMPORT_HOOK"] = "1"
-    if args.freeze_unpatched:
+    if freeze_unpatched:
         env[clockproto.ENV_FREEZE_UNPATCHED] = "1"
     return env
 
