@@ -289,3 +289,32 @@ def test_concurrent_writers_every_watcher_sees_every_change_once_in_order():
     for w in watchers + late:
         rvs = [_decode(f)[2] for f in w.drain()]
         assert rvs == expected
+
+
+def test_reads_are_private_copies_and_odd_strings_survive():
+    store = Store(ManualClock())
+    odd = "caf\u00e9 \ud800"  # a lone surrogate, as a "\ud800" JSON escape decodes
+    store.create(
+        "pods", {"metadata": {"name": "p", "labels": {"l": odd}}, "spec": SPEC}, namespace="default"
+    )
+    got = store.get("pods", "default", "p")
+    got["metadata"]["labels"]["l"] = "changed"
+    got["spec"]["containers"].clear()
+    again = store.get("pods", "default", "p")
+    assert again["metadata"]["labels"]["l"] == odd
+    assert again["spec"]["containers"][0]["image"] == "busybox"
+    bound = store.bind("default", "p", "n1")
+    bound["spec"]["nodeName"] = "elsewhere"
+    assert store.get("pods", "default", "p")["spec"]["nodeName"] == "n1"
+
+
+def test_not_json_is_refused_naming_where():
+    store = Store(ManualClock())
+    with pytest.raises(ApiError) as err:
+        store.create(
+            "pods",
+            {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "x": {1, 2}}]}},
+            namespace="default",
+        )
+    assert err.value.code == 400
+    assert "set is not a JSON value (at /spec/containers/0/x)" in str(err.value)

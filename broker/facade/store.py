@@ -18,7 +18,6 @@ Invariants:
 from __future__ import annotations
 
 import bisect
-import copy
 import json
 import random
 import sys
@@ -40,34 +39,74 @@ DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease"
 
 
 def _dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:  # a lone surrogate (from a "\ud800" escape): keep it escaped
+        return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _thaw(obj: Obj) -> Obj:
+    """A private, mutable copy of a JSON object: decoding its encoding is several times
+    quicker than ``copy.deepcopy``."""
+    return json.loads(_dumps(obj))
 
 
 _intern = sys.intern
 
 
-def canonical(value: Any, where: str = "") -> Any:
-    """A deep copy made of JSON types only (tuples become lists), with short strings
-    interned: 100k pods share one "default-scheduler" instead of holding 100k copies.
-    TypeError names the first non-JSON value."""
+class _NotJson(Exception):
+    pass
+
+
+def _canonical_fast(value: Any) -> Any:
     if isinstance(value, str):
         return _intern(value) if len(value) <= 64 else value
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
             if not isinstance(k, str):
-                raise TypeError(f"non-string key {k!r} at {where or '/'}")
-            out[_intern(k)] = canonical(v, f"{where}/{k}")
+                raise _NotJson
+            out[_intern(k)] = _canonical_fast(v)
         return out
     if isinstance(value, (list, tuple)):
-        return [canonical(v, f"{where}/{i}") for i, v in enumerate(value)]
+        return [_canonical_fast(v) for v in value]
     if value is None or isinstance(value, (bool, int)):
         return value
-    if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            raise TypeError(f"non-finite number at {where or '/'}")
+    if isinstance(value, float) and value == value and value not in (_INF, -_INF):
         return value
-    raise TypeError(f"{type(value).__name__} is not a JSON value (at {where or '/'})")
+    raise _NotJson
+
+
+_INF = float("inf")
+
+
+def canonical(value: Any, where: str = "") -> Any:
+    """A deep copy made of JSON types only (tuples become lists), with short strings
+    interned: 100k pods share one "default-scheduler" instead of holding 100k copies.
+    TypeError names the first non-JSON value."""
+    try:
+        return _canonical_fast(value)
+    except _NotJson:
+        pass
+    _check_json(value, where)  # raises, naming where
+    raise AssertionError("unreachable")
+
+
+def _check_json(value: Any, where: str) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise TypeError(f"non-string key {k!r} at {where or '/'}")
+            _check_json(v, f"{where}/{k}")
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _check_json(v, f"{where}/{i}")
+    elif isinstance(value, float):
+        if value != value or value in (_INF, -_INF):
+            raise TypeError(f"non-finite number at {where or '/'}")
+    elif not (value is None or isinstance(value, (str, bool, int))):
+        raise TypeError(f"{type(value).__name__} is not a JSON value (at {where or '/'})")
 
 
 class _Entry:
@@ -83,6 +122,10 @@ class _Entry:
         if self._json is None:
             self._json = _dumps(self.obj)
         return self._json
+
+    def thaw(self) -> Obj:
+        """A private, mutable copy (stored objects are never changed in place)."""
+        return json.loads(self.json())
 
 
 class StoredEvent:
@@ -176,12 +219,12 @@ class Store:
     def get(self, key: str, namespace: str | None, name: str) -> Obj:
         """A deep copy of the object; ApiError(404) when absent."""
         with self._lock:
-            return copy.deepcopy(self._entry(key, namespace, name).obj)
+            return self._entry(key, namespace, name).thaw()
 
     def get_or_none(self, key: str, namespace: str | None, name: str) -> Obj | None:
         with self._lock:
             entry = self._objects[resource_type(key).key].get((namespace or "", name))
-            return None if entry is None else copy.deepcopy(entry.obj)
+            return None if entry is None else entry.thaw()
 
     def list(
         self,
@@ -196,7 +239,7 @@ class Store:
         entries, rv = self.list_entries(
             key, namespace, _labels(label_selector), _fields(field_selector, key)
         )
-        return [copy.deepcopy(e.obj) for e in entries], str(rv)
+        return [e.thaw() for e in entries], str(rv)
 
     def list_entries(
         self, key: str, namespace: str | None, labels: LabelSelector, fields: FieldSelector
@@ -307,8 +350,7 @@ class Store:
             objects.default_object(rt, obj, self._priorities())
             if prepare is not None:
                 prepare(obj)
-            self._commit(rt, "ADDED", obj, None)
-            return copy.deepcopy(obj)
+            return self._commit(rt, "ADDED", obj, None).thaw()
 
     def replace(
         self,
@@ -358,13 +400,13 @@ class Store:
         except TypeError as exc:
             raise errors.bad_request(f"{rt.kind} is not JSON-serialisable: {exc}") from None
         if subresource == "status":
-            merged = copy.deepcopy(current)
+            merged = _thaw(current)
             if "status" in new:
                 merged["status"] = new["status"]
             new = merged
         else:
             if "status" in rt.subresources and "status" in current:
-                new["status"] = copy.deepcopy(current["status"])
+                new["status"] = _thaw(current["status"])
             elif "status" in rt.subresources:
                 new.pop("status", None)
         new["apiVersion"], new["kind"] = rt.api_version, rt.kind
@@ -398,9 +440,8 @@ class Store:
         if "generation" in old_meta and new.get("spec") != current.get("spec"):
             meta["generation"] = old_meta["generation"] + 1
         if new == current:
-            return copy.deepcopy(current)  # a no-op write does not bump resourceVersion
-        self._commit(rt, "MODIFIED", new, current)
-        return copy.deepcopy(new)
+            return _thaw(current)  # a no-op write does not bump resourceVersion
+        return self._commit(rt, "MODIFIED", new, current).thaw()
 
     def patch(
         self,
@@ -429,8 +470,9 @@ class Store:
         nodeName) is written as edited. Returns the stored copy."""
         rt = resource_type(key)
         with self._lock:
-            current = self._entry(key, namespace, name).obj
-            new = copy.deepcopy(current)
+            entry = self._entry(key, namespace, name)
+            current = entry.obj
+            new = entry.thaw()
             mutate(new)
             if _key_of(new) != _key_of(current):
                 raise ValueError(
@@ -439,13 +481,12 @@ class Store:
             new["metadata"]["uid"] = current["metadata"]["uid"]
             new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
             if new == current:
-                return copy.deepcopy(current)
+                return entry.thaw()
             try:
                 new = canonical(new)
             except TypeError as exc:
                 raise errors.bad_request(f"{rt.kind} is not JSON-serialisable: {exc}") from None
-            self._commit(rt, "MODIFIED", new, current)
-            return copy.deepcopy(new)
+            return self._commit(rt, "MODIFIED", new, current).thaw()
 
     def bind(self, namespace: str, name: str, node_name: str, *, uid: str | None = None) -> Obj:
         """What the binding subresource does: set ``spec.nodeName`` once and mark the pod
@@ -453,7 +494,8 @@ class Store:
         if not node_name:
             raise errors.invalid("Binding", name, ["target.name: Required value"])
         with self._lock:
-            current = self._entry("pods", namespace, name).obj
+            entry = self._entry("pods", namespace, name)
+            current = entry.obj
             if uid and current["metadata"]["uid"] != uid:
                 raise errors.conflict(
                     "pods",
@@ -469,7 +511,7 @@ class Store:
                 raise errors.conflict(
                     "pods", name, "pod is being deleted, cannot be assigned to a host"
                 )
-            new = copy.deepcopy(current)
+            new = entry.thaw()
             new["spec"]["nodeName"] = node_name
             status = new.setdefault("status", {})
             conditions = [
@@ -484,8 +526,7 @@ class Store:
                 }
             )
             status["conditions"] = conditions
-            self._commit(resource_type("pods"), "MODIFIED", new, current)
-            return copy.deepcopy(new)
+            return self._commit(resource_type("pods"), "MODIFIED", canonical(new), current).thaw()
 
     def delete(
         self,
@@ -521,13 +562,13 @@ class Store:
                     if other.namespaced:
                         for k in [k for k in self._objects[other.key] if k[0] == name]:
                             self.delete(other.key, name, k[1])
-            gone = copy.deepcopy(current)
+            gone = _thaw(current)
             gone["metadata"]["deletionTimestamp"] = self.timestamp()
-            self._commit(rt, "DELETED", gone, current)
-            return copy.deepcopy(gone)
+            return self._commit(rt, "DELETED", gone, current).thaw()
 
-    def _commit(self, rt: ResourceType, type_: str, obj: Obj, prev: Obj | None) -> None:
-        """Caller holds the lock. Assign the next revision, store, record, fan out."""
+    def _commit(self, rt: ResourceType, type_: str, obj: Obj, prev: Obj | None) -> _Entry:
+        """Caller holds the lock. Assign the next revision, store, record, fan out.
+        ``obj`` belongs to the store from now on."""
         self._rv += 1
         obj["metadata"]["resourceVersion"] = str(self._rv)
         entry = _Entry(obj)
@@ -548,6 +589,7 @@ class Store:
             watcher.offer(event)
         for listener in self._listeners:
             listener(rt.key, type_, obj)
+        return entry
 
     # --- watches -------------------------------------------------------------------
 
