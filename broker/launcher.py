@@ -17,10 +17,14 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from broker.clock_service import ClockService
-from broker.facade import Facade
+from broker.facade.endpoint import Endpoint
 from timewarp import clockproto, run_cli
+
+if TYPE_CHECKING:
+    from broker.facade import Facade
 
 
 class SchedulerFailed(RuntimeError):
@@ -49,7 +53,7 @@ class Launcher:
         self,
         *,
         clock: ClockService,
-        facade: Facade,
+        facade: Endpoint | Facade,  # what the schedulers connect to (a Facade is one too)
         out_dir: Path,
         patch_modules: Sequence[str] = (),
         freeze_unpatched: bool = False,

@@ -145,7 +145,7 @@ class _Simulation:
         for name in OUT_FILES:  # an earlier run's outputs must not pass for this run's
             (self.out / name).unlink(missing_ok=True)
         from broker.clock_service import DEFAULT_EPOCH_NS, ClockService, FacadeClock
-        from broker.facade import Facade
+        from broker.facade.endpoint import Endpoint
         from broker.launcher import Launcher, SchedulerFailed
 
         args = self.args
@@ -165,11 +165,12 @@ class _Simulation:
 
             rt_clock = ScaledWallClock(args.speed, epoch_ns)
         facade_clock = rt_clock if rt_clock is not None else FacadeClock(clock)
-        facade = Facade(facade_clock, tls=args.incluster).start()
+        endpoint = Endpoint(tls=args.incluster)
+        facade = None
         incluster_dir = Path(tempfile.mkdtemp(prefix="timewarp-sa-")) if args.incluster else None
         launcher = Launcher(
             clock=clock,
-            facade=facade,
+            facade=endpoint,
             out_dir=self.out,
             patch_modules=args.patch_module,
             freeze_unpatched=args.freeze_unpatched,
@@ -192,6 +193,9 @@ class _Simulation:
             # longest, and they need only the clock and the facade.
             for command in args.scheduler:
                 launcher.start(command, cwd=args.cwd)
+            from broker.facade import Facade
+
+            facade = Facade(facade_clock, endpoint=endpoint).start()
             progress = _ProgressView(self.total_jobs, disabled=args.quiet)
             broker = make_broker(
                 args,
@@ -219,7 +223,9 @@ class _Simulation:
             sim_code = self._stop_simulator(wait=result is not None and result.ok)
             if broker is not None:
                 broker.close()
-            facade.stop()
+            if facade is not None:
+                facade.stop()
+            endpoint.close()
             clock.close()
             if rt_clock is not None:
                 rt_clock.close()

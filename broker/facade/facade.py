@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .api import Api, Hooks
-from .auth import TokenRegistry, TokenStats
+from .auth import TokenStats
 from .clock import Clock
-from .kubeconfig import incluster_env, write_incluster_files, write_kubeconfig
+from .endpoint import Endpoint
 from .metrics import MetricsBoard
 from .server import HttpServer, Ledger, Request
 from .store import Store
-
-if TYPE_CHECKING:
-    from .tls import TlsFiles
 
 
 class Facade:
@@ -24,7 +19,10 @@ class Facade:
 
     Life cycle: ``Facade(clock)`` → ``add_token``/``store`` writes → ``start()`` →
     ``stop()`` (also a context manager). With ``tls=True`` it serves HTTPS with a freshly
-    generated CA (``ca_file``), as the in-cluster configuration requires.
+    generated CA (``ca_file``), as the in-cluster configuration requires. Given an
+    ``endpoint`` (see :mod:`.endpoint`: bound, with tokens, before this module is even
+    imported) it serves there, and ``host``/``port``/``tls``/``tls_dir`` are the
+    endpoint's.
 
     Quiescence: ``connection_idle(peer_port, sent, consumed)`` and ``add_idle_listener``
     (see ``server.Ledger``); ``token_stats(name)`` counts requests per scheduler process.
@@ -38,26 +36,24 @@ class Facade:
         port: int = 0,
         tls: bool = False,
         tls_dir: str | Path | None = None,
+        endpoint: Endpoint | None = None,
         history_limit: int = 1000,
         seed: int = 0,
         bookmark_interval_s: float | None = 60.0,
         default_watch_timeout_s: float | None = None,
         hooks: Hooks | None = None,
     ) -> None:
+        if endpoint is None:
+            endpoint = Endpoint(host=host, port=port, tls=tls, tls_dir=tls_dir)
+        self.endpoint = endpoint
         self.clock = clock
         self.store = Store(clock, history_limit=history_limit, seed=seed)
-        self.tokens = TokenRegistry()
+        self.tokens = endpoint.tokens
+        self.tls_files = endpoint.tls_files
         self.metrics = MetricsBoard()
         self.ledger = Ledger()
-        self._tmp: tempfile.TemporaryDirectory[str] | None = None
-        self.tls_files: TlsFiles | None = None
-        if tls:
-            from .tls import generate  # cryptography: ~0.2 s to import, only for HTTPS
-
-            if tls_dir is None:
-                self._tmp = tempfile.TemporaryDirectory(prefix="timewarp-facade-tls-")
-                tls_dir = self._tmp.name
-            self.tls_files = generate(tls_dir, hosts=(host, "localhost"))
+        self.host: str = endpoint.host
+        self.port: int = endpoint.port
         self.api = Api(
             self.store,
             clock,
@@ -71,20 +67,16 @@ class Facade:
         self._server = HttpServer(
             self.api.handle,
             self.ledger,
-            host=host,
-            port=port,
+            listener=endpoint.listener,
             ssl_context=self.tls_files.server_context() if self.tls_files else None,
             on_request=self._count_request,
         )
-        self.host: str = self._server.host
-        self.port: int = self._server.port
 
     # --- life cycle ----------------------------------------------------------------
 
     @property
     def url(self) -> str:
-        scheme = "https" if self.tls_files else "http"
-        return f"{scheme}://{self.host}:{self.port}"
+        return self.endpoint.url
 
     @property
     def hooks(self) -> Hooks:
@@ -96,9 +88,7 @@ class Facade:
 
     def stop(self) -> None:
         self._server.stop()
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
+        self.endpoint.close()
 
     def __enter__(self) -> Facade:
         return self.start()
@@ -110,7 +100,7 @@ class Facade:
 
     def add_token(self, name: str, token: str | None = None) -> str:
         """A bearer token for the scheduler process ``name`` (same name, same token)."""
-        return self.tokens.add(name, token)
+        return self.endpoint.add_token(name, token)
 
     def token_stats(self, name: str) -> TokenStats:
         return self.tokens.stats(name)
@@ -124,10 +114,7 @@ class Facade:
 
     def write_kubeconfig(self, path: str | Path, name: str, *, namespace: str = "default") -> Path:
         """A kubeconfig for process ``name`` (registering its token if new)."""
-        ca = self.tls_files.ca_cert if self.tls_files else None
-        return write_kubeconfig(
-            path, self.url, self.add_token(name), ca_file=ca, namespace=namespace
-        )
+        return self.endpoint.write_kubeconfig(path, name, namespace=namespace)
 
     def write_incluster(
         self, directory: str | Path, name: str, *, namespace: str = "default"
@@ -135,17 +122,7 @@ class Facade:
         """Service-account files for process ``name`` in ``directory``; returns the
         environment (``KUBERNETES_SERVICE_HOST``/``PORT``, ``TIMEWARP_INCLUSTER_DIR``).
         Needs ``tls=True``: ``load_incluster_config`` always uses HTTPS."""
-        if self.tls_files is None:
-            raise ValueError(
-                "in-cluster configuration needs HTTPS: create the Facade with tls=True"
-            )
-        write_incluster_files(
-            directory,
-            self.add_token(name),
-            self.tls_files.ca_cert.read_bytes(),
-            namespace=namespace,
-        )
-        return incluster_env(self.host, self.port, directory)
+        return self.endpoint.write_incluster(directory, name, namespace=namespace)
 
     # --- quiescence ------------------------------------------------------------------
 

@@ -16,10 +16,9 @@ Two styles, both used unmodified by schedulers:
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
-
-import yaml
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 INCLUSTER_ENV = "TIMEWARP_INCLUSTER_DIR"
@@ -45,23 +44,38 @@ def write_kubeconfig(
     namespace: str = "default",
     context: str = "timewarp",
 ) -> Path:
-    """Write a kubeconfig with one cluster, one user (bearer ``token``), one context."""
-    cluster: dict[str, object] = {"server": server_url}
+    """Write a kubeconfig with one cluster, one user (bearer ``token``), one context.
+
+    The YAML is written by hand (every value a double-quoted scalar, which is also JSON):
+    the file is needed before a scheduler starts, and importing PyYAML first would delay
+    it."""
+    q = json.dumps
+    lines = [
+        "apiVersion: v1",
+        "kind: Config",
+        "clusters:",
+        f"- name: {q(context)}",
+        "  cluster:",
+        f"    server: {q(server_url)}",
+    ]
     if ca_file is not None:
-        cluster["certificate-authority"] = str(Path(ca_file).resolve())
-    doc = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": context, "cluster": cluster}],
-        "users": [{"name": user, "user": {"token": token}}],
-        "contexts": [
-            {"name": context, "context": {"cluster": context, "user": user, "namespace": namespace}}
-        ],
-        "current-context": context,
-        "preferences": {},
-    }
+        lines.append(f"    certificate-authority: {q(str(Path(ca_file).resolve()))}")
+    lines += [
+        "users:",
+        f"- name: {q(user)}",
+        "  user:",
+        f"    token: {q(token)}",
+        "contexts:",
+        f"- name: {q(context)}",
+        "  context:",
+        f"    cluster: {q(context)}",
+        f"    user: {q(user)}",
+        f"    namespace: {q(namespace)}",
+        f"current-context: {q(context)}",
+        "preferences: {}",
+    ]
     path = Path(path)
-    _write_private(path, yaml.safe_dump(doc, sort_keys=False))
+    _write_private(path, "\n".join(lines) + "\n")
     return path
 
 

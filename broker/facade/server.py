@@ -198,6 +198,7 @@ class HttpServer:
         *,
         host: str = "127.0.0.1",
         port: int = 0,
+        listener: socket.socket | None = None,
         ssl_context: ssl.SSLContext | None = None,
         poll_interval: float = 0.5,
         on_request: Callable[[Request], Callable[[], None] | None] | None = None,
@@ -207,7 +208,8 @@ class HttpServer:
         self._ssl = ssl_context
         self._poll = poll_interval
         self._on_request = on_request
-        self._listener = socket.create_server((host, port))
+        # a socket bound beforehand (see endpoint.py) may already hold waiting clients
+        self._listener = listener if listener is not None else socket.create_server((host, port))
         self.host, self.port = self._listener.getsockname()[:2]
         self._threads: set[threading.Thread] = set()
         self._conns: set[Connection] = set()

@@ -1,0 +1,94 @@
+"""``Endpoint``: the facade's address and credentials, ready before the facade itself.
+
+A scheduler needs only these (a kubeconfig or in-cluster files naming ``host:port`` and
+its token) to start, and its start-up — importing a Kubernetes client — is the longest
+part of a short simulation. So ``timewarp simulate`` binds the listening socket and
+writes the files first, starts the schedulers, and only then imports and builds the
+``Facade`` on this endpoint: a scheduler that connects early waits in the socket's
+backlog. This module imports nothing heavy (no HTTP server, store, PyYAML).
+"""
+
+from __future__ import annotations
+
+import socket
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .auth import TokenRegistry, TokenStats
+from .kubeconfig import incluster_env, write_incluster_files, write_kubeconfig
+
+if TYPE_CHECKING:
+    from .tls import TlsFiles
+
+
+class Endpoint:
+    """A listening socket on ``host:port`` (0 = a free port), the bearer tokens, and
+    with ``tls=True`` a fresh CA and server certificate (``tls_files``)."""
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        tls: bool = False,
+        tls_dir: str | Path | None = None,
+    ) -> None:
+        self.tokens = TokenRegistry()
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self.tls_files: TlsFiles | None = None
+        if tls:
+            from .tls import generate  # cryptography: ~0.2 s to import, only for HTTPS
+
+            if tls_dir is None:
+                self._tmp = tempfile.TemporaryDirectory(prefix="timewarp-facade-tls-")
+                tls_dir = self._tmp.name
+            self.tls_files = generate(tls_dir, hosts=(host, "localhost"))
+        self.listener = socket.create_server((host, port))
+        self.host: str
+        self.port: int
+        self.host, self.port = self.listener.getsockname()[:2]
+
+    @property
+    def url(self) -> str:
+        scheme = "https" if self.tls_files else "http"
+        return f"{scheme}://{self.host}:{self.port}"
+
+    def close(self) -> None:
+        """Close the socket (if no server took it) and remove the TLS files."""
+        self.listener.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def add_token(self, name: str, token: str | None = None) -> str:
+        """A bearer token for the scheduler process ``name`` (same name, same token)."""
+        return self.tokens.add(name, token)
+
+    def token_stats(self, name: str) -> TokenStats:
+        return self.tokens.stats(name)
+
+    def write_kubeconfig(self, path: str | Path, name: str, *, namespace: str = "default") -> Path:
+        """A kubeconfig for process ``name`` (registering its token if new)."""
+        ca = self.tls_files.ca_cert if self.tls_files else None
+        return write_kubeconfig(
+            path, self.url, self.add_token(name), ca_file=ca, namespace=namespace
+        )
+
+    def write_incluster(
+        self, directory: str | Path, name: str, *, namespace: str = "default"
+    ) -> dict[str, str]:
+        """Service-account files for process ``name`` in ``directory``; returns the
+        environment (``KUBERNETES_SERVICE_HOST``/``PORT``, ``TIMEWARP_INCLUSTER_DIR``).
+        Needs ``tls=True``: ``load_incluster_config`` always uses HTTPS."""
+        if self.tls_files is None:
+            raise ValueError(
+                "in-cluster configuration needs HTTPS: create the Facade with tls=True"
+            )
+        write_incluster_files(
+            directory,
+            self.add_token(name),
+            self.tls_files.ca_cert.read_bytes(),
+            namespace=namespace,
+        )
+        return incluster_env(self.host, self.port, directory)
