@@ -1,6 +1,7 @@
 """`timewarp simulate` end to end: embedded simulator, broker, a scheduler written the
 ordinary way (official client, real `time`), in deterministic mode."""
 
+import contextlib
 import csv
 import json
 import subprocess
@@ -176,8 +177,11 @@ def test_a_multi_threaded_scheduler_is_reproducible_too(tmp_path, subprocess_env
     assert runs[0] == runs[1]
 
 
-def start_until_scheduler_ready(tmp_path, env, **popen):
-    """`timewarp simulate` with a scheduler that says when it runs (through a FIFO)."""
+@contextlib.contextmanager
+def started_until_scheduler_ready(tmp_path, env, **popen):
+    """`timewarp simulate` with a scheduler that says when it runs (through a FIFO); the
+    run never ends by itself, so it is killed (its children die with it) if the test
+    did not stop it."""
     import os
     import threading
 
@@ -191,18 +195,23 @@ def start_until_scheduler_ready(tmp_path, env, **popen):
          "-o", str(tmp_path / "out")],
         cwd=ROOT, env=env, **popen,
     )  # fmt: skip
-    assert ready.wait(60), "the scheduler never started"
-    return proc
+    try:
+        assert ready.wait(60), "the scheduler never started"
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
 
 
 def test_sigterm_stops_every_process_and_keeps_the_files(tmp_path, subprocess_env):
     import signal
 
-    proc = start_until_scheduler_ready(
+    with started_until_scheduler_ready(
         tmp_path, subprocess_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
+    ) as proc:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "interrupted (Ctrl-C or SIGTERM)" in err
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
@@ -217,16 +226,16 @@ def test_sigkill_of_simulate_leaves_no_orphans(tmp_path, subprocess_env):
     import os
     import select
 
-    proc = start_until_scheduler_ready(
+    with started_until_scheduler_ready(
         tmp_path, subprocess_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    children = subprocess.run(
-        ["pgrep", "-f", str(tmp_path)], capture_output=True, text=True
-    ).stdout.split()
-    pidfds = [os.pidfd_open(int(pid)) for pid in children if int(pid) != proc.pid]
-    assert len(pidfds) >= 2  # the simulator and the scheduler
-    proc.kill()
-    proc.wait(10)
+    ) as proc:
+        children = subprocess.run(
+            ["pgrep", "-f", str(tmp_path)], capture_output=True, text=True
+        ).stdout.split()
+        pidfds = [os.pidfd_open(int(pid)) for pid in children if int(pid) != proc.pid]
+        assert len(pidfds) >= 2  # the simulator and the scheduler
+        proc.kill()
+        proc.wait(10)
     pending = list(pidfds)
     while pending:  # each becomes readable when its process exits
         done, _, _ = select.select(pending, [], [], 20)
