@@ -47,6 +47,9 @@ DEFAULT_MONO_NS = 1_000 * 1_000_000_000  # monotonic clocks start at 1000 s
 # A process that never waited yet is starting up (importing a large client can take many
 # seconds on a loaded machine): the stall guard gives it at least this long.
 STARTUP_GRACE_S = 60.0
+# How long a thread's API data may stay "being written" (queued watch events) before it
+# is let go to read anyway: the writer may be stuck on a full socket buffer.
+FLUSH_GRACE_S = 0.02
 
 
 def _reply_to(identity: bytes) -> bytes:
@@ -139,6 +142,7 @@ class ClockService:
         self._outbox: list[tuple[bytes, dict]] = []
         self._io_checker: IoChecker | None = None
         self._before_io_release: Callable[[], bool] | None = None
+        self._flushing_since: float | None = None
         self._last_activity = _wall.monotonic()
         self._closed = False
         self._autopilot = False
@@ -409,10 +413,12 @@ class ClockService:
     def _next_io_release_locked(self) -> tuple[ProcessState, int] | None:
         """Deterministic mode: when every process is idle but for threads whose API data
         is there (and no request is being handled anywhere), the one to let go first —
-        by (process name, connection opening order), like simultaneous timers."""
+        by process name, then responses before watch events, then connection opening
+        order, like simultaneous timers."""
         if self.mode != "deterministic":
             return None
         candidates = []
+        flushing = False
         for proc in self._procs.values():
             if proc.gone:
                 continue
@@ -422,11 +428,27 @@ class ClockService:
                 state = self._io_state_locked(port, sent, consumed)
                 if state == "busy":
                     return None
-                if state == "ready":
-                    candidates.append((proc.name, seq, port, proc))
+                if state == "flushing":
+                    flushing = True
+                if state in ("ready", "streaming", "flushing"):
+                    # responses before watch events, as a real API server's would
+                    # usually arrive: a scheduler binding a backlog reads each
+                    # binding's answer at once and its watch once, at the end
+                    candidates.append((proc.name, state != "ready", seq, port, proc))
+        # Events still being written: wait for them, so that the thread let go reads
+        # them all at once — unless the writer is stuck because the client's socket
+        # buffer is full, which only the client's reading can end (FLUSH_GRACE_S).
+        if not flushing:
+            self._flushing_since = None
+        else:
+            now = _wall.monotonic()
+            if self._flushing_since is None:
+                self._flushing_since = now
+            if now - self._flushing_since < FLUSH_GRACE_S:
+                return None
         if not candidates:
             return None
-        name, seq, port, proc = min(candidates, key=lambda c: (c[0], c[1]))
+        *_, port, proc = min(candidates, key=lambda c: c[:3])
         return proc, port
 
     def _release_next_io_locked(self) -> bool:
@@ -471,7 +493,10 @@ class ClockService:
                 if self._handle_stall_locked(busy, limit):
                     return
                 continue
-            self._cond.wait(min(0.5, limit - idle_for))
+            wait = min(0.5, limit - idle_for)
+            if self._flushing_since is not None:
+                wait = min(wait, FLUSH_GRACE_S)
+            self._cond.wait(wait)
 
     def _handle_stall_locked(self, busy: list[ProcessState], limit: float) -> bool:
         """Report the stuck threads; True means: advance anyway."""
@@ -509,7 +534,7 @@ class ClockService:
                     state = self._io_state_locked(port, sent, consumed)
                     why.append(
                         f"API connection from port {port}: sent {sent} B, consumed {consumed} B "
-                        f"({ {'idle': 'parked', 'busy': 'a request is in flight', 'ready': 'data waiting'}[state] })"
+                        f"({ {'idle': 'parked', 'busy': 'a request is in flight', 'ready': 'a response waiting', 'streaming': 'watch events waiting', 'flushing': 'watch events being written'}[state] })"
                     )
                 lines.append(f"- process {proc.name!r} (pid {proc.pid}): {'; '.join(why)}")
                 lines.append(proc.stacks or "  (no stacks received)")

@@ -95,6 +95,7 @@ class Connection:
         "written",
         "handling",
         "queued",
+        "streaming",
         "sock",
         "closed",
         "last_request",
@@ -107,6 +108,7 @@ class Connection:
         self.written = 0
         self.handling = False
         self.queued = 0
+        self.streaming = False  # the request being answered is a watch
         self.closed = False
         self.last_request = ""  # "GET /api/v1/pods?watch=1", for stall diagnostics
 
@@ -156,17 +158,22 @@ class Ledger:
 
     def state(self, peer_port: int, sent: int, consumed: int) -> str:
         """``"idle"`` (parked: nothing owed either way), ``"busy"`` (a request not yet fully
-        read, or being handled) or ``"ready"`` (nothing being handled, and a response or
-        events are queued or written that the client has not consumed)."""
+        read, or being handled), ``"flushing"`` (nothing being handled, watch events
+        queued that the connection's thread has not written yet: it is about to, unless
+        it is stuck writing because the client does not read) or ``"ready"`` (nothing
+        being handled or queued, and bytes written that the client has not consumed) —
+        ``"streaming"`` when those bytes are watch events rather than a response."""
         with self.lock:
             conn = self._conns.get(peer_port)
             if conn is None:
                 return "idle" if sent == 0 and consumed == 0 else "busy"
             if conn.received != sent or conn.handling:
                 return "busy"
-            if conn.written == consumed and conn.queued == 0:
+            if conn.queued:
+                return "flushing"
+            if conn.written == consumed:
                 return "idle"
-            return "ready"
+            return "streaming" if conn.streaming else "ready"
 
     def snapshot(self) -> dict[int, dict[str, Any]]:
         """Per peer port: the counters and the last request line (for stall reports:
@@ -420,18 +427,18 @@ class HttpServer:
         conn: Connection,
         data: bytes,
         *,
-        from_queue: bool = False,
+        from_queue: int = 0,
         ending: bool = False,
         last: bool = False,
     ) -> None:
-        """``last``: the whole response to the request being handled. The connection
+        """``from_queue``: how many queued frames ``data`` holds (watch streams).
+        ``last``: the whole response to the request being handled. The connection
         stops being busy before it is sent: the response is decided, and a client that
         reads only when the broker says "ready" (deterministic mode) must be able to
         drain what the socket buffers cannot hold, or ``sendall`` would never return."""
         with self.ledger.lock:
             conn.written += len(data)
-            if from_queue:
-                conn.queued -= 1
+            conn.queued -= from_queue
             if ending:  # busy until the request is wound up (_finish_request)
                 conn.handling = True
             if last:
@@ -454,6 +461,8 @@ class HttpServer:
         watcher = stream.watcher
         with self._lock:
             self._streams.add(watcher)
+        with self.ledger.lock:
+            conn.streaming = True
         try:
             self._write(
                 conn,
@@ -474,16 +483,20 @@ class HttpServer:
                     if stream.on_parked is not None:
                         stream.on_parked()
                     self.ledger.notify(conn.peer_port)
-                frame = watcher.take(self._poll)
-                if frame is None:
+                frames = watcher.take_all(self._poll)
+                if not frames:
                     if self._stopping.is_set() or self._client_gone(sock, buf):
                         return False
                     continue
-                if frame is END:
-                    self._write(conn, b"0\r\n\r\n", from_queue=True, ending=True)
+                # everything queued in one write: a client let go to read finds it all
+                ending = frames[-1] is END
+                if ending:
+                    frames.pop()
+                data = b"".join(f"{len(f):x}\r\n".encode() + f + b"\r\n" for f in frames)
+                if ending:
+                    self._write(conn, data + b"0\r\n\r\n", from_queue=len(frames) + 1, ending=True)
                     return True
-                chunk = f"{len(frame):x}\r\n".encode() + frame + b"\r\n"
-                self._write(conn, chunk, from_queue=True)
+                self._write(conn, data, from_queue=len(frames))
                 if parked:
                     with self.ledger.lock:
                         idle_now = conn.queued == 0
@@ -494,6 +507,7 @@ class HttpServer:
         finally:
             with self.ledger.lock:
                 conn.handling = True
+                conn.streaming = False
             if done is not None:
                 done()
             with self._lock:

@@ -130,6 +130,16 @@ class Watcher:
                 return None
             return self._frames.popleft()
 
+    def take_all(self, timeout: float | None = None) -> list[bytes]:
+        """Every frame queued (``END`` last if it came), waiting up to ``timeout`` seconds
+        of real time for the first; [] if none came."""
+        with self._cond:
+            if not self._frames:
+                self._cond.wait(timeout)
+            frames = list(self._frames)
+            self._frames.clear()
+            return frames
+
     def wake(self) -> None:
         """Wake a consumer blocked in ``take`` without queueing anything (shutdown)."""
         with self._cond:
