@@ -97,3 +97,94 @@ def test_autopilot_advances_to_each_deadline_without_a_driver(service):
     finally:
         rx.close()
         tx.close()
+
+
+class FakeFacade:
+    """How each API connection stands, as the facade's ledger would say."""
+
+    def __init__(self, service, states):
+        self.states = dict(states)
+        self.service = service
+        service.set_io_checker(lambda port, sent, consumed: self.states[port])
+
+    def set(self, **states):
+        self.states.update({int(port[1:]): s for port, s in states.items()})
+        self.service.notify()
+
+
+def _waiting(service):
+    done = threading.Event()
+    threading.Thread(target=lambda: (service.wait_quiescent(), done.set()), daemon=True).start()
+    return done
+
+
+WATCH, BINDING = [100, 10, 10, 1], [200, 20, 20, 2]  # [port, sent, consumed, opening order]
+
+
+def test_a_response_is_let_go_before_watch_events_and_only_once_they_are_written(
+    service, monkeypatch
+):
+    monkeypatch.setattr("broker.clock_service.FLUSH_GRACE_S", 30.0)
+    facade = FakeFacade(service, {100: "flushing", 200: "busy"})
+    ctx = zmq.Context.instance()
+    rx, tx = _connect(ctx, service.endpoint, "sched")
+    try:
+        tx.send(cp.encode(cp.state(False, 0, [WATCH, BINDING], 0, 2, 0)))
+        done = _waiting(service)
+        facade.set(p200="ready")  # the binding's answer is there, its watch event is not
+        assert not rx.poll(200), "let go while watch events were still being written"
+        facade.set(p100="streaming")
+        first = _recv(rx)
+        assert (first["op"], first["port"]) == ("io", 200)  # the answer first
+        facade.set(p200="idle")
+        tx.send(cp.encode(cp.state(False, 1, [WATCH, BINDING], 0, 2, 0)))
+        second = _recv(rx)
+        assert (second["op"], second["port"]) == ("io", 100)
+        facade.set(p100="idle")
+        tx.send(cp.encode(cp.state(False, 2, [WATCH, BINDING], 0, 2, 0)))
+        assert done.wait(5)
+    finally:
+        rx.close()
+        tx.close()
+
+
+def test_a_writer_stuck_on_a_full_buffer_does_not_hold_the_reader_back(service, monkeypatch):
+    monkeypatch.setattr("broker.clock_service.FLUSH_GRACE_S", 0.0)
+    FakeFacade(service, {100: "flushing"})  # and it stays so until the client reads
+    ctx = zmq.Context.instance()
+    rx, tx = _connect(ctx, service.endpoint, "sched")
+    try:
+        tx.send(cp.encode(cp.state(False, 0, [WATCH], 0, 1, 0)))
+        _waiting(service)
+        msg = _recv(rx)
+        assert (msg["op"], msg["port"]) == ("io", 100)
+    finally:
+        rx.close()
+        tx.close()
+
+
+def test_the_broker_reacts_to_what_was_done_before_letting_a_reader_go(service):
+    """The hook (the broker: a binding becomes a running pod) runs while every process
+    is idle but for data to read; what it writes is read with the rest."""
+    facade = FakeFacade(service, {100: "streaming", 200: "idle"})
+    calls = []
+
+    def hook():
+        calls.append(dict(facade.states))
+        if len(calls) == 1:
+            facade.states[200] = "ready"  # its commit answered something too
+            return True
+        return False
+
+    service.set_before_io_release(hook)
+    ctx = zmq.Context.instance()
+    rx, tx = _connect(ctx, service.endpoint, "sched")
+    try:
+        tx.send(cp.encode(cp.state(False, 0, [WATCH, BINDING], 0, 2, 0)))
+        _waiting(service)
+        msg = _recv(rx)
+        assert (msg["op"], msg["port"]) == ("io", 200)  # chosen after the hook's change
+        assert calls == [{100: "streaming", 200: "idle"}, {100: "streaming", 200: "ready"}]
+    finally:
+        rx.close()
+        tx.close()

@@ -583,3 +583,41 @@ def test_unmodified_load_kube_config_with_KUBECONFIG(tmp_path, subprocess_env, o
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "plain-node"
     assert f.token_stats("proc-1").requests == 1
+
+
+def test_watch_data_is_told_apart_from_a_response_and_queued_events_are_flushing(facade):
+    """What the broker needs to let deterministic readers go: data waiting on a watch says
+    "streaming" where a response says "ready" (responses are let go first), and events
+    queued but not yet written say "flushing" (nobody is let go until they are)."""
+    w = RawClient(facade)
+    w.send("GET", "/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=100")
+    assert w.head()[0] == 200
+    assert wait_idle(facade, w)
+    for name in ("a", "b", "c"):
+        facade.store.create("pods", {**POD, "metadata": {"name": name, "namespace": "default"}})
+    changed = threading.Event()
+    facade.add_idle_listener(lambda port: changed.set())
+    deadline = time.monotonic() + 5
+    while facade.connection_state(w.port, w.sent, w.consumed) == "flushing":
+        assert time.monotonic() < deadline, "the events were never written"
+        changed.wait(0.05)
+        changed.clear()
+    assert facade.connection_state(w.port, w.sent, w.consumed) == "streaming"
+    assert [w.event()["type"] for _ in range(3)] == ["ADDED"] * 3
+    assert wait_idle(facade, w)
+    r = RawClient(facade)
+    r.send("GET", "/api/v1/namespaces/default/pods/a")
+    while facade.connection_state(r.port, r.sent, r.consumed) == "busy":
+        assert time.monotonic() < deadline, "the response was never written"
+        changed.wait(0.05)
+        changed.clear()
+    assert facade.connection_state(r.port, r.sent, r.consumed) == "ready"
+    assert r.response()[0] == 200
+    conn = next(c for c in facade.ledger._conns.values() if c.peer_port == w.port)
+    with facade.ledger.lock:
+        conn.queued += 2  # published, not yet taken by the connection's thread
+    try:
+        assert facade.connection_state(w.port, w.sent, w.consumed) == "flushing"
+    finally:
+        with facade.ledger.lock:
+            conn.queued -= 2
