@@ -50,6 +50,7 @@ STARTUP_GRACE_S = 60.0
 # How long a thread's API data may stay "being written" (queued watch events) before it
 # is let go to read anyway: the writer may be stuck on a full socket buffer.
 FLUSH_GRACE_S = 0.02
+_UNBOUNDED = 1 << 62  # the reading limit when the facade's byte counts are not known
 
 
 def _reply_to(identity: bytes) -> bytes:
@@ -141,6 +142,7 @@ class ClockService:
         self._seq = count()
         self._outbox: list[tuple[bytes, dict]] = []
         self._io_checker: IoChecker | None = None
+        self._io_written: Callable[[int], int] | None = None
         self._before_io_release: Callable[[], bool] | None = None
         self._flushing_since: float | None = None
         self._last_activity = _wall.monotonic()
@@ -365,13 +367,18 @@ class ClockService:
         with self._cond:
             return [p for p in self._procs.values() if not p.gone]
 
-    def set_io_checker(self, checker: IoChecker | None) -> None:
+    def set_io_checker(
+        self, checker: IoChecker | None, written: Callable[[int], int] | None = None
+    ) -> None:
         """``checker(port, sent, consumed)`` says how a connection to the facade stands:
         ``"idle"`` (parked: nothing owed either way), ``"busy"`` (a request in flight) or
         ``"ready"`` (data for the client, nothing being handled). A checker returning a
-        bool means idle (True) or busy (False)."""
+        bool means idle (True) or busy (False). ``written(port)``: the bytes the facade
+        wrote on that connection so far — a thread let go may read that far (without it,
+        as far as it likes)."""
         with self._cond:
             self._io_checker = checker
+            self._io_written = written
 
     def set_before_io_release(self, hook: Callable[[], bool] | None) -> None:
         """Deterministic mode: ``hook()`` runs in the thread waiting in
@@ -410,11 +417,11 @@ class ClockService:
             return False
         return all(self._io_state_locked(*item[:3]) == "idle" for item in proc.io)
 
-    def _next_io_release_locked(self) -> tuple[ProcessState, int] | None:
+    def _next_io_release_locked(self) -> tuple[ProcessState, list[int]] | None:
         """Deterministic mode: when every process is idle but for threads whose API data
-        is there (and no request is being handled anywhere), the one to let go first —
-        by process name, then responses before watch events, then connection opening
-        order, like simultaneous timers."""
+        is there (and no request is being handled anywhere), the ones to let go — those of
+        the first process by name, responses before watch events, then in connection
+        opening order, like simultaneous timers."""
         if self.mode != "deterministic":
             return None
         candidates = []
@@ -448,15 +455,21 @@ class ClockService:
                 return None
         if not candidates:
             return None
-        *_, port, proc = min(candidates, key=lambda c: c[:3])
-        return proc, port
+        # the first process (by name) lets every reader with data go, in one message: its
+        # runtime queues them in this order before any of them runs
+        first = min(candidates, key=lambda c: c[0])[0]
+        ours = sorted(c[:4] for c in candidates if c[0] == first)
+        proc = next(c[4] for c in candidates if c[0] == first)
+        return proc, [port for *_, port in ours]
 
     def _release_next_io_locked(self) -> bool:
         release = self._next_io_release_locked()
         if release is None:
             return False
-        proc, port = release
-        self._send_locked(proc, clockproto.io_release(port, self._now))
+        proc, ports = release
+        written = self._io_written
+        upto = [[port, written(port) if written else _UNBOUNDED] for port in ports]
+        self._send_locked(proc, clockproto.io_release(upto, self._now))
         self.io_releases += 1
         return True
 

@@ -134,14 +134,11 @@ def test_a_response_is_let_go_before_watch_events_and_only_once_they_are_written
         facade.set(p200="ready")  # the binding's answer is there, its watch event is not
         assert not rx.poll(200), "let go while watch events were still being written"
         facade.set(p100="streaming")
-        first = _recv(rx)
-        assert (first["op"], first["port"]) == ("io", 200)  # the answer first
-        facade.set(p200="idle")
-        tx.send(cp.encode(cp.state(False, 1, [WATCH, BINDING], 0, 2, 0)))
-        second = _recv(rx)
-        assert (second["op"], second["port"]) == ("io", 100)
-        facade.set(p100="idle")
-        tx.send(cp.encode(cp.state(False, 2, [WATCH, BINDING], 0, 2, 0)))
+        release = _recv(rx)  # both readers go at once, the answer first
+        assert release["op"] == "io"
+        assert [port for port, _ in release["ports"]] == [200, 100]
+        facade.set(p100="idle", p200="idle")
+        tx.send(cp.encode(cp.state(False, 1, [], 0, 2, 0)))
         assert done.wait(5)
     finally:
         rx.close()
@@ -150,14 +147,17 @@ def test_a_response_is_let_go_before_watch_events_and_only_once_they_are_written
 
 def test_a_writer_stuck_on_a_full_buffer_does_not_hold_the_reader_back(service, monkeypatch):
     monkeypatch.setattr("broker.clock_service.FLUSH_GRACE_S", 0.0)
-    FakeFacade(service, {100: "flushing"})  # and it stays so until the client reads
+    facade = FakeFacade(service, {100: "flushing"})  # and it stays so until the client reads
     ctx = zmq.Context.instance()
     rx, tx = _connect(ctx, service.endpoint, "sched")
     try:
         tx.send(cp.encode(cp.state(False, 0, [WATCH], 0, 1, 0)))
-        _waiting(service)
+        done = _waiting(service)
         msg = _recv(rx)
-        assert (msg["op"], msg["port"]) == ("io", 100)
+        assert msg["op"] == "io" and [port for port, _ in msg["ports"]] == [100]
+        facade.set(p100="idle")
+        tx.send(cp.encode(cp.state(False, 1, [], 0, 1, 0)))
+        assert done.wait(5)
     finally:
         rx.close()
         tx.close()
@@ -181,10 +181,13 @@ def test_the_broker_reacts_to_what_was_done_before_letting_a_reader_go(service):
     rx, tx = _connect(ctx, service.endpoint, "sched")
     try:
         tx.send(cp.encode(cp.state(False, 0, [WATCH, BINDING], 0, 2, 0)))
-        _waiting(service)
-        msg = _recv(rx)
-        assert (msg["op"], msg["port"]) == ("io", 200)  # chosen after the hook's change
+        done = _waiting(service)
+        msg = _recv(rx)  # chosen after the hook's change: the answer, then the watch
+        assert msg["op"] == "io" and [port for port, _ in msg["ports"]] == [200, 100]
         assert calls == [{100: "streaming", 200: "idle"}, {100: "streaming", 200: "ready"}]
+        facade.set(p100="idle", p200="idle")
+        tx.send(cp.encode(cp.state(False, 1, [], 0, 2, 0)))
+        assert done.wait(5)
     finally:
         rx.close()
         tx.close()

@@ -30,7 +30,10 @@ from timewarp import clockproto as cp
         (cp.now_reply(7, 120), b'{"op":"now","rid":7,"t":120}'),
         (cp.fire([3, 9], 60), b'{"op":"fire","ids":[3,9],"t":60}'),
         (cp.time_update(60), b'{"op":"time","t":60}'),
-        (cp.io_release(53412, 60_000_000_000), b'{"op":"io","port":53412,"t":60000000000}'),
+        (
+            cp.io_release([[53414, 2240], [53412, 9310]], 60_000_000_000),
+            b'{"op":"io","ports":[[53414,2240],[53412,9310]],"t":60000000000}',
+        ),
         (cp.dump(), b'{"op":"dump"}'),
         (cp.error("boom"), b'{"op":"error","message":"boom"}'),
     ],
@@ -85,7 +88,7 @@ to_runtime = st.one_of(
     st.builds(cp.now_reply, nat, nat),
     st.builds(cp.fire, st.lists(nat), nat),
     st.builds(cp.time_update, nat),
-    st.builds(cp.io_release, nat, nat),
+    st.builds(cp.io_release, st.lists(st.lists(nat, min_size=2, max_size=2)), nat),
     st.just(cp.dump()),
     st.builds(cp.error, st.text()),
 )
@@ -99,3 +102,9 @@ def test_runtime_to_broker_round_trip(msg):
 @given(to_runtime)
 def test_broker_to_runtime_round_trip(msg):
     assert cp.decode_to_runtime(cp.encode(msg)) == msg
+
+
+def test_a_malformed_io_release_is_named():
+    with pytest.raises(cp.ProtocolError) as info:
+        cp.decode_to_runtime(b'{"op":"io","ports":[[53412]],"t":5}')
+    assert "field 'ports' must be a list of [port, bytes]" in str(info.value)

@@ -149,7 +149,7 @@ class ClockClient:
                 self.flush_locked()
         elif op == "io":
             with rt.lock:
-                rt.on_io_release_locked(msg["port"], msg["t"])
+                rt.on_io_release_locked(msg["ports"], msg["t"])
                 self.flush_locked()
         elif op == "now":
             with rt.lock:

@@ -30,7 +30,7 @@ _conn_seq = itertools.count(1)
 
 
 class _Conn:
-    __slots__ = ("port", "sent", "consumed", "seq")
+    __slots__ = ("port", "sent", "consumed", "seq", "allowed")
 
     def __init__(self, port: int) -> None:
         self.port = port
@@ -38,6 +38,7 @@ class _Conn:
         self.consumed = 0
         # opening order: reproducible under the baton, unlike the port number
         self.seq = next(_conn_seq)
+        self.allowed = 0  # deterministic mode: consumed may grow this far (the broker's go)
 
 
 def _lookup(sock: socket.socket) -> _Conn | None:
@@ -68,7 +69,23 @@ def _would_block(sock: socket.socket) -> bool:
     return not readable
 
 
-def _reading(orig):  # type: ignore[no-untyped-def]
+def _capped(into: bool, args: tuple, kwargs: dict, budget: int) -> tuple[tuple, dict]:
+    """The arguments of ``recv(bufsize, ...)`` / ``recv_into(buffer, nbytes, ...)`` asking
+    for at most ``budget`` bytes."""
+    if into:
+        buffer = args[0] if args else kwargs["buffer"]
+        if len(args) > 1:
+            wanted = args[1] or memoryview(buffer).nbytes
+            return (args[0], min(wanted, budget), *args[2:]), kwargs
+        wanted = kwargs.get("nbytes") or memoryview(buffer).nbytes
+        return args, {**kwargs, "nbytes": min(wanted, budget)}
+    if args:
+        return (min(args[0], budget), *args[1:]), kwargs
+    key = "buflen" if "buflen" in kwargs else "bufsize"
+    return args, {**kwargs, key: min(kwargs.get(key, 1024), budget)}
+
+
+def _reading(orig, into: bool):  # type: ignore[no-untyped-def]
     def wrapper(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         rt = _runtime.ACTIVE
         if rt is None or getattr(_inner, "active", False):
@@ -78,7 +95,15 @@ def _reading(orig):  # type: ignore[no-untyped-def]
             return orig(self, *args, **kwargs)
         _inner.active = True
         try:
-            if not _would_block(self):
+            if rt.reads_gated():
+                # Read only what the broker let this thread read, waiting for its go when
+                # that is used up — even if more bytes are already there: whether they
+                # are is a matter of timing.
+                if conn.consumed >= conn.allowed:
+                    rt.wait_io_release(conn)
+                args, kwargs = _capped(into, args, kwargs, conn.allowed - conn.consumed)
+                result = orig(self, *args, **kwargs)
+            elif not _would_block(self):
                 result = orig(self, *args, **kwargs)
             else:
                 io_id = rt.begin_io_wait(conn.port, conn.sent, conn.consumed, conn.seq)
@@ -120,12 +145,12 @@ def install(facade: str) -> None:
     _facade = (socket.gethostbyname(host or "127.0.0.1"), int(port))
     if getattr(socket.socket.recv_into, "__wrapped__", None) is not None:
         return
-    socket.socket.recv_into = _reading(socket.socket.recv_into)  # type: ignore[method-assign]
-    socket.socket.recv = _reading(socket.socket.recv)  # type: ignore[method-assign]
+    socket.socket.recv_into = _reading(socket.socket.recv_into, True)  # type: ignore[method-assign]
+    socket.socket.recv = _reading(socket.socket.recv, False)  # type: ignore[method-assign]
     socket.socket.send = _sending(socket.socket.send, True)  # type: ignore[method-assign]
     socket.socket.sendall = _sending(socket.socket.sendall, False)  # type: ignore[method-assign]
-    ssl.SSLSocket.recv_into = _reading(ssl.SSLSocket.recv_into)  # type: ignore[method-assign]
-    ssl.SSLSocket.recv = _reading(ssl.SSLSocket.recv)  # type: ignore[method-assign]
+    ssl.SSLSocket.recv_into = _reading(ssl.SSLSocket.recv_into, True)  # type: ignore[method-assign]
+    ssl.SSLSocket.recv = _reading(ssl.SSLSocket.recv, False)  # type: ignore[method-assign]
     # SSLSocket.sendall loops over SSLSocket.send: count only there.
     ssl.SSLSocket.send = _sending(ssl.SSLSocket.send, True)  # type: ignore[method-assign]
     ssl.SSLSocket.sendall = _sending(ssl.SSLSocket.sendall, False)  # type: ignore[method-assign]

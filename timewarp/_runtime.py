@@ -36,6 +36,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable
 from itertools import count
+from typing import Any
 
 from timewarp import clockproto
 
@@ -88,14 +89,19 @@ class Waiter:
 
 class _IoGate:
     """A thread blocked reading an API connection: has its data arrived, has the broker
-    let it go? It runs when both are true."""
+    let it go? It runs when both are true. A deterministic-mode reader (``waiter`` set)
+    waits for the go before reading, and reads only what the go allows on ``conn``."""
 
-    __slots__ = ("ts", "released", "arrived")
+    __slots__ = ("ts", "released", "arrived", "conn", "waiter")
 
-    def __init__(self, ts: ThreadState, released: bool) -> None:
+    def __init__(
+        self, ts: ThreadState, released: bool, conn: Any = None, waiter: Waiter | None = None
+    ) -> None:
         self.ts = ts
         self.released = released
         self.arrived = False
+        self.conn = conn
+        self.waiter = waiter
 
 
 class Runtime:
@@ -377,6 +383,28 @@ class Runtime:
                 self._poke()
             return io_id
 
+    def reads_gated(self) -> bool:
+        """Deterministic mode, a thread under the baton: it reads an API connection only
+        as far as the broker allowed (see :meth:`wait_io_release`)."""
+        if not self.deterministic:
+            return False
+        with self.lock:
+            return self.current().tracked
+
+    def wait_io_release(self, conn: Any) -> None:
+        """The calling thread read everything the broker let it read on ``conn`` (a
+        ``_netio._Conn``): report ``[port, sent, consumed, seq]``, give up the baton and
+        return once the broker let it go again, with ``conn.allowed`` raised. What it
+        then reads was written before the go, whatever the timing: the interleaving of
+        the process's threads is the same every run."""
+        with self.lock:
+            ts = self.current()
+            io_id = next(self._io_ids)
+            self.io[io_id] = [conn.port, conn.sent, conn.consumed, conn.seq]
+            waiter = Waiter(ts)
+            self.io_gates[io_id] = _IoGate(ts, False, conn, waiter)
+            self.park_locked(waiter, None)
+
     def end_io_wait(self, io_id: int) -> None:
         """The read returned (data, EOF or error): run once the broker let this one go."""
         with self.lock:
@@ -389,18 +417,26 @@ class Runtime:
                 return
         ts.go.acquire()
 
-    def on_io_release_locked(self, port: int, t_ns: int) -> None:
-        """The broker's go for the thread reading ``port`` (request-loop thread)."""
+    def on_io_release_locked(self, ports: list[list[int]], t_ns: int) -> None:
+        """The broker's go for the threads reading these ports, in this order, each up to
+        ``upto`` bytes consumed in all (request-loop thread). All are queued for the
+        baton before any of them runs: the lock is held throughout."""
         if t_ns > self.now_ns:
             self.now_ns = t_ns
         self.acks += 1
-        for io_id, item in self.io.items():
-            gate = self.io_gates[io_id]
-            if item[0] == port and not gate.released:
+        for port, upto in ports:
+            for io_id, item in self.io.items():
+                gate = self.io_gates[io_id]
+                if item[0] != port or gate.released:
+                    continue
                 gate.released = True
-                if gate.arrived:
+                if gate.waiter is not None:
+                    gate.conn.allowed = max(gate.conn.allowed, upto)
+                    del self.io[io_id], self.io_gates[io_id]
+                    self.wake_locked(gate.waiter, NOTIFIED)
+                elif gate.arrived:
                     self._finish_io_locked(io_id)
-                return
+                break
 
     def _finish_io_locked(self, io_id: int) -> None:
         self.io.pop(io_id, None)

@@ -30,7 +30,11 @@ Broker -> runtime::
     {"op":"now","rid":7,"t":120000000000}
     {"op":"fire","ids":[3,9],"t":60000000000}              timers due now, in release order
     {"op":"time","t":60000000000}                          clock moved (acknowledged via ack)
-    {"op":"io","port":53412,"t":60000000000}               let the thread reading this API connection run
+    {"op":"io","ports":[[53414,2240],[53412,9310]],"t":60000000000}
+                                                           let the threads reading these API
+                                                           connections run, in this order;
+                                                           each may read up to that many bytes
+                                                           (in all) on its connection
     {"op":"dump"}                                          send your threads' stacks
     {"op":"error","message":"..."}                         fatal: the runtime prints it and exits
 
@@ -118,6 +122,22 @@ def _int_list(msg: Mapping[str, Any], field: str) -> list[int]:
     return value
 
 
+def _ports(msg: Mapping[str, Any]) -> list[list[int]]:
+    value = msg.get("ports")
+    ok = isinstance(value, list) and all(
+        isinstance(item, list)
+        and len(item) == 2
+        and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in item)
+        for item in value
+    )
+    if not ok:
+        raise ProtocolError(
+            f"clock message 'io': field 'ports' must be a list of [port, bytes] non-negative "
+            f"integers, got {value!r}"
+        )
+    return value
+
+
 def _io(msg: Mapping[str, Any]) -> list[list[int]]:
     value = msg.get("io")
     ok = isinstance(value, list) and all(
@@ -162,7 +182,7 @@ _TO_RUNTIME = {
     "now": lambda m: (_int(m, "rid"), _int(m, "t")),
     "fire": lambda m: (_int_list(m, "ids"), _int(m, "t")),
     "time": lambda m: _int(m, "t"),
-    "io": lambda m: (_int(m, "port"), _int(m, "t")),
+    "io": lambda m: (_ports(m), _int(m, "t")),
     "dump": lambda m: None,
     "error": lambda m: _str(m, "message"),
 }
@@ -273,8 +293,10 @@ def time_update(t_ns: int) -> dict[str, Any]:
     return {"op": "time", "t": t_ns}
 
 
-def io_release(port: int, t_ns: int) -> dict[str, Any]:
-    return {"op": "io", "port": port, "t": t_ns}
+def io_release(ports: list[list[int]], t_ns: int) -> dict[str, Any]:
+    """``ports``: ``[port, upto]`` pairs — the threads reading these connections go, in
+    this order, and may read until ``upto`` bytes in all were consumed on each."""
+    return {"op": "io", "ports": ports, "t": t_ns}
 
 
 def dump() -> dict[str, Any]:

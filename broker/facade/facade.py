@@ -130,8 +130,13 @@ class Facade:
         return self.ledger.idle(peer_port, sent, consumed)
 
     def connection_state(self, peer_port: int, sent: int, consumed: int) -> str:
-        """``idle`` / ``busy`` / ``ready``: see :meth:`server.Ledger.state`."""
+        """``idle`` / ``busy`` / ``flushing`` / ``ready`` / ``streaming``: see
+        :meth:`server.Ledger.state`."""
         return self.ledger.state(peer_port, sent, consumed)
+
+    def connection_written(self, peer_port: int) -> int:
+        """Bytes written so far on the connection from ``peer_port`` (0 if unknown)."""
+        return self.ledger.written(peer_port)
 
     def connections(self) -> dict[int, dict[str, object]]:
         """Ledger snapshot per client port (counters, handling, queued, last request)."""

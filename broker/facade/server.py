@@ -175,6 +175,11 @@ class Ledger:
                 return "idle"
             return "streaming" if conn.streaming else "ready"
 
+    def written(self, peer_port: int) -> int:
+        with self.lock:
+            conn = self._conns.get(peer_port)
+            return 0 if conn is None else conn.written
+
     def snapshot(self) -> dict[int, dict[str, Any]]:
         """Per peer port: the counters and the last request line (for stall reports:
         "port 41234: parked in GET /api/v1/pods?watch=1…")."""
