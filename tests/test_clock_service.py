@@ -1,6 +1,7 @@
 """The clock service seen from a runtime's sockets: the send/receive socket pair and the
 standalone autopilot (time moves with no driver thread asking)."""
 
+import contextlib
 import threading
 
 import pytest
@@ -121,46 +122,47 @@ def _waiting(service):
 WATCH, BINDING = [100, 10, 10, 1], [200, 20, 20, 2]  # [port, sent, consumed, opening order]
 
 
+@contextlib.contextmanager
+def _idle_but_for(service, facade, io):
+    """Process "sched" idle but for threads reading ``io``, a driver waiting for
+    quiescence meanwhile; on the way out the readers read everything and it settles."""
+    ctx = zmq.Context.instance()
+    rx, tx = _connect(ctx, service.endpoint, "sched")
+    try:
+        tx.send(cp.encode(cp.state(False, 0, io, 0, len(io), 0)))
+        done = _waiting(service)
+        yield rx
+        facade.set(**{f"p{port}": "idle" for port in facade.states})
+        tx.send(cp.encode(cp.state(False, 1, [], 0, len(io), 0)))
+        assert done.wait(5)
+    finally:
+        rx.close()
+        tx.close()
+
+
+def _released_ports(rx):
+    msg = _recv(rx)
+    assert msg["op"] == "io"
+    return [port for port, _ in msg["ports"]]
+
+
 def test_a_response_is_let_go_before_watch_events_and_only_once_they_are_written(
     service, monkeypatch
 ):
     monkeypatch.setattr("broker.clock_service.FLUSH_GRACE_S", 30.0)
     facade = FakeFacade(service, {100: "flushing", 200: "busy"})
-    ctx = zmq.Context.instance()
-    rx, tx = _connect(ctx, service.endpoint, "sched")
-    try:
-        tx.send(cp.encode(cp.state(False, 0, [WATCH, BINDING], 0, 2, 0)))
-        done = _waiting(service)
+    with _idle_but_for(service, facade, [WATCH, BINDING]) as rx:
         facade.set(p200="ready")  # the binding's answer is there, its watch event is not
         assert not rx.poll(200), "let go while watch events were still being written"
         facade.set(p100="streaming")
-        release = _recv(rx)  # both readers go at once, the answer first
-        assert release["op"] == "io"
-        assert [port for port, _ in release["ports"]] == [200, 100]
-        facade.set(p100="idle", p200="idle")
-        tx.send(cp.encode(cp.state(False, 1, [], 0, 2, 0)))
-        assert done.wait(5)
-    finally:
-        rx.close()
-        tx.close()
+        assert _released_ports(rx) == [200, 100]  # both readers at once, the answer first
 
 
 def test_a_writer_stuck_on_a_full_buffer_does_not_hold_the_reader_back(service, monkeypatch):
     monkeypatch.setattr("broker.clock_service.FLUSH_GRACE_S", 0.0)
     facade = FakeFacade(service, {100: "flushing"})  # and it stays so until the client reads
-    ctx = zmq.Context.instance()
-    rx, tx = _connect(ctx, service.endpoint, "sched")
-    try:
-        tx.send(cp.encode(cp.state(False, 0, [WATCH], 0, 1, 0)))
-        done = _waiting(service)
-        msg = _recv(rx)
-        assert msg["op"] == "io" and [port for port, _ in msg["ports"]] == [100]
-        facade.set(p100="idle")
-        tx.send(cp.encode(cp.state(False, 1, [], 0, 1, 0)))
-        assert done.wait(5)
-    finally:
-        rx.close()
-        tx.close()
+    with _idle_but_for(service, facade, [WATCH]) as rx:
+        assert _released_ports(rx) == [100]
 
 
 def test_the_broker_reacts_to_what_was_done_before_letting_a_reader_go(service):
@@ -177,17 +179,6 @@ def test_the_broker_reacts_to_what_was_done_before_letting_a_reader_go(service):
         return False
 
     service.set_before_io_release(hook)
-    ctx = zmq.Context.instance()
-    rx, tx = _connect(ctx, service.endpoint, "sched")
-    try:
-        tx.send(cp.encode(cp.state(False, 0, [WATCH, BINDING], 0, 2, 0)))
-        done = _waiting(service)
-        msg = _recv(rx)  # chosen after the hook's change: the answer, then the watch
-        assert msg["op"] == "io" and [port for port, _ in msg["ports"]] == [200, 100]
+    with _idle_but_for(service, facade, [WATCH, BINDING]) as rx:
+        assert _released_ports(rx) == [200, 100]  # chosen after the hook's change
         assert calls == [{100: "streaming", 200: "idle"}, {100: "streaming", 200: "ready"}]
-        facade.set(p100="idle", p200="idle")
-        tx.send(cp.encode(cp.state(False, 1, [], 0, 2, 0)))
-        assert done.wait(5)
-    finally:
-        rx.close()
-        tx.close()

@@ -122,33 +122,19 @@ def _int_list(msg: Mapping[str, Any], field: str) -> list[int]:
     return value
 
 
-def _ports(msg: Mapping[str, Any]) -> list[list[int]]:
-    value = msg.get("ports")
+def _rows(msg: Mapping[str, Any], field: str, columns: str) -> list[list[int]]:
+    """A list of rows of non-negative integers, one per ``columns`` name ("port, sent")."""
+    value = msg.get(field)
+    width = columns.count(",") + 1
     ok = isinstance(value, list) and all(
         isinstance(item, list)
-        and len(item) == 2
+        and len(item) == width
         and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in item)
         for item in value
     )
     if not ok:
         raise ProtocolError(
-            f"clock message 'io': field 'ports' must be a list of [port, bytes] non-negative "
-            f"integers, got {value!r}"
-        )
-    return value
-
-
-def _io(msg: Mapping[str, Any]) -> list[list[int]]:
-    value = msg.get("io")
-    ok = isinstance(value, list) and all(
-        isinstance(item, list)
-        and len(item) == 4
-        and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in item)
-        for item in value
-    )
-    if not ok:
-        raise ProtocolError(
-            f"clock message 'state': field 'io' must be a list of [port, sent, consumed, seq] "
+            f"clock message {msg.get('op')!r}: field {field!r} must be a list of [{columns}] "
             f"non-negative integers, got {value!r}"
         )
     return value
@@ -163,7 +149,7 @@ _TO_BROKER = {
     "state": lambda m: (
         _bool(m, "busy"),
         _int(m, "ack"),
-        _io(m),
+        _rows(m, "io", "port, sent, consumed, seq"),
         _int(m, "runnable"),
         _int(m, "blocked"),
         _int(m, "detached"),
@@ -182,7 +168,7 @@ _TO_RUNTIME = {
     "now": lambda m: (_int(m, "rid"), _int(m, "t")),
     "fire": lambda m: (_int_list(m, "ids"), _int(m, "t")),
     "time": lambda m: _int(m, "t"),
-    "io": lambda m: (_ports(m), _int(m, "t")),
+    "io": lambda m: (_rows(m, "ports", "port, bytes"), _int(m, "t")),
     "dump": lambda m: None,
     "error": lambda m: _str(m, "message"),
 }
