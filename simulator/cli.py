@@ -21,6 +21,9 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from typing import TextIO
+
+import zmq
 
 from simulator import protocol
 from simulator.engine import Deadlock, Options, Simulator
@@ -90,20 +93,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _fail(text: str, code: int) -> int:
-    print(f"{PROG}: {text}", file=sys.stderr)
+def _fail(text: str, code: int, err: TextIO | None = None) -> int:
+    print(f"{PROG}: {text}", file=err or sys.stderr)
     return code
 
 
 def run(args: argparse.Namespace) -> int:
+    sim = prepare(args)
+    if isinstance(sim, int):
+        return sim
+    stop = threading.Event()
+    with _stop_on_signals(stop) as signals:
+        return drive(sim, args, stop=stop, signals=signals)
+
+
+def prepare(args: argparse.Namespace, err: TextIO | None = None) -> Simulator | int:
+    """The simulator the arguments describe, or the exit code of a bad input (2)."""
     if args.energy:
-        return _fail("-E/--energy: timewarp sim has no energy model; use real Batsim", 2)
+        return _fail("-E/--energy: timewarp sim has no energy model; use real Batsim", 2, err)
     if args.acknowledge_dynamic_jobs and not args.enable_dynamic_jobs:
-        return _fail("--acknowledge-dynamic-jobs needs --enable-dynamic-jobs", 2)
+        return _fail("--acknowledge-dynamic-jobs needs --enable-dynamic-jobs", 2, err)
     if not 0 <= args.submission_latency < 1:
-        return _fail("--submission-latency must be within [0, 1) seconds", 2)
+        return _fail("--submission-latency must be within [0, 1) seconds", 2, err)
     if args.reply_timeout is not None and args.reply_timeout <= 0:
-        return _fail("--reply-timeout must be > 0", 2)
+        return _fail("--reply-timeout must be > 0", 2, err)
     try:
         platform = load_platform(args.platform, args.master_host)
         workloads = [
@@ -111,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
             for index, path in enumerate(args.workload)
         ]
     except (PlatformError, WorkloadError) as exc:
-        return _fail(str(exc), 2)
+        return _fail(str(exc), 2, err)
     options = Options(
         allow_compute_sharing=args.enable_compute_sharing,
         allow_storage_sharing=not args.disable_storage_sharing,
@@ -123,13 +136,27 @@ def run(args: argparse.Namespace) -> int:
         sched_config=args.sched_cfg,
         submission_latency=args.submission_latency,
     )
-    sim = Simulator(platform, workloads, options)
-    stop = threading.Event()
+    return Simulator(platform, workloads, options)
+
+
+def drive(
+    sim: Simulator,
+    args: argparse.Namespace,
+    *,
+    stop: threading.Event,
+    signals: list[int] | None = None,
+    context: zmq.Context | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """Run ``sim`` against the decision process and write the outputs (partial ones
+    when it ends early); returns the exit status. ``stop`` ends the run between
+    messages (``signals``: which signal set it, if any). ``context``: a ZeroMQ context
+    to share (an ``inproc://`` endpoint in this process)."""
+    err = err or sys.stderr
     with ExitStack() as stack:
         log = None
         if args.message_log:
             log = stack.enter_context(open(args.message_log, "w", encoding="utf-8"))
-        signals = stack.enter_context(_stop_on_signals(stop))
         failure = None
         try:
             stats = run_zmq(
@@ -137,12 +164,13 @@ def run(args: argparse.Namespace) -> int:
                 args.socket_endpoint,
                 reply_timeout=args.reply_timeout,
                 message_log=log,
-                progress=None if args.quiet else print_progress,
+                progress=None if args.quiet else (lambda s, st: print_progress(s, st, err)),
                 stop=stop,
+                context=context,
             )
         except protocol.ProtocolError as exc:
             # like Batsim, which aborts: a broken reply makes the results meaningless
-            return _fail(f"decision process error: {exc}", 1)
+            return _fail(f"decision process error: {exc}", 1, err)
         except Deadlock as exc:
             failure = (f"deadlock: {exc}", 1)
         except ReplyTimeout as exc:
@@ -158,12 +186,13 @@ def run(args: argparse.Namespace) -> int:
                 0.0, 0.0, partial=True,
             )  # fmt: skip
         except OSError as exc:
-            return _fail(f"{text}; cannot write partial outputs: {exc}", code)
+            return _fail(f"{text}; cannot write partial outputs: {exc}", code, err)
         ended = len(sim.ended_records())
         return _fail(
             f"{text}\n{PROG}: partial outputs written ({ended} of {len(sim.records)} jobs "
             f"ended by t={sim.now:g} s): {', '.join(str(p) for p in paths)}",
             code,
+            err,
         )
     scheduling = 0.0 if args.reproducible else stats.scheduling_time
     simulation = 0.0 if args.reproducible else stats.simulation_time
@@ -172,12 +201,12 @@ def run(args: argparse.Namespace) -> int:
             args.export, sim.job_records(), sim.machines, sim.nb_compute, scheduling, simulation
         )
     except OSError as exc:
-        return _fail(f"cannot write outputs with prefix {args.export!r}: {exc}", 1)
+        return _fail(f"cannot write outputs with prefix {args.export!r}: {exc}", 1, err)
     if not args.quiet:
         print(
             f"{PROG}: done at t={sim.now:g} s simulated, {len(sim.records)} jobs, "
             f"{stats.messages} messages in {stats.simulation_time:.3f} s wall",
-            file=sys.stderr,
+            file=err,
         )
     return 0
 

@@ -50,14 +50,18 @@ def run(
     progress: Callable[[Simulator, RunStats], None] | None = None,
     progress_every: float = 2.0,
     stop: threading.Event | None = None,
+    context: zmq.Context | None = None,
 ) -> RunStats:
     """Drive ``sim`` against the decision process at ``endpoint`` until SIMULATION_ENDS.
 
     Raises :class:`ReplyTimeout` or :class:`Aborted` between messages, never in the middle
-    of applying a reply."""
+    of applying a reply. ``context``: a ZeroMQ context to share (``inproc://``
+    endpoints), else one of its own."""
     stats = RunStats()
     began = time.perf_counter()
-    context = zmq.Context()
+    own_context = context is None
+    if context is None:
+        context = zmq.Context()
     socket = context.socket(zmq.REQ)
     socket.setsockopt(zmq.LINGER, 0)
     try:
@@ -87,7 +91,8 @@ def run(
                 next_progress = time.monotonic() + progress_every
     finally:
         socket.close(linger=0)
-        context.term()
+        if own_context:
+            context.term()
     stats.simulation_time = time.perf_counter() - began
     return stats
 

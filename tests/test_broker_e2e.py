@@ -233,7 +233,7 @@ def test_sigkill_of_simulate_leaves_no_orphans(tmp_path, subprocess_env):
             ["pgrep", "-f", str(tmp_path)], capture_output=True, text=True
         ).stdout.split()
         pidfds = [os.pidfd_open(int(pid)) for pid in children if int(pid) != proc.pid]
-        assert len(pidfds) >= 2  # the simulator and the scheduler
+        assert len(pidfds) >= 1  # the scheduler (the embedded simulator is a thread)
         proc.kill()
         proc.wait(10)
     pending = list(pidfds)

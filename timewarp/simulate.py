@@ -139,7 +139,7 @@ class _Simulation:
         self.args = args
         self.out = out
         self.total_jobs = total_jobs
-        self.sim_proc: subprocess.Popen | None = None
+        self.sim_proc: subprocess.Popen | _EmbeddedSimulator | None = None
 
     def run(self) -> int:
         for name in OUT_FILES:  # an earlier run's outputs must not pass for this run's
@@ -199,7 +199,9 @@ class _Simulation:
             progress = _ProgressView(self.total_jobs, disabled=args.quiet)
             broker = make_broker(
                 args,
-                endpoint="tcp://127.0.0.1:*",
+                # the embedded simulator runs in a thread of this process (see
+                # _EmbeddedSimulator); real Batsim connects over TCP
+                endpoint="tcp://127.0.0.1:*" if args.batsim else f"inproc://batsim-{os.getpid()}",
                 clock=clock,
                 facade=facade,
                 launcher=launcher,
@@ -257,26 +259,27 @@ class _Simulation:
     # ----------------------------------------------------------------- simulator
     _sim_failure = ""
 
-    def _simulator_command(self, endpoint: str) -> list[str]:
+    def _simulator_arguments(self, endpoint: str) -> list[str]:
+        """Batsim's command-line flags for this run (real Batsim takes them too)."""
         args = self.args
         # dynamic jobs: controller-made pods (ReplicaSet replacements, Job pods) are
         # registered as Batsim jobs (see broker/cluster.py)
-        common = ["-p", args.platform, "-e", str(self.out / OUT_PREFIX), "-s", endpoint,
-                  "--enable-compute-sharing", "--enable-dynamic-jobs"]  # fmt: skip
-        if args.batsim:
-            cmd = [args.batsim, *common]
-        else:
-            # the embedded simulator: same flags as batsim, plus byte-identical outputs
-            cmd = [sys.executable, "-m", "timewarp", "sim", *common, "--reproducible", "-q"]
+        flags = ["-p", args.platform, "-e", str(self.out / OUT_PREFIX), "-s", endpoint,
+                 "--enable-compute-sharing", "--enable-dynamic-jobs"]  # fmt: skip
         for workload in args.workload:
-            cmd += ["-w", workload]
-        return cmd
+            flags += ["-w", workload]
+        if not args.batsim:
+            flags += ["--reproducible", "-q"]  # the embedded one: byte-identical outputs
+        return flags
 
-    def _start_simulator(self, endpoint: str) -> subprocess.Popen:
+    def _start_simulator(self, endpoint: str) -> subprocess.Popen | _EmbeddedSimulator:
+        flags = self._simulator_arguments(endpoint)
+        if not self.args.batsim:
+            return _EmbeddedSimulator(flags, self.out / "simulator.log")
         log = open(self.out / "simulator.log", "wb")  # noqa: SIM115
         try:
             return subprocess.Popen(
-                self._simulator_command(endpoint),
+                [self.args.batsim, *flags],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -296,6 +299,15 @@ class _Simulation:
         proc = self.sim_proc
         if proc is None:
             return None
+        if isinstance(proc, _EmbeddedSimulator):
+            try:
+                return proc.wait(30 if wait else 0.5)
+            except subprocess.TimeoutExpired:
+                proc.stop.set()  # it writes its partial outputs, then returns
+                try:
+                    return proc.wait(SIGTERM_GRACE_S)
+                except subprocess.TimeoutExpired:
+                    return None
         try:
             return proc.wait(30 if wait else 0.5)
         except subprocess.TimeoutExpired:
@@ -335,6 +347,58 @@ class _Simulation:
         tmp = self.out / "manifest.json.tmp"
         tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
         tmp.replace(self.out / "manifest.json")
+
+
+class _EmbeddedSimulator:
+    """``timewarp sim`` in a thread of this process: Batsim's protocol over ZeroMQ
+    ``inproc://`` (same REQ/REP pattern, same JSON messages as over TCP), without an
+    interpreter to start beside the scheduler's or a process hop per message. Stands in
+    for the ``Popen`` of a separate simulator: ``wait``, and ``stop`` (set: it ends
+    between two messages and writes its partial outputs, as on SIGTERM)."""
+
+    def __init__(self, argv: list[str], log_path: Path) -> None:
+        import argparse as _argparse
+
+        import zmq
+
+        from simulator import cli as sim_cli
+
+        parser = _argparse.ArgumentParser(prog=sim_cli.PROG)
+        sim_cli.add_arguments(parser)
+        self.args = parser.parse_args(argv)
+        self.stop = threading.Event()
+        self.code: int | None = None
+        self._done = threading.Event()
+        self._log = open(log_path, "w", encoding="utf-8")  # noqa: SIM115 - closed by _finish
+        sim = sim_cli.prepare(self.args, err=self._log)
+        if isinstance(sim, int):
+            self._finish(sim)
+            return
+
+        def run() -> None:
+            try:
+                code = sim_cli.drive(
+                    sim, self.args, stop=self.stop, context=zmq.Context.instance(), err=self._log
+                )
+            except Exception:  # a bug must end the run with its traceback, not hang it
+                import traceback
+
+                traceback.print_exc(file=self._log)
+                code = 1
+            self._finish(code)
+
+        threading.Thread(target=run, name="timewarp-sim", daemon=True).start()
+
+    def _finish(self, code: int) -> None:
+        self.code = code
+        self._log.close()
+        self._done.set()
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self._done.wait(timeout):
+            raise subprocess.TimeoutExpired("timewarp sim", timeout or 0)
+        assert self.code is not None
+        return self.code
 
 
 def _die_with_parent() -> None:
