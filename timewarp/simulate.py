@@ -193,6 +193,12 @@ class _Simulation:
             # longest, and they need only the clock and the facade.
             for command in args.scheduler:
                 launcher.start(command, cwd=args.cwd)
+            # the manifest's slow facts (package metadata, input hashes) are gathered while
+            # the schedulers start up, not after the run
+            self._facts_thread = threading.Thread(
+                target=self._gather_facts, name="manifest-facts", daemon=True
+            )
+            self._facts_thread.start()
             from broker.facade import Facade
 
             facade = Facade(facade_clock, endpoint=endpoint).start()
@@ -319,17 +325,35 @@ class _Simulation:
                 return proc.wait()
 
     # ----------------------------------------------------------------- manifest
-    def _write_manifest(self, figures: dict, ok: bool, reason: str, wall: float) -> None:
-        import platform as _platform
-        from importlib.metadata import version
+    _facts: dict | None = None
+    _facts_thread: threading.Thread | None = None
 
+    def _gather_facts(self) -> None:
+        import platform as _platform
+        from importlib.metadata import PackageNotFoundError, version
+
+        args = self.args
+        try:
+            client = version("kubernetes")
+        except PackageNotFoundError:
+            client = None
+        self._facts = {
+            "timewarp": __version__,
+            "python": _platform.python_version(),
+            "kubernetes_client": client,
+            "inputs": {path: _sha256(Path(path)) for path in [args.platform, *args.workload]},
+        }
+
+    def _write_manifest(self, figures: dict, ok: bool, reason: str, wall: float) -> None:
         from broker.modes_cli import mode_parameters
 
         args = self.args
+        if self._facts_thread is not None:
+            self._facts_thread.join()  # long done, unless the run failed at once
+        if self._facts is None:  # no scheduler was started
+            self._gather_facts()
         manifest = {
-            "timewarp": __version__,
-            "python": _platform.python_version(),
-            "kubernetes_client": version("kubernetes"),
+            **(self._facts or {}),
             "simulator": args.batsim or "embedded",
             "mode": args.mode,
             "mode_parameters": mode_parameters(args),
@@ -337,7 +361,6 @@ class _Simulation:
             "schedulers": args.scheduler,
             "patch_modules": args.patch_module,
             "epoch_ns": args.epoch,
-            "inputs": {path: _sha256(Path(path)) for path in [args.platform, *args.workload]},
             "ok": ok,
             "reason": reason,
             "outputs": figures["outputs"],

@@ -10,6 +10,7 @@ only a binding may set once).
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 import uuid
@@ -32,7 +33,12 @@ BUILTIN_PRIORITY_CLASSES = {
 
 def format_time(epoch_ns: int) -> str:
     """RFC 3339 with second precision, like ``metav1.Time``."""
-    return datetime.fromtimestamp(epoch_ns // 10**9, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _format_seconds(epoch_ns // 10**9)
+
+
+@functools.lru_cache(maxsize=4096)  # every write stamps the time: most share their second
+def _format_seconds(seconds: int) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def format_micro_time(epoch_ns: int) -> str:
