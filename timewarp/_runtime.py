@@ -88,17 +88,15 @@ class Waiter:
 
 
 class _IoGate:
-    """A thread blocked reading an API connection: has its data arrived, has the broker
-    let it go? It runs when both are true. A deterministic-mode reader (``waiter`` set)
-    waits for the go before reading, and reads only what the go allows on ``conn``."""
+    """A thread blocked reading an API connection. In deterministic mode a thread under
+    the baton (``waiter`` set) waits for the broker's go before it reads, and reads only
+    what the go allows on ``conn``; any other reader is in a real read until its data
+    ``arrived``."""
 
-    __slots__ = ("ts", "released", "arrived", "conn", "waiter")
+    __slots__ = ("ts", "arrived", "conn", "waiter")
 
-    def __init__(
-        self, ts: ThreadState, released: bool, conn: Any = None, waiter: Waiter | None = None
-    ) -> None:
+    def __init__(self, ts: ThreadState, conn: Any = None, waiter: Waiter | None = None) -> None:
         self.ts = ts
-        self.released = released
         self.arrived = False
         self.conn = conn
         self.waiter = waiter
@@ -349,9 +347,10 @@ class Runtime:
 
     def snapshot_locked(self) -> tuple[bool, int, list[list[int]], int, int, int]:
         if self.deterministic:
-            # a thread let go by the broker whose data has not arrived yet is about to run
-            released = any(g.released and not g.arrived for g in self.io_gates.values())
-            busy = self.holder is not None or released
+            # a thread in a real read (not one under the baton waiting for the broker's
+            # go) runs as soon as its data arrives
+            reading = any(g.waiter is None and not g.arrived for g in self.io_gates.values())
+            busy = self.holder is not None or reading
             runnable = len(self.ready) + (self.holder is not None)
         else:
             runnable = self.running
@@ -368,19 +367,18 @@ class Runtime:
 
     # ------------------------------------------------------------- facade I/O
     def begin_io_wait(self, port: int, sent: int, consumed: int, seq: int) -> int:
-        """The calling thread is about to block reading an API connection: give up the
-        baton and report ``[port, sent, consumed, seq]``."""
+        """The calling thread is about to block in a real read of an API connection (free
+        mode, or a thread outside the baton; a deterministic reader under the baton uses
+        :meth:`wait_io_release`): give up the baton and report ``[port, sent, consumed,
+        seq]``."""
         with self.lock:
             ts = self.current()
             io_id = next(self._io_ids)
             self.io[io_id] = [port, sent, consumed, seq]
-            # Deterministic mode: when data arrives the thread still waits for the broker's
-            # go (``io`` message), so that threads woken by I/O run in a reproducible order.
-            self.io_gates[io_id] = _IoGate(ts, released=not (self.deterministic and ts.tracked))
+            self.io_gates[io_id] = _IoGate(ts)
             if ts.tracked:
                 self._release_baton_locked(ts)
-            if not (self.deterministic and ts.tracked):
-                self._poke()
+            self._poke()
             return io_id
 
     def reads_gated(self) -> bool:
@@ -402,17 +400,16 @@ class Runtime:
             io_id = next(self._io_ids)
             self.io[io_id] = [conn.port, conn.sent, conn.consumed, conn.seq]
             waiter = Waiter(ts)
-            self.io_gates[io_id] = _IoGate(ts, False, conn, waiter)
+            self.io_gates[io_id] = _IoGate(ts, conn, waiter)
             self.park_locked(waiter, None)
 
     def end_io_wait(self, io_id: int) -> None:
-        """The read returned (data, EOF or error): run once the broker let this one go."""
+        """The real read returned (data, EOF or error): run again."""
         with self.lock:
             gate = self.io_gates[io_id]
             gate.arrived = True
             ts = gate.ts
-            if gate.released:
-                self._finish_io_locked(io_id)
+            self._finish_io_locked(io_id)
             if not ts.tracked:
                 return
         ts.go.acquire()
@@ -427,16 +424,11 @@ class Runtime:
         for port, upto in ports:
             for io_id, item in self.io.items():
                 gate = self.io_gates[io_id]
-                if item[0] != port or gate.released:
-                    continue
-                gate.released = True
-                if gate.waiter is not None:
+                if item[0] == port and gate.waiter is not None:
                     gate.conn.allowed = max(gate.conn.allowed, upto)
                     del self.io[io_id], self.io_gates[io_id]
                     self.wake_locked(gate.waiter, NOTIFIED)
-                elif gate.arrived:
-                    self._finish_io_locked(io_id)
-                break
+                    break
 
     def _finish_io_locked(self, io_id: int) -> None:
         self.io.pop(io_id, None)
