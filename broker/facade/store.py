@@ -380,7 +380,8 @@ class Store:
                 "the namespace of the provided object does not match the namespace sent on the request"
             )
         with self._lock:
-            current = self._entry(key, namespace, name).obj
+            entry = self._entry(key, namespace, name)
+            current = entry.obj
             want_rv = meta.get("resourceVersion")
             if want_rv not in (None, "") and want_rv != current["metadata"]["resourceVersion"]:
                 raise errors.conflict(
@@ -390,17 +391,18 @@ class Store:
                     "version and try again",
                     rt.group,
                 )
-            return self._update_from(rt, current, obj, subresource)
+            return self._update_from(rt, entry, obj, subresource)
 
     def _update_from(
-        self, rt: ResourceType, current: Obj, new: Obj, subresource: str | None
+        self, rt: ResourceType, entry: _Entry, new: Obj, subresource: str | None
     ) -> Obj:
+        current = entry.obj
         try:
             new = canonical(new)
         except TypeError as exc:
             raise errors.bad_request(f"{rt.kind} is not JSON-serialisable: {exc}") from None
         if subresource == "status":
-            merged = _thaw(current)
+            merged = entry.thaw()
             if "status" in new:
                 merged["status"] = new["status"]
             new = merged
@@ -440,7 +442,7 @@ class Store:
         if "generation" in old_meta and new.get("spec") != current.get("spec"):
             meta["generation"] = old_meta["generation"] + 1
         if new == current:
-            return _thaw(current)  # a no-op write does not bump resourceVersion
+            return entry.thaw()  # a no-op write does not bump resourceVersion
         return self._commit(rt, "MODIFIED", new, current).thaw()
 
     def patch(
@@ -455,12 +457,13 @@ class Store:
     ) -> Obj:
         rt = resource_type(key)
         with self._lock:
-            current = self._entry(key, namespace, name).obj
+            entry = self._entry(key, namespace, name)
+            current = entry.obj
             new = apply_patch(patch_type, current, patch)
             want_rv = (new.get("metadata") or {}).get("resourceVersion")
             if want_rv not in (None, "", current["metadata"]["resourceVersion"]):
                 raise errors.conflict(rt.plural, name, "the object has been modified", rt.group)
-            return self._update_from(rt, current, new, subresource)
+            return self._update_from(rt, entry, new, subresource)
 
     def update(
         self, key: str, namespace: str | None, name: str, mutate: Callable[[Obj], Any]
@@ -542,7 +545,8 @@ class Store:
         preconditions (409 when they do not hold)."""
         rt = resource_type(key)
         with self._lock:
-            current = self._entry(key, namespace, name).obj
+            entry = self._entry(key, namespace, name)
+            current = entry.obj
             if uid and current["metadata"]["uid"] != uid:
                 raise errors.conflict(
                     rt.plural,
@@ -562,7 +566,7 @@ class Store:
                     if other.namespaced:
                         for k in [k for k in self._objects[other.key] if k[0] == name]:
                             self.delete(other.key, name, k[1])
-            gone = _thaw(current)
+            gone = entry.thaw()
             gone["metadata"]["deletionTimestamp"] = self.timestamp()
             return self._commit(rt, "DELETED", gone, current).thaw()
 
