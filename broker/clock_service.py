@@ -457,10 +457,9 @@ class ClockService:
             return None
         # the first process (by name) lets every reader with data go, in one message: its
         # runtime queues them in this order before any of them runs
-        first = min(candidates, key=lambda c: c[0])[0]
-        ours = sorted(c[:4] for c in candidates if c[0] == first)
-        proc = next(c[4] for c in candidates if c[0] == first)
-        return proc, [port for *_, port in ours]
+        candidates.sort(key=lambda c: c[:3])
+        name, proc = candidates[0][0], candidates[0][4]
+        return proc, [c[3] for c in candidates if c[0] == name]
 
     def _release_next_io_locked(self) -> bool:
         release = self._next_io_release_locked()

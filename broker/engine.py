@@ -29,7 +29,7 @@ from typing import TextIO
 
 import zmq
 
-from broker.clock_service import ClockService, ClockStall, FacadeClock  # noqa: F401 (re-exported)
+from broker.clock_service import ClockService, ClockStall
 from broker.cluster import Cluster
 from broker.facade import Facade
 from broker.launcher import Launcher, SchedulerFailed

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from broker.clock_service import ClockService
-from broker.engine import Broker, FacadeClock
+from broker.clock_service import ClockService, FacadeClock
+from broker.engine import Broker
 from broker.facade import Facade
 from broker.launcher import Launcher
 from simulator import protocol as p

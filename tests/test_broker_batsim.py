@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
-from broker.clock_service import ClockService
-from broker.engine import Broker, FacadeClock
+from broker.clock_service import ClockService, FacadeClock
+from broker.engine import Broker
 from broker.facade import Facade
 from broker.launcher import Launcher
 from broker.naming import job_id, pod_name

@@ -13,8 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from procset import ProcSet
 
-from broker.clock_service import ClockService
-from broker.engine import FacadeClock
+from broker.clock_service import ClockService, FacadeClock
 from broker.facade import Facade
 from broker.launcher import Launcher
 from broker.lockstep import LockstepBroker, LockstepParams, SchedulerDeadlock, parse_duration_ns
