@@ -305,22 +305,19 @@ class _Simulation:
         proc = self.sim_proc
         if proc is None:
             return None
-        if isinstance(proc, _EmbeddedSimulator):
-            try:
-                return proc.wait(30 if wait else 0.5)
-            except subprocess.TimeoutExpired:
-                proc.stop.set()  # it writes its partial outputs, then returns
-                try:
-                    return proc.wait(SIGTERM_GRACE_S)
-                except subprocess.TimeoutExpired:
-                    return None
+        embedded = isinstance(proc, _EmbeddedSimulator)
         try:
             return proc.wait(30 if wait else 0.5)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:  # the embedded simulator writes its partial outputs, then exits
+            if embedded:
+                proc.stop.set()  # it writes its partial outputs, then returns
+            else:
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
                 return proc.wait(SIGTERM_GRACE_S)
             except subprocess.TimeoutExpired:
+                if embedded:
+                    return None  # a daemon thread: it dies with this process
                 os.killpg(proc.pid, signal.SIGKILL)
                 return proc.wait()
 
@@ -380,13 +377,11 @@ class _EmbeddedSimulator:
     between two messages and writes its partial outputs, as on SIGTERM)."""
 
     def __init__(self, argv: list[str], log_path: Path) -> None:
-        import argparse as _argparse
-
         import zmq
 
         from simulator import cli as sim_cli
 
-        parser = _argparse.ArgumentParser(prog=sim_cli.PROG)
+        parser = argparse.ArgumentParser(prog=sim_cli.PROG)
         sim_cli.add_arguments(parser)
         self.args = parser.parse_args(argv)
         self.stop = threading.Event()
