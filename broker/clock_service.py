@@ -28,7 +28,12 @@ and counts a non-deterministic advance; with ``on_stall="stop"`` it raises
 from __future__ import annotations
 
 import heapq
+import os
+import selectors
+import shutil
+import socket
 import sys
+import tempfile
 import threading
 import time as _wall
 from collections.abc import Callable
@@ -36,11 +41,8 @@ from dataclasses import dataclass, field
 from itertools import count
 from typing import TextIO
 
-import zmq
-
-from timewarp import clockproto
+from timewarp import clocknet, clockproto
 from timewarp._wakeup import Wakeup
-from timewarp._wakeup import drain_multipart as _drain_multipart
 
 DEFAULT_EPOCH_NS = 1_767_225_600 * 1_000_000_000  # 2026-01-01T00:00:00Z
 DEFAULT_MONO_NS = 1_000 * 1_000_000_000  # monotonic clocks start at 1000 s
@@ -51,13 +53,23 @@ STARTUP_GRACE_S = 60.0
 # is let go to read anyway: the writer may be stuck on a full socket buffer.
 FLUSH_GRACE_S = 0.02
 _UNBOUNDED = 1 << 62  # the reading limit when the facade's byte counts are not known
+MAX_MESSAGE_BYTES = 64 << 20  # a longer line is not a clock message (stacks are ~100 kB)
+# A Unix socket path must fit in sockaddr_un (108 bytes on Linux); past that, loopback TCP.
+_MAX_SOCKET_PATH = 100
 
 
-def _reply_to(identity: bytes) -> bytes:
-    """A runtime's send socket never reads: answer on its receive socket."""
-    if identity.endswith(clockproto.SEND_SUFFIX):
-        return identity[: -len(clockproto.SEND_SUFFIX)]
-    return identity
+class _Connection:
+    """One runtime's connection: what was read of a message so far, what is still to be
+    written (the socket is non-blocking: a runtime that does not read cannot stall us)."""
+
+    __slots__ = ("sock", "identity", "unpacker", "pending", "want_write")
+
+    def __init__(self, sock: socket.socket, identity: bytes) -> None:
+        self.sock = sock
+        self.identity = identity
+        self.unpacker = clockproto.Unpacker()
+        self.pending = b""
+        self.want_write = False
 
 
 _WAKES_DRIVER = frozenset({"state", "hello", "stacks", "bye"})
@@ -114,7 +126,7 @@ class ClockService:
     def __init__(
         self,
         *,
-        endpoint: str = "tcp://127.0.0.1:*",
+        endpoint: str | None = None,
         mode: str = "deterministic",
         epoch_ns: int = DEFAULT_EPOCH_NS,
         mono_ns: int = DEFAULT_MONO_NS,
@@ -140,7 +152,6 @@ class ClockService:
         self._heap: list[_Timer] = []
         self._timers: dict[tuple[str, int], _Timer] = {}
         self._seq = count()
-        self._outbox: list[tuple[bytes, dict]] = []
         self._io_checker: IoChecker | None = None
         self._io_written: Callable[[int], int] | None = None
         self._before_io_release: Callable[[], bool] | None = None
@@ -157,17 +168,21 @@ class ClockService:
         self.stall_reports: list[str] = []
         self.messages_in = 0
 
-        self._ctx = zmq.Context.instance()
-        self._sock = self._ctx.socket(zmq.ROUTER)
-        self._sock.setsockopt(zmq.LINGER, 0)
-        if endpoint.endswith(":*") or endpoint.endswith(":0"):
-            base = endpoint.rsplit(":", 1)[0]
-            port = self._sock.bind_to_random_port(base)
-            self.endpoint = f"{base}:{port}"
-        else:
-            self._sock.bind(endpoint)
-            self.endpoint = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        # Default endpoint: a Unix socket in a private directory (quicker than loopback TCP;
+        # a scheduler on another machine needs tcp://).
+        self._sockdir: str | None = None
+        if endpoint is None:
+            self._sockdir = tempfile.mkdtemp(prefix="timewarp-clock-")
+            path = os.path.join(self._sockdir, "clock")
+            endpoint = f"ipc://{path}" if len(path) <= _MAX_SOCKET_PATH else "tcp://127.0.0.1:*"
+        self._listener, self.endpoint = clocknet.listen(endpoint)
+        self._listener.setblocking(False)
+        self._conns: dict[bytes, _Connection] = {}
+        self._conn_ids = count(1)
         self._wakeup = Wakeup()
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._listener, selectors.EVENT_READ, "listen")
+        self._selector.register(self._wakeup.fd, selectors.EVENT_READ, None)
         self._thread = threading.Thread(
             target=self._loop, name="timewarp-clock-service", daemon=True
         )
@@ -515,8 +530,7 @@ class ClockService:
         for proc in busy:
             proc.stacks = None
             if proc.connected:
-                self._outbox.append((proc.identity, clockproto.dump()))
-        self._poke()
+                self._write_locked(proc.identity, clockproto.dump())
         deadline = _wall.monotonic() + 2.0
         while any(p.connected and p.stacks is None and not p.gone for p in busy):
             left = deadline - _wall.monotonic()
@@ -575,8 +589,7 @@ class ClockService:
             if proc is None or not proc.connected or proc.gone:
                 return "(process not connected)"
             proc.stacks = None
-            self._outbox.append((proc.identity, clockproto.dump()))
-            self._poke()
+            self._write_locked(proc.identity, clockproto.dump())
             deadline = _wall.monotonic() + timeout_s
             while proc.stacks is None and not proc.gone:
                 left = deadline - _wall.monotonic()
@@ -591,11 +604,30 @@ class ClockService:
             return
         if msg["op"] in ("fire", "time", "io"):
             proc.sent += 1
-        self._outbox.append((proc.identity, msg))
-        self._poke()
+        self._write_locked(proc.identity, msg)
+
+    def _write_locked(self, identity: bytes, msg: dict) -> None:
+        """Write ``msg`` on the connection now, from whichever thread decided it (no hop
+        through the loop thread); what the socket does not take waits for the loop."""
+        conn = self._conns.get(identity)
+        if conn is None:
+            return
+        data = clockproto.pack([msg])
+        if conn.pending:
+            conn.pending += data
+            return
+        try:
+            sent = conn.sock.send(data)
+        except BlockingIOError:
+            sent = 0
+        except OSError:
+            return  # the connection is gone: the loop sees it end
+        if sent < len(data):
+            conn.pending = data[sent:]
+            self._poke()  # the loop writes the rest when the socket can take it
 
     def _poke(self) -> None:
-        if threading.get_ident() != self._loop_ident:  # the loop sends its outbox anyway
+        if threading.get_ident() != self._loop_ident:  # the loop looks again anyway
             self._wakeup.poke()
 
     def _drop_cancelled_locked(self) -> None:
@@ -606,38 +638,93 @@ class ClockService:
 
     def _loop(self) -> None:
         self._loop_ident = threading.get_ident()
-        poller = zmq.Poller()
-        poller.register(self._sock, zmq.POLLIN)
-        poller.register(self._wakeup.fd, zmq.POLLIN)
+        selector = self._selector
         while not self._closed:
             try:
-                events = dict(poller.poll(500))
-            except zmq.ZMQError:
-                return
-            if self._wakeup.fd in events:
-                self._wakeup.drain()
-            if self._sock in events:
-                for identity, *frames in _drain_multipart(self._sock):
-                    for frame in frames:
-                        self._receive(identity, frame)
+                ready = selector.select(0.5)
+            except (OSError, ValueError):
+                return  # closed under us
+            for key, events in ready:
+                conn = key.data
+                if conn is None:
+                    self._wakeup.drain()
+                elif conn == "listen":
+                    self._accept()
+                else:
+                    if events & selectors.EVENT_WRITE:
+                        with self._cond:
+                            self._write_pending_locked(conn)
+                    if events & selectors.EVENT_READ:
+                        self._read(conn)
             with self._cond:
                 if self._autopilot:
                     self._autopilot_step_locked()
-                out, self._outbox = self._outbox, []
-            for identity, msg in out:
-                try:
-                    self._sock.send_multipart([identity, clockproto.encode(msg)], zmq.NOBLOCK)
-                except zmq.ZMQError:
-                    pass
+                for conn in list(self._conns.values()):
+                    if bool(conn.pending) != conn.want_write:
+                        conn.want_write = bool(conn.pending)
+                        mask = selectors.EVENT_READ
+                        if conn.want_write:
+                            mask |= selectors.EVENT_WRITE
+                        selector.modify(conn.sock, mask, conn)
+
+    def _accept(self) -> None:
+        try:
+            sock, _ = self._listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        sock.setblocking(False)
+        clocknet.tune(sock)
+        conn = _Connection(sock, f"c{next(self._conn_ids)}".encode())
+        with self._cond:
+            self._conns[conn.identity] = conn
+        self._selector.register(sock, selectors.EVENT_READ, conn)
+
+    def _read(self, conn: _Connection) -> None:
+        try:
+            data = conn.sock.recv(1 << 16)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._drop(conn)
+            return
+        for frame in conn.unpacker.feed(data):
+            self._receive(conn.identity, frame)
+        if conn.unpacker.pending > MAX_MESSAGE_BYTES:
+            self._receive(conn.identity, b"<a line longer than MAX_MESSAGE_BYTES>")
+            self._drop(conn)
+
+    def _write_pending_locked(self, conn: _Connection) -> None:
+        try:
+            sent = conn.sock.send(conn.pending)
+        except BlockingIOError:
+            return
+        except OSError:
+            conn.pending = b""
+            return
+        conn.pending = conn.pending[sent:]
+
+    def _drop(self, conn: _Connection) -> None:
+        """The connection ended: its process is gone (it said bye, exited or died)."""
+        try:
+            self._selector.unregister(conn.sock)
+        except (KeyError, ValueError):
+            pass
+        conn.sock.close()
+        with self._cond:
+            self._conns.pop(conn.identity, None)
+            proc = self._by_identity.pop(conn.identity, None)
+            if proc is not None:
+                self._mark_gone_locked(proc)
 
     def _receive(self, identity: bytes, frame: bytes) -> None:
         try:
             msg = clockproto.decode_to_broker(frame)
         except clockproto.ProtocolError as exc:
             self.log.write(f"timewarp: broker: {exc}\n")
-            self._sock.send_multipart(
-                [_reply_to(identity), clockproto.encode(clockproto.error(str(exc)))]
-            )
+            with self._cond:
+                self._write_locked(identity, clockproto.error(str(exc)))
             return
         with self._cond:
             self.messages_in += 1
@@ -649,13 +736,11 @@ class ClockService:
                 proc = self._by_identity.get(identity)
                 if proc is None:
                     text = f"clock message {op!r} from a process that did not say hello"
-                    self._outbox.append((_reply_to(identity), clockproto.error(text)))
-                    self._poke()
+                    self._write_locked(identity, clockproto.error(text))
                     return
                 if op == "now":
                     t = self._current_locked()
-                    self._outbox.append((proc.identity, clockproto.now_reply(msg["rid"], t)))
-                    self._poke()
+                    self._write_locked(identity, clockproto.now_reply(msg["rid"], t))
                 elif op == "timer":
                     self._add_process_timer_locked(proc, msg)
                 elif op == "cancel":
@@ -695,11 +780,9 @@ class ClockService:
         proc.pid = msg["pid"]
         proc.busy = True
         self._by_identity[identity] = proc
-        self._by_identity[identity + clockproto.SEND_SUFFIX] = proc
-        self._outbox.append(
-            (identity, clockproto.welcome(self._now, self.epoch_ns, self.mono_ns, self.mode))
+        self._write_locked(
+            identity, clockproto.welcome(self._now, self.epoch_ns, self.mono_ns, self.mode)
         )
-        self._poke()
 
     def _add_process_timer_locked(self, proc: ProcessState, msg: dict) -> None:
         deadline = msg["deadline"]
@@ -713,10 +796,19 @@ class ClockService:
         heapq.heappush(self._heap, timer)
 
     def close(self) -> None:
+        if self._closed:
+            return
         self._closed = True
         self._poke()
         self._thread.join(2)
-        self._sock.close(0)
+        for conn in list(self._conns.values()):
+            conn.sock.close()
+        self._conns.clear()
+        self._selector.close()
+        self._listener.close()
+        clocknet.unlink(self.endpoint)
+        if self._sockdir is not None:
+            shutil.rmtree(self._sockdir, ignore_errors=True)
         self._wakeup.close()
 
     def __enter__(self) -> ClockService:

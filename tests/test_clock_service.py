@@ -1,103 +1,136 @@
-"""The clock service seen from a runtime's sockets: the send/receive socket pair and the
-standalone autopilot (time moves with no driver thread asking)."""
+"""The clock service seen from a runtime's connection (the stream transport: one line of
+JSON per message), and the standalone autopilot (time moves with no driver thread asking)."""
 
 import contextlib
+import select
+import socket
 import threading
 
 import pytest
-import zmq
 
 from broker.clock_service import ClockService
+from timewarp import clocknet
 from timewarp import clockproto as cp
 
-TIMEOUT_MS = 5000
+TIMEOUT_S = 5.0
 
 
-@pytest.fixture
-def service():
-    clock = ClockService(endpoint="tcp://127.0.0.1:*")
+@pytest.fixture(params=["ipc", "tcp"])
+def service(request):
+    clock = ClockService(endpoint="tcp://127.0.0.1:*" if request.param == "tcp" else None)
     yield clock
     clock.close()
 
 
-def _dealer(ctx, endpoint, routing_id):
-    sock = ctx.socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.setsockopt(zmq.ROUTING_ID, routing_id)
-    sock.connect(endpoint)
-    return sock
+class Peer:
+    """A runtime's end of the connection, spoken by hand."""
+
+    def __init__(self, endpoint):
+        self.sock = clocknet.connect(endpoint, TIMEOUT_S)
+        self.unpacker = cp.Unpacker()
+        self.frames = []
+
+    def send(self, *msgs):
+        self.sock.sendall(cp.pack(msgs))
+
+    def poll(self, timeout_s):
+        while not self.frames:
+            if not select.select([self.sock], [], [], timeout_s)[0]:
+                return False
+            data = self.sock.recv(65536)
+            if not data:
+                return False
+            self.frames += self.unpacker.feed(data)
+        return True
+
+    def recv(self):
+        assert self.poll(TIMEOUT_S), "no answer from the clock service"
+        return cp.decode_to_runtime(self.frames.pop(0))
+
+    def close(self):
+        self.sock.close()
 
 
-def _recv(sock):
-    assert sock.poll(TIMEOUT_MS), "no answer from the clock service"
-    return cp.decode_to_runtime(sock.recv())
-
-
-def _connect(ctx, endpoint, name):
-    rx = _dealer(ctx, endpoint, f"{name}-rx".encode())
-    rx.send(cp.encode(cp.hello(name, 1234)))
-    assert _recv(rx)["op"] == "welcome"
-    tx = _dealer(ctx, endpoint, f"{name}-rx".encode() + cp.SEND_SUFFIX)
-    return rx, tx
-
-
-def test_messages_from_the_send_socket_are_answered_on_the_receive_socket(service):
-    ctx = zmq.Context.instance()
-    rx, tx = _connect(ctx, service.endpoint, "sched")
+@contextlib.contextmanager
+def _connected(service, name):
+    peer = Peer(service.endpoint)
     try:
-        tx.send(cp.encode(cp.now_request(7)))
-        assert _recv(rx) == {"op": "now", "rid": 7, "t": 0}
-        assert not tx.poll(100), "the send socket is never written to"
-        tx.send(cp.encode(cp.state(False, 0, [], 0, 1, 0)))
-        service.wait_quiescent()  # the idle report sent on tx counts for the process
-        assert [p.name for p in service.processes()] == ["sched"]
+        peer.send(cp.hello(name, 1234))
+        assert peer.recv()["op"] == "welcome"
+        yield peer
     finally:
-        rx.close()
-        tx.close()
+        peer.close()
 
 
-def test_a_send_socket_of_an_unknown_process_gets_its_error_on_the_receive_side(service):
-    ctx = zmq.Context.instance()
-    rx = _dealer(ctx, service.endpoint, b"ghost")
-    tx = _dealer(ctx, service.endpoint, b"ghost" + cp.SEND_SUFFIX)
+def test_the_default_endpoint_is_a_unix_socket_removed_on_close():
+    clock = ClockService()
+    assert clock.endpoint.startswith("ipc://")
+    path = clock.endpoint[len("ipc://") :]
+    assert socket.socket(socket.AF_UNIX).connect_ex(path) == 0
+    clock.close()
+    assert socket.socket(socket.AF_UNIX).connect_ex(path) != 0
+
+
+def test_messages_written_together_or_in_pieces_are_applied_in_order(service):
+    with _connected(service, "sched") as peer:
+        # two messages in one write, then one split across writes
+        peer.send(cp.now_request(7), cp.now_request(8))
+        wire = cp.pack([cp.state(False, 0, [], 0, 1, 0)])
+        peer.sock.sendall(wire[:5])
+        assert peer.recv() == {"op": "now", "rid": 7, "t": 0}
+        assert peer.recv() == {"op": "now", "rid": 8, "t": 0}
+        peer.sock.sendall(wire[5:])
+        service.wait_quiescent()  # the idle report counts once it is whole
+        assert [p.name for p in service.processes()] == ["sched"]
+
+
+def test_a_process_that_did_not_say_hello_gets_an_error(service):
+    peer = Peer(service.endpoint)
     try:
-        tx.send(cp.encode(cp.now_request(1)))
-        msg = _recv(rx)
+        peer.send(cp.now_request(1))
+        msg = peer.recv()
         assert msg["op"] == "error"
         assert "did not say hello" in msg["message"]
     finally:
-        rx.close()
-        tx.close()
+        peer.close()
+
+
+def test_a_malformed_message_gets_an_error_naming_it_and_others_are_still_served(service):
+    with _connected(service, "a") as a, _connected(service, "b") as b:
+        a.sock.sendall(b'{"op":"timer","id":"x"}\n')
+        msg = a.recv()
+        assert msg["op"] == "error" and "'id' must be an integer" in msg["message"]
+        b.send(cp.now_request(3))
+        assert b.recv() == {"op": "now", "rid": 3, "t": 0}
+
+
+def test_a_process_whose_connection_ends_is_gone_and_no_longer_awaited(service):
+    with _connected(service, "sched"):
+        pass  # it never reported idle: only its departure lets the driver go on
+    done = threading.Event()
+    threading.Thread(target=lambda: (service.wait_quiescent(), done.set()), daemon=True).start()
+    assert done.wait(TIMEOUT_S)
+    assert [p.gone for p in service.processes()] == [True]
 
 
 def test_autopilot_advances_to_each_deadline_without_a_driver(service):
-    ctx = zmq.Context.instance()
-    rx, tx = _connect(ctx, service.endpoint, "prog")
-    service.engage_autopilot()
-    try:
+    with _connected(service, "prog") as peer:
+        service.engage_autopilot()
         acks = 0
         seen = []
         for deadline in (5_000, 12_000, 30_000):
-            tx.send_multipart(
-                [
-                    cp.encode(cp.timer(deadline, deadline, [deadline])),
-                    cp.encode(cp.state(False, acks, [], 0, 1, 0)),
-                ]
-            )
-            fire = _recv(rx)
+            peer.send(cp.timer(deadline, deadline, [deadline]), cp.state(False, acks, [], 0, 1, 0))
+            fire = peer.recv()
             assert fire["op"] == "fire"
             seen.append((fire["ids"], fire["t"]))
             acks += 1
         assert seen == [([5_000], 5_000), ([12_000], 12_000), ([30_000], 30_000)]
         assert service.advances == 3
         # Nothing pending and the process idle: the driver's wait returns.
-        tx.send(cp.encode(cp.state(False, acks, [], 0, 1, 0)))
+        peer.send(cp.state(False, acks, [], 0, 1, 0))
         done = threading.Event()
         threading.Thread(target=lambda: (service.wait_settled(), done.set()), daemon=True).start()
         assert done.wait(5)
-    finally:
-        rx.close()
-        tx.close()
 
 
 class FakeFacade:
@@ -126,22 +159,17 @@ WATCH, BINDING = [100, 10, 10, 1], [200, 20, 20, 2]  # [port, sent, consumed, op
 def _idle_but_for(service, facade, io):
     """Process "sched" idle but for threads reading ``io``, a driver waiting for
     quiescence meanwhile; on the way out the readers read everything and it settles."""
-    ctx = zmq.Context.instance()
-    rx, tx = _connect(ctx, service.endpoint, "sched")
-    try:
-        tx.send(cp.encode(cp.state(False, 0, io, 0, len(io), 0)))
+    with _connected(service, "sched") as peer:
+        peer.send(cp.state(False, 0, io, 0, len(io), 0))
         done = _waiting(service)
-        yield rx
+        yield peer
         facade.set(**{f"p{port}": "idle" for port in facade.states})
-        tx.send(cp.encode(cp.state(False, 1, [], 0, len(io), 0)))
+        peer.send(cp.state(False, 1, [], 0, len(io), 0))
         assert done.wait(5)
-    finally:
-        rx.close()
-        tx.close()
 
 
 def _released_ports(rx):
-    msg = _recv(rx)
+    msg = rx.recv()
     assert msg["op"] == "io"
     return [port for port, _ in msg["ports"]]
 
@@ -153,7 +181,7 @@ def test_a_response_is_let_go_before_watch_events_and_only_once_they_are_written
     facade = FakeFacade(service, {100: "flushing", 200: "busy"})
     with _idle_but_for(service, facade, [WATCH, BINDING]) as rx:
         facade.set(p200="ready")  # the binding's answer is there, its watch event is not
-        assert not rx.poll(200), "let go while watch events were still being written"
+        assert not rx.poll(0.2), "let go while watch events were still being written"
         facade.set(p100="streaming")
         assert _released_ports(rx) == [200, 100]  # both readers at once, the answer first
 

@@ -108,3 +108,34 @@ def test_a_malformed_io_release_is_named():
     with pytest.raises(cp.ProtocolError) as info:
         cp.decode_to_runtime(b'{"op":"io","ports":[[53412]],"t":5}')
     assert "field 'ports' must be a list of [port, bytes]" in str(info.value)
+
+
+def test_on_the_wire_each_message_is_one_line():
+    assert cp.pack([cp.now_request(7), cp.stacks("a\nb")]) == (
+        b'{"op":"now","rid":7}\n{"op":"stacks","text":"a\\nb"}\n'
+    )
+
+
+@given(
+    st.lists(
+        st.one_of(
+            to_broker.map(lambda m: (cp.decode_to_broker, m)),
+            to_runtime.map(lambda m: (cp.decode_to_runtime, m)),
+        ),
+        max_size=8,
+    ),
+    st.data(),
+)
+def test_messages_survive_any_split_of_the_byte_stream(tagged, data):
+    """However the stream is cut into reads, the reader gets the same messages in order
+    and keeps an incomplete last one for later."""
+    wire = cp.pack([m for _, m in tagged])
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(wire)), max_size=6)))
+    unpacker = cp.Unpacker()
+    frames = []
+    for start, end in zip([0, *cuts], [*cuts, len(wire)], strict=True):
+        frames += unpacker.feed(wire[start:end])
+    assert unpacker.pending == 0
+    assert [decode(f) for (decode, _), f in zip(tagged, frames, strict=True)] == [
+        m for _, m in tagged
+    ]

@@ -1,13 +1,12 @@
-"""The clock client: one request loop per process, a background thread that owns the
-DEALER socket on which the broker's clock service answers (the *receive* socket).
+"""The clock client: one connection to the broker's clock service per process, read by
+one background thread of the runtime (the request loop).
 
-Everything the process says goes out on a second DEALER socket (the *send* socket, routing
-id = the receive socket's + ``/tx``), used only under the runtime lock, so whichever thread
-holds the lock may send: threads append to the runtime's outbox and either poke the loop
-through a pipe or — when the last runnable thread parks and the process goes quiescent —
-flush it themselves, saving a thread hop per wake-up. A flush sends the outbox in order,
-followed by a ``state`` message whenever the process's (busy, ack, io) snapshot changed —
-so a timer always reaches the broker before the report that its thread blocked.
+Everything the process says is written on the same connection by whichever thread holds
+the runtime lock: threads append to the runtime's outbox and either poke the loop through
+a pipe or — when the last runnable thread parks and the process goes quiescent — flush it
+themselves, saving a thread hop per wake-up. A flush sends the outbox in order, followed
+by a ``state`` message whenever the process's (busy, ack, io) snapshot changed — so a
+timer always reaches the broker before the report that its thread blocked.
 
 Round-trip ``now()`` requests from many threads are gathered: while one request is in
 flight, later callers wait for its answer too, so N concurrent readers cost far fewer
@@ -17,15 +16,14 @@ than N round trips (batsky-go's requester loop).
 from __future__ import annotations
 
 import os
+import select
+import socket
 import sys
 import threading
 import time as _time
 
-import zmq
-
-from timewarp import _runtime, clockproto
+from timewarp import _runtime, clocknet, clockproto
 from timewarp._wakeup import Wakeup
-from timewarp._wakeup import drain as _drain
 
 _BROKER_CHECK_S = 1.0
 
@@ -36,16 +34,18 @@ class BrokerUnreachable(RuntimeError):
 
 class ClockClient:
     def __init__(self, endpoint: str, name: str, *, broker_pid: int | None = None) -> None:
+        clocknet.parse(endpoint)  # a malformed endpoint fails here, naming it
         self.endpoint = endpoint
         self.name = name
         self.broker_pid = broker_pid
-        self._ctx = zmq.Context.instance()
-        self._routing_id = f"{os.getpid()}-{os.urandom(4).hex()}".encode()
-        self._sock = self._ctx.socket(zmq.DEALER)
-        self._sock.setsockopt(zmq.LINGER, 500)
-        self._sock.setsockopt(zmq.ROUTING_ID, self._routing_id)
-        self._sock.connect(endpoint)
-        self._tx: zmq.Socket | None = None  # created once the broker welcomed us
+        self._sock: socket.socket | None = None
+        # The socket's own methods, bound before the runtime's facade byte accounting
+        # wraps socket.socket's: clock traffic is not API traffic.
+        self._sendall = None
+        self._recv = None
+        self._unpacker = clockproto.Unpacker()
+        self._ready = False  # welcomed: the outbox may be flushed
+        self._early: list[bytes] = []
         self._wakeup = Wakeup()
         self._poked = False
         self._loop_ident: int | None = None
@@ -59,23 +59,39 @@ class ClockClient:
 
     # -- handshake ---------------------------------------------------------
     def handshake(self, timeout_s: float) -> dict:
-        self._sock.send(clockproto.encode(clockproto.hello(self.name, os.getpid())))
-        if not self._sock.poll(int(timeout_s * 1000)):
-            raise BrokerUnreachable(
-                f"timewarp: no answer from the broker's clock service at {self.endpoint} "
-                f"within {timeout_s:g} s (set by {clockproto.ENV_ENDPOINT}); is the broker running?"
-            )
-        msg = clockproto.decode_to_runtime(self._sock.recv())
+        give_up = _time.monotonic() + timeout_s
+        unreachable = (
+            f"timewarp: no answer from the broker's clock service at {self.endpoint} "
+            f"within {timeout_s:g} s (set by {clockproto.ENV_ENDPOINT}); is the broker running?"
+        )
+        try:
+            sock = clocknet.connect(self.endpoint, timeout_s)
+        except OSError as exc:
+            raise BrokerUnreachable(f"{unreachable} ({exc.strerror or exc})") from None
+        self._sock = sock
+        self._sendall, self._recv = sock.sendall, sock.recv
+        try:
+            self._sendall(clockproto.pack([clockproto.hello(self.name, os.getpid())]))
+            frames: list[bytes] = []
+            while not frames:
+                left = give_up - _time.monotonic()
+                if left <= 0 or not select.select([sock], [], [], left)[0]:
+                    raise BrokerUnreachable(unreachable)
+                data = self._recv(65536)
+                if not data:
+                    raise BrokerUnreachable(f"{unreachable} (it closed the connection)")
+                frames = self._unpacker.feed(data)
+        except OSError as exc:
+            raise BrokerUnreachable(f"{unreachable} ({exc.strerror or exc})") from None
+        msg = clockproto.decode_to_runtime(frames[0])
         if msg["op"] == "error":
             raise BrokerUnreachable(f"timewarp: the broker refused this process: {msg['message']}")
         if msg["op"] != "welcome":
             raise BrokerUnreachable(
                 f"timewarp: expected a welcome from the broker, got {msg['op']!r}"
             )
-        self._tx = self._ctx.socket(zmq.DEALER)
-        self._tx.setsockopt(zmq.LINGER, 500)
-        self._tx.setsockopt(zmq.ROUTING_ID, self._routing_id + clockproto.SEND_SUFFIX)
-        self._tx.connect(self.endpoint)
+        self._early = frames[1:]  # anything the broker said right after (handled by the loop)
+        self._ready = True
         return msg
 
     def poke(self) -> None:
@@ -96,29 +112,44 @@ class ClockClient:
     # -- the loop ------------------------------------------------------------
     def _loop(self) -> None:
         self._loop_ident = threading.get_ident()
-        poller = zmq.Poller()
-        poller.register(self._sock, zmq.POLLIN)
-        poller.register(self._wakeup.fd, zmq.POLLIN)
+        poller = select.poll()
+        sock_fd = self._sock.fileno()
+        poller.register(sock_fd, select.POLLIN)
+        poller.register(self._wakeup.fd, select.POLLIN)
         last_check = _time.monotonic()
         try:
+            for frame in self._early:
+                self._handle(clockproto.decode_to_runtime(frame))
             while not self._closed:
-                events = dict(poller.poll(int(_BROKER_CHECK_S * 1000)))
-                if self._wakeup.fd in events:
+                ready = [fd for fd, _ in poller.poll(int(_BROKER_CHECK_S * 1000))]
+                if self._wakeup.fd in ready:
                     self._wakeup.drain()
-                if self._sock in events:
-                    for frame in _drain(self._sock):
+                if sock_fd in ready:
+                    data = self._recv(65536)
+                    if not data:
+                        self._broker_gone("it closed the clock connection")
+                    for frame in self._unpacker.feed(data):
                         self._handle(clockproto.decode_to_runtime(frame))
                 if self._poked:  # (a stale read only costs one more pass: the pipe has a byte)
                     self._flush()
                 if _time.monotonic() - last_check >= _BROKER_CHECK_S:
                     last_check = _time.monotonic()
                     self._check_broker_alive()
-        except zmq.ContextTerminated:
-            return
+        except OSError as exc:
+            if not self._closed:
+                self._broker_gone(f"clock connection failed: {exc}")
         except Exception as exc:  # a broken clock must never turn into a silent hang
             sys.stderr.write(f"timewarp: clock client failed: {exc!r}\n")
             sys.stderr.flush()
             os._exit(3)
+
+    def _broker_gone(self, why: str) -> None:
+        if self._closed:  # said bye: the broker may close first
+            return
+        broker = "the broker" if self.broker_pid is None else f"the broker (pid {self.broker_pid})"
+        sys.stderr.write(f"timewarp: {broker} is gone ({why}); stopping this process\n")
+        sys.stderr.flush()
+        os._exit(3)
 
     def _check_broker_alive(self) -> None:
         if self.broker_pid is None:
@@ -181,7 +212,7 @@ class ClockClient:
         """Send what the runtime queued, then its state if the broker must hear it.
         Any thread may call this, with the runtime lock held."""
         rt = self.runtime
-        if rt is None or self._tx is None:
+        if rt is None or not self._ready:
             return
         self._poked = False
         out = rt.outbox
@@ -213,10 +244,14 @@ class ClockClient:
             out.append(clockproto.state(*snap))
         if not out or self._closed:
             return
-        # one ZeroMQ message, one frame per clock message, applied in order
-        self._tx.send_multipart([clockproto.encode(msg) for msg in out])
-        if any(msg["op"] == "bye" for msg in out):
-            self._closed = True
+        bye = any(msg["op"] == "bye" for msg in out)
+        if bye:
+            self._closed = True  # from now on the broker may close the connection first
+        try:
+            self._sendall(clockproto.pack(out))
+        except OSError as exc:
+            self._broker_gone(f"clock connection failed: {exc}")
+        if bye:
             self._bye_sent.set()
 
     def send_bye(self, timeout_s: float = 2.0) -> None:

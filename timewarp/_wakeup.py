@@ -1,15 +1,11 @@
-"""Waking a thread that sits in ``zmq.Poller.poll`` (a non-blocking pipe it also polls),
-and draining what woke it.
+"""Waking a thread that sits in ``poll``/``select`` (a non-blocking pipe it also polls).
 
-Used by the two socket-owning loops (the runtime's clock client and the broker's clock
-service): other threads may not touch a ZeroMQ socket, so they queue work and poke."""
+Used by the two socket-reading loops (the runtime's clock client and the broker's clock
+service): other threads queue work for them and poke."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-
-import zmq
 
 
 class Wakeup:
@@ -33,18 +29,3 @@ class Wakeup:
     def close(self) -> None:
         os.close(self.fd)
         os.close(self._write_fd)
-
-
-_POLLIN = int(zmq.POLLIN)  # a plain int: `& zmq.POLLIN` builds an enum per call
-
-
-def drain(sock: zmq.Socket) -> Iterator[bytes]:
-    """Every message already queued on ``sock``, without blocking."""
-    while sock.get(zmq.EVENTS) & _POLLIN:
-        yield sock.recv(zmq.NOBLOCK)
-
-
-def drain_multipart(sock: zmq.Socket) -> Iterator[list[bytes]]:
-    """Like :func:`drain`, one list of frames per message."""
-    while sock.get(zmq.EVENTS) & _POLLIN:
-        yield sock.recv_multipart(zmq.NOBLOCK)

@@ -2,17 +2,15 @@
 
 This module owns the wire format; nothing else builds or parses clock messages.
 
-Transport: ZeroMQ. The broker binds a ROUTER socket (``tcp://127.0.0.1:<free port>`` or
-``ipc://...``); each scheduler process connects a DEALER socket, owned by one background
-thread of its runtime (the request loop), on which it says ``hello`` and receives
-everything the broker sends. After the welcome, it may send the rest from a second
-DEALER socket whose routing id is the first one's followed by ``/tx`` (:data:`SEND_SUFFIX`):
-the broker treats both as the same process and always answers on the first, so any
-thread of the runtime can send without waking the request loop (a runtime that sends
-everything on one socket is just as valid). Every message is one frame of compact JSON, an
-object with an ``op`` field; a runtime may send several frames in one ZeroMQ message
-(everything it queued since its last send), applied in order. Times are integer
-nanoseconds of virtual time since the simulation started.
+Transport: a stream socket, no broker library in between. The broker listens on a Unix
+domain socket (``ipc:///path/to/socket``) or loopback TCP (``tcp://127.0.0.1:<port>``);
+each scheduler process's runtime opens one connection, says ``hello`` on it and receives
+everything the broker sends on it. Every message is one line: compact JSON (pure ASCII:
+it never contains a raw newline) followed by ``\n`` (:func:`pack`; a reader splits with
+:class:`Unpacker`). A side may write several messages at once (everything it queued),
+applied in order. Any thread of the runtime may write, one at a time (under the runtime
+lock); its request loop reads. Times are integer nanoseconds of virtual time since the
+simulation started. When the connection ends the process is gone for the broker.
 
 Runtime -> broker::
 
@@ -68,11 +66,10 @@ Invariants the broker relies on:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 VERSION = 1
-SEND_SUFFIX = b"/tx"  # routing id of a runtime's send socket = its receive socket's + this
 
 
 class ProtocolError(ValueError):
@@ -185,6 +182,32 @@ def encode(msg: Mapping[str, Any]) -> bytes:
     return _ENCODER.encode(msg).encode()
 
 
+def pack(msgs: Iterable[Mapping[str, Any]]) -> bytes:
+    """Messages as they go on the wire: one line each."""
+    return b"".join(_ENCODER.encode(msg).encode() + b"\n" for msg in msgs)
+
+
+class Unpacker:
+    """Splits the bytes read from a connection into frames (one per message), keeping an
+    incomplete last line for the next read."""
+
+    __slots__ = ("_partial",)
+
+    def __init__(self) -> None:
+        self._partial = b""
+
+    def feed(self, data: bytes) -> list[bytes]:
+        if self._partial:
+            data = self._partial + data
+        *frames, self._partial = data.split(b"\n")
+        return frames
+
+    @property
+    def pending(self) -> int:
+        """Bytes of an incomplete message received so far."""
+        return len(self._partial)
+
+
 def _decode(frame: bytes, table: Mapping[str, Any], direction: str) -> dict[str, Any]:
     try:
         msg = _DECODER.decode(frame.decode())
@@ -294,7 +317,7 @@ def error(message: str) -> dict[str, Any]:
 
 
 # Environment variables through which a launcher hands a process to a broker.
-ENV_ENDPOINT = "TIMEWARP_CLOCK"  # e.g. tcp://127.0.0.1:40123
+ENV_ENDPOINT = "TIMEWARP_CLOCK"  # ipc:///tmp/timewarp-x/clock or tcp://127.0.0.1:40123
 ENV_NAME = "TIMEWARP_PROCESS"  # stable process name (orders simultaneous wake-ups)
 ENV_BROKER_PID = "TIMEWARP_BROKER_PID"  # the runtime exits if this process disappears
 ENV_CONNECT_TIMEOUT = "TIMEWARP_CONNECT_TIMEOUT"  # seconds to wait for the welcome (default 10)
