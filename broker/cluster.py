@@ -222,7 +222,7 @@ class Cluster:
             if gpu is not None:
                 for section in ("capacity", "allocatable"):
                     node["status"][section]["nvidia.com/gpu"] = str(gpu)
-            store.create("nodes", node)
+            store.create("nodes", node, copy=False)
             self.nodes[name] = NodeInfo(
                 name,
                 int(res["id"]),
@@ -298,7 +298,7 @@ class Cluster:
         self.pods[(namespace, name)] = jp
         self.open_jobs += 1
         self.stats.jobs_submitted += 1
-        self.facade.store.create("pods", pod, namespace=namespace)
+        self.facade.store.create("pods", pod, namespace=namespace, copy=False)
 
     def complete(self, data: p.JobCompleted) -> None:
         jp = self.jobs.get(data.job_id)
@@ -344,7 +344,7 @@ class Cluster:
                     cond.update(status="False", reason="PodCompleted", lastTransitionTime=now)
             return pod
 
-        self.facade.store.update("pods", jp.namespace, jp.name, finish)
+        self.facade.store.update("pods", jp.namespace, jp.name, finish, copy=False)
 
     def all_done(self) -> bool:
         """Every static job was submitted, every Batsim job ended, and no more can appear
@@ -491,7 +491,7 @@ class Cluster:
             def annotate(obj: dict[str, Any]) -> None:
                 obj["metadata"].setdefault("annotations", {})[JOB_ID_ANNOTATION] = job_id
 
-            self.facade.store.update("pods", namespace, name, annotate)
+            self.facade.store.update("pods", namespace, name, annotate, copy=False)
         return jp
 
     def _simulation_plan(self, pod: dict[str, Any]) -> tuple[float | None, str]:
@@ -672,7 +672,7 @@ class Cluster:
                 status["startTime"] = now
                 return obj
 
-            self.facade.store.update("pods", namespace, pod_name, refuse)
+            self.facade.store.update("pods", namespace, pod_name, refuse, copy=False)
             self.stats.rejected_by_kubelet += 1
             if jp is not None and jp.state == "pending":
                 jp.state = "rejected"
@@ -712,7 +712,7 @@ class Cluster:
             )
             return obj
 
-        self.facade.store.update("pods", namespace, pod_name, run)
+        self.facade.store.update("pods", namespace, pod_name, run, copy=False)
         if jp is not None and jp.state == "pending":
             jp.state = "running"
             jp.node = node_name

@@ -70,7 +70,7 @@ class InProcessRun:
             if free[node] < need:
                 continue
             self.cluster._on_bind(ns, name, node)  # what the binding endpoint does
-            self.store.bind(ns, name, node)
+            self.store.bind(ns, name, node, copy=False)
             free[node] -= need
             bound = True
         return bound

@@ -318,3 +318,21 @@ def test_not_json_is_refused_naming_where():
         )
     assert err.value.code == 400
     assert "set is not a JSON value (at /spec/containers/0/x)" in str(err.value)
+
+
+def test_broker_writes_without_a_copy_store_the_same_and_return_nothing():
+    store = Store(ManualClock())
+    pod = {"metadata": {"name": "a", "namespace": "default"}, "spec": SPEC}
+    assert store.create("pods", pod, copy=False) is None
+    assert store.bind("default", "a", "n1", copy=False) is None
+
+    def run(obj):
+        obj.setdefault("status", {})["phase"] = "Running"
+
+    assert store.update("pods", "default", "a", run, copy=False) is None
+    stored = store.get("pods", "default", "a")
+    assert (stored["spec"]["nodeName"], stored["status"]["phase"]) == ("n1", "Running")
+    assert stored["metadata"]["resourceVersion"] == str(store.resource_version)
+    before = store.resource_version  # a no-op write is still no write
+    assert store.update("pods", "default", "a", run, copy=False) is None
+    assert store.resource_version == before

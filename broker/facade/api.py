@@ -517,7 +517,7 @@ class Api:
                 )
             handled = self.hooks.on_bind(namespace, name, node) if self.hooks.on_bind else None
             if not handled:
-                self.store.bind(namespace, name, node, uid=uid)
+                self.store.bind(namespace, name, node, uid=uid, copy=False)
         return _json(201, errors.success_status(201))
 
     def _evict(self, route: _Route, body: Any) -> Response:

@@ -295,8 +295,10 @@ class Store:
         namespace: str | None = None,
         create_namespace: bool = True,
         prepare: Callable[[Obj], None] | None = None,
-    ) -> Obj:
-        """Admit and store a new object; returns a copy as stored.
+        copy: bool = True,
+    ) -> Obj | None:
+        """Admit and store a new object; returns a copy as stored (None with ``copy=False``:
+        the broker's own writes mostly do not look, and the copy is a decode).
 
         ``namespace`` (if given) must agree with ``metadata.namespace``. A missing
         namespace is created when ``create_namespace`` (the broker's convenience), else
@@ -350,7 +352,8 @@ class Store:
             objects.default_object(rt, obj, self._priorities())
             if prepare is not None:
                 prepare(obj)
-            return self._commit(rt, "ADDED", obj, None).thaw()
+            entry = self._commit(rt, "ADDED", obj, None)
+            return entry.thaw() if copy else None
 
     def replace(
         self,
@@ -466,11 +469,17 @@ class Store:
             return self._update_from(rt, entry, new, subresource)
 
     def update(
-        self, key: str, namespace: str | None, name: str, mutate: Callable[[Obj], Any]
-    ) -> Obj:
+        self,
+        key: str,
+        namespace: str | None,
+        name: str,
+        mutate: Callable[[Obj], Any],
+        *,
+        copy: bool = True,
+    ) -> Obj | None:
         """Atomic read-modify-write for the broker: ``mutate`` gets a copy of the object
         (under the store lock) and edits it in place; the whole object (spec, status,
-        nodeName) is written as edited. Returns the stored copy."""
+        nodeName) is written as edited. Returns the stored copy (None with ``copy=False``)."""
         rt = resource_type(key)
         with self._lock:
             entry = self._entry(key, namespace, name)
@@ -483,17 +492,26 @@ class Store:
                 )
             new["metadata"]["uid"] = current["metadata"]["uid"]
             new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-            if new == current:
-                return entry.thaw()
-            try:
-                new = canonical(new)
-            except TypeError as exc:
-                raise errors.bad_request(f"{rt.kind} is not JSON-serialisable: {exc}") from None
-            return self._commit(rt, "MODIFIED", new, current).thaw()
+            if new != current:
+                try:
+                    new = canonical(new)
+                except TypeError as exc:
+                    raise errors.bad_request(f"{rt.kind} is not JSON-serialisable: {exc}") from None
+                entry = self._commit(rt, "MODIFIED", new, current)
+            return entry.thaw() if copy else None
 
-    def bind(self, namespace: str, name: str, node_name: str, *, uid: str | None = None) -> Obj:
+    def bind(
+        self,
+        namespace: str,
+        name: str,
+        node_name: str,
+        *,
+        uid: str | None = None,
+        copy: bool = True,
+    ) -> Obj | None:
         """What the binding subresource does: set ``spec.nodeName`` once and mark the pod
-        ``PodScheduled=True``. 409 if already bound (or uid precondition fails)."""
+        ``PodScheduled=True``. 409 if already bound (or uid precondition fails). Returns the
+        bound pod (None with ``copy=False``)."""
         if not node_name:
             raise errors.invalid("Binding", name, ["target.name: Required value"])
         with self._lock:
@@ -529,7 +547,8 @@ class Store:
                 }
             )
             status["conditions"] = conditions
-            return self._commit(resource_type("pods"), "MODIFIED", canonical(new), current).thaw()
+            entry = self._commit(resource_type("pods"), "MODIFIED", canonical(new), current)
+            return entry.thaw() if copy else None
 
     def delete(
         self,
