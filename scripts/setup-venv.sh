@@ -44,3 +44,8 @@ if [ ! -f .venv/k8s24/kubernetes/__init__.py ]; then
     echo "warning: could not install kubernetes 24.2.0 into .venv/k8s24; old-client tests will be skipped" >&2
   fi
 fi
+# Bytecode for the checkout's own modules (an editable install compiles none): where
+# PYTHONDONTWRITEBYTECODE is set, as some sandboxes and CI runners do, every interpreter
+# would compile them again at start-up, and a simulation starts several. Stale files are
+# harmless: Python checks each against its source.
+.venv/bin/python -m compileall -q -j 0 timewarp broker simulator patcher sample_schedulers >/dev/null || true
