@@ -612,19 +612,12 @@ class ClockService:
         conn = self._conns.get(identity)
         if conn is None:
             return
-        data = clockproto.pack([msg])
-        if conn.pending:
-            conn.pending += data
-            return
-        try:
-            sent = conn.sock.send(data)
-        except BlockingIOError:
-            sent = 0
-        except OSError:
-            return  # the connection is gone: the loop sees it end
-        if sent < len(data):
-            conn.pending = data[sent:]
-            self._poke()  # the loop writes the rest when the socket can take it
+        queued = bool(conn.pending)
+        conn.pending += clockproto.pack([msg])
+        if not queued:  # otherwise the loop is already waiting to write, in order
+            self._write_pending_locked(conn)
+            if conn.pending:
+                self._poke()  # the loop writes the rest when the socket can take it
 
     def _poke(self) -> None:
         if threading.get_ident() != self._loop_ident:  # the loop looks again anyway
@@ -692,7 +685,10 @@ class ClockService:
         for frame in conn.unpacker.feed(data):
             self._receive(conn.identity, frame)
         if conn.unpacker.pending > MAX_MESSAGE_BYTES:
-            self._receive(conn.identity, b"<a line longer than MAX_MESSAGE_BYTES>")
+            text = f"clock message longer than {MAX_MESSAGE_BYTES} bytes: not a clock message"
+            self.log.write(f"timewarp: broker: {text}\n")
+            with self._cond:
+                self._write_locked(conn.identity, clockproto.error(text))
             self._drop(conn)
 
     def _write_pending_locked(self, conn: _Connection) -> None:
@@ -700,23 +696,23 @@ class ClockService:
             sent = conn.sock.send(conn.pending)
         except BlockingIOError:
             return
-        except OSError:
+        except OSError:  # the connection is gone: the loop sees it end
             conn.pending = b""
             return
         conn.pending = conn.pending[sent:]
 
     def _drop(self, conn: _Connection) -> None:
         """The connection ended: its process is gone (it said bye, exited or died)."""
-        try:
-            self._selector.unregister(conn.sock)
-        except (KeyError, ValueError):
-            pass
-        conn.sock.close()
         with self._cond:
             self._conns.pop(conn.identity, None)
             proc = self._by_identity.pop(conn.identity, None)
             if proc is not None:
                 self._mark_gone_locked(proc)
+        try:
+            self._selector.unregister(conn.sock)
+        except (KeyError, ValueError):
+            pass
+        conn.sock.close()
 
     def _receive(self, identity: bytes, frame: bytes) -> None:
         try:

@@ -104,6 +104,16 @@ def test_a_malformed_message_gets_an_error_naming_it_and_others_are_still_served
         assert b.recv() == {"op": "now", "rid": 3, "t": 0}
 
 
+def test_an_endless_line_is_refused_and_its_connection_closed(service, monkeypatch):
+    monkeypatch.setattr("broker.clock_service.MAX_MESSAGE_BYTES", 1000)
+    with _connected(service, "sched") as peer:
+        peer.sock.sendall(b"x" * 5000)  # no newline: no message ever ends
+        msg = peer.recv()
+        assert msg["op"] == "error" and "longer than 1000 bytes" in msg["message"]
+        assert not peer.poll(TIMEOUT_S), "the connection stays open"
+    assert [p.gone for p in service.processes()] == [True]
+
+
 def test_a_process_whose_connection_ends_is_gone_and_no_longer_awaited(service):
     with _connected(service, "sched"):
         pass  # it never reported idle: only its departure lets the driver go on

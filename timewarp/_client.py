@@ -136,8 +136,7 @@ class ClockClient:
                     last_check = _time.monotonic()
                     self._check_broker_alive()
         except OSError as exc:
-            if not self._closed:
-                self._broker_gone(f"clock connection failed: {exc}")
+            self._broker_gone(f"clock connection failed: {exc}")
         except Exception as exc:  # a broken clock must never turn into a silent hang
             sys.stderr.write(f"timewarp: clock client failed: {exc!r}\n")
             sys.stderr.flush()
