@@ -10,8 +10,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from broker.lockstep_params import LockstepParams, parse_duration_ns
-
 # flag -> (dest, default) for lockstep's durations, Batkube's names and defaults
 _LOCKSTEP_DURATIONS = {
     "--timeout-value": ("timeout_value", "20ms"),
@@ -83,6 +81,8 @@ def _given(args: argparse.Namespace, flags: dict[str, str]) -> list[str]:
 
 
 def _duration(flag: str, text: str) -> int:
+    from broker.lockstep_params import parse_duration_ns
+
     try:
         return parse_duration_ns(text)
     except ValueError as exc:
@@ -111,6 +111,10 @@ def check_mode_arguments(args: argparse.Namespace) -> None:
         )
     args.lockstep = None
     if mode == "lockstep":
+        # imported here: the dataclass machinery is ~7 ms that a deterministic run would
+        # pay before its schedulers start
+        from broker.lockstep_params import LockstepParams
+
         values: dict[str, Any] = {}
         for flag, (dest, default) in _LOCKSTEP_DURATIONS.items():
             text = getattr(args, dest)

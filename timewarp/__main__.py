@@ -1,3 +1,3 @@
-from timewarp.cli import main
+from timewarp.cli import entry
 
-raise SystemExit(main())
+entry()

@@ -8,6 +8,7 @@ never loads libcst.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import sys
 
@@ -72,5 +73,18 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def entry() -> None:
+    """The ``timewarp`` command (and ``python -m timewarp``): ``main`` in a process that
+    ends with it."""
+    code = main()
+    # The process is about to exit: a simulation leaves a large heap (the store, the
+    # event history) that the interpreter's final collection would walk for nothing
+    # (~30 ms, against ~1 s for a whole burst run). Freezing skips that walk; objects
+    # are still released by reference count, and every file a command writes is
+    # closed by the time it returns.
+    gc.freeze()
+    raise SystemExit(code)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    entry()

@@ -12,7 +12,6 @@ environment; ``--standalone`` starts a private clock service instead.
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import os
 import shutil
 import sys
@@ -31,6 +30,8 @@ def parse_epoch(text: str) -> int:
         return int(round(float(text) * 1_000_000_000))
     except ValueError:
         pass
+    import datetime as _dt  # only for a date given as text
+
     try:
         value = _dt.datetime.fromisoformat(text)
     except ValueError:

@@ -18,7 +18,6 @@ this run's).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -101,6 +100,8 @@ def _fail(message: str, code: int = 2) -> int:
 
 
 def _sha256(path: Path) -> str:
+    import hashlib  # not before the schedulers start: manifest facts are gathered later
+
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
