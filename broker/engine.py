@@ -77,6 +77,11 @@ class Broker:
         self.on_progress = on_progress
         self.batsim_timeout_s = batsim_timeout_s
         self.cluster = Cluster(facade, lambda: clock.now_ns)
+        if clock.mode == "deterministic":
+            # the broker's reactions happen while a scheduler is still busy, not while it
+            # waits to be let go to read them
+            self.cluster.admit_bindings_at_once()
+            facade.write_watch_events_directly()
         self.progress = Progress()
         self._requested: dict[int, float] = {}  # deadline ns -> CALL_ME_LATER timestamp sent
         self._ctx = zmq.Context.instance()
@@ -137,11 +142,13 @@ class Broker:
                 del self._requested[deadline]
         self._release_until(t_ns)
         self._advance(t_ns)
-        for event in message.events:
-            self._apply(event.data)
-        self.cluster.refresh_metrics()
+        with self.cluster.state_lock:
+            for event in message.events:
+                self._apply(event.data)
+            self.cluster.refresh_metrics()
         self._settle()
-        decisions = self.cluster.take_decisions()
+        with self.cluster.state_lock:
+            decisions = self.cluster.take_decisions()
         events = [p.Event(t, d) for d in decisions]
         deadline = self.clock.next_deadline()
         if deadline is not None and not self._exhausted() and deadline not in self._requested:
@@ -172,7 +179,8 @@ class Broker:
     def _advance(self, t_ns: int) -> None:
         if t_ns > self.clock.now_ns:
             self.clock.advance_to(t_ns)
-            self.cluster.refresh_metrics()
+            with self.cluster.state_lock:
+                self.cluster.refresh_metrics()
 
     def _release_until(self, t_ns: int) -> None:
         while True:
@@ -196,10 +204,11 @@ class Broker:
             return
 
     def _process_cluster(self) -> bool:
-        if not self.cluster.process():
-            return False
-        self.cluster.refresh_metrics()
-        return True
+        with self.cluster.state_lock:
+            if not self.cluster.process():
+                return False
+            self.cluster.refresh_metrics()
+            return True
 
     def _report_progress(self) -> None:
         self.progress.now_s = self.clock.now_ns / 1e9

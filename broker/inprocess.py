@@ -42,6 +42,10 @@ class InProcessRun:
             endpoint="tcp://127.0.0.1:*", clock=self.clock, facade=self.facade, launcher=launcher
         )
         self.cluster = self.broker.cluster
+        # The binder binds from inside Cluster.process(): its bindings are admitted by
+        # the next process() call, as in lockstep mode, not within the binding.
+        self.cluster.admit_on_bind = False
+        self.facade.hooks.after_bind = None
         self.store = self.facade.store
         self.replies: list[dict[str, Any]] = []
         self.bind_enabled = True

@@ -621,3 +621,64 @@ def test_watch_data_is_told_apart_from_a_response_and_queued_events_are_flushing
     finally:
         with facade.ledger.lock:
             conn.queued -= 2
+
+
+# --- watch events written by the committing thread (deterministic mode) ----------------
+
+
+def _parked_watch(facade: Facade) -> RawClient:
+    w = RawClient(facade)
+    w.send("GET", "/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=100")
+    assert w.head()[0] == 200
+    assert wait_idle(facade, w)
+    return w
+
+
+def test_direct_watch_writes_are_sent_before_the_commit_returns(facade):
+    facade.write_watch_events_directly()
+    w = _parked_watch(facade)
+    for name in ("a", "b", "c"):
+        facade.store.create("pods", {**POD, "metadata": {"name": name, "namespace": "default"}})
+        # on the wire already: nothing left for the stream's thread ("flushing")
+        assert facade.connection_state(w.port, w.sent, w.consumed) == "streaming"
+    assert [w.event()["object"]["metadata"]["name"] for _ in range(3)] == ["a", "b", "c"]
+    assert wait_idle(facade, w)
+
+
+def test_direct_watch_writes_a_full_socket_cannot_take_are_finished_in_order(facade):
+    """A client that does not read: the first events fill the socket buffers, the rest of
+    a frame and the events after it wait for the stream's thread — the connection says
+    "flushing" meanwhile — and the client then reads every event, whole and in order."""
+    facade.write_watch_events_directly()
+    w = _parked_watch(facade)
+    filler = "x" * (256 << 10)
+    names = [f"p{i:02d}" for i in range(40)]  # ~10 MiB: more than the kernel buffers
+    states = set()
+    for name in names:
+        pod = {**POD, "metadata": {"name": name, "namespace": "default"}, "filler": filler}
+        facade.store.create("pods", pod)
+        states.add(facade.connection_state(w.port, w.sent, w.consumed))
+    assert "flushing" in states
+    w.sock.settimeout(30)
+    got = []
+    for _ in names:
+        event = w.event()
+        assert event["type"] == "ADDED" and event["object"]["filler"] == filler
+        got.append(event["object"]["metadata"]["name"])
+    assert got == names
+    assert wait_idle(facade, w)
+    facade.store.create("pods", {**POD, "metadata": {"name": "after", "namespace": "default"}})
+    assert facade.connection_state(w.port, w.sent, w.consumed) == "streaming"
+    assert w.event()["object"]["metadata"]["name"] == "after"
+    assert wait_idle(facade, w)
+
+
+def test_a_direct_watch_ends_with_its_timeout_after_its_events(facade):
+    facade.write_watch_events_directly()
+    w = _parked_watch(facade)
+    facade.store.create("pods", {**POD, "metadata": {"name": "a", "namespace": "default"}})
+    facade.clock.advance_to(100 * 10**9)  # the timeout ends the stream
+    assert w.event()["object"]["metadata"]["name"] == "a"
+    assert w.chunk() == b""
+    assert wait_idle(facade, w)
+    assert w.request("GET", "/api/v1/namespaces/default/pods/a")[0] == 200  # reusable

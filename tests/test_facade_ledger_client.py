@@ -80,11 +80,14 @@ def wait_until(facade: Facade, predicate, timeout: float = 10.0) -> bool:
     return predicate()
 
 
-def test_a_parked_official_watch_is_idle_and_a_publish_makes_it_busy(monkeypatch, tmp_path):
+@pytest.mark.parametrize("direct", [False, True], ids=["stream-thread", "direct-writes"])
+def test_a_parked_official_watch_is_idle_and_a_publish_makes_it_busy(monkeypatch, tmp_path, direct):
     from kubernetes import client, config, watch
 
     clock = ManualClock()
     facade = Facade(clock)
+    if direct:
+        facade.write_watch_events_directly()
     facade.store.create("nodes", make_node("n1"))
     kubeconfig = facade.write_kubeconfig(tmp_path / "kc", "sched")
     counter = ByteCounter()

@@ -42,6 +42,8 @@ class Hooks:
 
     - ``on_bind(namespace, pod, node)``: before the pod is bound; the facade then sets
       ``spec.nodeName`` and ``PodScheduled=True``.
+    - ``after_bind(namespace, pod, node)``: once the facade bound the pod, before the
+      response: what the cluster does about it at once (the kubelet's admission).
     - ``on_evict(namespace, pod)``: before an eviction deletes the pod.
     - ``on_delete_pod(namespace, pod)``: before a DELETE of a pod removes it.
     - ``on_create(obj)``: after admission defaults, before any API create is stored (under
@@ -54,6 +56,7 @@ class Hooks:
     """
 
     on_bind: Callable[[str, str, str], None] | None = None
+    after_bind: Callable[[str, str, str], None] | None = None
     on_evict: Callable[[str, str], None] | None = None
     on_delete_pod: Callable[[str, str], None] | None = None
     on_create: Callable[[dict[str, Any]], None] | None = None
@@ -518,6 +521,8 @@ class Api:
             handled = self.hooks.on_bind(namespace, name, node) if self.hooks.on_bind else None
             if not handled:
                 self.store.bind(namespace, name, node, uid=uid, copy=False)
+                if self.hooks.after_bind:
+                    self.hooks.after_bind(namespace, name, node)
         return _json(201, errors.success_status(201))
 
     def _evict(self, route: _Route, body: Any) -> Response:

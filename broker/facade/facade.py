@@ -86,6 +86,11 @@ class Facade:
         self._server.start()
         return self
 
+    def write_watch_events_directly(self) -> None:
+        """Watch events go out from the thread that commits them, not the stream's
+        thread (for a driver that waits for them anyway: see HttpServer)."""
+        self._server.direct_watch_writes = True
+
     def stop(self) -> None:
         self._server.stop()
         self.endpoint.close()

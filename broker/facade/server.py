@@ -196,6 +196,13 @@ class Ledger:
             }
 
 
+def _chunk(frame: bytes) -> bytes:
+    return f"{len(frame):x}\r\n".encode() + frame + b"\r\n"
+
+
+_DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
+
+
 def _status_line(status: int) -> bytes:
     return f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}\r\n".encode()
 
@@ -229,6 +236,10 @@ class HttpServer:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._accept_thread: threading.Thread | None = None
+        # Watch events written by the thread that commits them (deterministic mode, where
+        # the broker waits for them before letting a scheduler read): no hop through the
+        # stream's thread. Plain sockets only (a TLS record cannot be sent half-way).
+        self.direct_watch_writes = False
 
     def start(self) -> None:
         self._accept_thread = threading.Thread(
@@ -435,14 +446,17 @@ class HttpServer:
         from_queue: int = 0,
         ending: bool = False,
         last: bool = False,
+        counted: int = 0,
     ) -> None:
-        """``from_queue``: how many queued frames ``data`` holds (watch streams).
+        """``from_queue``: how many queued frames ``data`` holds (watch streams);
+        ``counted``: how many of its bytes were counted as written already (a direct
+        write's backlog).
         ``last``: the whole response to the request being handled. The connection
         stops being busy before it is sent: the response is decided, and a client that
         reads only when the broker says "ready" (deterministic mode) must be able to
         drain what the socket buffers cannot hold, or ``sendall`` would never return."""
         with self.ledger.lock:
-            conn.written += len(data)
+            conn.written += len(data) - counted
             conn.queued -= from_queue
             if ending:  # busy until the request is wound up (_finish_request)
                 conn.handling = True
@@ -487,21 +501,34 @@ class HttpServer:
                         done = None
                     if stream.on_parked is not None:
                         stream.on_parked()
+                    if self.direct_watch_writes and self._ssl is None and _DONTWAIT:
+                        watcher.attach_writer(lambda frame: self._write_direct(conn, frame))
                     self.ledger.notify(conn.peer_port)
-                frames = watcher.take_all(self._poll)
-                if not frames:
+                batch = watcher.take_batch(self._poll)
+                if batch is None:
                     if self._stopping.is_set() or self._client_gone(sock, buf):
                         return False
                     continue
-                # everything queued in one write: a client let go to read finds it all
-                ending = frames[-1] is END
-                if ending:
-                    frames.pop()
-                data = b"".join(f"{len(f):x}\r\n".encode() + f + b"\r\n" for f in frames)
-                if ending:
-                    self._write(conn, data + b"0\r\n\r\n", from_queue=len(frames) + 1, ending=True)
-                    return True
-                self._write(conn, data, from_queue=len(frames))
+                backlog, frames = batch
+                try:
+                    # everything queued in one write: a client let go to read finds it all
+                    ending = bool(frames) and frames[-1] is END
+                    if ending:
+                        frames.pop()
+                    data = backlog + b"".join(_chunk(f) for f in frames)
+                    taken = len(frames) + (1 if backlog else 0)
+                    if ending:
+                        self._write(
+                            conn,
+                            data + b"0\r\n\r\n",
+                            from_queue=taken + 1,
+                            ending=True,
+                            counted=len(backlog),
+                        )
+                        return True
+                    self._write(conn, data, from_queue=taken, counted=len(backlog))
+                finally:
+                    watcher.sent()
                 if parked:
                     with self.ledger.lock:
                         idle_now = conn.queued == 0
@@ -510,6 +537,7 @@ class HttpServer:
         except OSError:
             return False
         finally:
+            watcher.attach_writer(None)
             with self.ledger.lock:
                 conn.handling = True
                 conn.streaming = False
@@ -521,6 +549,21 @@ class HttpServer:
             left = len(watcher.drain())
             with self.ledger.lock:
                 conn.queued -= left
+
+    def _write_direct(self, conn: Connection, frame: bytes) -> bytes:
+        """Send a watch frame from the thread that committed it (store lock held):
+        counted as written, then sent without blocking. Returns what the socket did not
+        take, for the stream's thread to send first."""
+        data = _chunk(frame)
+        with self.ledger.lock:
+            conn.written += len(data)
+        try:
+            sent = conn.sock.send(data, _DONTWAIT)
+        except BlockingIOError:
+            sent = 0
+        except OSError:
+            return b""  # the client went away: the stream's thread notices and winds up
+        return data[sent:]
 
     def _client_gone(self, sock: socket.socket, buf: bytearray) -> bool:
         """Poll the socket without blocking: EOF means the client went away; bytes are

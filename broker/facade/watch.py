@@ -1,9 +1,9 @@
 """Watch streams: what one watcher has yet to receive, in resourceVersion order.
 
 Invariant (the quiescence ledger depends on it): every frame a watcher will deliver is
-counted through ``on_queued`` in the thread that queued it, before that thread returns
-from the store call that caused it. The consumer takes frames one at a time and must
-account each as written (see ``server._Connection.account_write``) before sending it.
+counted, in the thread that queued it and before that thread returns from the store call
+that caused it, either through ``on_queued`` (the consumer accounts it as written before
+sending it) or, when a direct writer is attached (``attach_writer``), as written at once.
 """
 
 from __future__ import annotations
@@ -64,6 +64,12 @@ class Watcher:
         self._frames: deque[bytes] = deque()
         self._cond = threading.Condition()
         self._ended = False
+        # A direct writer sends a frame from the committing thread when nothing is queued
+        # or being written; what the socket did not take is the backlog, which the
+        # consumer sends before anything else (it counts as one queued frame).
+        self._writer: Callable[[bytes], bytes] | None = None
+        self._backlog = b""
+        self._consuming = False  # the consumer is sending what it took
         self.delivered_rv = 0  # highest resourceVersion queued (events and bookmarks)
 
     def matches(self, obj: dict[str, Any] | None) -> bool:
@@ -96,12 +102,49 @@ class Watcher:
         with self._cond:
             if self._ended:
                 return False
-            self._frames.append(frame)
             self.delivered_rv = max(self.delivered_rv, rv)
+            if (
+                self._writer is not None
+                and not self._frames
+                and not self._backlog
+                and not self._consuming
+            ):
+                self._backlog = self._writer(frame)
+                if not self._backlog:
+                    return True
+            else:
+                self._frames.append(frame)
             if self._on_queued is not None:
                 self._on_queued()
             self._cond.notify()
             return True
+
+    def attach_writer(self, writer: Callable[[bytes], bytes] | None) -> None:
+        """``writer(frame)`` sends ``frame`` at once without blocking (the store lock is
+        held), having counted all of it as written, and returns what the socket did not
+        take. None detaches it."""
+        with self._cond:
+            self._writer = writer
+
+    def take_batch(self, timeout: float | None = None) -> tuple[bytes, list[bytes]] | None:
+        """The consumer's turn: the backlog of a direct write and every frame queued
+        (``END`` last if it came), waiting up to ``timeout`` seconds of real time; None if
+        nothing came. Until :meth:`sent`, no frame is written directly."""
+        with self._cond:
+            if not self._frames and not self._backlog:
+                self._cond.wait(timeout)
+            if not self._frames and not self._backlog:
+                return None
+            backlog, self._backlog = self._backlog, b""
+            frames = list(self._frames)
+            self._frames.clear()
+            self._consuming = True
+            return backlog, frames
+
+    def sent(self) -> None:
+        """The consumer sent what it took (or gave up on the connection)."""
+        with self._cond:
+            self._consuming = False
 
     def end(self) -> bool:
         """Queue the end of the stream (counted like a frame); False if already ended."""
@@ -120,26 +163,6 @@ class Watcher:
         with self._cond:
             return self._ended
 
-    def take(self, timeout: float | None = None) -> bytes | None:
-        """The next frame (``END`` last), or None if none came within ``timeout`` seconds
-        of real time (used only to poll for a vanished client, never for semantics)."""
-        with self._cond:
-            if not self._frames:
-                self._cond.wait(timeout)
-            if not self._frames:
-                return None
-            return self._frames.popleft()
-
-    def take_all(self, timeout: float | None = None) -> list[bytes]:
-        """Every frame queued (``END`` last if it came), waiting up to ``timeout`` seconds
-        of real time for the first; [] if none came."""
-        with self._cond:
-            if not self._frames:
-                self._cond.wait(timeout)
-            frames = list(self._frames)
-            self._frames.clear()
-            return frames
-
     def wake(self) -> None:
         """Wake a consumer blocked in ``take`` without queueing anything (shutdown)."""
         with self._cond:
@@ -147,11 +170,14 @@ class Watcher:
 
     def pending(self) -> int:
         with self._cond:
-            return len(self._frames)
+            return len(self._frames) + bool(self._backlog)
 
     def drain(self) -> list[bytes]:
-        """Everything queued so far (tests and in-process consumers)."""
+        """Everything queued so far, a direct write's backlog first (tests, in-process
+        consumers, and a consumer giving up)."""
         with self._cond:
-            frames = list(self._frames)
+            frames = [self._backlog] if self._backlog else []
+            frames += self._frames
+            self._backlog = b""
             self._frames.clear()
             return frames
