@@ -155,6 +155,8 @@ class ClockService:
         self._io_checker: IoChecker | None = None
         self._io_written: Callable[[int], int] | None = None
         self._before_io_release: Callable[[], bool] | None = None
+        self._hook_pending: Callable[[], bool] | None = None
+        self._driver_waiting = False  # the driver waits in wait_quiescent, its work done
         self._flushing_since: float | None = None
         self._last_activity = _wall.monotonic()
         self._closed = False
@@ -395,15 +397,23 @@ class ClockService:
             self._io_checker = checker
             self._io_written = written
 
-    def set_before_io_release(self, hook: Callable[[], bool] | None) -> None:
+    def set_before_io_release(
+        self, hook: Callable[[], bool] | None, pending: Callable[[], bool] | None = None
+    ) -> None:
         """Deterministic mode: ``hook()`` runs in the thread waiting in
         :meth:`wait_quiescent` (without the lock) each time every process is idle but for
         API data, before a thread is let go to read it. It returns whether it changed
         anything (then the choice is made again). The broker reacts there to what the
         schedulers just did — a binding becomes a running pod — so that the scheduler
-        reads the consequences with the data it is let go for, not one round later."""
+        reads the consequences with the data it is let go for, not one round later.
+
+        ``pending()`` (quick, called with the service's lock held) says whether ``hook``
+        has anything to do. When it has not, the thread that receives the state report
+        making a release possible lets the readers go itself, without waking the driver
+        first: the same decision, one thread hand-off sooner."""
         with self._cond:
             self._before_io_release = hook
+            self._hook_pending = pending
 
     def _io_state_locked(self, port: int, sent: int, consumed: int) -> str:
         checker = self._io_checker
@@ -523,7 +533,11 @@ class ClockService:
             wait = min(0.5, limit - idle_for)
             if self._flushing_since is not None:
                 wait = min(wait, FLUSH_GRACE_S)
-            self._cond.wait(wait)
+            self._driver_waiting = True
+            try:
+                self._cond.wait(wait)
+            finally:
+                self._driver_waiting = False
 
     def _handle_stall_locked(self, busy: list[ProcessState], limit: float) -> bool:
         """Report the stuck threads; True means: advance anyway."""
@@ -758,7 +772,19 @@ class ClockService:
             # is a thread fighting the loop for the GIL. Under autopilot the loop itself
             # acts on state reports.
             if op in _WAKES_DRIVER and (not self._autopilot or op != "state"):
-                self._cond.notify_all()
+                if op != "state" or not self._release_io_for_driver_locked():
+                    self._cond.notify_all()
+
+    def _release_io_for_driver_locked(self) -> bool:
+        """A state report made a release possible while the driver waits with nothing
+        for its hook to do: let the readers go from here, as the driver would on waking."""
+        if not self._driver_waiting or self._autopilot:
+            return False
+        if self._before_io_release is not None:
+            pending = self._hook_pending
+            if pending is None or pending():
+                return False
+        return self._release_next_io_locked()
 
     def _hello_locked(self, identity: bytes, msg: dict) -> None:
         name = msg["name"]

@@ -357,6 +357,10 @@ class Cluster:
             return False
         return not self._can_register() or not self.controller.keeps_simulation_alive()
 
+    def process_pending(self) -> bool:
+        """Whether :meth:`process` would do anything now (quick; no store access)."""
+        return self.has_work() or (self._can_register() and self.all_done())
+
     def _can_register(self) -> bool:
         return self.dynamic_jobs and not self.registration_finished
 

@@ -94,7 +94,9 @@ class Broker:
             self._sock.bind(endpoint)
             self.endpoint = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
         clock.set_io_checker(facade.connection_state, facade.connection_written)
-        clock.set_before_io_release(self._process_cluster)
+        clock.set_before_io_release(
+            self._process_cluster, pending=lambda: self.cluster.process_pending()
+        )
         facade.add_idle_listener(lambda _port: clock.notify())
 
     # ------------------------------------------------------------------ loop

@@ -220,3 +220,37 @@ def test_the_broker_reacts_to_what_was_done_before_letting_a_reader_go(service):
     with _idle_but_for(service, facade, [WATCH, BINDING]) as rx:
         assert _released_ports(rx) == [200, 100]  # chosen after the hook's change
         assert calls == [{100: "streaming", 200: "idle"}, {100: "streaming", 200: "ready"}]
+
+
+def _driver_waits(service, timeout=5.0):
+    """Bounded wait until the driver sleeps in wait_quiescent (its work done)."""
+    pause = threading.Event()
+    for _ in range(int(timeout / 0.01)):
+        with service._cond:
+            if service._driver_waiting:
+                return True
+        pause.wait(0.01)
+    return False
+
+
+@pytest.mark.parametrize("hook_has_work", [False, True])
+def test_a_state_report_lets_readers_go_at_once_when_the_hook_has_nothing_to_do(
+    service, hook_has_work
+):
+    """The report that makes a release possible is acted on by the thread that receives
+    it — unless the broker's hook has work, which the driver must do first."""
+    facade = FakeFacade(service, {100: "streaming", 200: "ready"})
+    calls = []
+    service.set_before_io_release(
+        lambda: calls.append("hook") or False, pending=lambda: hook_has_work
+    )
+    with _connected(service, "sched") as peer:
+        peer.send(cp.state(True, 0, [], 1, 0, 0))  # busy: the driver waits for it
+        done = _waiting(service)
+        assert _driver_waits(service)
+        peer.send(cp.state(False, 0, [WATCH, BINDING], 0, 2, 0))
+        assert _released_ports(peer) == [200, 100]
+        assert calls == (["hook"] if hook_has_work else [])
+        facade.set(p100="idle", p200="idle")
+        peer.send(cp.state(False, 1, [], 0, 2, 0))
+        assert done.wait(5)
