@@ -6,6 +6,7 @@ import json
 import socket
 from pathlib import Path
 
+from simulator import protocol
 from simulator.engine import Options, Simulator
 from simulator.platform import load_platform
 from simulator.workload import load_workload
@@ -54,3 +55,22 @@ def make_sim(platform: Path, workloads: list[Path], **options) -> Simulator:
     plat = load_platform(platform)
     loaded = [load_workload(w, f"w{i}", len(plat.compute)) for i, w in enumerate(workloads)]
     return Simulator(plat, loaded, Options(**options))
+
+
+def simulation_begins(
+    hosts: list[dict], profiles: dict, *, workload: str = "w0", sharing: bool = False
+) -> protocol.SimulationBegins:
+    """A SIMULATION_BEGINS event for ``hosts`` (Batsim's compute-resource dicts) and one
+    workload's ``profiles``, as the broker receives it (tests of the cluster model)."""
+    return protocol.SimulationBegins(
+        nb_resources=len(hosts),
+        nb_compute_resources=len(hosts),
+        nb_storage_resources=0,
+        allow_compute_sharing=sharing,
+        allow_storage_sharing=False,
+        config={},
+        compute_resources=hosts,
+        storage_resources=[],
+        workloads={workload: f"{workload}.json"},
+        profiles={workload: profiles},
+    )

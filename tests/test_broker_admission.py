@@ -13,21 +13,12 @@ from broker.cluster import Cluster
 from broker.facade import Facade
 from broker.facade.clock import ManualClock
 from simulator import protocol as p
+from simulator.testing import simulation_begins
 
 
 def _begin() -> p.SimulationBegins:
-    return p.SimulationBegins(
-        nb_resources=1,
-        nb_compute_resources=1,
-        nb_storage_resources=0,
-        allow_compute_sharing=False,
-        allow_storage_sharing=False,
-        config={},
-        compute_resources=[{"id": 0, "name": "node-0", "properties": {"core": "2"}}],
-        storage_resources=[],
-        workloads={"w": "w.json"},
-        profiles={"w": {"one-cpu": {"type": "delay", "delay": 10, "cpu": "1"}}},
-    )
+    host = {"id": 0, "name": "node-0", "properties": {"core": "2"}}
+    return simulation_begins([host], {"one-cpu": {"type": "delay", "delay": 10, "cpu": "1"}})
 
 
 @pytest.fixture
@@ -38,14 +29,14 @@ def world():
     with facade:
         cluster.begin(_begin())
         for i in range(3):
-            cluster.submit(p.JobSubmitted(f"w!{i}", {"id": f"w!{i}", "profile": "one-cpu"}))
+            cluster.submit(p.JobSubmitted(f"w0!{i}", {"id": f"w0!{i}", "profile": "one-cpu"}))
         cluster.process()
         cluster.take_decisions()
         yield facade, cluster
 
 
 def _pod(cluster: Cluster, i: int) -> tuple[str, str]:
-    jp = cluster.jobs[f"w!{i}"]
+    jp = cluster.jobs[f"w0!{i}"]
     return jp.namespace, jp.name
 
 

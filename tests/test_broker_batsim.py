@@ -15,41 +15,34 @@ from broker.facade import Facade
 from broker.launcher import Launcher
 from broker.naming import job_id, pod_name
 from simulator import protocol as p
+from simulator.testing import simulation_begins
 
 
 def begins(resources):
-    return p.SimulationBegins(
-        nb_resources=len(resources),
-        nb_compute_resources=len(resources),
-        nb_storage_resources=0,
-        allow_compute_sharing=True,
-        allow_storage_sharing=True,
-        config={},
-        compute_resources=[
-            {"id": i, "name": name, "state": "idle", "properties": props, "zone_properties": {}}
-            for i, (name, props) in enumerate(resources)
-        ],
-        storage_resources=[],
-        workloads={"w0": "/data/w.json"},
-        profiles={
-            "w0": {
-                "one": {
-                    "type": "delay",
-                    "delay": 10,
-                    "cpu": "1",
-                    "memory": "500Mi",
-                    "scheduler": "default",
-                },
-                "frac": {
-                    "type": "delay",
-                    "delay": 10,
-                    "cpu": 0.188,
-                    "scheduler": "default",
-                    "labels": {"app": "web"},
-                    "namespace": "team-a",
-                },
-            }
+    hosts = [
+        {"id": i, "name": name, "state": "idle", "properties": props, "zone_properties": {}}
+        for i, (name, props) in enumerate(resources)
+    ]
+    return simulation_begins(
+        hosts,
+        {
+            "one": {
+                "type": "delay",
+                "delay": 10,
+                "cpu": "1",
+                "memory": "500Mi",
+                "scheduler": "default",
+            },
+            "frac": {
+                "type": "delay",
+                "delay": 10,
+                "cpu": 0.188,
+                "scheduler": "default",
+                "labels": {"app": "web"},
+                "namespace": "team-a",
+            },
         },
+        sharing=True,
     )
 
 

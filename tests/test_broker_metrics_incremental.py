@@ -13,6 +13,7 @@ from broker.facade import Facade
 from broker.facade.clock import ManualClock
 from broker.facade.metrics import MetricsBoard
 from simulator import protocol as p
+from simulator.testing import simulation_begins
 
 NODES = 3
 CURVE = {"cpu": [[0, 0.25], [30, 0.75], [90, "500m"]], "memory": [[0, "64Mi"], [60, "1Gi"]]}
@@ -63,25 +64,15 @@ def _board(board: MetricsBoard):
 
 
 def _begin(n: int) -> p.SimulationBegins:
-    return p.SimulationBegins(
-        nb_resources=n,
-        nb_compute_resources=n,
-        nb_storage_resources=0,
-        allow_compute_sharing=False,
-        allow_storage_sharing=False,
-        config={},
-        compute_resources=[
-            {"id": i, "name": f"node-{i}", "properties": {"core": "2"}} for i in range(n)
-        ],
-        storage_resources=[],
-        workloads={"w": "w.json"},
-        profiles={
-            "w": {
-                "plain": {"type": "delay", "delay": 10, "cpu": "500m", "memory": "128Mi"},
-                "curve": {"type": "delay", "delay": 10, "cpu": 1, "timewarp": {"usage": CURVE}},
-                "periodic": {"type": "delay", "delay": 10, "timewarp": {"usage": PERIODIC}},
-            }
+    hosts = [{"id": i, "name": f"node-{i}", "properties": {"core": "2"}} for i in range(n)]
+    return simulation_begins(
+        hosts,
+        {
+            "plain": {"type": "delay", "delay": 10, "cpu": "500m", "memory": "128Mi"},
+            "curve": {"type": "delay", "delay": 10, "cpu": 1, "timewarp": {"usage": CURVE}},
+            "periodic": {"type": "delay", "delay": 10, "timewarp": {"usage": PERIODIC}},
         },
+        workload="w",
     )
 
 

@@ -19,6 +19,7 @@ from broker.launcher import Launcher
 from broker.lockstep import LockstepBroker, LockstepParams, SchedulerDeadlock, parse_duration_ns
 from broker.realtime import ScaledWallClock
 from simulator import protocol as p
+from simulator.testing import simulation_begins
 
 MS = 10**6
 
@@ -76,17 +77,8 @@ PLATFORM = [
 
 
 def _begins() -> p.SimulationBegins:
-    return p.SimulationBegins(
-        nb_resources=2,
-        nb_compute_resources=2,
-        nb_storage_resources=0,
-        allow_compute_sharing=True,
-        allow_storage_sharing=False,
-        config={},
-        compute_resources=PLATFORM,
-        storage_resources=[],
-        workloads={"w0": "w.json"},
-        profiles={"w0": {"d": {"type": "delay", "delay": 10, "cpu": "1"}}},
+    return simulation_begins(
+        PLATFORM, {"d": {"type": "delay", "delay": 10, "cpu": "1"}}, sharing=True
     )
 
 
