@@ -175,10 +175,10 @@ class Cluster:
         self._node_sum: dict[str, list[int]] = {}
         self._dirty_nodes: set[str] = set()
         self._lock = threading.Lock()  # the lists the facade's hooks fill
-        # The cluster's state: the driver's steps and, with admit_on_bind, the binding
-        # requests that admit their pod themselves.
+        # The cluster's state: the driver's steps and, with admit_bindings_at_once, the
+        # binding requests that admit their pod themselves.
         self.state_lock = threading.RLock()
-        self.admit_on_bind = False
+        self._admit_on_bind = False
         self._bindings: list[tuple[str, str, str]] = []
         self._removed: list[tuple[str, str, dict[str, Any] | None]] = []
         self._created: list[tuple[str, str]] = []
@@ -365,19 +365,20 @@ class Cluster:
         return self.dynamic_jobs and not self.registration_finished
 
     # ------------------------------------------------------------ facade hooks
-    def admit_bindings_at_once(self) -> None:
+    def admit_bindings_at_once(self, on: bool = True) -> None:
         """Deterministic mode: a binding request admits its pod (and does whatever else
         the API asked for so far) before it is answered, instead of when every scheduler
         is idle. The outcome is the same — time cannot move while a request is in
         flight, and the request order is the order of the changes — but the work is
-        done while the scheduler is still busy, not while it waits to be let go."""
-        self.admit_on_bind = True
-        self.facade.hooks.after_bind = self._after_bind
+        done while the scheduler is still busy, not while it waits to be let go.
+        ``on=False``: back to recording bindings for the next :meth:`process`."""
+        self._admit_on_bind = on
+        self.facade.hooks.after_bind = self._after_bind if on else None
 
     def _on_bind(self, namespace: str, pod: str, node: str) -> None:
         if node not in self.nodes:
             raise not_found("nodes", node)
-        if self.admit_on_bind:
+        if self._admit_on_bind:
             return  # recorded once committed (_after_bind): process() never sees it early
         with self._lock:
             self._bindings.append((namespace, pod, node))

@@ -44,8 +44,7 @@ class InProcessRun:
         self.cluster = self.broker.cluster
         # The binder binds from inside Cluster.process(): its bindings are admitted by
         # the next process() call, as in lockstep mode, not within the binding.
-        self.cluster.admit_on_bind = False
-        self.facade.hooks.after_bind = None
+        self.cluster.admit_bindings_at_once(False)
         self.store = self.facade.store
         self.replies: list[dict[str, Any]] = []
         self.bind_enabled = True

@@ -184,7 +184,7 @@ def encode(msg: Mapping[str, Any]) -> bytes:
 
 def pack(msgs: Iterable[Mapping[str, Any]]) -> bytes:
     """Messages as they go on the wire: one line each."""
-    return b"".join(_ENCODER.encode(msg).encode() + b"\n" for msg in msgs)
+    return b"".join(encode(msg) + b"\n" for msg in msgs)
 
 
 class Unpacker:

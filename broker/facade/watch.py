@@ -164,7 +164,7 @@ class Watcher:
             return self._ended
 
     def wake(self) -> None:
-        """Wake a consumer blocked in ``take`` without queueing anything (shutdown)."""
+        """Wake a consumer blocked in ``take_batch`` without queueing anything (shutdown)."""
         with self._cond:
             self._cond.notify_all()
 
