@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 from itertools import count
 from typing import TextIO
 
-from timewarp import clocknet, clockproto
-from timewarp._wakeup import Wakeup
+from timewarp.wire import clocknet, clockproto
+from timewarp.wire.wakeup import Wakeup
 
 DEFAULT_EPOCH_NS = 1_767_225_600 * 1_000_000_000  # 2026-01-01T00:00:00Z
 DEFAULT_MONO_NS = 1_000 * 1_000_000_000  # monotonic clocks start at 1000 s

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 
 from broker.clock_service import ClockService
 from broker.facade.endpoint import Endpoint
-from timewarp import clockproto, run_cli
+from patcher import launch
+from timewarp.wire import clockproto
 
 if TYPE_CHECKING:
     from broker.facade import Facade
@@ -98,10 +99,10 @@ class Launcher:
             env[clockproto.ENV_FACADE] = f"{self.facade.host}:{self.facade.port}"
             # what `timewarp run --name NAME -- CMD` would exec, without its interpreter
             # start-up on the way (the scheduler's start-up is on the critical path)
-            run_cli.runtime_environment(
+            launch.runtime_environment(
                 env, patch_modules=self.patch_modules, freeze_unpatched=self.freeze_unpatched
             )
-            wrapped = run_cli.resolve_command(argv)
+            wrapped = launch.resolve_command(argv)
             self.clock.expect(name)
         proc = SchedulerProcess(name, argv, self.out_dir / f"{name}.log", kubeconfig)
         log = open(proc.log_path, "wb")  # noqa: SIM115 - owned by the child

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from broker.clock_service import ClockService, ClockStall
-from timewarp import clockproto
+from timewarp.wire import clockproto
 
 _EXIT_GRACE_S = 2.0
 

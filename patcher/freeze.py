@@ -47,6 +47,7 @@ REAL_TIME_MODULES: tuple[str, ...] = (
     "patcher",
     "broker",
     "simulator",
+    "commands",
     "zmq",
     "asyncio",
     "concurrent",

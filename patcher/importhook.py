@@ -6,7 +6,8 @@ the other finders where the module is; if the module is plain Python source and 
 - the program's own modules: source outside the standard library and outside every
   ``site-packages``/``dist-packages`` directory (and, if ``program_roots`` is given, under
   one of those directories), never timewarp's own packages (``timewarp``, ``patcher``,
-  ``broker``, ``simulator``); or
+  ``broker``, ``simulator``, ``commands``: by their files, so a program's own module of
+  one of those names is still patched); or
 - a package named in ``patch_modules``: ``"apscheduler"`` means the package and all its
   submodules, a pattern with glob characters (``"mylib.*"``) is matched with ``fnmatch``
   against the full dotted name,
@@ -47,7 +48,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-OWN_PACKAGES = frozenset({"timewarp", "patcher", "broker", "simulator"})
+OWN_PACKAGES = frozenset({"timewarp", "patcher", "broker", "simulator", "commands"})
+# Where they are: a module is timewarp's own by its file, not by its name (a program may
+# well have a module called ``commands`` or ``broker`` of its own, which must be patched).
+_OWN_DIRS = tuple(
+    str(Path(__file__).resolve().parent.parent / package) for package in sorted(OWN_PACKAGES)
+)
 _GLOB_CHARS = frozenset("*?[")
 
 
@@ -134,7 +140,9 @@ class Finder(importlib.abc.MetaPathFinder):
 
     def should_patch(self, fullname: str, path: str) -> bool:
         if fullname.partition(".")[0] in OWN_PACKAGES:
-            return False
+            # timewarp itself never, even when named; a program's namesake by its source
+            real = _real(path)
+            return not any(_within(real, own) for own in _OWN_DIRS) and self.is_program_source(path)
         return self.wants_name(fullname) or self.is_program_source(path)
 
     def find_spec(

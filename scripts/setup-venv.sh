@@ -48,4 +48,4 @@ fi
 # PYTHONDONTWRITEBYTECODE is set, as some sandboxes and CI runners do, every interpreter
 # would compile them again at start-up, and a simulation starts several. Stale files are
 # harmless: Python checks each against its source.
-.venv/bin/python -m compileall -q -j 0 timewarp broker simulator patcher sample_schedulers >/dev/null || true
+.venv/bin/python -m compileall -q -j 0 timewarp commands broker simulator patcher sample_schedulers >/dev/null || true

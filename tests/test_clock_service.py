@@ -9,8 +9,8 @@ import threading
 import pytest
 
 from broker.clock_service import ClockService
-from timewarp import clocknet
-from timewarp import clockproto as cp
+from timewarp.wire import clocknet
+from timewarp.wire import clockproto as cp
 
 TIMEOUT_S = 5.0
 

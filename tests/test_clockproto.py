@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from timewarp import clockproto as cp
+from timewarp.wire import clockproto as cp
 
 
 @pytest.mark.parametrize(

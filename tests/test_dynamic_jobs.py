@@ -584,7 +584,7 @@ def test_simulate_asks_real_batsim_for_dynamic_jobs_too(tmp_path, subprocess_env
         f"#!{sys.executable}\n"
         "import json, sys\n"
         f"json.dump(sys.argv[1:], open({str(args_file)!r}, 'w'))\n"
-        "from timewarp.cli import main\n"
+        "from commands.cli import main\n"
         "sys.exit(main(['sim', *sys.argv[1:]]))\n"
     )
     fake.chmod(0o755)

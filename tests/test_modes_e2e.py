@@ -157,7 +157,7 @@ def test_realtime_runs_an_unpatched_scheduler_paced_by_the_wall_clock(subprocess
 def test_bad_mode_parameters_are_refused_before_anything_starts(tmp_path, capsys, args, message):
     import argparse
 
-    from timewarp import simulate
+    from commands import simulate
 
     parser = argparse.ArgumentParser()
     simulate.add_arguments(parser)

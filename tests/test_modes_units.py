@@ -293,7 +293,7 @@ def test_a_timed_condition_wait_works_in_free_mode_with_time_following_the_wall(
     import subprocess
     import sys
 
-    from timewarp import clockproto
+    from timewarp.wire import clockproto
 
     program = tmp_path / "prog.py"
     program.write_text(FREE_PROGRAM)

@@ -1,9 +1,9 @@
 """Deterministic-mode reads of an API connection ask for no more than the broker let the
-thread read (timewarp/_netio.py): the size argument of every read signature is capped."""
+thread read (timewarp/_core/netio.py): the size argument of every read signature is capped."""
 
 import pytest
 
-from timewarp._netio import _capped
+from timewarp._core.netio import _capped
 
 
 @pytest.mark.parametrize(

@@ -146,13 +146,25 @@ def test_stdlib_and_timewarp_itself_are_never_patched() -> None:
     finder = importhook.Finder(["timewarp", "sched"])
     import sched
 
-    assert not finder.should_patch("timewarp.vtime", "/anywhere/timewarp/vtime.py")
-    assert not finder.should_patch("patcher.transform", "/anywhere/patcher/transform.py")
+    import commands.cli
+    import patcher.transform
+    import timewarp.vtime
+
+    for module in (timewarp.vtime, patcher.transform, commands.cli):
+        assert not finder.should_patch(module.__name__, module.__file__)
     assert not finder.is_program_source(sched.__file__)
     assert not finder.is_program_source("/opt/venv/lib/python3.11/site-packages/x/y.py")
     assert not finder.is_program_source("/usr/lib/python3/dist-packages/x.py")
     assert finder.is_program_source("/home/me/scheduler/main.py")
     assert finder.should_patch("sched", sched.__file__)  # only because it was named
+
+
+def test_a_programs_own_module_named_like_a_timewarp_package_is_patched() -> None:
+    """timewarp's packages are recognised by their files: a scheduler's own ``commands``
+    or ``broker`` module is program code like any other."""
+    finder = importhook.Finder([])
+    assert finder.should_patch("commands", "/home/me/scheduler/commands.py")
+    assert finder.should_patch("broker.loop", "/home/me/scheduler/broker/loop.py")
 
 
 def test_run_main_executes_the_rewritten_script(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """The end-of-run report: figures from Batsim's CSVs and the plots."""
 
-from timewarp import report
+from commands import report
 
 JOBS = """job_id,workload_name,profile,submission_time,requested_number_of_resources,requested_time,success,final_state,starting_time,execution_time,finish_time,waiting_time,turnaround_time,stretch,allocated_resources,consumed_energy,metadata
 1,w0,delay,0,1,-1,1,COMPLETED_SUCCESSFULLY,0,10,10,0,10,1,0,-1,""

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from timewarp import _runtime, vasyncio, vdatetime, vqueue, vsched, vthreading, vtime
+from timewarp import vasyncio, vdatetime, vqueue, vsched, vthreading, vtime
+from timewarp._core import runtime as _runtime
 
 
 @pytest.fixture(autouse=True)

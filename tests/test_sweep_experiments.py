@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from timewarp.sweeping.plan import plan_runs
-from timewarp.sweeping.results import METRICS
-from timewarp.sweeping.spec import load_sweep
+from commands.sweeping.plan import plan_runs
+from commands.sweeping.results import METRICS
+from commands.sweeping.spec import load_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPERIMENTS = sorted((ROOT / "experiments").glob("*.yaml"))

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from timewarp.sweeping import results as tables
+from commands.sweeping import results as tables
 
 COLUMNS = ["scheduler", "mode", "timeout-value"]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from timewarp.sweeping.runner import accept_runs, run_point
+from commands.sweeping.runner import accept_runs, run_point
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,5 +1,5 @@
 """The scheduler's source code is part of a run's identity: an edited scheduler reruns its
-points, an unchanged one is skipped (timewarp/sweeping/sources.py)."""
+points, an unchanged one is skipped (commands/sweeping/sources.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from timewarp.sweeping.sources import SourceHasher, patch_modules
+from commands.sweeping.sources import SourceHasher, patch_modules
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,8 +12,8 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from timewarp.sweeping.plan import plan_runs
-from timewarp.sweeping.spec import SpecError, load_sweep, parse_sweep
+from commands.sweeping.plan import plan_runs
+from commands.sweeping.spec import SpecError, load_sweep, parse_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 PLATFORM = "examples/inputs/cluster16.xml"

@@ -20,8 +20,8 @@ import selectors
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from timewarp import _runtime
-from timewarp._activation import active
+from timewarp._core import runtime as _runtime
+from timewarp._core.activation import active
 
 __all__ = [
     "VirtualEventLoop",

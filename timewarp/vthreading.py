@@ -17,8 +17,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from timewarp import _runtime
-from timewarp._activation import active, seconds_to_ns
+from timewarp._core import runtime as _runtime
+from timewarp._core.activation import active, seconds_to_ns
 
 __all__ = [
     "Thread",

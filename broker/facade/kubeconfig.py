@@ -9,9 +9,9 @@ Two styles, both used unmodified by schedulers:
   reads the files from the fixed directory ``/var/run/secrets/kubernetes.io/serviceaccount``
   through the module globals ``SERVICE_TOKEN_FILENAME`` and ``SERVICE_CERT_FILENAME`` of
   ``kubernetes.config.incluster_config`` (looked up at call time; checked in 24.2.0 and
-  37.0.2); ``redirect_incluster_config(directory)`` rebinds them in the current
-  process, so the scheduler's own call finds our files. timewarp's runtime does that
-  at start-up when ``TIMEWARP_INCLUSTER_DIR`` is set (see ``docs/facade.md``).
+  37.0.2); ``timewarp.wire.incluster.redirect_incluster_config`` rebinds them in the
+  scheduler's process at start-up when ``TIMEWARP_INCLUSTER_DIR`` is set (see
+  ``docs/facade.md``).
 """
 
 from __future__ import annotations
@@ -20,8 +20,11 @@ import json
 import os
 from pathlib import Path
 
-SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-INCLUSTER_ENV = "TIMEWARP_INCLUSTER_DIR"
+from timewarp.wire.incluster import (  # noqa: F401 (re-exported)
+    INCLUSTER_ENV,
+    SERVICE_ACCOUNT_DIR,
+    redirect_incluster_config,
+)
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -97,20 +100,3 @@ def incluster_env(host: str, port: int, directory: str | Path) -> dict[str, str]
         "KUBERNETES_SERVICE_PORT": str(port),
         INCLUSTER_ENV: str(Path(directory).resolve()),
     }
-
-
-def redirect_incluster_config(directory: str | Path | None = None) -> bool:
-    """Make ``kubernetes.config.load_incluster_config()`` read ``directory`` (default:
-    ``$TIMEWARP_INCLUSTER_DIR``) instead of the service-account mount. Returns False when
-    there is nothing to redirect (no directory, or kubernetes not installed)."""
-    directory = directory or os.environ.get(INCLUSTER_ENV)
-    if not directory:
-        return False
-    try:
-        from kubernetes.config import incluster_config
-    except ImportError:
-        return False
-    base = Path(directory)
-    incluster_config.SERVICE_TOKEN_FILENAME = str(base / "token")
-    incluster_config.SERVICE_CERT_FILENAME = str(base / "ca.crt")
-    return True

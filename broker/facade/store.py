@@ -31,7 +31,7 @@ from .clock import Clock
 from .patch import apply_patch
 from .resources import BY_KEY, ResourceType, resource_type
 from .selectors import FieldSelector, LabelSelector, parse_field_selector, parse_label_selector
-from .watch import Watcher, bookmark_object, event_frame
+from .watch import StoredEvent, Watcher, bookmark_object, event_frame
 
 Obj = dict[str, Any]
 Listener = Callable[[str, str, Obj], None]
@@ -126,30 +126,6 @@ class _Entry:
     def thaw(self) -> Obj:
         """A private, mutable copy (stored objects are never changed in place)."""
         return json.loads(self.json())
-
-
-class StoredEvent:
-    """A committed change: type, the object after it (for DELETED: its last state with the
-    deletion's resourceVersion) and before it."""
-
-    __slots__ = ("rv", "type", "entry", "prev", "_frames")
-
-    def __init__(self, rv: int, type_: str, entry: _Entry, prev: Obj | None) -> None:
-        self.rv = rv
-        self.type = type_
-        self.entry = entry
-        self.prev = prev
-        self._frames: dict[str, bytes] = {}
-
-    @property
-    def obj(self) -> Obj:
-        return self.entry.obj
-
-    def frame(self, as_type: str) -> bytes:
-        frame = self._frames.get(as_type)
-        if frame is None:
-            frame = self._frames[as_type] = event_frame(as_type, self.entry.json())
-        return frame
 
 
 def _key_of(obj: Obj) -> tuple[str, str]:

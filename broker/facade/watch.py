@@ -12,13 +12,10 @@ import json
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .resources import ResourceType
 from .selectors import FieldSelector, LabelSelector
-
-if TYPE_CHECKING:
-    from .store import StoredEvent
 
 END = b""  # the sentinel frame: the stream is over (timeout, store shutdown, error sent)
 
@@ -35,6 +32,40 @@ def bookmark_object(rt: ResourceType, resource_version: int, initial_end: bool =
     return json.dumps(
         {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}, separators=(",", ":")
     ).encode()
+
+
+class EncodedObject(Protocol):
+    """A stored object with its JSON encoding (the store's entries)."""
+
+    obj: dict[str, Any]
+
+    def json(self) -> bytes: ...
+
+
+class StoredEvent:
+    """A committed change: type, the object after it (for DELETED: its last state with the
+    deletion's resourceVersion) and before it."""
+
+    __slots__ = ("rv", "type", "entry", "prev", "_frames")
+
+    def __init__(
+        self, rv: int, type_: str, entry: EncodedObject, prev: dict[str, Any] | None
+    ) -> None:
+        self.rv = rv
+        self.type = type_
+        self.entry = entry
+        self.prev = prev
+        self._frames: dict[str, bytes] = {}
+
+    @property
+    def obj(self) -> dict[str, Any]:
+        return self.entry.obj
+
+    def frame(self, as_type: str) -> bytes:
+        frame = self._frames.get(as_type)
+        if frame is None:
+            frame = self._frames[as_type] = event_frame(as_type, self.entry.json())
+        return frame
 
 
 class Watcher:

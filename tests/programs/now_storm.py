@@ -2,7 +2,8 @@
 
 import threading
 
-from timewarp import _activation, vtime
+from timewarp import vtime
+from timewarp._core import activation as _activation
 
 N_THREADS, N_CALLS = 16, 50
 barrier = threading.Barrier(N_THREADS)  # real barrier: start together

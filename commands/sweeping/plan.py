@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from timewarp.sweeping.sources import SourceHasher, patch_modules
-from timewarp.sweeping.spec import (
+from commands.sweeping.sources import SourceHasher, patch_modules
+from commands.sweeping.spec import (
     PLACEHOLDER,
     SEEDED_GENERATORS,
     Entity,

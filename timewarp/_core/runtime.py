@@ -38,7 +38,7 @@ from collections.abc import Callable
 from itertools import count
 from typing import Any
 
-from timewarp import clockproto
+from timewarp.wire import clockproto
 
 WAITING, NOTIFIED, TIMEDOUT = 0, 1, 2
 

@@ -21,7 +21,7 @@ import ssl
 import threading
 import weakref
 
-from timewarp import _runtime
+from timewarp._core import runtime as _runtime
 
 _conns: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _facade: tuple[str, int] | None = None

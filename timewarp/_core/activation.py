@@ -11,6 +11,7 @@ including threads started by libraries that were not rewritten.
 from __future__ import annotations
 
 import atexit
+import importlib
 import importlib.abc
 import math
 import os
@@ -19,7 +20,8 @@ import threading
 import types
 from collections.abc import Callable
 
-from timewarp import _runtime, clockproto
+from timewarp._core import runtime as _runtime
+from timewarp.wire import clockproto
 
 _orig_start = threading.Thread.start
 _orig_join = threading.Thread.join
@@ -58,7 +60,7 @@ def activate_from_env() -> _runtime.Runtime | None:
         endpoint = os.environ.get(clockproto.ENV_ENDPOINT)
         if not endpoint:
             return None
-        from timewarp._client import BrokerUnreachable, ClockClient
+        from timewarp._core.client import BrokerUnreachable, ClockClient
 
         name = os.environ.get(clockproto.ENV_NAME) or f"pid{os.getpid()}"
         broker_pid = os.environ.get(clockproto.ENV_BROKER_PID)
@@ -91,7 +93,7 @@ def activate_from_env() -> _runtime.Runtime | None:
         _virtualize_stdlib()
         facade = os.environ.get(clockproto.ENV_FACADE)
         if facade:
-            from timewarp import _netio
+            from timewarp._core import netio as _netio
 
             _netio.install(facade)
         return rt
@@ -124,9 +126,15 @@ def _virtualize_stdlib() -> None:
     )
 
 
-def _virtualize_futures_base(cf_base: types.ModuleType) -> None:
-    from timewarp import vthreading
+def _drop_in(name: str) -> types.ModuleType:
+    """The drop-in module ``timewarp.<name>``, by name. The drop-ins call :func:`active`
+    (this module) to find the runtime, and activation hands the standard library over to
+    them: importing them by name here keeps that a one-way dependency between files."""
+    return importlib.import_module(f"timewarp.{name}")
 
+
+def _virtualize_futures_base(cf_base: types.ModuleType) -> None:
+    vthreading = _drop_in("vthreading")
     virtual_threading = {
         name: getattr(vthreading, name)
         for name in ("Condition", "Event", "Lock", "RLock", "Semaphore", "BoundedSemaphore")
@@ -137,8 +145,7 @@ def _virtualize_futures_base(cf_base: types.ModuleType) -> None:
 def _virtualize_futures_thread(cf_thread: types.ModuleType) -> None:
     import queue
 
-    from timewarp import vqueue
-
+    vqueue = _drop_in("vqueue")
     overrides = {"SimpleQueue": vqueue.SimpleQueue, "Queue": vqueue.Queue}
     cf_thread.queue = _ModuleShim(queue, overrides)  # type: ignore[attr-defined]
 
@@ -147,9 +154,7 @@ def _virtualize_asyncio(_asyncio: types.ModuleType) -> None:
     partial = sys.modules.get("timewarp.vasyncio")
     if partial is not None and not hasattr(partial, "install_policy"):
         return  # vasyncio itself is importing asyncio: it installs the policy when done
-    from timewarp import vasyncio
-
-    vasyncio.install_policy()
+    _drop_in("vasyncio").install_policy()
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):

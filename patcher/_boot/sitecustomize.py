@@ -6,7 +6,7 @@ import sys
 
 if os.environ.get("TIMEWARP_CLOCK"):
     try:
-        from timewarp._bootstrap import boot
+        from patcher.bootstrap import boot
     except ImportError as exc:
         sys.stderr.write(
             f"timewarp run: this interpreter ({sys.executable}) cannot import timewarp "

@@ -1,16 +1,19 @@
 """What ``timewarp run`` does inside the program's process before the program starts:
-turn the runtime on, install the import hook, optionally freeze unpatched modules."""
+turn the runtime on, install the import hook, optionally freeze unpatched modules.
+
+Run from ``_boot/sitecustomize.py``, which :mod:`patcher.launch` puts first on the
+program's ``PYTHONPATH``."""
 
 from __future__ import annotations
 
 import os
 import sys
 
-from timewarp import clockproto
+from timewarp.wire import clockproto
 
 
 def boot() -> None:
-    from timewarp._activation import activate_from_env
+    from timewarp._core.activation import activate_from_env
 
     rt = activate_from_env()
     if rt is None:
@@ -28,7 +31,7 @@ def boot() -> None:
             importhook.install(modules)
     if os.environ.get("TIMEWARP_INCLUSTER_DIR"):
         # load_incluster_config() reads fixed service-account paths: point them at ours.
-        from broker.facade.kubeconfig import redirect_incluster_config
+        from timewarp.wire.incluster import redirect_incluster_config
 
         redirect_incluster_config()
     if os.environ.get(clockproto.ENV_FREEZE_UNPATCHED) == "1":

@@ -3,7 +3,7 @@
     timewarp sweep experiments/smoke.yaml -o results/smoke --workers 2
     timewarp sweep study.yaml -o /shared/results --scheduler-address tcp://10.0.0.5:8786
 
-The sweep file (see ``timewarp.sweeping.spec``) expands into points × replicates. Each run
+The sweep file (see ``commands.sweeping.spec``) expands into points × replicates. Each run
 is submitted to Dask (a ``LocalCluster`` of ``--workers`` processes, or the cluster at
 ``--scheduler-address``); a run lands in ``RESULTS/runs/<hash of its inputs>/`` and is
 never recomputed once its ``result.json`` exists, so an interrupted sweep resumes where it
@@ -24,8 +24,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from timewarp.sweeping.plan import POINT_FILE, RESULT_FILE, Run, finished_result, plan_runs
-from timewarp.sweeping.spec import SpecError, Sweep, load_sweep
+from commands.sweeping.plan import POINT_FILE, RESULT_FILE, Run, finished_result, plan_runs
+from commands.sweeping.spec import SpecError, Sweep, load_sweep
 
 
 def _positive_int(text: str) -> int:
@@ -173,8 +173,8 @@ def _execute(pending: list[Run], sweep: Sweep, args: argparse.Namespace, total: 
         raise _ClusterError(
             f"dask.distributed is not installed ({exc}); pip install 'timewarp[sweep]'"
         ) from None
-    from timewarp.sweeping.runner import RunInterrupted, run_point
-    from timewarp.sweeping.worker_plugin import StopRunsOnClose
+    from commands.sweeping.runner import RunInterrupted, run_point
+    from commands.sweeping.worker_plugin import StopRunsOnClose
 
     for name in ("distributed", "distributed.worker", "distributed.nanny", "distributed.scheduler"):
         logging.getLogger(name).setLevel(logging.ERROR)
@@ -261,7 +261,7 @@ def _record_lost_run(run: Run, exc: BaseException) -> dict[str, Any]:
 
 
 def _collect(sweep: Sweep, runs: list[Run], results: Path, plots: bool) -> list[dict]:
-    from timewarp.sweeping import results as tables
+    from commands.sweeping import results as tables
 
     columns = sweep.factor_columns
     rows = [tables.run_row(r.record(), finished_result(r.directory), columns) for r in runs]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from distributed import WorkerPlugin
 
-from timewarp.sweeping.runner import accept_runs, stop_all_runs
+from commands.sweeping.runner import accept_runs, stop_all_runs
 
 
 class StopRunsOnClose(WorkerPlugin):

@@ -22,8 +22,9 @@ import sys
 import threading
 import time as _time
 
-from timewarp import _runtime, clocknet, clockproto
-from timewarp._wakeup import Wakeup
+from timewarp._core import runtime as _runtime
+from timewarp.wire import clocknet, clockproto
+from timewarp.wire.wakeup import Wakeup
 
 _BROKER_CHECK_S = 1.0
 

@@ -43,7 +43,7 @@ class RunInterrupted(RuntimeError):
 def stop_all_runs() -> None:
     """Stop every run of this worker process; their directories stay unfinished.
 
-    Called when a worker closes (``timewarp.sweeping.worker_plugin``). The fallback when a
+    Called when a worker closes (``commands.sweeping.worker_plugin``). The fallback when a
     worker is killed outright is the SIGINT its runs get from ``PR_SET_PDEATHSIG``.
     """
     _shutting_down.set()

@@ -29,8 +29,8 @@ import threading
 import time as _wall
 from pathlib import Path
 
+from commands.run import parse_epoch, positive_seconds
 from timewarp import __version__
-from timewarp.run_cli import parse_epoch, positive_seconds
 
 OUT_PREFIX = "out"
 SIGTERM_GRACE_S = 20.0  # time a stopped simulator gets to write partial outputs
@@ -246,7 +246,7 @@ class _Simulation:
             reason = f"the simulator exited with code {sim_code}; see {self.out / 'simulator.log'}"
         if self._sim_failure and not reason:
             reason = self._sim_failure
-        from timewarp import report
+        from commands import report
 
         figures = report.summarise(self.out / OUT_PREFIX, result.stats if result else {}, wall)
         written = all((self.out / name).exists() for name in OUT_FILES)
