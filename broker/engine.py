@@ -11,6 +11,12 @@ Deterministic mode, for each message Batsim sends (``now`` = t):
 4. the reply carries the decisions made at t (EXECUTE_JOB / REJECT_JOB / KILL_JOB, stamped
    t) and a CALL_ME_LATER for the earliest pending timer not already requested.
 
+"Due at t" is Batsim's notion of time, not the nanosecond's: Batsim prints every time to
+the microsecond, so a timer whose deadline prints as t (``protocol.instant_end_ns``) is
+due now (time advances to it within the instant), and a REQUESTED_CALL answers the
+earliest CALL_ME_LATER sent, whatever time it prints (a call asked for 0.3333333333 comes
+back stamped 0.333333). Without that, a timer below the microsecond was never released.
+
 Time never moves while a scheduler thread runs, so the same inputs give the same
 decisions, byte for byte. Once every static job was submitted and every Batsim job (static
 or dynamic: REGISTER_JOB for controller-made pods, see ``broker.cluster``) has ended, no
@@ -20,7 +26,6 @@ enabled, and Batsim can end the simulation.
 
 from __future__ import annotations
 
-import math
 import sys
 import time as _wall
 from collections.abc import Callable
@@ -84,6 +89,7 @@ class Broker:
             facade.write_watch_events_directly()
         self.progress = Progress()
         self._requested: dict[int, float] = {}  # deadline ns -> CALL_ME_LATER timestamp sent
+        self._instant_end_ns = 0  # timers up to this are due at the current message
         self._ctx = zmq.Context.instance()
         self._sock = self._ctx.socket(zmq.REP)
         self._sock.setsockopt(zmq.LINGER, 0)
@@ -137,11 +143,13 @@ class Broker:
         self.progress.messages += 1
         t = message.now
         t_ns = round(t * 1e9)
-        # A CALL_ME_LATER we sent comes back as a float: its deadline is due now.
-        for deadline, sent in list(self._requested.items()):
-            if sent <= t:
-                t_ns = max(t_ns, deadline)
+        self._instant_end_ns = p.instant_end_ns(t)
+        # each REQUESTED_CALL answers the earliest CALL_ME_LATER sent: its deadline is due
+        for _ in range(sum(isinstance(e.data, p.RequestedCall) for e in message.events)):
+            deadline = min(self._requested, default=None)
+            if deadline is not None and p.answers_call(self._requested[deadline], t):
                 del self._requested[deadline]
+                t_ns = max(t_ns, deadline)
         self._release_until(t_ns)
         self._advance(t_ns)
         with self.cluster.state_lock:
@@ -154,9 +162,8 @@ class Broker:
         events = [p.Event(t, d) for d in decisions]
         deadline = self.clock.next_deadline()
         if deadline is not None and not self._exhausted() and deadline not in self._requested:
-            when = deadline / 1e9
-            if when <= t:
-                when = math.nextafter(t, math.inf)
+            # _settle released what is due in this instant: the deadline prints later
+            when = max(deadline / 1e9, p.earliest_call(t, len(events)))
             self._requested[deadline] = when
             events.append(p.Event(t, p.CallMeLater(when)))
         self._report_progress()
@@ -201,7 +208,8 @@ class Broker:
             if self._process_cluster():
                 continue
             deadline = self.clock.next_deadline()
-            if deadline is not None and deadline <= self.clock.now_ns:
+            if deadline is not None and deadline <= max(self.clock.now_ns, self._instant_end_ns):
+                self._advance(deadline)  # due in this instant: Batsim cannot tell it from now
                 continue
             return
 

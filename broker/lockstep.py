@@ -23,6 +23,11 @@ With ``detect_scheduler_deadlock``, the run fails when the scheduler had to deci
 job pending, none running) but made no decision for ``scheduler_crash_timeout`` of wall
 time.
 
+Time at Batsim's precision, as in deterministic mode (``protocol.instant_end_ns``): a
+REQUESTED_CALL answers the earliest CALL_ME_LATER sent whatever time it prints (Batsim
+prints to the microsecond, often rounding down), timers that print as the message's time
+are due at it, and a call is never asked for within the current instant.
+
 Honest limits: results depend on the machine's speed and load (that is the point of
 comparing with deterministic mode); a decision made while Batsim holds the turn is
 delivered at the next window, stamped then.
@@ -30,7 +35,7 @@ delivered at the next window, stamped then.
 
 from __future__ import annotations
 
-import math
+import bisect
 import threading
 import time as _wall
 
@@ -64,7 +69,7 @@ class LockstepBroker(Broker):
         self.params = params
         self.timestep_ns = params.base_timestep_ns
         self._wake = threading.Event()
-        self._calls: set[float] = set()  # CALL_ME_LATER times sent, not yet come back
+        self._calls: list[float] = []  # CALL_ME_LATER times sent, not yet come back (sorted)
         self._must_decide_since: float | None = None
         self.windows = 0
         self.startup_timeout_s = 120.0
@@ -82,8 +87,11 @@ class LockstepBroker(Broker):
             self._await_ready()
         self.progress.messages += 1
         t_ns = max(round(message.now * 1e9), self._driven_ns)
-        self._calls = {c for c in self._calls if c > message.now}
-        self._catch_up(t_ns)
+        # each REQUESTED_CALL answers the earliest CALL_ME_LATER sent: its time is due
+        for _ in range(sum(isinstance(e.data, p.RequestedCall) for e in message.events)):
+            if self._calls and p.answers_call(self._calls[0], message.now):
+                t_ns = max(t_ns, round(self._calls.pop(0) * 1e9))
+        self._catch_up(t_ns, due_ns=p.instant_end_ns(message.now))
         for event in message.events:
             self._apply(event.data)  # refreshes metrics too
         stamped, decided = self._listen(t_ns)
@@ -92,9 +100,9 @@ class LockstepBroker(Broker):
         events = [p.Event(min(ts, now), d) for ts, d in stamped]
         self._backoff(decided)
         self._check_deadlock(decided)
-        call = self._next_call(now)
+        call = self._next_call(now, len(events))
         if call is not None:
-            self._calls.add(call)
+            bisect.insort(self._calls, call)
             events.append(p.Event(now, p.CallMeLater(call)))
         self._report_progress()
         return p.Message(now, events)
@@ -120,15 +128,17 @@ class LockstepBroker(Broker):
                 )
             self._wake.wait(0.01)
 
-    def _catch_up(self, t_ns: int) -> None:
-        """Advance to ``t_ns``, firing timers due by then at their own deadlines.
+    def _catch_up(self, t_ns: int, due_ns: int = 0) -> None:
+        """Advance to ``t_ns``, firing timers due by then (or by ``due_ns``: the end of
+        Batsim's instant) at their own deadlines.
 
         ``clock.now_ns`` may run ahead while the window is open (it follows the wall);
         ``_driven_ns`` is how far the clock service's timers were actually driven."""
+        due_ns = max(due_ns, t_ns)
         while True:
             deadline = self.clock.next_deadline()
             try:
-                if deadline is not None and deadline <= t_ns:
+                if deadline is not None and deadline <= due_ns:
                     self._drive(deadline)
                     self.clock.release_due(wait=False)
                     continue
@@ -205,7 +215,7 @@ class LockstepBroker(Broker):
     def _running_jobs(self) -> int:
         return sum(1 for j in self.cluster.jobs.values() if j.state in ("running", "killed"))
 
-    def _next_call(self, now: float) -> float | None:
+    def _next_call(self, now: float, events: int = 0) -> float | None:
         if self._exhausted():
             return None
         candidates = []
@@ -216,10 +226,9 @@ class LockstepBroker(Broker):
             candidates.append(deadline / 1e9)
         if not candidates:
             return None
-        when = min(candidates)
-        if when <= now:
-            when = math.nextafter(now, math.inf)
-        if any(c <= when for c in self._calls):
+        # a time within this instant is due at the next message: ask for a later one
+        when = max(min(candidates), p.earliest_call(now, events))
+        if self._calls and self._calls[0] <= when:
             return None  # Batsim already calls us back by then
         return when
 

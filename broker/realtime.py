@@ -18,6 +18,7 @@ virtual time); a loaded machine delays everything, as it would a real cluster.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import math
@@ -136,7 +137,7 @@ class RealtimeBroker(Broker):
         self.rt_clock = rt_clock
         self.step_ns = step_ns
         self.cluster = Cluster(self.facade, rt_clock.now_ns)
-        self._calls: set[float] = set()
+        self._calls: list[float] = []  # CALL_ME_LATER times sent, not yet come back (sorted)
         self.settle_s = 0.2
         self.startup_timeout_s = 120.0
         self.late_s = (
@@ -149,7 +150,11 @@ class RealtimeBroker(Broker):
             self.rt_clock.start()
         self.progress.messages += 1
         t_ns = round(message.now * 1e9)
-        self._calls = {c for c in self._calls if c > message.now}
+        # each REQUESTED_CALL answers the earliest CALL_ME_LATER sent (Batsim prints its
+        # time to the microsecond, maybe below the time asked for: the same instant)
+        for _ in range(sum(isinstance(e.data, p.RequestedCall) for e in message.events)):
+            if self._calls and p.answers_call(self._calls[0], message.now):
+                self._calls.pop(0)
         self._hold_until(t_ns)
         self.late_s = max(self.late_s, -self.rt_clock.wall_seconds_until(t_ns))
         for event in message.events:
@@ -159,11 +164,10 @@ class RealtimeBroker(Broker):
         self._follow(round(now * 1e9))
         events = [p.Event(now, d) for d in self.cluster.take_decisions()]
         if not self._exhausted():
-            when = now + self.step_ns * self.rt_clock.speed / 1e9
-            if when <= now:
-                when = math.nextafter(now, math.inf)
-            if not any(c <= when for c in self._calls):
-                self._calls.add(when)
+            step_s = self.step_ns * self.rt_clock.speed / 1e9
+            when = max(now + step_s, p.earliest_call(now, len(events)))
+            if not (self._calls and self._calls[0] <= when):
+                bisect.insort(self._calls, when)
                 events.append(p.Event(now, p.CallMeLater(when)))
         self._report_progress()
         return p.Message(now, events)

@@ -70,10 +70,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--submission-latency",
         type=float,
-        default=1e-9,
+        default=0.0,
         metavar="SECONDS",
-        help="delay between a job's subtime and its JOB_SUBMITTED, like Batsim's SimGrid "
-        "latencies (default: %(default)s; 0 for exact subtimes)",
+        help="extra delay between a job's subtime and its JOB_SUBMITTED, as a platform's "
+        "network would add in real Batsim (default: %(default)s, Batsim's own timing on a "
+        "platform without links)",
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     parser.add_argument(

@@ -1,43 +1,64 @@
-"""The discrete-event core: Batsim's behaviour without sockets.
+"""The discrete-event core: Batsim 4.2.1's behaviour without sockets.
 
 :class:`Simulator` is driven by messages: :meth:`Simulator.first_message` returns
 SIMULATION_BEGINS, then each call of :meth:`Simulator.handle_reply` applies the decision
 process's reply and returns the next message to send, until SIMULATION_ENDS. No zmq here,
 so tests and benchmarks can drive it in-process with any decision function.
 
-Time and order (the invariants that make runs deterministic):
+Time and order are Batsim's own, because the simulator runs Batsim's actors on a model of
+SimGrid's scheduling (:mod:`simulator.kernel`):
 
-* Internal events sit in a heap ordered by ``(time, priority, sequence)``; priorities, for
-  events at the same instant: job end < walltime < submission < no-more-static-jobs <
-  requested call. ``sequence`` is a counter, so ties keep their creation order.
-* A reply's events are applied in order, each at ``max(timestamp, now)``; internal events
-  due at or before that instant happen first (a decision cannot see what it was not told).
-  Then time advances to the reply's ``now``.
-* Everything that happened is delivered in the next message, stamped with the time it
-  happened; the message's ``now`` is the current time. When nothing happened, time jumps
-  to the next internal event and every event of that instant goes out in one message.
-* Real Batsim delivers a job a few SimGrid communication latencies after its subtime
-  (1e-10 s to 45 µs, depending on the platform's links), so the decision process never
-  sees a submission at ``now == 0`` (pybatsim's ``batsim.sched`` API asserts that).
-  timewarp models that with one fixed ``submission_latency`` (default 1e-9 s; 0 gives
-  exact subtimes). Every other time is exact: a job ends at start + duration.
+* a *server* receives one internal message at a time (job submissions, completions,
+  decisions, requested calls…); after each one, if the decision process is ready and no
+  other message is queued, everything that happened goes out in one message, each event
+  stamped with the time it happened, ``now`` the current time — all printed to the
+  microsecond (``%f``), as Batsim prints them;
+* a *submitter* per workload sends the jobs of one subtime together (jobs of equal
+  subtimes in job-id byte order: ``1, 10, 100, 101``…), then NOTIFY
+  ``no_more_static_job_to_submit``;
+* a *request-reply* actor hands the reply's events to the server one by one, each at its
+  timestamp (or at once if that is past) and 1e-10 s after the previous one (a message on
+  the master host's loopback), then SCHED_READY at the reply's ``now``;
+* one actor per job sleeps its duration (start + duration, exact) and tells the server at
+  once; one per CALL_ME_LATER sleeps until the requested time (at least 1e-5 s) and
+  tells the server 1e-10 s later; KILL_JOB has its killer.
+
+So the same completions as real Batsim share a message: jobs started by one reply start
+1e-10 s apart, SimGrid ends sleeps within 1e-9 s of each other together, and the rest
+come in the next message (Batkube's burst: 11, then 5). Sub-microsecond offsets never
+show (they are below ``%f``); a job ends at start + duration.
 
 The simulation ends (SIMULATION_ENDS) when every static job was submitted, every known job
-finished or was rejected, no CALL_ME_LATER is pending and, with dynamic jobs, the decision
-process said ``registration_finished``. If it has not ended and nothing is left to happen,
-that is a :class:`Deadlock` (real Batsim would hang or abort).
+finished or was rejected, no CALL_ME_LATER or kill is pending and, with dynamic jobs, the
+decision process said ``registration_finished``. If it has not ended and nothing is left to
+happen, that is a :class:`Deadlock` (real Batsim: SimGrid reports a deadlock, Batsim writes
+empty outputs and exits 0).
 """
 
 from __future__ import annotations
 
-import heapq
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from procset import ProcSet
 
 from simulator import protocol as p
+from simulator.kernel import (
+    BY_NAME,
+    CREATE,
+    EXEC,
+    GET,
+    KILL,
+    PAUSE,
+    PUT,
+    SLEEP,
+    Actor,
+    Kernel,
+    Mailbox,
+    Simcall,
+)
 from simulator.platform import Platform
 from simulator.workload import (
     Job,
@@ -49,8 +70,15 @@ from simulator.workload import (
     validate_profile,
 )
 
-# priorities of internal events at the same instant
-_END, _WALLTIME, _SUBMIT, _NO_MORE_STATIC, _CALL = range(5)
+#: Batsim's internal messages are 1 byte. Between two actors of the master host they cross
+#: its loopback (SimGrid's default: 10 GB/s, no latency): 1e-10 s.
+LOCAL_RATE = 1e10
+#: From a job's host to the master: no link joins them in the platforms people write for
+#: Batsim (Batkube's, timewarp's generated ones); a route of no link takes no time.
+REMOTE_RATE = 0.0
+#: Batsim's waiter sleeps at least this long ("found by trial and error", its source says).
+WAITER_MIN_SLEEP_S = 1e-5
+_BY_NAME = (BY_NAME,)
 
 
 class DecisionError(p.ProtocolError):
@@ -72,12 +100,13 @@ class Options:
     profile_reuse: bool = False
     forward_unknown_events: bool = False
     sched_config: str = ""
-    submission_latency: float = 1e-9
+    submission_latency: float = 0.0  # extra delay of every submission (timewarp's)
 
 
 @dataclass
 class JobRecord:
-    """A job's life; ``state``: pending → submitted → running → done, or rejected."""
+    """A job's life; ``state``: pending → submitted → running → completed (its actor
+    ended) → done (the server reported it), or rejected."""
 
     job: Job
     state: str = "pending"
@@ -96,6 +125,10 @@ class JobRecord:
     slowdown: bool = False
     start_seq: int = -1
     end_seq: int = -1  # order of reaching done/rejected: the row order of jobs.csv
+    deadline: float = 0.0  # when its actor wakes (end, or walltime)
+    walltime_end: float | None = None
+    actor: Actor | None = None
+    kill_requested: bool = False
 
 
 @dataclass
@@ -114,31 +147,27 @@ class Simulator:
         self.platform = platform
         self.workloads = {w.name: w for w in workloads}
         self.options = options
-        self.now = 0.0
         self.started = False
         self.ended = False
         self.nb_compute = len(platform.compute)
         self.nb_storage = len(platform.storage)
         self.records: dict[str, JobRecord] = {}
-        self._static: list[JobRecord] = []
-        for index, workload in enumerate(workloads):
+        per_workload: list[list[JobRecord]] = []
+        for workload in workloads:
+            records = []
             for job in workload.jobs:
                 record = JobRecord(job)
                 self.records[job.job_id] = record
-                self._static.append(record)
-                record.start_seq = index  # temporary: workload index for sorting
-        # Batsim's order for equal subtimes: workload, then job id (byte order)
-        self._static.sort(key=lambda r: (r.job.subtime, r.start_seq, r.job.local_id.encode()))
-        for record in self._static:
-            record.start_seq = -1
-        self._next_static = 0
-        self._heap: list[tuple[float, int, int, str | None, int]] = []
-        self._seq = itertools.count()
+                records.append(record)
+            # Batsim's submitter: by subtime, then job id (byte order: 1, 10, 100, 101…)
+            records.sort(key=lambda r: (r.job.subtime, r.job.local_id.encode()))
+            per_workload.append(records)
         self._start_counter = itertools.count()
         self._end_counter = itertools.count()
-        self.outbox: list[p.Event] = []
-        self.pending_calls = 0
-        self.unfinished = 0  # submitted, not yet done or rejected
+        self.pending_calls = 0  # CALL_ME_LATER received, REQUESTED_CALL not yet sent
+        self.unfinished = 0  # submitted, not yet done or rejected (server's view)
+        self.running = 0  # executed, completion not yet handled by the server
+        self.killers = 0
         self.static_done = False
         self.registration_finished = not options.dynamic_jobs
         self.host_jobs: list[list[str]] = [[] for _ in range(self.nb_compute)]
@@ -147,74 +176,51 @@ class Simulator:
         self.nb_computing = 0
         self.machines = MachineLog()
         self.resource_states: dict[int, str] = {}
-        self.events_processed = 0
+        self.events_processed = 0  # messages handled by Batsim's server actor
         self._speeds = [h.speed for h in platform.compute]
         self._classes = [h.node_class for h in platform.compute]
-        if self._static:
-            self._push(self._submit_time(self._static[0]), _SUBMIT, None)
-        else:
-            self._push(0.0, _NO_MORE_STATIC, None)
+        # Batsim's state around its server actor
+        self.kernel = Kernel()
+        self._box = Mailbox("server")
+        self._writer: list[p.Event] = []  # what the next message will carry
+        self._sched_ready = False
+        self._end_sent = False
+        self._ack = False
+        self._submitters = len(per_workload)
+        self._submitters_done = 0
+        self._request: p.Message | None = None
+        self._profiles_cache: dict[str, dict[str, dict[str, Any]]] = {}
+        for records in per_workload:
+            self.kernel.spawn(self._submitter(records), "workload_submitter")
+        self.kernel.spawn(self._server(), "server")
 
     # ------------------------------------------------------------------ public API
+
+    @property
+    def now(self) -> float:
+        """Batsim's clock (SimGrid's: sub-microsecond offsets included)."""
+        return self.kernel.clock
 
     def first_message(self) -> p.Message:
         """SIMULATION_BEGINS, at time 0."""
         if self.started:
             raise RuntimeError("first_message() called twice")
         self.started = True
-        compute, storage = self.platform.resources_json()
-        begins = p.SimulationBegins(
-            nb_resources=self.nb_compute + self.nb_storage,
-            nb_compute_resources=self.nb_compute,
-            nb_storage_resources=self.nb_storage,
-            allow_compute_sharing=self.options.allow_compute_sharing,
-            allow_storage_sharing=self.options.allow_storage_sharing,
-            config={
-                "redis-enabled": False,
-                "redis-hostname": "127.0.0.1",
-                "redis-port": 6379,
-                "redis-prefix": "default",
-                "profiles-forwarded-on-submission": self.options.forward_profiles,
-                "dynamic-jobs-enabled": self.options.dynamic_jobs,
-                "dynamic-jobs-acknowledged": self.options.acknowledge_dynamic_jobs,
-                "profile-reuse-enabled": self.options.profile_reuse,
-                "sched-config": self.options.sched_config,
-                "forward-unknown-events": self.options.forward_unknown_events,
-            },
-            compute_resources=compute,
-            storage_resources=storage,
-            workloads={w.name: w.path for w in self.workloads.values()},
-            profiles={w.name: w.profiles for w in self.workloads.values()},
-        )
-        return p.Message(0.0, [p.Event(0.0, begins)])
+        return self._next_message()
 
     def handle_reply(self, reply: p.Message) -> p.Message:
         """Apply the decision process's reply; return the next message to send."""
         if not self.started or self.ended:
             raise RuntimeError("handle_reply() outside a running simulation")
-        if reply.now < self.now:
+        request = self._request
+        assert request is not None
+        if reply.now < request.now:
             raise DecisionError(
-                f"reply now {reply.now} is before the time of the request ({self.now}); "
+                f"reply now {reply.now} is before the time of the request ({request.now}); "
                 "time cannot go backwards"
             )
-        for index, event in enumerate(reply.events):
-            self._advance_to(max(event.timestamp, self.now))
-            try:
-                self._apply(event)
-            except DecisionError as exc:
-                raise DecisionError(
-                    f"reply events[{index}] ({event.type}) at {self.now}: {exc}"
-                ) from None
-        self._advance_to(reply.now)
-        while not self.outbox:
-            if self._finished():
-                self.ended = True
-                return p.Message(self.now, [p.Event(self.now, p.SimulationEnds())])
-            if not self._heap:
-                raise Deadlock(self._deadlock_text())
-            self._advance_to(self._heap[0][0])
-        events, self.outbox = self.outbox, []
-        return p.Message(self.now, events)
+        self.kernel.resume(reply)
+        return self._next_message()
 
     def job_records(self) -> list[JobRecord]:
         """All jobs, ended ones first in the order they ended (Batsim's jobs.csv order)."""
@@ -236,50 +242,231 @@ class Simulator:
             log.time_in_state[state] += self.now - self.machine_since[host]
         return log
 
-    # ------------------------------------------------------------------ internals
+    # ------------------------------------------------------------------ the actors
 
-    def _push(self, time: float, priority: int, job_id: str | None, version: int = 0) -> None:
-        heapq.heappush(self._heap, (time, priority, next(self._seq), job_id, version))
+    def _next_message(self) -> p.Message:
+        message = self.kernel.run()
+        if message is None:
+            raise Deadlock(self._deadlock_text())
+        self._request = message
+        return message
 
-    def _advance_to(self, time: float) -> None:
-        heap = self._heap
-        while heap and heap[0][0] <= time:
-            when, priority, _, job_id, version = heapq.heappop(heap)
-            self.now = when
+    def _send(self, payload: tuple, rate: float = LOCAL_RATE) -> Iterator[Simcall]:
+        """Batsim's ``send_message``: look the server's mailbox up, then a blocking put."""
+        yield _BY_NAME
+        yield (PUT, self._box, payload, rate)
+
+    def _server(self) -> Iterator[Simcall]:
+        """Batsim's server actor: receives one message at a time; after each, sends what
+        happened to the decision process when it is ready *and* nothing else is queued."""
+        compute, storage = self.platform.resources_json()
+        options = self.options
+        self._emit(
+            p.SimulationBegins(
+                nb_resources=self.nb_compute + self.nb_storage,
+                nb_compute_resources=self.nb_compute,
+                nb_storage_resources=self.nb_storage,
+                allow_compute_sharing=options.allow_compute_sharing,
+                allow_storage_sharing=options.allow_storage_sharing,
+                config={
+                    "redis-enabled": False,
+                    "redis-hostname": "127.0.0.1",
+                    "redis-port": 6379,
+                    "redis-prefix": "default",
+                    "profiles-forwarded-on-submission": options.forward_profiles,
+                    "dynamic-jobs-enabled": options.dynamic_jobs,
+                    "dynamic-jobs-acknowledged": options.acknowledge_dynamic_jobs,
+                    "profile-reuse-enabled": options.profile_reuse,
+                    "sched-config": options.sched_config,
+                    "forward-unknown-events": options.forward_unknown_events,
+                },
+                compute_resources=compute,
+                storage_resources=storage,
+                workloads={w.name: w.path for w in self.workloads.values()},
+                profiles={w.name: self._profiles_json(w.name) for w in self.workloads.values()},
+            )
+        )
+        yield from self._generate_and_send()
+        box = self._box
+        while not self._ack:
+            yield _BY_NAME
+            message = yield (GET, box)
             self.events_processed += 1
-            if priority == _END:
-                record = self.records[job_id]
-                if record.state == "running" and record.version == version:
-                    self._complete(record, "COMPLETED_SUCCESSFULLY", 0)
-            elif priority == _WALLTIME:
-                record = self.records[job_id]
-                if record.state == "running":
-                    self._complete(record, "COMPLETED_WALLTIME_REACHED", -1)
-            elif priority == _SUBMIT:
-                self._submit_next_static()
-            elif priority == _NO_MORE_STATIC:
+            yield from self._on_message(message)
+            if self._sched_ready and not self._ack:
+                yield _BY_NAME  # mailbox_empty() looks the mailbox up first
+                if box.empty():
+                    if self._writer:
+                        yield from self._generate_and_send()
+                    elif self._finished() and not self._end_sent:
+                        self._emit(p.SimulationEnds())
+                        yield from self._generate_and_send()
+                        self._end_sent = True
+
+    def _generate_and_send(self) -> Iterator[Simcall]:
+        now = p.wire_time(self.kernel.clock)
+        events = [p.Event(p.wire_time(e.timestamp), e.data) for e in self._writer]
+        self._writer = []
+        self._sched_ready = False
+        if any(isinstance(e.data, p.SimulationEnds) for e in events):
+            self.ended = True
+        yield (CREATE, self._request_reply(p.Message(now, events)), "Scheduler REQ-REP")
+
+    def _request_reply(self, message: p.Message) -> Iterator[Simcall]:
+        """One exchange with the decision process, then its decisions go to the server one
+        by one (each at its own timestamp, 1e-10 s apart), then SCHED_READY at the
+        reply's ``now``."""
+        reply = yield (PAUSE, message)
+        kernel = self.kernel
+        for index, event in enumerate(reply.events):
+            if event.timestamp > kernel.clock:
+                yield (SLEEP, event.timestamp - kernel.clock)
+            yield from self._send(("decision", index, event))
+        if reply.now > kernel.clock:
+            yield (SLEEP, reply.now - kernel.clock)
+        yield from self._send(("ready",))
+
+    def _submitter(self, records: list[JobRecord]) -> Iterator[Simcall]:
+        """Batsim's static job submitter of one workload: jobs of one subtime in one
+        message, sleeping from one subtime to the next (measured from its last wake-up)."""
+        kernel = self.kernel
+        latency = self.options.submission_latency
+        yield from self._send(("hello",))
+        current = kernel.clock
+        batch: list[JobRecord] = []
+        for record in records:
+            subtime = record.job.subtime + latency
+            if subtime > current:
+                if batch:
+                    yield from self._send(("submitted", batch))
+                    batch = []
+                yield (SLEEP, subtime - current)
+                current = kernel.clock
+            batch.append(record)
+        if batch:
+            yield from self._send(("submitted", batch))
+        yield from self._send(("bye",))
+
+    def _job(self, record: JobRecord) -> Iterator[Simcall]:
+        """One job's execution actor (on its first allocated host, so its completion
+        reaches the server's host at once): Batsim's ``execute_job_process``, its profile's
+        tasks one after the other, the walltime counted down across them."""
+        self._start(record)
+        if record.slowdown:  # timewarp's extension: one sleep, moved as the rate changes
+            yield (SLEEP, record.deadline - self.kernel.clock)
+            reached = record.walltime_end is not None and record.deadline == record.walltime_end
+        else:
+            reached = False
+            left = record.job.walltime if record.job.walltime > 0 else -1.0
+            for seconds, rate in self._tasks(record):
+                if left < 0 or seconds < left:
+                    if rate > 0:
+                        yield (EXEC, rate)
+                    elif seconds > 0:  # SimGrid: sleeping 0 is no sleep at all
+                        yield (SLEEP, seconds)
+                    if left > 0:
+                        left -= seconds
+                else:
+                    yield (SLEEP, left)
+                    reached = True
+                    break
+        if reached:
+            self._complete(record, "COMPLETED_WALLTIME_REACHED", -1)
+        else:
+            self._complete(record, "COMPLETED_SUCCESSFULLY", 0)
+        yield from self._send(("completed", record), REMOTE_RATE)
+
+    def _tasks(self, record: JobRecord) -> list[tuple[float, float]]:
+        """The job's tasks as Batsim runs them: ``(seconds, 0)`` for a delay (a sleep),
+        ``(seconds, rate)`` for a parallel task (1 unit of work at ``rate``, the slowest
+        host's speed / flops), a composed profile's parts in order, ``repeat`` times."""
+        workload = self.workloads[record.job.workload]
+        hosts = list(record.alloc)
+        speeds = [self._speeds[h] for h in hosts]
+        classes = [self._classes[h] for h in hosts]
+        tasks: list[tuple[float, float]] = []
+
+        def add(name: str) -> None:
+            profile = workload.profiles[name]
+            if profile["type"] == "composed":
+                for _ in range(int(profile.get("repeat", 1))):
+                    for part in profile["seq"]:
+                        add(part)
+                return
+            seconds = base_duration(name, workload.profiles, speeds, classes)
+            rate = 0.0
+            if profile["type"] == "parallel_homogeneous" and profile["cpu"] > 0:
+                if not (profile.get("timewarp") or {}).get("durations"):
+                    rate = min(speed / profile["cpu"] for speed in speeds)
+            tasks.append((seconds, rate))
+
+        add(record.job.profile)
+        return tasks
+
+    def _waiter(self, target: float) -> Iterator[Simcall]:
+        """A CALL_ME_LATER's actor (Batsim sleeps at least WAITER_MIN_SLEEP_S)."""
+        now = self.kernel.clock
+        if now < target:
+            yield (SLEEP, max(target - now, WAITER_MIN_SLEEP_S))
+        if self._end_sent or self._ack:
+            return
+        yield from self._send(("waiting_done",))
+
+    def _killer(self, records: list[JobRecord]) -> Iterator[Simcall]:
+        progress: dict[str, dict[str, Any]] = {}
+        killed = []
+        for record in records:
+            if record.state == "running":
+                self._settle(record)
+                done = 1.0 if record.work == 0 else 1.0 - record.remaining / record.work
+                progress[record.job.job_id] = {
+                    "profile_name": record.job.profile,
+                    "progress": p.wire_time(min(1.0, max(0.0, done))),
+                }
+                yield (KILL, record.actor)
+                self._complete(record, "COMPLETED_KILLED", -1)
+                killed.append(record)
+        yield from self._send(("killing_done", [r.job.job_id for r in records], progress, killed))
+
+    # ------------------------------------------------------------------ the server's handlers
+
+    def _on_message(self, message: tuple) -> Iterator[Simcall]:
+        kind = message[0]
+        if kind == "completed":
+            self._report_end(message[1])
+        elif kind == "decision":
+            _, index, event = message
+            try:
+                yield from self._apply(event)
+            except DecisionError as exc:
+                raise DecisionError(
+                    f"reply events[{index}] ({event.type}) at {p.wire_time(self.now)}: {exc}"
+                ) from None
+        elif kind == "ready":
+            self._sched_ready = True
+            if self._end_sent:
+                self._ack = True
+        elif kind == "submitted":
+            for record in message[1]:
+                self._submit(record)
+        elif kind == "waiting_done":
+            self.pending_calls -= 1
+            self._emit(p.RequestedCall())
+        elif kind == "killing_done":
+            _, job_ids, progress, killed = message
+            for record in killed:
+                self._report_end(record)
+            self.killers -= 1
+            self._emit(p.JobKilled(job_ids, progress))
+        elif kind == "bye":
+            self._submitters_done += 1
+            if self._submitters_done == self._submitters:
                 self.static_done = True
                 self._emit(p.Notify("no_more_static_job_to_submit"))
-            else:
-                self.pending_calls -= 1
-                self._emit(p.RequestedCall())
-        if time > self.now:
-            self.now = time
+        # "hello": nothing to do
 
     def _emit(self, payload: p.Payload) -> None:
-        self.outbox.append(p.Event(self.now, payload))
-
-    def _submit_next_static(self) -> None:
-        record = self._static[self._next_static]
-        self._next_static += 1
-        self._submit(record)
-        if self._next_static < len(self._static):
-            self._push(self._submit_time(self._static[self._next_static]), _SUBMIT, None)
-        else:
-            self._push(self.now, _NO_MORE_STATIC, None)
-
-    def _submit_time(self, record: JobRecord) -> float:
-        return record.job.subtime + self.options.submission_latency
+        self._writer.append(p.Event(self.kernel.clock, payload))
 
     def _submit(self, record: JobRecord) -> None:
         record.state = "submitted"
@@ -287,20 +474,55 @@ class Simulator:
         self.unfinished += 1
         profile = None
         if self.options.forward_profiles:
-            profile = self.workloads[record.job.workload].profiles[record.job.profile]
-        self._emit(p.JobSubmitted(record.job.job_id, record.job.raw, profile))
+            profile = self._profiles_json(record.job.workload)[record.job.profile]
+        self._emit(p.JobSubmitted(record.job.job_id, p.wire_value(record.job.raw), profile))
+
+    def _profiles_json(self, workload: str) -> dict[str, dict[str, Any]]:
+        """A workload's profiles as Batsim forwards them: floats printed with ``%f`` and,
+        unless profiles may be reused, only those its jobs use (Batsim drops the others
+        when it loads the workload)."""
+        cached = self._profiles_cache.get(workload)
+        if cached is None:
+            profiles = self.workloads[workload].profiles
+            if not self.options.profile_reuse:
+                profiles = {k: v for k, v in profiles.items() if k in self._used_profiles(workload)}
+            cached = self._profiles_cache[workload] = p.wire_value(profiles)
+        return cached
+
+    def _used_profiles(self, workload: str) -> set[str]:
+        profiles = self.workloads[workload].profiles
+        used: set[str] = set()
+        todo = [job.profile for job in self.workloads[workload].jobs]
+        while todo:
+            name = todo.pop()
+            if name not in used:
+                used.add(name)
+                todo.extend(profiles[name].get("seq", []) if name in profiles else [])
+        return used
+
+    def _report_end(self, record: JobRecord) -> None:
+        """The server learns a job ended: jobs.csv row order, counts, JOB_COMPLETED."""
+        record.state = "done"
+        record.end_seq = next(self._end_counter)
+        self.unfinished -= 1
+        self.running -= 1
+        self._emit(
+            p.JobCompleted(record.job.job_id, record.final_state, record.return_code, record.alloc)
+        )
 
     def _finished(self) -> bool:
         return (
             self.static_done
             and self.unfinished == 0
+            and self.running == 0
             and self.pending_calls == 0
+            and self.killers == 0
             and self.registration_finished
         )
 
     def _deadlock_text(self) -> str:
         waiting = [r.job.job_id for r in self.records.values() if r.state == "submitted"]
-        parts = [f"nothing left to happen at t={self.now} but the simulation cannot end"]
+        parts = [f"nothing left to happen at t={self.now:g} but the simulation cannot end"]
         if waiting:
             shown = ", ".join(waiting[:5]) + (" …" if len(waiting) > 5 else "")
             parts.append(f"{len(waiting)} submitted job(s) neither executed nor rejected: {shown}")
@@ -316,10 +538,11 @@ class Simulator:
             raise DecisionError(f"unknown job {job_id!r}")
         return record
 
-    def _apply(self, event: p.Event) -> None:
+    def _apply(self, event: p.Event) -> Iterator[Simcall]:
         data = event.data
         if isinstance(data, p.ExecuteJob):
-            self._execute(data)
+            record = self._execute(data)
+            record.actor = yield (CREATE, self._job(record), "job")
         elif isinstance(data, p.RejectJob):
             record = self._record(data.job_id)
             self._require_submitted(record, "reject")
@@ -328,15 +551,18 @@ class Simulator:
             record.end_seq = next(self._end_counter)
             self.unfinished -= 1
         elif isinstance(data, p.KillJob):
-            self._kill(data.job_ids)
+            records = self._to_kill(data.job_ids)
+            if records:
+                self.killers += 1
+                yield (CREATE, self._killer(records), "killer_process")
         elif isinstance(data, p.CallMeLater):
             if not data.timestamp > self.now:
                 raise DecisionError(
                     f"CALL_ME_LATER at {data.timestamp} is not strictly after the current "
-                    f"time {self.now}"
+                    f"time {self.now!r} (Batsim aborts: 'You asked to be awaken in the past!')"
                 )
             self.pending_calls += 1
-            self._push(data.timestamp, _CALL, None)
+            yield (CREATE, self._waiter(data.timestamp), "waiter")
         elif isinstance(data, p.SetJobMetadata):
             self._record(data.job_id).metadata = data.metadata
         elif isinstance(data, p.SetResourceState):
@@ -375,12 +601,13 @@ class Simulator:
         why = {
             "pending": f"it is not submitted yet (subtime {record.job.subtime})",
             "running": f"it is already running since {record.start} (executed twice?)",
+            "completed": f"it already finished ({record.final_state})",
             "done": f"it already finished ({record.final_state})",
             "rejected": "it was rejected",
         }[state]
         raise DecisionError(f"cannot {verb} job {record.job.job_id!r}: {why}")
 
-    def _execute(self, data: p.ExecuteJob) -> None:
+    def _execute(self, data: p.ExecuteJob) -> JobRecord:
         record = self._record(data.job_id)
         self._require_submitted(record, "execute")
         alloc = data.alloc
@@ -394,59 +621,31 @@ class Simulator:
                 f"alloc {alloc} has {len(alloc)} resource(s) but job {record.job.job_id!r} "
                 f"requests res={record.job.res}"
             )
-        hosts = list(alloc)
         if not self.options.allow_compute_sharing:
-            for host in hosts:
+            for host in alloc:
                 if self.host_jobs[host]:
                     raise DecisionError(
                         f"machine {host} is busy with {self.host_jobs[host][0]!r} and compute "
                         "sharing is off (run with --enable-compute-sharing to allow it)"
                     )
-        workload = self.workloads[record.job.workload]
-        profile = workload.profiles[record.job.profile]
         record.state = "running"
-        record.start = self.now
         record.alloc = alloc
-        record.start_seq = next(self._start_counter)
-        record.work = base_duration(
-            record.job.profile,
-            workload.profiles,
-            [self._speeds[h] for h in hosts],
-            [self._classes[h] for h in hosts],
-        )
-        record.remaining = record.work
-        record.last_update = self.now
-        record.slowdown = has_sharing_slowdown(profile)
-        affected = self._sharing_jobs(hosts)
-        for other in affected:
-            self._settle(other)
-        for host in hosts:
-            self.host_jobs[host].append(record.job.job_id)
-            self._machine_update(host)
-        record.rate = self._rate(record)
-        self._schedule_end(record)
-        for other in affected:
-            self._reschedule(other)
-        if record.job.walltime > 0:
-            self._push(self.now + record.job.walltime, _WALLTIME, record.job.job_id)
+        self.running += 1
+        return record
 
-    def _kill(self, job_ids: list[str]) -> None:
-        progress: dict[str, dict[str, Any]] = {}
+    def _to_kill(self, job_ids: list[str]) -> list[JobRecord]:
+        records = []
         for job_id in job_ids:
             record = self._record(job_id)
-            if record.state == "running":
-                self._settle(record)
-                done = 1.0 if record.work == 0 else 1.0 - record.remaining / record.work
-                progress[job_id] = {
-                    "profile_name": record.job.profile,
-                    "progress": min(1.0, max(0.0, done)),
-                }
-                self._complete(record, "COMPLETED_KILLED", -1)
-            elif record.state != "done":
+            if record.kill_requested:
+                continue
+            if record.state not in ("running", "completed", "done"):
                 raise DecisionError(
                     f"cannot kill job {job_id!r}: it is {record.state}, not running or finished"
                 )
-        self._emit(p.JobKilled(list(job_ids), progress))
+            record.kill_requested = True
+            records.append(record)
+        return records
 
     def _register_profile(self, data: p.RegisterProfile) -> None:
         if not self.options.dynamic_jobs:
@@ -503,6 +702,46 @@ class Simulator:
 
     # ------------------------------------------------------------------ execution model
 
+    def _start(self, record: JobRecord) -> None:
+        """A job actor begins: its start time, its machines, its end (and walltime)."""
+        hosts = list(record.alloc)
+        workload = self.workloads[record.job.workload]
+        profile = workload.profiles[record.job.profile]
+        now = self.now
+        record.start = now
+        record.start_seq = next(self._start_counter)
+        record.work = base_duration(
+            record.job.profile,
+            workload.profiles,
+            [self._speeds[h] for h in hosts],
+            [self._classes[h] for h in hosts],
+        )
+        record.remaining = record.work
+        record.last_update = now
+        record.slowdown = has_sharing_slowdown(profile)
+        record.walltime_end = now + record.job.walltime if record.job.walltime > 0 else None
+        affected = self._sharing_jobs(hosts)
+        for other in affected:
+            self._settle(other)
+        for host in hosts:
+            self.host_jobs[host].append(record.job.job_id)
+            self._machine_update(host)
+        record.rate = self._rate(record)
+        record.deadline = self._deadline(record)
+        for other in affected:
+            self._reschedule(other)
+
+    def _deadline(self, record: JobRecord) -> float:
+        """When the job actor wakes: its end (exact: start + work without slowdown), or
+        its walltime if that comes first (Batsim: a delay not below the walltime is cut)."""
+        if record.slowdown:
+            end = self.now + record.remaining / record.rate
+        else:
+            end = record.start + record.work
+        if record.walltime_end is not None and not end < record.walltime_end:
+            return record.walltime_end
+        return end
+
     def _sharing_jobs(self, hosts: list[int]) -> list[JobRecord]:
         """Running jobs with sharing slowdown on ``hosts``, in start order."""
         found: dict[str, JobRecord] = {}
@@ -524,28 +763,22 @@ class Simulator:
         )
         record.last_update = self.now
 
-    def _schedule_end(self, record: JobRecord) -> None:
-        record.version += 1
-        if record.slowdown:
-            end = self.now + record.remaining / record.rate
-        else:
-            end = record.start + record.work  # exact, no accumulated rounding
-        self._push(end, _END, record.job.job_id, record.version)
-
     def _reschedule(self, record: JobRecord) -> None:
         rate = self._rate(record)
         if rate != record.rate:
             record.rate = rate
-            self._schedule_end(record)
+            record.deadline = self._deadline(record)
+            if record.actor is not None and self.kernel.pending_sleep(record.actor) is not None:
+                self.kernel.retarget(record.actor, record.deadline)
 
     def _complete(self, record: JobRecord, state: str, return_code: int) -> None:
+        """The job actor (or its killer) ends the job: machines, sharing, final state.
+        The server reports it when the completion reaches it."""
         hosts = list(record.alloc)
-        record.state = "done"
+        record.state = "completed"
         record.finish = self.now
         record.final_state = state
         record.return_code = return_code
-        record.end_seq = next(self._end_counter)
-        self.unfinished -= 1
         affected = [r for r in self._sharing_jobs(hosts) if r is not record]
         for other in affected:
             self._settle(other)
@@ -554,19 +787,17 @@ class Simulator:
             self._machine_update(host)
         for other in affected:
             self._reschedule(other)
-        self._emit(p.JobCompleted(record.job.job_id, state, return_code, record.alloc))
 
     def _machine_update(self, host: int) -> None:
         new = "computing" if self.host_jobs[host] else "idle"
         old = self.machine_state[host]
-        self.machines.time_in_state[old] += self.now - self.machine_since[host]
-        self.machine_since[host] = self.now
+        now = self.now
+        self.machines.time_in_state[old] += now - self.machine_since[host]
+        self.machine_since[host] = now
         if old != new:
             self.machine_state[host] = new
             self.nb_computing += 1 if new == "computing" else -1
-        self.machines.rows.append(
-            (self.now, self.nb_compute - self.nb_computing, self.nb_computing)
-        )
+        self.machines.rows.append((now, self.nb_compute - self.nb_computing, self.nb_computing))
 
 
 def drive(sim: Simulator, decide, *, through_json: bool = False) -> int:

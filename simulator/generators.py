@@ -152,8 +152,10 @@ def _host(name: str, speed: str, props: dict[str, str]) -> str:
 
 
 def platform_xml(nodes: list[tuple[str, dict[str, str]]], speed: str = "1Gf") -> str:
-    """A SimGrid 4.1 platform: a master host plus ``nodes`` (name, props)."""
-    hosts = [_host("master_host", speed, {"role": "master"})]
+    """A SimGrid 4.1 platform: a master host plus ``nodes`` (name, props). The master is
+    the host named ``master_host``, Batsim's default ``-m``: it carries no ``role=master``
+    prop, which would make real Batsim 4.2.1 abort (the two give it the role twice)."""
+    hosts = [_host("master_host", speed, {})]
     hosts += [_host(name, speed, props) for name, props in nodes]
     return (
         "<?xml version='1.0'?>\n"

@@ -57,6 +57,53 @@ BATSIM_NOTIFY_TYPES = (
 DECISION_NOTIFY_TYPES = ("registration_finished", "continue_registration")
 
 
+#: Batsim prints every number of its messages with C's ``%f``: six decimals, so its times
+#: are rounded to the microsecond (``0.3333333334`` goes out as ``0.333333``). That is the
+#: precision of every time the decision process sees, hence of "the same instant".
+TIME_DECIMALS = 6
+
+
+def wire_time(t: float) -> float:
+    """``t`` as Batsim writes it (``%f``: rounded to the microsecond, correctly rounded
+    from the binary value, like C's printf)."""
+    return round(t, TIME_DECIMALS)
+
+
+def instant_end_ns(now: float) -> int:
+    """The last nanosecond of the instant Batsim calls ``now``: every time up to it prints
+    as ``now`` or earlier, so Batsim cannot tell it from ``now``. The one notion of "the
+    same instant" of the broker's three time modes: a timer whose deadline is not after it
+    is due at a message stamped ``now``, and a CALL_ME_LATER must ask for a later time."""
+    return round(round(now, TIME_DECIMALS) * 10**TIME_DECIMALS) * 1000 + 499
+
+
+def answers_call(when: float, now: float) -> bool:
+    """Whether a REQUESTED_CALL stamped ``now`` can be the answer to a CALL_ME_LATER for
+    ``when``: it prints the same instant or later — or up to 1 ns earlier, as SimGrid ends a
+    sleep within its 1e-9 s precision of another event."""
+    return round(when * 1e9) <= instant_end_ns(now) + 1
+
+
+def earliest_call(now: float, events: int = 0) -> float:
+    """The earliest CALL_ME_LATER time Batsim is sure to accept in a reply whose ``now`` is
+    ``now``, after ``events`` other events: past the end of now's instant (Batsim's own
+    clock may be up to half a microsecond ahead of what it printed, and it aborts on a call
+    that is not after its clock) plus the 1e-10 s Batsim takes per event it applies."""
+    return (instant_end_ns(now) + 1) / 1e9 + (events + 1) * 1e-10
+
+
+def wire_value(value: Any) -> Any:
+    """A JSON value with every float as Batsim writes it (``%f``): what a decision process
+    reads in the jobs and profiles Batsim forwards. Integers and the rest are unchanged."""
+    if isinstance(value, float):
+        return round(value, TIME_DECIMALS)
+    if isinstance(value, dict):
+        return {key: wire_value(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [wire_value(item) for item in value]
+    return value
+
+
 class ProtocolError(ValueError):
     """A message that breaks the Batsim protocol; the text names the event and field."""
 

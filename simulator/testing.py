@@ -30,7 +30,7 @@ def free_endpoint() -> str:
 
 
 def write_platform(path: Path, nodes: int, cores: int = 1, speed: str = "1Gf", props=None) -> Path:
-    hosts = ['<host id="master_host" speed="1Gf"><prop id="role" value="master"/></host>']
+    hosts = ['<host id="master_host" speed="1Gf"/>']  # Batsim's default -m
     for i in range(nodes):
         extra = "".join(
             f'<prop id="{k}" value="{v}"/>' for k, v in ((props or {}).get(i, {})).items()

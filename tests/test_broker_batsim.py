@@ -200,6 +200,49 @@ def test_timers_become_exact_calls_me_later_never_twice(world):
     assert fired == [2_500_000_000]
 
 
+def test_a_timer_below_the_microsecond_is_released_by_its_requested_call(world):
+    """Batsim prints every time to the microsecond, often rounding down: the call asked
+    for 1/3 s comes back stamped 0.333333, before the deadline. It is still that call's
+    answer and releases the timer at its deadline (deterministic mode used to wait for a
+    later time that never came, then hang)."""
+    broker, facade, api = world
+    wire(broker, 0.0, begins([("n1", {})]))
+    fired = []
+    broker.clock.call_at(333_333_333, lambda: fired.append(broker.clock.now_ns))
+    reply = wire(broker, 0.0, submitted("1"))
+    assert reply["events"][-1]["data"] == {"timestamp": 0.333333333}
+    wire(broker, 0.333333, p.RequestedCall())
+    assert fired == [333_333_333]
+
+
+def test_a_timer_within_the_instant_of_a_message_is_due_at_it_and_needs_no_call(world):
+    broker, facade, api = world
+    wire(broker, 0.0, begins([("n1", {})]))
+    fired = []
+    broker.clock.call_at(1_000_000_300, lambda: fired.append(broker.clock.now_ns))
+    broker.clock.call_at(1_000_000_800, lambda: fired.append(broker.clock.now_ns))
+    reply = wire(broker, 1.0, submitted("1"))
+    assert fired == [1_000_000_300]  # prints as 1.000000: Batsim cannot tell it from now
+    # the other prints as 1.000001: asked for, and after Batsim's clock (up to 1.0000005)
+    assert reply["events"][-1]["data"] == {"timestamp": 1.0000008}
+    assert wire(broker, 1.000001, p.RequestedCall())["events"] == []
+    assert fired == [1_000_000_300, 1_000_000_800]
+
+
+def test_a_requested_call_answers_only_a_call_it_can_be_the_answer_to(world):
+    broker, facade, api = world
+    wire(broker, 0.0, begins([("n1", {})]))
+    fired = []
+    broker.clock.call_at(2_000_000_000, lambda: fired.append(broker.clock.now_ns))
+    wire(broker, 0.0, submitted("1"))
+    wire(broker, 1.5, p.RequestedCall())  # not the answer to the call at 2 s
+    assert fired == []
+    # SimGrid may end the waiter up to 1e-9 s early: 1.9999999995 prints 2.000000 anyway;
+    # 1.9999994999 would print 1.999999 — one nanosecond of slack covers the precision
+    wire(broker, 2.0, p.RequestedCall())
+    assert fired == [2_000_000_000]
+
+
 def test_the_end_of_the_workload_stops_further_calls(world):
     broker, facade, api = world
     wire(broker, 0.0, begins([("n1", {})]))

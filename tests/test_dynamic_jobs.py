@@ -547,11 +547,24 @@ def test_job_invariants_hold_under_evictions(
             status = run.store.get("jobs.batch", "default", "j")["status"]
             rows = [r for r in run.rows() if r["workload_name"] == "k8s"]
             notify = [d["type"] for _, d in run.sent("NOTIFY")]
+            kills = {job_id for _, d in run.sent("KILL_JOB") for job_id in d["job_ids"]}
         finally:
             run.close()
-    ok = [r for r in rows if r["final_state"] == "COMPLETED_SUCCESSFULLY"]
-    # a failure is a pod killed while running, or deleted while pending (its job rejected)
-    killed = [r for r in rows if r["final_state"] in ("COMPLETED_KILLED", "REJECTED")]
+    # a failure is a pod killed while running, or deleted while pending (its job rejected);
+    # a kill reaches Batsim 1e-10 s per event after it was decided, and a job that ends
+    # within that (the same printed instant as the eviction) is reported completed by
+    # Batsim: for Kubernetes its pod was evicted while running all the same
+    evicted = {r["job_id"] for r in rows if f"k8s!{r['job_id']}" in kills}
+    ok = [
+        r
+        for r in rows
+        if r["final_state"] == "COMPLETED_SUCCESSFULLY" and r["job_id"] not in evicted
+    ]
+    killed = [
+        r
+        for r in rows
+        if r["final_state"] in ("COMPLETED_KILLED", "REJECTED") or r["job_id"] in evicted
+    ]
     assert len(ok) == status.get("succeeded", 0) and len(ok) + len(killed) == len(rows)
     assert len(killed) == status.get("failed", 0)
     [condition] = status["conditions"]

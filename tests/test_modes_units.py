@@ -200,6 +200,22 @@ def test_timers_get_a_call_back_at_their_exact_deadline_and_fire_there(rig):
     assert seen == [7_250_000_000]
 
 
+def test_a_requested_call_printed_to_the_microsecond_clears_its_call(rig):
+    """Batsim prints times to the microsecond, half the time rounding down (a call for
+    0.1023454321 comes back at 0.102345): the call it answers must not stay listed, or
+    every later CALL_ME_LATER was suppressed until Batsim had an event of its own (nodes
+    sat idle for minutes of simulated time)."""
+    rig.broker.params = LockstepParams(timeout_ns=1 * MS)
+    reply = rig.send(0.0, _begins(), _submit("w0!1"))
+    rounded_down = 0
+    while rounded_down < 3:
+        (call,) = _calls(reply)
+        printed = p.wire_time(call)
+        rounded_down += printed < call
+        reply = rig.send(printed, p.RequestedCall())
+        assert len(_calls(reply)) == 1, "the next timestep must be asked for"
+
+
 def test_deadlock_detection_fails_when_pending_jobs_get_no_decision(rig):
     rig.broker.params = LockstepParams(
         timeout_ns=1 * MS, detect_scheduler_deadlock=True, scheduler_crash_timeout_ns=100 * MS

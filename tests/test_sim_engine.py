@@ -205,16 +205,18 @@ def test_busy_machine_is_fine_with_compute_sharing(tmp_path):
     sim = _sim_with(tmp_path, [_job("a"), _job("b")], allow_compute_sharing=True)
     sim.first_message()
     sim.handle_reply(_reply(0))
-    message = sim.handle_reply(
+    notify = sim.handle_reply(
         _reply(0, p.ExecuteJob("w0!a", ProcSet(0)), p.ExecuteJob("w0!b", ProcSet(0)))
     )
+    assert [e.type for e in notify.events] == ["NOTIFY"]  # Batsim: after the submissions
+    message = sim.handle_reply(_reply(0))
     assert message.now == 10.0 and [e.data.job_id for e in message.events] == ["w0!a", "w0!b"]
 
 
 @pytest.mark.parametrize(
     "payload, needle",
     [
-        (p.CallMeLater(0.0), "not strictly after the current time 0.0"),
+        (p.CallMeLater(0.0), "not strictly after the current time"),
         (p.ExecuteJob("w0!zz", ProcSet(0)), "unknown job 'w0!zz'"),
         (p.ExecuteJob("w0!a", ProcSet(0, 1)), "requests res=1"),
         (p.ExecuteJob("w0!a", ProcSet(5)), "resource 5 is not a compute resource"),
@@ -244,6 +246,7 @@ def test_reply_now_cannot_go_back_in_time(tmp_path):
 def test_a_decision_process_that_never_decides_is_a_deadlock_naming_the_jobs(tmp_path):
     sim = _sim_with(tmp_path, [_job("a")])
     sim.first_message()
+    sim.handle_reply(_reply(0))  # -> NOTIFY no_more_static_job_to_submit
     sim.handle_reply(_reply(0))
     with pytest.raises(Deadlock, match=r"1 submitted job\(s\) neither executed nor rejected: w0!a"):
         sim.handle_reply(_reply(0))
@@ -264,6 +267,29 @@ def test_reply_now_later_than_request_delivers_what_happened_meanwhile_in_one_ba
     assert finished.events[0].timestamp == 10.5  # started at its event's timestamp, 0.5
 
 
+def test_what_real_batsim_splits_into_several_messages_is_split_the_same_way(tmp_path):
+    """Batsim's own batching (see simulator/engine.py), as the binary does it on this
+    input: SIMULATION_BEGINS alone, the submissions of one subtime together, then NOTIFY
+    alone; 16 jobs started by one reply start 1e-10 s apart, SimGrid ends those within
+    1e-9 s of the first together — 10 here, with its float rounding (11 with Batkube's
+    170 s jobs) — and, the decision process answering at once, each later one alone, all
+    at the same printed time (tests/test_batsim_real.py compares with the binary)."""
+    sim = _sim_with(tmp_path, [_job(str(i)) for i in range(16)], nodes=16)
+    assert [e.type for e in sim.first_message().events] == ["SIMULATION_BEGINS"]
+    submitted = sim.handle_reply(_reply(0))
+    assert [e.type for e in submitted.events] == ["JOB_SUBMITTED"] * 16
+    ids = [e.data.job_id for e in submitted.events]
+    run = [p.ExecuteJob(job_id, ProcSet(i)) for i, job_id in enumerate(ids)]
+    assert [e.type for e in sim.handle_reply(_reply(0, *run)).events] == ["NOTIFY"]
+    batches = [sim.handle_reply(_reply(0))]
+    while batches[-1].events[0].type == "JOB_COMPLETED":
+        batches.append(sim.handle_reply(_reply(10.0)))
+    assert [m.now for m in batches] == [10.0] * 8
+    assert [len(m.events) for m in batches[:-1]] == [10, 1, 1, 1, 1, 1, 1]
+    assert [e.data.job_id for m in batches[:-1] for e in m.events] == ids
+    assert batches[-1].events[0].type == "SIMULATION_ENDS"
+
+
 # --------------------------------------------------------------------------- execution models
 
 
@@ -279,7 +305,8 @@ def _run_all_at_zero(sim, allocs):
         return _reply(message.now, *out)
 
     drive(sim, decide)
-    return {r.job.job_id: r.finish for r in sim.job_records()}
+    # Batsim's sub-microsecond offsets aside (it prints times with %f)
+    return {r.job.job_id: p.wire_time(r.finish) for r in sim.job_records()}
 
 
 def test_parallel_homogeneous_runs_flops_over_host_speed_and_composed_repeats(tmp_path):
@@ -369,7 +396,7 @@ def test_several_workloads_are_w0_w1_and_equal_subtimes_go_in_batsims_order(tmp_
 
     sim2 = make_sim(platform, [first, second], submission_latency=0.0, allow_compute_sharing=True)
     drive(sim2, decide)
-    finish = {r.job.job_id: r.finish for r in sim2.job_records()}
+    finish = {r.job.job_id: p.wire_time(r.finish) for r in sim2.job_records()}
     assert finish == {"w0!10": 1.0, "w0!2": 1.0, "w1!1": 2.0, "w0!1": 2.0}
 
 

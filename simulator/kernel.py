@@ -1,0 +1,277 @@
+"""A tiny SimGrid kernel: what Batsim 4.2.1's actors use, with SimGrid 3.32's scheduling.
+
+Why: real Batsim decides *when* it talks to the decision process through SimGrid's
+scheduling of its actors (server, job submitter, one actor per job, per CALL_ME_LATER, per
+request-reply exchange). Which events share a message — the 16 completions of Batkube's
+burst at t=170 arrive as 11, then 5 — follows from that machinery at the scale of 1e-10 s,
+far below the microsecond Batsim prints. To send the same messages, the embedded simulator
+runs the same actors on the same scheduling rules:
+
+* **Actors** are generators yielding *simcalls* (tuples, first item the kind). An actor runs
+  until its next simcall; every simcall costs a scheduling *sub-round*, even one answered at
+  once (``BY_NAME``: Batsim looks its mailbox up by name before each send and receive).
+* **Sub-rounds**: the actors ready to run run in order; then their simcalls are handled in
+  the same order; actors answered at once (and actors created meanwhile, before their
+  creator) run in the next sub-round, at the same time.
+* **Time** advances only when no actor is ready, as SimGrid's ``solve()`` does it (the
+  L07 host model Batsim uses, "full" update): the step is the smallest time a pending
+  action still needs; the clock moves by it (``clock + step``, a float sum) and every
+  action's remainder is reduced by it, one float subtraction per step (``double_update``:
+  a remainder below ``PRECISION``, SimGrid's 1e-9 s, becomes 0 and the action is done).
+  So sleeps that end within 1e-9 s of the step end with it — Batkube's burst: 11 of 16
+  completions spread 1e-10 s apart — and which ones do depends on the float rounding of
+  those subtractions, reproduced exactly. Done actions wake their actors in the order the
+  actions began; a communication wakes its sender, then its receiver.
+* **Mailboxes** match one send with one receive; a send with no receiver waiting is queued
+  (the mailbox is then not *empty*). A communication is 1 byte at the rate its sender
+  gives (Batsim's messages: the master host's loopback, 1e10 B/s, so 1e-10 s; rate 0
+  between hosts that no link joins: no time). ``EXEC`` is a computation (1 unit at a
+  rate: a parallel task), updated like a communication.
+* ``PAUSE`` suspends the whole kernel inside an actor's run (Batsim's blocking ZeroMQ
+  exchange, which takes no simulated time): :meth:`Kernel.run` returns the paused value
+  and :meth:`Kernel.resume` continues with the answer.
+
+Measured against the real binary (``--sg-log`` with the clock printed to 1e-15 s); the
+differential tests in ``tests/test_batsim_real.py`` compare whole message sequences.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Generator
+from typing import Any
+
+PRECISION = 1e-9
+_BYTES_PRECISION = 1e-14  # SimGrid's maxmin precision (1e-5) x timing precision
+
+# simcall kinds (first item of the yielded tuple)
+BY_NAME = 0  # (BY_NAME,): answered at once
+CREATE = 1  # (CREATE, generator, name) -> the new Actor (it runs next sub-round, first)
+SLEEP = 2  # (SLEEP, duration)
+PUT = 3  # (PUT, mailbox, payload, rate): 1 byte at rate bytes/s (0: no link, no time)
+GET = 4  # (GET, mailbox): returns the payload
+PAUSE = 5  # (PAUSE, value): not a simcall; Kernel.run returns value
+KILL = 6  # (KILL, actor): the actor dies (its pending sleep is dropped)
+EXEC = 7  # (EXEC, rate): a computation of 1 unit at rate units/s (a ptask)
+
+Simcall = tuple
+ActorCode = Generator[Simcall, Any, None]
+
+
+class Mailbox:
+    __slots__ = ("name", "queue", "receiver")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.queue: deque[tuple[Actor, Any, float]] = deque()  # sends nobody received yet
+        self.receiver: Actor | None = None
+
+    def empty(self) -> bool:
+        return not self.queue
+
+
+class Actor:
+    __slots__ = ("code", "name", "answer", "alive", "action")
+
+    def __init__(self, code: ActorCode, name: str) -> None:
+        self.code = code
+        self.name = name
+        self.answer: Any = None
+        self.alive = True
+        self.action: _Action | None = None  # its pending sleep
+
+
+class _Action:
+    """A pending SimGrid action: a sleep (``remaining`` = its max duration, seconds) or a
+    1-byte communication (``remaining`` = bytes left, ``rate`` bytes/s; rate 0: no link,
+    done at the next step)."""
+
+    __slots__ = ("remaining", "rate", "order", "actor", "receiver", "payload", "done")
+
+    def __init__(self, remaining: float, rate: float, order: int, actor: Actor) -> None:
+        self.remaining = remaining
+        self.rate = rate
+        self.order = order
+        self.actor = actor
+        self.receiver: Actor | None = None
+        self.payload: Any = None
+        self.done = False
+
+
+class Kernel:
+    """See the module docstring. ``clock`` is SimGrid's clock (a float, like Batsim's)."""
+
+    def __init__(self) -> None:
+        self.clock = 0.0
+        self._ready: list[Actor] = []  # next sub-round
+        self._running: list[Actor] = []  # this sub-round
+        self._pos = 0
+        self._calls: list[tuple[Actor, Simcall]] = []
+        self._actions: list[_Action] = []  # in the order they began
+        self._seq = itertools.count()
+        self._paused: Actor | None = None
+        self.steps = 0  # time advances (for statistics)
+
+    # ------------------------------------------------------------------ API
+    def spawn(self, code: ActorCode, name: str) -> Actor:
+        actor = Actor(code, name)
+        self._ready.append(actor)
+        return actor
+
+    def resume(self, answer: Any) -> None:
+        """Give the paused actor its answer; the next :meth:`run` continues it."""
+        actor = self._paused
+        if actor is None:
+            raise RuntimeError("resume() without a paused actor")
+        actor.answer = answer
+        self._paused = None
+
+    def pending_sleep(self, actor: Actor) -> float | None:
+        """When ``actor``'s pending sleep ends, if it sleeps."""
+        action = actor.action
+        if action is None or action.done:
+            return None
+        return self.clock + action.remaining
+
+    def retarget(self, actor: Actor, date: float) -> None:
+        """Move the end of ``actor``'s pending sleep (timewarp's sharing slowdown)."""
+        action = actor.action
+        if action is not None and not action.done:
+            action.remaining = date - self.clock
+
+    def run(self) -> Any:
+        """Run until an actor pauses (its value is returned) or nothing is left to happen
+        (``None``)."""
+        if self._paused is not None:
+            raise RuntimeError("run() while an actor is paused: resume() it first")
+        calls = self._calls
+        while True:
+            running = self._running
+            while self._pos < len(running):
+                actor = running[self._pos]
+                answer, actor.answer = actor.answer, None
+                try:
+                    call = actor.code.send(answer)
+                except StopIteration:
+                    actor.alive = False
+                    self._pos += 1
+                    continue
+                if call[0] == PAUSE:
+                    self._paused = actor
+                    return call[1]
+                calls.append((actor, call))
+                self._pos += 1
+            if calls:
+                self._handle(calls)
+                calls.clear()
+            if not self._ready and not self._advance():
+                self._running, self._pos = [], 0
+                return None
+            self._running, self._ready, self._pos = self._ready, [], 0
+
+    # ------------------------------------------------------------------ internals
+    def _handle(self, calls: list[tuple[Actor, Simcall]]) -> None:
+        ready = self._ready
+        for actor, call in calls:
+            if not actor.alive:
+                continue
+            kind = call[0]
+            if kind == BY_NAME:
+                ready.append(actor)
+            elif kind == SLEEP:
+                action = _Action(call[1], -1.0, next(self._seq), actor)
+                actor.action = action
+                self._actions.append(action)
+            elif kind == PUT:
+                mailbox = call[1]
+                receiver = mailbox.receiver
+                if receiver is not None:
+                    mailbox.receiver = None
+                    self._start_comm(actor, receiver, call[2], call[3])
+                else:
+                    mailbox.queue.append((actor, call[2], call[3]))
+            elif kind == GET:
+                mailbox = call[1]
+                if mailbox.queue:
+                    sender, payload, rate = mailbox.queue.popleft()
+                    self._start_comm(sender, actor, payload, rate)
+                else:
+                    mailbox.receiver = actor
+            elif kind == CREATE:
+                created = Actor(call[1], call[2])
+                ready.append(created)
+                actor.answer = created
+                ready.append(actor)
+            elif kind == EXEC:
+                action = _Action(1.0, call[1], next(self._seq), actor)
+                actor.action = action
+                self._actions.append(action)
+            elif kind == KILL:
+                victim = call[1]
+                victim.alive = False
+                if victim.action is not None:
+                    victim.action.done = True
+                ready.append(actor)
+            else:  # pragma: no cover - a bug in an actor
+                raise RuntimeError(f"{actor.name}: unknown simcall {call!r}")
+
+    def _start_comm(self, sender: Actor, receiver: Actor, payload: Any, rate: float) -> None:
+        action = _Action(1.0, rate, next(self._seq), sender)
+        action.receiver = receiver
+        action.payload = payload
+        self._actions.append(action)
+
+    def _advance(self) -> bool:
+        """SimGrid's solve(): the step is the smallest time any pending action needs; the
+        clock moves by it and every action is updated by it (``double_update``: what is
+        left below the precision is nothing), in the order the actions began."""
+        actions = [a for a in self._actions if not a.done]
+        self._actions = actions
+        if not actions:
+            return False
+        delta = float("inf")
+        for action in actions:
+            if action.rate < 0:
+                need = action.remaining
+            elif action.rate == 0:
+                need = 0.0
+            else:
+                need = action.remaining / action.rate
+            if need < delta:
+                delta = need
+        self.clock = self.clock + delta
+        self.steps += 1
+        ready = self._ready
+        for action in actions:
+            if action.rate < 0:
+                left = action.remaining - delta
+                if left < PRECISION:
+                    left = 0.0
+                action.remaining = left
+                if left <= 0.0:
+                    action.done = True
+                    action.actor.action = None
+                    if action.actor.alive:
+                        ready.append(action.actor)
+            else:
+                if action.rate > 0:
+                    left = action.remaining - action.rate * delta
+                    if left < _BYTES_PRECISION:
+                        left = 0.0
+                    action.remaining = left
+                else:
+                    left = 0.0
+                if left <= 0.0:
+                    action.done = True
+                    actor = action.actor
+                    receiver = action.receiver
+                    if receiver is None:  # a computation
+                        actor.action = None
+                        if actor.alive:
+                            ready.append(actor)
+                    else:
+                        ready.append(actor)
+                        receiver.answer = action.payload
+                        ready.append(receiver)
+        return True
