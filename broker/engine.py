@@ -57,10 +57,15 @@ class BrokerResult:
     messages: int = 0
     virtual_s: float = 0.0
     stats: dict = field(default_factory=dict)
+    scheduler_failed: bool = False  # a scheduler process died or deadlocked: the first cause
 
 
 class BatsimProtocolError(RuntimeError):
     pass
+
+
+class SimulatorExited(RuntimeError):
+    """The simulator ended before the simulation did; the text is its own reason."""
 
 
 class Broker:
@@ -81,6 +86,8 @@ class Broker:
         self.log = log or sys.stderr
         self.on_progress = on_progress
         self.batsim_timeout_s = batsim_timeout_s
+        self.ended = False  # SIMULATION_ENDS answered: the simulator may exit now
+        self._simulator_exit: str | None = None
         self.cluster = Cluster(facade, lambda: clock.now_ns)
         if clock.mode == "deterministic":
             # the broker's reactions happen while a scheduler is still busy, not while it
@@ -116,22 +123,33 @@ class Broker:
                     raise BatsimProtocolError(f"malformed message from Batsim: {exc}") from exc
                 ends = any(isinstance(e.data, p.SimulationEnds) for e in message.events)
                 reply = self.step(message)
+                self.ended = ends
                 self._sock.send_string(p.encode(reply))
                 if ends:
                     return self._result(True)
         except SchedulerFailed as exc:
-            return self._result(False, str(exc))
+            result = self._result(False, str(exc))
+            result.scheduler_failed = True
+            return result
         except ClockStall as exc:
             return self._result(False, f"stopped by the stall guard:\n{exc}")
-        except BatsimProtocolError as exc:
+        except (BatsimProtocolError, SimulatorExited) as exc:
             return self._result(False, str(exc))
+
+    def simulator_exited(self, reason: str) -> None:
+        """The simulator's process (or thread) ended, ``reason`` saying how, in its own
+        words: before SIMULATION_ENDS no message will come, so the run fails with it at
+        once (any thread may call this)."""
+        self._simulator_exit = reason
 
     def _receive(self) -> bytes:
         waited = 0.0
         while True:
             if self._sock.poll(200):
                 return self._sock.recv()
-            self.launcher.check()
+            self.launcher.check()  # a dead scheduler first: the simulator may follow from it
+            if self._simulator_exit is not None:
+                raise SimulatorExited(self._simulator_exit)
             waited += 0.2
             if self.batsim_timeout_s is not None and waited >= self.batsim_timeout_s:
                 raise BatsimProtocolError(

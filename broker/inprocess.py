@@ -91,7 +91,11 @@ class InProcessRun:
         each Batsim message before the broker does. Returns the finished simulator."""
         workload = write_workload(self.tmp / "workload.json", jobs, profiles)
         self.sim = sim = make_sim(
-            self.platform, [workload], allow_compute_sharing=True, dynamic_jobs=dynamic
+            self.platform,
+            [workload],
+            allow_compute_sharing=True,
+            dynamic_jobs=dynamic,
+            profile_reuse=dynamic,  # as `timewarp simulate` runs it: see _simulator_arguments
         )
         message = sim.first_message()
         for _ in range(max_messages):

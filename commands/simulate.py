@@ -106,7 +106,12 @@ def _sha256(path: Path) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from simulator.platform import PlatformError, load_platform
+    from simulator.platform import (
+        PlatformError,
+        load_platform,
+        refused_by_simgrid,
+        refused_config_text,
+    )
     from simulator.workload import WorkloadError, load_workload
 
     out = Path(args.output)
@@ -127,12 +132,42 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     if args.batsim and shutil.which(args.batsim) is None:
         return _fail(f"--batsim: program not found: {args.batsim!r}")
+    refused = [refused_config_text(platform, prop) for prop in refused_by_simgrid(platform)]
+    if refused and args.batsim:
+        return _fail(
+            "real Batsim would abort on this platform:\n  " + "\n  ".join(refused) + "\n"
+            "remove these lines (SMPI's settings: Batsim's jobs do not use them), or run "
+            "without --batsim (the embedded simulator ignores them)"
+        )
+    for line in refused:
+        print(
+            f"timewarp simulate: note: {line}; the embedded simulator ignores it (remove it "
+            "to run this platform with --batsim)",
+            file=sys.stderr,
+        )
     total_jobs = sum(len(w.jobs) for w in workloads)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         return _fail(f"cannot create output directory {out}: {exc.strerror}")
-    return _Simulation(args, out, total_jobs).run()
+    simulation = _Simulation(args, out, total_jobs)
+    simulation.master_flags = _master_flags(platform)
+    return simulation.run()
+
+
+def _master_flags(platform) -> list[str]:  # type: ignore[no-untyped-def]
+    """Real Batsim's ``-m`` for this platform. A master found by its name is named. A
+    master marked ``role=master`` gets the role from the prop, and Batsim's default ``-m
+    master_host`` would give it a second time to a host of that name (Batsim 4.2.1 aborts:
+    "Cannot create any role from string description 'master,master'"): ``-m`` then names
+    no host of the platform."""
+    if platform.master.role != "master":
+        return ["-m", platform.master.name]
+    names = {h.name for h in (platform.master, *platform.compute, *platform.storage)}
+    unused = "timewarp-role-master"
+    while unused in names:
+        unused += "_"
+    return ["-m", unused]
 
 
 class _Wiring:
@@ -189,6 +224,7 @@ class _Simulation:
             reason = result.reason
         except SchedulerFailed as exc:
             reason = str(exc)
+            self._scheduler_failed = True
         except KeyboardInterrupt:
             interrupted = True
             reason = "interrupted (Ctrl-C or SIGTERM)"
@@ -278,6 +314,7 @@ class _Simulation:
     def _take_down(self, parts: _Wiring, result) -> int | None:  # type: ignore[no-untyped-def]
         """Stop the schedulers, the simulator (waiting for its outputs after a good run),
         the broker, the facade and the clock; returns the simulator's exit code."""
+        self._taking_down = True  # the simulator's exit from now on is ours
         parts.launcher.stop_all()
         sim_code = self._stop_simulator(wait=result is not None and result.ok)
         if parts.broker is not None:
@@ -294,12 +331,20 @@ class _Simulation:
 
     def _verdict(self, result, sim_code: int | None, reason: str) -> tuple[bool, str]:  # type: ignore[no-untyped-def]
         """A run is good when the broker saw the simulation to its end and the simulator
-        exited cleanly; otherwise the reason says why."""
-        ok = result is not None and result.ok and sim_code == 0
-        if result is not None and result.ok and sim_code != 0:
-            reason = f"the simulator exited with code {sim_code}; see {self.out / 'simulator.log'}"
-        if self._sim_failure and not reason:
-            reason = self._sim_failure
+        exited cleanly; otherwise the reason says why. A simulator that exited before the
+        end, with any code, is a failure whose reason is the simulator's own message: it
+        came first, whatever the broker noticed next."""
+        ok = result is not None and result.ok and sim_code == 0 and not self._sim_failure
+        scheduler_failed = self._scheduler_failed or (
+            result is not None and result.scheduler_failed
+        )
+        if self._sim_failure and not scheduler_failed:
+            reason = self._sim_failure  # (a scheduler that died caused what followed)
+        elif result is not None and result.ok and sim_code != 0:
+            reason = (
+                f"the simulator {_ended_how(sim_code)} after the end of the simulation: "
+                f"{simulator_message(self.out / 'simulator.log')}"
+            )
         return ok, reason
 
     def _report(self, result, ok: bool, reason: str, wall: float) -> None:  # type: ignore[no-untyped-def]
@@ -319,17 +364,25 @@ class _Simulation:
 
     # ----------------------------------------------------------------- simulator
     _sim_failure = ""
+    _taking_down = False
+    _scheduler_failed = False
+    master_flags: list[str] = []  # real Batsim's -m (see _master_flags)
 
     def _simulator_arguments(self, endpoint: str) -> list[str]:
         """Batsim's command-line flags for this run (real Batsim takes them too)."""
         args = self.args
         # dynamic jobs: controller-made pods (ReplicaSet replacements, Job pods) are
-        # registered as Batsim jobs (see broker/cluster.py)
+        # registered as Batsim jobs (see broker/cluster.py), reusing profiles: without
+        # --enable-profile-reuse Batsim drops a profile's name once a job of it has ended
+        # and aborts when a later pod names it
         flags = ["-p", args.platform, "-e", str(self.out / OUT_PREFIX), "-s", endpoint,
-                 "--enable-compute-sharing", "--enable-dynamic-jobs"]  # fmt: skip
+                 "--enable-compute-sharing", "--enable-dynamic-jobs",
+                 "--enable-profile-reuse"]  # fmt: skip
         for workload in args.workload:
             flags += ["-w", workload]
-        if not args.batsim:
+        if args.batsim:
+            flags += self.master_flags
+        else:
             flags += ["--reproducible", "-q"]  # the embedded one: byte-identical outputs
         return flags
 
@@ -350,11 +403,18 @@ class _Simulation:
             log.close()
 
     def _watch_simulator(self, broker) -> None:  # type: ignore[no-untyped-def]
+        """A simulator that ends before the simulation did, with any code (real Batsim
+        exits 0 after a SimGrid deadlock), fails the run at once with its own words."""
         code = self.sim_proc.wait()
-        if code != 0:
-            tail = (self.out / "simulator.log").read_text(errors="replace").splitlines()[-15:]
-            self._sim_failure = f"the simulator exited with code {code}:\n" + "\n".join(tail)
-            broker.batsim_timeout_s = 0.5  # stop waiting for messages that will not come
+        if broker.ended or self._taking_down:
+            return
+        which = "real Batsim" if self.args.batsim else "the embedded simulator"
+        log = self.out / "simulator.log"
+        self._sim_failure = (
+            f"{which} {_ended_how(code)} before the end of the simulation: "
+            f"{simulator_message(log)} (see {log})"
+        )
+        broker.simulator_exited(self._sim_failure)
 
     def _stop_simulator(self, wait: bool) -> int | None:
         proc = self.sim_proc
@@ -472,6 +532,33 @@ class _EmbeddedSimulator:
             raise subprocess.TimeoutExpired("timewarp sim", timeout or 0)
         assert self.code is not None
         return self.code
+
+
+def _ended_how(code: int | None) -> str:
+    if code is not None and code < 0:
+        return f"was killed by {signal.Signals(-code).name}"  # Batsim aborts: SIGABRT
+    return f"exited with code {code}"
+
+
+def simulator_message(log: Path) -> str:
+    """Why a simulator stopped, in its own words, from its log: the embedded simulator's
+    ``timewarp sim:`` line (a deadlock report, a decision error); real Batsim's — that is
+    SimGrid's — CRITICAL line ("Uncaught exception std::out_of_range: Bad config key:
+    smpi/or", "Oops! Deadlock detected, …"), else an ERROR line, else the last line."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no simulator log)"
+    for line in lines:
+        if line.startswith("timewarp sim: "):
+            return line.removeprefix("timewarp sim: ")
+    for level in ("/CRITICAL] ", "/ERROR] "):
+        for line in lines:
+            head, sep, text = line.partition(level)
+            if sep and not text.startswith("Current backtrace"):
+                return text.strip()
+    last = [line for line in lines if line.strip()]
+    return last[-1].strip() if last else "(its log is empty)"
 
 
 def _die_with_parent() -> None:

@@ -28,7 +28,12 @@ import zmq
 from simulator import protocol
 from simulator.engine import Deadlock, Options, Simulator
 from simulator.outputs import write_outputs
-from simulator.platform import PlatformError, load_platform
+from simulator.platform import (
+    PlatformError,
+    load_platform,
+    refused_by_simgrid,
+    refused_config_text,
+)
 from simulator.runner import Aborted, ReplyTimeout, print_progress
 from simulator.runner import run as run_zmq
 from simulator.workload import WorkloadError, load_workload
@@ -126,6 +131,12 @@ def prepare(args: argparse.Namespace, err: TextIO | None = None) -> Simulator | 
         ]
     except (PlatformError, WorkloadError) as exc:
         return _fail(str(exc), 2, err)
+    for prop in refused_by_simgrid(platform):
+        print(
+            f"{PROG}: note: {refused_config_text(platform, prop)}; ignored here (remove it "
+            "to run this platform with real Batsim)",
+            file=err or sys.stderr,
+        )
     options = Options(
         allow_compute_sharing=args.enable_compute_sharing,
         allow_storage_sharing=not args.disable_storage_sharing,

@@ -129,6 +129,18 @@ class JobRecord:
     walltime_end: float | None = None
     actor: Actor | None = None
     kill_requested: bool = False
+    task: _Task | None = None  # the task its actor runs now, since task_start
+    task_start: float = 0.0
+
+
+@dataclass(frozen=True)
+class _Task:
+    """One task of a job's profile: ``seconds`` alone; ``rate`` > 0 for a parallel task."""
+
+    seconds: float
+    rate: float
+    name: str
+    path: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass
@@ -145,6 +157,8 @@ class Simulator:
 
     def __init__(self, platform: Platform, workloads: list[Workload], options: Options) -> None:
         self.platform = platform
+        # copies: registrations and Batsim's profile clean-up change them
+        workloads = [Workload(w.name, w.path, list(w.jobs), dict(w.profiles)) for w in workloads]
         self.workloads = {w.name: w for w in workloads}
         self.options = options
         self.started = False
@@ -190,6 +204,17 @@ class Simulator:
         self._submitters_done = 0
         self._request: p.Message | None = None
         self._profiles_cache: dict[str, dict[str, dict[str, Any]]] = {}
+        # Batsim's profile clean-up: profiles no job uses are dropped when the workload is
+        # loaded, and (without --enable-profile-reuse) a job's profile name is dropped when
+        # the job is forgotten, after the message that reported its end (the jobs that hold
+        # the profile still run it); naming a dropped profile again aborts Batsim
+        self._removed_profiles: set[tuple[str, str]] = set()
+        self._ended_since_send: list[JobRecord] = []
+        for workload in workloads:
+            used = _used_profiles(workload)
+            for name in [n for n in workload.profiles if n not in used]:
+                del workload.profiles[name]
+                self._removed_profiles.add((workload.name, name))
         for records in per_workload:
             self.kernel.spawn(self._submitter(records), "workload_submitter")
         self.kernel.spawn(self._server(), "server")
@@ -311,6 +336,12 @@ class Simulator:
         if any(isinstance(e.data, p.SimulationEnds) for e in events):
             self.ended = True
         yield (CREATE, self._request_reply(p.Message(now, events)), "Scheduler REQ-REP")
+        # Batsim forgets the jobs this message reported ended (and their profiles' names)
+        if not self.options.profile_reuse:
+            for record in self._ended_since_send:
+                self._removed_profiles.add((record.job.workload, record.job.profile))
+                self._profiles_cache.pop(record.job.workload, None)
+        self._ended_since_send = []
 
     def _request_reply(self, message: p.Message) -> Iterator[Simcall]:
         """One exchange with the decision process, then its decisions go to the server one
@@ -319,12 +350,26 @@ class Simulator:
         reply = yield (PAUSE, message)
         kernel = self.kernel
         for index, event in enumerate(reply.events):
+            if isinstance(event.data, p.RegisterJob):
+                self._check_profile_alive(index, event)  # Batsim's reader looks it up now
             if event.timestamp > kernel.clock:
                 yield (SLEEP, event.timestamp - kernel.clock)
             yield from self._send(("decision", index, event))
         if reply.now > kernel.clock:
             yield (SLEEP, reply.now - kernel.clock)
         yield from self._send(("ready",))
+
+    def _check_profile_alive(self, index: int, event: p.Event) -> None:
+        data = event.data
+        assert isinstance(data, p.RegisterJob)
+        workload, profile = data.job_id.split("!", 1)[0], data.job.get("profile")
+        if (workload, profile) in self._removed_profiles:
+            raise DecisionError(
+                f"reply events[{index}] (REGISTER_JOB) at {p.wire_time(self.now)}: REGISTER_JOB "
+                f"{data.job_id!r}: Batsim: \"Cannot get profile '{profile}': it existed some time "
+                'ago but is no longer accessible" (without --enable-profile-reuse, Batsim drops '
+                "a profile's name once a job of it has ended)"
+            )
 
     def _submitter(self, records: list[JobRecord]) -> Iterator[Simcall]:
         """Batsim's static job submitter of one workload: jobs of one subtime in one
@@ -358,8 +403,11 @@ class Simulator:
         else:
             reached = False
             left = record.job.walltime if record.job.walltime > 0 else -1.0
-            for seconds, rate in self._tasks(record):
-                if left < 0 or seconds < left:
+            for task in self._tasks(record):
+                seconds, rate = task.seconds, task.rate
+                record.task, record.task_start = task, self.kernel.clock
+                # a delay must end before the walltime; a parallel task may end with it
+                if left < 0 or seconds < left or (rate > 0 and seconds == left):
                     if rate > 0:
                         yield (EXEC, rate)
                     elif seconds > 0:  # SimGrid: sleeping 0 is no sleep at all
@@ -376,32 +424,60 @@ class Simulator:
             self._complete(record, "COMPLETED_SUCCESSFULLY", 0)
         yield from self._send(("completed", record), REMOTE_RATE)
 
-    def _tasks(self, record: JobRecord) -> list[tuple[float, float]]:
-        """The job's tasks as Batsim runs them: ``(seconds, 0)`` for a delay (a sleep),
-        ``(seconds, rate)`` for a parallel task (1 unit of work at ``rate``, the slowest
-        host's speed / flops), a composed profile's parts in order, ``repeat`` times."""
+    def _tasks(self, record: JobRecord) -> list[_Task]:
+        """The job's tasks as Batsim runs them: a delay is a sleep (rate 0), a parallel
+        task 1 unit of work at ``rate`` (the slowest host's speed / flops), a composed
+        profile's parts in order, ``repeat`` times (``path``: where in which composed
+        profile, for JOB_KILLED's progress)."""
         workload = self.workloads[record.job.workload]
         hosts = list(record.alloc)
         speeds = [self._speeds[h] for h in hosts]
         classes = [self._classes[h] for h in hosts]
-        tasks: list[tuple[float, float]] = []
+        tasks: list[_Task] = []
 
-        def add(name: str) -> None:
+        def add(name: str, path: tuple[tuple[str, int], ...]) -> None:
             profile = workload.profiles[name]
             if profile["type"] == "composed":
-                for _ in range(int(profile.get("repeat", 1))):
-                    for part in profile["seq"]:
-                        add(part)
+                parts = profile["seq"]
+                for repetition in range(int(profile.get("repeat", 1))):
+                    for index, part in enumerate(parts):  # Batsim counts across repeats
+                        add(part, (*path, (name, repetition * len(parts) + index)))
                 return
             seconds = base_duration(name, workload.profiles, speeds, classes)
             rate = 0.0
             if profile["type"] == "parallel_homogeneous" and profile["cpu"] > 0:
                 if not (profile.get("timewarp") or {}).get("durations"):
                     rate = min(speed / profile["cpu"] for speed in speeds)
-            tasks.append((seconds, rate))
+            tasks.append(_Task(seconds, rate, name, path))
 
-        add(record.job.profile)
+        add(record.job.profile, ())
         return tasks
+
+    def _kill_progress(self, record: JobRecord) -> dict[str, Any]:
+        """JOB_KILLED's progress of a running job, Batsim's way: the current task's share
+        done (a composed profile wraps it with ``current_task_index``/``current_task``)."""
+        task = record.task
+        if record.slowdown or task is None:  # timewarp's sharing slowdown: the whole job
+            self._settle(record)
+            done = 1.0 if record.work == 0 else 1.0 - record.remaining / record.work
+            return {"profile_name": record.job.profile, "progress": p.wire_time(done)}
+        action = record.actor.action if record.actor is not None else None
+        if task.rate > 0 and action is not None:
+            done = 1.0 - action.remaining
+        else:
+            elapsed = self.now - record.task_start
+            done = 1.0 if task.seconds <= 0 else elapsed / task.seconds
+        progress: dict[str, Any] = {
+            "profile_name": task.name,
+            "progress": p.wire_time(min(1.0, max(0.0, done))),
+        }
+        for composed, index in reversed(task.path):
+            progress = {
+                "profile_name": composed,
+                "current_task_index": index,
+                "current_task": progress,
+            }
+        return progress
 
     def _waiter(self, target: float) -> Iterator[Simcall]:
         """A CALL_ME_LATER's actor (Batsim sleeps at least WAITER_MIN_SLEEP_S)."""
@@ -417,14 +493,12 @@ class Simulator:
         killed = []
         for record in records:
             if record.state == "running":
-                self._settle(record)
-                done = 1.0 if record.work == 0 else 1.0 - record.remaining / record.work
-                progress[record.job.job_id] = {
-                    "profile_name": record.job.profile,
-                    "progress": p.wire_time(min(1.0, max(0.0, done))),
-                }
+                progress[record.job.job_id] = self._kill_progress(record)
+                # Batsim cancels a parallel task (its job returns -2), kills the actor of
+                # anything else (the return code stays -1)
+                code = -2 if record.task is not None and record.task.rate > 0 else -1
                 yield (KILL, record.actor)
-                self._complete(record, "COMPLETED_KILLED", -1)
+                self._complete(record, "COMPLETED_KILLED", code)
                 killed.append(record)
         yield from self._send(("killing_done", [r.job.job_id for r in records], progress, killed))
 
@@ -478,30 +552,18 @@ class Simulator:
         self._emit(p.JobSubmitted(record.job.job_id, p.wire_value(record.job.raw), profile))
 
     def _profiles_json(self, workload: str) -> dict[str, dict[str, Any]]:
-        """A workload's profiles as Batsim forwards them: floats printed with ``%f`` and,
-        unless profiles may be reused, only those its jobs use (Batsim drops the others
-        when it loads the workload)."""
+        """A workload's profiles as Batsim forwards them: floats printed with ``%f``, and
+        only those a job uses."""
         cached = self._profiles_cache.get(workload)
         if cached is None:
-            profiles = self.workloads[workload].profiles
-            if not self.options.profile_reuse:
-                profiles = {k: v for k, v in profiles.items() if k in self._used_profiles(workload)}
-            cached = self._profiles_cache[workload] = p.wire_value(profiles)
+            cached = self._profiles_cache[workload] = p.wire_value(
+                self.workloads[workload].profiles
+            )
         return cached
-
-    def _used_profiles(self, workload: str) -> set[str]:
-        profiles = self.workloads[workload].profiles
-        used: set[str] = set()
-        todo = [job.profile for job in self.workloads[workload].jobs]
-        while todo:
-            name = todo.pop()
-            if name not in used:
-                used.add(name)
-                todo.extend(profiles[name].get("seq", []) if name in profiles else [])
-        return used
 
     def _report_end(self, record: JobRecord) -> None:
         """The server learns a job ended: jobs.csv row order, counts, JOB_COMPLETED."""
+        self._ended_since_send.append(record)
         record.state = "done"
         record.end_seq = next(self._end_counter)
         self.unfinished -= 1
@@ -522,7 +584,9 @@ class Simulator:
 
     def _deadlock_text(self) -> str:
         waiting = [r.job.job_id for r in self.records.values() if r.state == "submitted"]
-        parts = [f"nothing left to happen at t={self.now:g} but the simulation cannot end"]
+        parts = [
+            f"nothing left to happen at t={p.wire_time(self.now):g} s but the simulation cannot end"
+        ]
         if waiting:
             shown = ", ".join(waiting[:5]) + (" …" if len(waiting) > 5 else "")
             parts.append(f"{len(waiting)} submitted job(s) neither executed nor rejected: {shown}")
@@ -546,6 +610,7 @@ class Simulator:
         elif isinstance(data, p.RejectJob):
             record = self._record(data.job_id)
             self._require_submitted(record, "reject")
+            self._ended_since_send.append(record)
             record.state = "rejected"
             record.final_state = "REJECTED"
             record.end_seq = next(self._end_counter)
@@ -654,6 +719,12 @@ class Simulator:
         if workload is None:
             workload = Workload(data.workload_name, "dynamic", [], {})
             self.workloads[data.workload_name] = workload
+        if (data.workload_name, data.profile_name) in self._removed_profiles:
+            raise DecisionError(
+                f'REGISTER_PROFILE {data.profile_name!r}: Batsim: "Cannot get profile '
+                f"'{data.profile_name}': it existed some time ago but is no longer accessible\" "
+                "(a dropped profile cannot be registered again)"
+            )
         if data.profile_name in workload.profiles and not self.options.profile_reuse:
             raise DecisionError(
                 f"profile {data.profile_name!r} already exists in workload {data.workload_name!r}"
@@ -664,6 +735,7 @@ class Simulator:
         except WorkloadError as exc:
             raise DecisionError(f"REGISTER_PROFILE {data.profile_name!r}: {exc}") from None
         workload.profiles[data.profile_name] = data.profile
+        self._profiles_cache.pop(data.workload_name, None)
 
     def _register_job(self, data: p.RegisterJob) -> None:
         if not self.options.dynamic_jobs:
@@ -798,6 +870,20 @@ class Simulator:
             self.machine_state[host] = new
             self.nb_computing += 1 if new == "computing" else -1
         self.machines.rows.append((now, self.nb_compute - self.nb_computing, self.nb_computing))
+
+
+def _used_profiles(workload: Workload) -> set[str]:
+    """The profiles a workload's jobs use, with the parts of the composed ones they use.
+    (Batsim also keeps some parts of an unused composed profile: which depends on its hash
+    table's order — a documented difference.)"""
+    used: set[str] = set()
+    todo = [job.profile for job in workload.jobs]
+    while todo:
+        name = todo.pop()
+        if name not in used and name in workload.profiles:
+            used.add(name)
+            todo.extend(workload.profiles[name].get("seq", []))
+    return used
 
 
 def drive(sim: Simulator, decide, *, through_json: bool = False) -> int:

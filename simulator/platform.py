@@ -3,9 +3,12 @@
 Understood: ``<platform>``, nested ``<zone>``/``<AS>`` (their ``<prop>`` become the
 ``zone_properties`` of the hosts inside), ``<host id speed core>`` with ``<prop id value>``
 children, and ``<cluster id prefix suffix radical speed core>`` expanded to one host per
-radical number (cluster ``<prop>`` apply to each of its hosts, e.g. ``role=master``). Links, routes and ``<config>`` are
-read past: the embedded simulator does not model the network (a documented limit), and
-config keys that SimGrid 3.32 rejects (``smpi/os``…) are accepted.
+radical number (cluster ``<prop>`` apply to each of its hosts, e.g. ``role=master``).
+Links and routes are read past: the embedded simulator does not model the network (a
+documented limit). ``<config>`` props are listed with their lines (``Platform.config``):
+the embedded simulator uses none, but SimGrid 3.32 — real Batsim 4.2.1's — aborts on
+some that older platforms carry (``smpi/os``, ``smpi/or``: Batkube's),
+:func:`refused_by_simgrid` names them.
 
 Roles, as in Batsim: a host with ``<prop id="role" value="master"/>`` is the master (else the
 host named by ``-m``, default ``master_host``); ``role=storage`` hosts are storage resources;
@@ -24,8 +27,21 @@ _UNITS = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18
 _SPEED_RE = re.compile(r"^\s*([0-9.eE+-]+)\s*([kMGTPE]?)(f|flops)?\s*$")
 
 
+#: ``<config>`` keys SimGrid 3.32 no longer knows ("Bad config key"): Batsim 4.2.1 aborts.
+SIMGRID_332_REFUSED_KEYS = ("smpi/os", "smpi/or", "smpi/ois")
+
+
 class PlatformError(ValueError):
     """A platform file that cannot be used; the text names the file and element."""
+
+
+@dataclass(frozen=True)
+class ConfigProp:
+    """A ``<prop>`` of a ``<config>`` element, where it is in the file."""
+
+    key: str
+    value: str
+    line: int
 
 
 @dataclass(frozen=True)
@@ -52,6 +68,7 @@ class Platform:
     master: Host
     compute: list[Host]  # index = resource id
     storage: list[Host]
+    config: tuple[ConfigProp, ...] = ()
 
     def resources_json(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """``compute_resources`` / ``storage_resources`` of SIMULATION_BEGINS."""
@@ -208,4 +225,46 @@ def load_platform(path: str | Path, master_name: str = "master_host") -> Platfor
     storage = [h for h in others if h.role == "storage"]
     if not compute:
         raise PlatformError(f"{path}: no compute host besides the master {master.name!r}")
-    return Platform(path, master, compute, storage)
+    return Platform(path, master, compute, storage, _config_props(path))
+
+
+def _config_props(path: str) -> tuple[ConfigProp, ...]:
+    """The ``<prop>`` of every ``<config>``, with their line numbers (expat knows them)."""
+    import xml.parsers.expat
+
+    found: list[ConfigProp] = []
+    depth = 0
+    parser = xml.parsers.expat.ParserCreate()
+
+    def start(tag: str, attrs: dict[str, str]) -> None:
+        nonlocal depth
+        if tag == "config":
+            depth += 1
+        elif tag == "prop" and depth:
+            found.append(
+                ConfigProp(attrs.get("id", ""), attrs.get("value", ""), parser.CurrentLineNumber)
+            )
+
+    def end(tag: str) -> None:
+        nonlocal depth
+        if tag == "config":
+            depth -= 1
+
+    parser.StartElementHandler = start
+    parser.EndElementHandler = end
+    with open(path, "rb") as handle:
+        parser.ParseFile(handle)
+    return tuple(found)
+
+
+def refused_by_simgrid(platform: Platform) -> list[ConfigProp]:
+    """The platform's ``<config>`` props real Batsim 4.2.1 (SimGrid 3.32) aborts on."""
+    return [prop for prop in platform.config if prop.key in SIMGRID_332_REFUSED_KEYS]
+
+
+def refused_config_text(platform: Platform, prop: ConfigProp) -> str:
+    """What to tell about one such prop: file, line, key, and what to do."""
+    return (
+        f'{platform.path}:{prop.line}: <prop id="{prop.key}"> in <config>: SimGrid 3.32, real '
+        f'Batsim 4.2.1\'s, no longer knows this key and aborts ("Bad config key: {prop.key}")'
+    )

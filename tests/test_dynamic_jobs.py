@@ -606,6 +606,7 @@ def test_simulate_asks_real_batsim_for_dynamic_jobs_too(tmp_path, subprocess_env
     assert r.returncode == 0, r.stderr[-3000:]
     argv = json.loads(args_file.read_text())
     assert "--enable-dynamic-jobs" in argv and "--enable-compute-sharing" in argv
+    assert "--enable-profile-reuse" in argv  # the broker names a profile again
     rows = list(csv.DictReader((out / "out_jobs.csv").open()))
     assert sum(row["workload_name"] == "k8s" for row in rows) == 2
     assert json.loads((out / "manifest.json").read_text())["simulator"] == str(fake)
