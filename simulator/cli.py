@@ -27,7 +27,7 @@ import zmq
 
 from simulator import protocol
 from simulator.engine import Deadlock, Options, Simulator
-from simulator.outputs import write_outputs
+from simulator.outputs import StreamingOutputs
 from simulator.platform import (
     PlatformError,
     load_platform,
@@ -165,7 +165,13 @@ def drive(
     messages (``signals``: which signal set it, if any). ``context``: a ZeroMQ context
     to share (an ``inproc://`` endpoint in this process)."""
     err = err or sys.stderr
+    try:  # rows are written as the simulation goes: memory stays flat in jobs ended
+        outputs = StreamingOutputs(args.export, sim.nb_compute)
+    except OSError as exc:
+        return _fail(f"cannot write outputs with prefix {args.export!r}: {exc}", 2, err)
+    sim.stream_to(outputs)
     with ExitStack() as stack:
+        stack.callback(outputs.discard)  # whatever was not made final goes
         log = None
         if args.message_log:
             log = stack.enter_context(open(args.message_log, "w", encoding="utf-8"))
@@ -190,30 +196,25 @@ def drive(
         except Aborted as exc:
             signum = signals[0] if signals else signal.SIGTERM
             failure = (f"{signal.Signals(signum).name}: {exc}", 128 + signum)
-    if failure is not None:
-        text, code = failure
+        if failure is not None:
+            text, code = failure
+            try:
+                paths = outputs.finish(sim.machines_so_far(), 0.0, 0.0, partial=True)
+            except OSError as exc:
+                return _fail(f"{text}; cannot write partial outputs: {exc}", code, err)
+            ended = outputs.sums.jobs
+            return _fail(
+                f"{text}\n{PROG}: partial outputs written ({ended} of {len(sim.records)} jobs "
+                f"ended by t={sim.now:g} s): {', '.join(str(p) for p in paths)}",
+                code,
+                err,
+            )
+        scheduling = 0.0 if args.reproducible else stats.scheduling_time
+        simulation = 0.0 if args.reproducible else stats.simulation_time
         try:
-            paths = write_outputs(
-                args.export, sim.ended_records(), sim.machines_so_far(), sim.nb_compute,
-                0.0, 0.0, partial=True,
-            )  # fmt: skip
+            outputs.finish(sim.machines, scheduling, simulation)
         except OSError as exc:
-            return _fail(f"{text}; cannot write partial outputs: {exc}", code, err)
-        ended = len(sim.ended_records())
-        return _fail(
-            f"{text}\n{PROG}: partial outputs written ({ended} of {len(sim.records)} jobs "
-            f"ended by t={sim.now:g} s): {', '.join(str(p) for p in paths)}",
-            code,
-            err,
-        )
-    scheduling = 0.0 if args.reproducible else stats.scheduling_time
-    simulation = 0.0 if args.reproducible else stats.simulation_time
-    try:
-        write_outputs(
-            args.export, sim.job_records(), sim.machines, sim.nb_compute, scheduling, simulation
-        )
-    except OSError as exc:
-        return _fail(f"cannot write outputs with prefix {args.export!r}: {exc}", 1, err)
+            return _fail(f"cannot write outputs with prefix {args.export!r}: {exc}", 1, err)
     if not args.quiet:
         print(
             f"{PROG}: done at t={sim.now:g} s simulated, {len(sim.records)} jobs, "

@@ -103,7 +103,7 @@ class Options:
     submission_latency: float = 0.0  # extra delay of every submission (timewarp's)
 
 
-@dataclass
+@dataclass(slots=True)
 class JobRecord:
     """A job's life; ``state``: pending → submitted → running → completed (its actor
     ended) → done (the server reported it), or rejected."""
@@ -203,6 +203,7 @@ class Simulator:
         self._submitters = len(per_workload)
         self._submitters_done = 0
         self._request: p.Message | None = None
+        self._sink: Any = None
         self._profiles_cache: dict[str, dict[str, dict[str, Any]]] = {}
         # Batsim's profile clean-up: profiles no job uses are dropped when the workload is
         # loaded, and (without --enable-profile-reuse) a job's profile name is dropped when
@@ -246,6 +247,12 @@ class Simulator:
             )
         self.kernel.resume(reply)
         return self._next_message()
+
+    def stream_to(self, sink: Any) -> None:
+        """Hand each job's end (``sink.job_ended(record)``, in jobs.csv's order) and each
+        machine_states.csv row (``sink.machine_row(time, idle, computing)``) to ``sink``
+        as they happen, instead of keeping the rows (``outputs.StreamingOutputs``)."""
+        self._sink = sink
 
     def job_records(self) -> list[JobRecord]:
         """All jobs, ended ones first in the order they ended (Batsim's jobs.csv order)."""
@@ -566,6 +573,8 @@ class Simulator:
         self._ended_since_send.append(record)
         record.state = "done"
         record.end_seq = next(self._end_counter)
+        if self._sink is not None:
+            self._sink.job_ended(record)
         self.unfinished -= 1
         self.running -= 1
         self._emit(
@@ -614,6 +623,8 @@ class Simulator:
             record.state = "rejected"
             record.final_state = "REJECTED"
             record.end_seq = next(self._end_counter)
+            if self._sink is not None:
+                self._sink.job_ended(record)
             self.unfinished -= 1
         elif isinstance(data, p.KillJob):
             records = self._to_kill(data.job_ids)
@@ -869,7 +880,10 @@ class Simulator:
         if old != new:
             self.machine_state[host] = new
             self.nb_computing += 1 if new == "computing" else -1
-        self.machines.rows.append((now, self.nb_compute - self.nb_computing, self.nb_computing))
+        if self._sink is not None:
+            self._sink.machine_row(now, self.nb_compute - self.nb_computing, self.nb_computing)
+        else:
+            self.machines.rows.append((now, self.nb_compute - self.nb_computing, self.nb_computing))
 
 
 def _used_profiles(workload: Workload) -> set[str]:

@@ -2,15 +2,22 @@
 
 This is the decision process documented with the real-Batsim reference outputs
 (``shared/data/batsim-reference/README.md``), used by the conformance tests and the
-benchmark. Capacity of a compute resource = its ``core`` property (default 1); a job's
+benchmarks. Capacity of a compute resource = its ``core`` property (default 1); a job's
 demand = its profile's ``cpu`` (``"1"``, ``0.188``, ``"4000m"``; default 1). Jobs are taken
 in submission order; the head job starts on the ``res`` lowest-id resources with
 ``used + demand <= capacity``; if it does not fit, everybody waits; a job that can never
 fit is rejected. Replies carry ``now`` equal to the request's ``now``.
+
+The lowest-id resource with room is found in a segment tree of the resources' free
+capacity (O(log n) per job, not a scan of the platform), and :func:`serve` works on the
+JSON itself (Batsim's messages are trusted here; the simulator validates the replies):
+what a decision process costs should not hide what a simulator costs.
 """
 
 from __future__ import annotations
 
+import bisect
+import json
 from collections import deque
 from typing import Any
 
@@ -18,6 +25,8 @@ import zmq
 from procset import ProcSet
 
 from simulator import protocol as p
+
+_SLACK = 1e-9  # the tolerance of the fit rule: used + demand <= capacity + 1e-9
 
 
 def cpu_quantity(value: Any) -> float:
@@ -32,67 +41,153 @@ def cpu_quantity(value: Any) -> float:
     return float(text)
 
 
+class _FreeTree:
+    """Free capacity per resource, a max segment tree: the lowest-id resource where a
+    demand fits in O(log n)."""
+
+    def __init__(self, capacity: list[float]) -> None:
+        self.capacity = capacity
+        self.used = [0.0] * len(capacity)
+        size = 1
+        while size < max(1, len(capacity)):
+            size *= 2
+        self.size = size
+        self.tree = [float("-inf")] * (2 * size)
+        for i, cap in enumerate(capacity):
+            self.tree[size + i] = cap
+        for node in range(size - 1, 0, -1):
+            self.tree[node] = max(self.tree[2 * node], self.tree[2 * node + 1])
+
+    def fits(self, rid: int, demand: float) -> bool:
+        return self.used[rid] + demand <= self.capacity[rid] + _SLACK
+
+    def first_fit(self, demand: float, start: int = 0) -> int:
+        """The lowest resource id >= ``start`` where ``demand`` fits, or -1."""
+        tree, size = self.tree, self.size
+        # free >= demand - slack, loosened a hair: the leaf check is the exact rule
+        need = demand - _SLACK - 1e-12
+        stack = [(1, 0, size)]
+        while stack:
+            node, lo, hi = stack.pop()
+            if hi <= start or tree[node] < need:
+                continue
+            if hi - lo == 1:
+                if lo < len(self.capacity) and self.fits(lo, demand):
+                    return lo
+                continue
+            mid = (lo + hi) // 2
+            stack.append((2 * node + 1, mid, hi))
+            stack.append((2 * node, lo, mid))
+        return -1
+
+    def add(self, rid: int, amount: float) -> None:
+        self.used[rid] += amount
+        node = self.size + rid
+        self.tree[node] = self.capacity[rid] - self.used[rid]
+        node //= 2
+        tree = self.tree
+        while node:
+            tree[node] = max(tree[2 * node], tree[2 * node + 1])
+            node //= 2
+
+
 class Fcfs:
-    """Call with each message from Batsim; returns the reply."""
+    """Call with each message from Batsim (a :class:`protocol.Message`); returns the reply.
+    :meth:`decide` does the same on the JSON objects."""
 
     def __init__(self) -> None:
-        self.capacity: list[float] = []
-        self.used: list[float] = []
+        self.free: _FreeTree | None = None
+        self.sorted_capacity: list[float] = []
         self.queue: deque[str] = deque()
         self.demand: dict[str, float] = {}
         self.res: dict[str, int] = {}
-        self.running: dict[str, ProcSet] = {}
+        self.running: dict[str, list[int]] = {}
         self.profiles: dict[str, dict[str, Any]] = {}
         self.messages = 0
+        self._demand_of: dict[tuple[str, str], float] = {}
 
     def __call__(self, message: p.Message) -> p.Message:
+        raw = json.loads(p.encode(message))
+        reply = self.decide(raw)
+        return p.from_json(reply, "decision")
+
+    def decide(self, message: dict[str, Any]) -> dict[str, Any]:
         self.messages += 1
-        now = message.now
-        out: list[p.Event] = []
-        for event in message.events:
-            data = event.data
-            if isinstance(data, p.SimulationBegins):
-                self.capacity = [
-                    float(r["properties"].get("core", 1)) for r in data.compute_resources
+        now = message["now"]
+        for event in message["events"]:
+            kind, data = event["type"], event.get("data")
+            if kind == "JOB_SUBMITTED":
+                job_id = data["job_id"]
+                self.demand[job_id] = self._demand(job_id, data)
+                self.res[job_id] = int(data["job"]["res"])
+                self.queue.append(job_id)
+            elif kind == "JOB_COMPLETED":
+                hosts = self.running.pop(data["job_id"], None)
+                if hosts is not None:
+                    demand = self.demand.pop(data["job_id"])
+                    for rid in hosts:
+                        self.free.add(rid, -demand)  # type: ignore[union-attr]
+            elif kind == "SIMULATION_BEGINS":
+                capacity = [
+                    float(r["properties"].get("core", 1)) for r in data["compute_resources"]
                 ]
-                self.used = [0.0] * len(self.capacity)
-                self.profiles = data.profiles
-            elif isinstance(data, p.JobSubmitted):
-                workload = data.job_id.split("!", 1)[0]
-                profile = data.profile or self.profiles[workload][data.job["profile"]]
-                self.demand[data.job_id] = cpu_quantity(profile.get("cpu"))
-                self.res[data.job_id] = int(data.job["res"])
-                self.queue.append(data.job_id)
-            elif isinstance(data, p.JobCompleted):
-                alloc = self.running.pop(data.job_id, None)
-                if alloc is not None:
-                    for rid in alloc:
-                        self.used[rid] -= self.demand[data.job_id]
+                self.free = _FreeTree(capacity)
+                self.sorted_capacity = sorted(capacity)
+                self.profiles = data["profiles"]
+        return {"now": now, "events": self._schedule(now)}
+
+    def _demand(self, job_id: str, data: dict[str, Any]) -> float:
+        profile = data.get("profile")
+        if profile is not None:
+            return cpu_quantity(profile.get("cpu"))
+        key = (job_id.split("!", 1)[0], data["job"]["profile"])
+        demand = self._demand_of.get(key)
+        if demand is None:
+            demand = self._demand_of[key] = cpu_quantity(self.profiles[key[0]][key[1]].get("cpu"))
+        return demand
+
+    def _schedule(self, now: float) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        free = self.free
         while self.queue:
             head = self.queue[0]
             demand, res = self.demand[head], self.res[head]
-            fitting_ever = [i for i, cap in enumerate(self.capacity) if demand <= cap + 1e-9]
-            if len(fitting_ever) < res:
+            # resources where it could ever fit: capacity + slack >= demand
+            able = len(self.sorted_capacity) - bisect.bisect_left(
+                self.sorted_capacity, True, key=lambda cap: demand <= cap + _SLACK
+            )
+            if able < res:
                 self.queue.popleft()
-                out.append(p.Event(now, p.RejectJob(head)))
+                del self.demand[head], self.res[head]
+                out.append({"timestamp": now, "type": "REJECT_JOB", "data": {"job_id": head}})
                 continue
-            free = [i for i, cap in enumerate(self.capacity) if self.used[i] + demand <= cap + 1e-9]
-            if len(free) < res:
+            assert free is not None
+            chosen: list[int] = []
+            rid = -1
+            while len(chosen) < res:
+                rid = free.first_fit(demand, rid + 1)
+                if rid < 0:
+                    break
+                chosen.append(rid)
+            if len(chosen) < res:
                 break
-            chosen = free[:res]
             self.queue.popleft()
+            del self.res[head]  # (what ended is forgotten: memory stays flat)
             for rid in chosen:
-                self.used[rid] += demand
-            alloc = ProcSet(*chosen)
-            self.running[head] = alloc
-            out.append(p.Event(now, p.ExecuteJob(head, alloc)))
-        return p.Message(now, out)
+                free.add(rid, demand)
+            self.running[head] = chosen
+            alloc = str(ProcSet(*chosen))
+            out.append(
+                {"timestamp": now, "type": "EXECUTE_JOB", "data": {"job_id": head, "alloc": alloc}}
+            )
+        return out
 
 
 def serve(endpoint: str, decide=None) -> int:
     """Bind a REP socket at ``endpoint`` and answer until SIMULATION_ENDS; returns the
-    number of messages handled."""
-    decide = decide or Fcfs()
+    number of messages handled. ``decide``: a function of a :class:`protocol.Message`
+    (default: :class:`Fcfs`, on the JSON directly)."""
+    fcfs = Fcfs() if decide is None else None
     context = zmq.Context()
     socket = context.socket(zmq.REP)
     socket.setsockopt(zmq.LINGER, 0)
@@ -100,11 +195,17 @@ def serve(endpoint: str, decide=None) -> int:
     try:
         socket.bind(endpoint)
         while True:
-            message = p.decode(socket.recv(), "batsim")
-            reply = decide(message)
-            socket.send_string(p.encode(reply))
+            raw = socket.recv()
+            if fcfs is not None:
+                message = json.loads(raw)
+                socket.send_string(json.dumps(fcfs.decide(message), separators=(",", ":")))
+                ends = any(e["type"] == "SIMULATION_ENDS" for e in message["events"])
+            else:
+                decoded = p.decode(raw, "batsim")
+                socket.send_string(p.encode(decide(decoded)))
+                ends = any(isinstance(e.data, p.SimulationEnds) for e in decoded.events)
             count += 1
-            if any(isinstance(e.data, p.SimulationEnds) for e in message.events):
+            if ends:
                 return count
     finally:
         socket.close(linger=0)

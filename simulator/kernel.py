@@ -72,20 +72,135 @@ class Mailbox:
 
 
 class Actor:
-    __slots__ = ("code", "name", "answer", "alive", "action")
+    __slots__ = ("code", "name", "answer", "alive", "action", "sleep")
 
     def __init__(self, code: ActorCode, name: str) -> None:
         self.code = code
         self.name = name
         self.answer: Any = None
         self.alive = True
-        self.action: _Action | None = None  # its pending sleep
+        self.action: _Action | None = None  # its pending computation or communication
+        self.sleep = -1  # its pending sleep's slot in the kernel's _Sleeps
+
+
+class _Sleeps:
+    """The pending sleeps: each one's remaining time, reduced by every step exactly as
+    SimGrid does it (one float subtraction per step, a remainder below ``PRECISION`` is
+    nothing). A list of floats while they are few; a numpy array (the same IEEE
+    subtractions, without a Python loop) once there are more than ``NUMPY_FROM``, so a
+    simulation of thousands of running jobs costs microseconds per step. The smallest
+    remainder is followed step by step (subtracting the same step from every remainder
+    keeps their order, so it stays the smallest): the array is searched only when a sleep
+    ends or one is moved."""
+
+    NUMPY_FROM = 128
+
+    def __init__(self) -> None:
+        self.remaining: Any = []  # by slot; a free slot holds inf
+        self.actor: list[Actor | None] = []
+        self.order: list[int] = []
+        self.free: list[int] = []
+        self.count = 0
+        self._numpy: Any = None
+        self._min: float | None = float("inf")  # None: to be searched
+
+    def add(self, actor: Actor, seconds: float, order: int) -> int:
+        if self.free:
+            slot = self.free.pop()
+            self.remaining[slot] = seconds
+            self.actor[slot], self.order[slot] = actor, order
+        else:
+            slot = len(self.actor)
+            if self._numpy is not None and slot == len(self.remaining):
+                grown = self._numpy.full(2 * slot, float("inf"))
+                grown[:slot] = self.remaining
+                self.remaining = grown
+            if self._numpy is None:
+                self.remaining.append(seconds)
+            else:
+                self.remaining[slot] = seconds
+            self.actor.append(actor)
+            self.order.append(order)
+        self.count += 1
+        if self._min is not None and seconds < self._min:
+            self._min = seconds
+        if self._numpy is None and self.count > self.NUMPY_FROM:
+            self._use_numpy()
+        return slot
+
+    def _use_numpy(self) -> None:
+        import numpy
+
+        self._numpy = numpy
+        values = numpy.full(max(2 * len(self.remaining), 256), float("inf"))
+        values[: len(self.remaining)] = self.remaining
+        self.remaining = values
+
+    def set(self, slot: int, seconds: float) -> None:
+        self.remaining[slot] = seconds
+        self._min = None
+
+    def remove(self, slot: int) -> None:
+        self.remaining[slot] = float("inf")
+        self.actor[slot] = None
+        self.free.append(slot)
+        self.count -= 1
+        self._min = None
+
+    def next(self) -> float:
+        """The smallest remaining time (inf: none)."""
+        if self._min is None:
+            if not self.count:
+                self._min = float("inf")
+            elif self._numpy is None:
+                self._min = min(self.remaining)
+            else:
+                self._min = float(self.remaining.min())
+        return self._min
+
+    def advance(self, delta: float) -> list[tuple[int, Actor]]:
+        """Reduce every remaining time by ``delta``; the sleeps that end, ``(order,
+        actor)`` (their slots are freed)."""
+        smallest = self.next() - delta
+        if smallest >= PRECISION:  # nothing ends: the order is kept, the smallest too
+            if delta:
+                if self._numpy is None:
+                    values = self.remaining
+                    for slot, left in enumerate(values):
+                        values[slot] = left - delta
+                else:
+                    self.remaining -= delta
+            self._min = smallest
+            return []
+        ended = []
+        if self._numpy is None:
+            values = self.remaining
+            for slot, left in enumerate(values):
+                if left != float("inf"):
+                    left -= delta
+                    if left < PRECISION:  # double_update
+                        ended.append(slot)
+                    else:
+                        values[slot] = left
+        else:
+            values = self.remaining
+            if delta:
+                values -= delta
+            ended = self._numpy.flatnonzero(values < PRECISION).tolist()
+        out = []
+        for slot in ended:
+            actor = self.actor[slot]
+            assert actor is not None
+            out.append((self.order[slot], actor))
+            actor.sleep = -1
+            self.remove(slot)
+        return out
 
 
 class _Action:
-    """A pending SimGrid action: a sleep (``remaining`` = its max duration, seconds) or a
-    1-byte communication (``remaining`` = bytes left, ``rate`` bytes/s; rate 0: no link,
-    done at the next step)."""
+    """A pending SimGrid action other than a sleep: a 1-byte communication (``remaining``
+    = bytes left, ``rate`` bytes/s; rate 0: no link, done at the next step) or a
+    computation (1 unit at ``rate``, no receiver)."""
 
     __slots__ = ("remaining", "rate", "order", "actor", "receiver", "payload", "done")
 
@@ -108,7 +223,8 @@ class Kernel:
         self._running: list[Actor] = []  # this sub-round
         self._pos = 0
         self._calls: list[tuple[Actor, Simcall]] = []
-        self._actions: list[_Action] = []  # in the order they began
+        self._actions: list[_Action] = []  # communications and computations
+        self._sleeps = _Sleeps()
         self._seq = itertools.count()
         self._paused: Actor | None = None
         self.steps = 0  # time advances (for statistics)
@@ -129,16 +245,14 @@ class Kernel:
 
     def pending_sleep(self, actor: Actor) -> float | None:
         """When ``actor``'s pending sleep ends, if it sleeps."""
-        action = actor.action
-        if action is None or action.done:
+        if actor.sleep < 0:
             return None
-        return self.clock + action.remaining
+        return self.clock + float(self._sleeps.remaining[actor.sleep])
 
     def retarget(self, actor: Actor, date: float) -> None:
         """Move the end of ``actor``'s pending sleep (timewarp's sharing slowdown)."""
-        action = actor.action
-        if action is not None and not action.done:
-            action.remaining = date - self.clock
+        if actor.sleep >= 0:
+            self._sleeps.set(actor.sleep, date - self.clock)
 
     def run(self) -> Any:
         """Run until an actor pauses (its value is returned) or nothing is left to happen
@@ -146,22 +260,24 @@ class Kernel:
         if self._paused is not None:
             raise RuntimeError("run() while an actor is paused: resume() it first")
         calls = self._calls
+        append = calls.append
         while True:
-            running = self._running
-            while self._pos < len(running):
-                actor = running[self._pos]
-                answer, actor.answer = actor.answer, None
+            running, pos = self._running, self._pos
+            end = len(running)
+            while pos < end:
+                actor = running[pos]
+                answer = actor.answer
+                actor.answer = None
+                pos += 1
                 try:
                     call = actor.code.send(answer)
                 except StopIteration:
                     actor.alive = False
-                    self._pos += 1
                     continue
                 if call[0] == PAUSE:
-                    self._paused = actor
+                    self._paused, self._pos = actor, pos - 1
                     return call[1]
-                calls.append((actor, call))
-                self._pos += 1
+                append((actor, call))
             if calls:
                 self._handle(calls)
                 calls.clear()
@@ -180,9 +296,7 @@ class Kernel:
             if kind == BY_NAME:
                 ready.append(actor)
             elif kind == SLEEP:
-                action = _Action(call[1], -1.0, next(self._seq), actor)
-                actor.action = action
-                self._actions.append(action)
+                actor.sleep = self._sleeps.add(actor, call[1], next(self._seq))
             elif kind == PUT:
                 mailbox = call[1]
                 receiver = mailbox.receiver
@@ -212,6 +326,9 @@ class Kernel:
                 victim.alive = False
                 if victim.action is not None:
                     victim.action.done = True
+                if victim.sleep >= 0:
+                    self._sleeps.remove(victim.sleep)
+                    victim.sleep = -1
                 ready.append(actor)
             else:  # pragma: no cover - a bug in an actor
                 raise RuntimeError(f"{actor.name}: unknown simcall {call!r}")
@@ -225,53 +342,50 @@ class Kernel:
     def _advance(self) -> bool:
         """SimGrid's solve(): the step is the smallest time any pending action needs; the
         clock moves by it and every action is updated by it (``double_update``: what is
-        left below the precision is nothing), in the order the actions began."""
+        left below the precision is nothing); what ended wakes in the order it began."""
         actions = [a for a in self._actions if not a.done]
         self._actions = actions
-        if not actions:
+        sleeps = self._sleeps
+        if not actions and not sleeps.count:
             return False
-        delta = float("inf")
+        delta = sleeps.next()
         for action in actions:
-            if action.rate < 0:
-                need = action.remaining
-            elif action.rate == 0:
-                need = 0.0
-            else:
-                need = action.remaining / action.rate
+            need = 0.0 if action.rate == 0 else action.remaining / action.rate
             if need < delta:
                 delta = need
         self.clock = self.clock + delta
         self.steps += 1
-        ready = self._ready
+        ended: list[tuple[int, Any]] = sleeps.advance(delta) if sleeps.count else []
         for action in actions:
-            if action.rate < 0:
-                left = action.remaining - delta
-                if left < PRECISION:
+            if action.rate > 0:
+                left = action.remaining - action.rate * delta
+                if left < _BYTES_PRECISION:
                     left = 0.0
                 action.remaining = left
-                if left <= 0.0:
-                    action.done = True
-                    action.actor.action = None
-                    if action.actor.alive:
-                        ready.append(action.actor)
             else:
-                if action.rate > 0:
-                    left = action.remaining - action.rate * delta
-                    if left < _BYTES_PRECISION:
-                        left = 0.0
-                    action.remaining = left
-                else:
-                    left = 0.0
-                if left <= 0.0:
-                    action.done = True
-                    actor = action.actor
-                    receiver = action.receiver
-                    if receiver is None:  # a computation
-                        actor.action = None
-                        if actor.alive:
-                            ready.append(actor)
-                    else:
-                        ready.append(actor)
-                        receiver.answer = action.payload
-                        ready.append(receiver)
+                left = 0.0
+            if left <= 0.0:
+                action.done = True
+                ended.append((action.order, action))
+        if len(ended) > 1:
+            ended.sort(key=_first)
+        ready = self._ready
+        for _, what in ended:
+            if isinstance(what, Actor):  # a sleep
+                if what.alive:
+                    ready.append(what)
+                continue
+            actor, receiver = what.actor, what.receiver
+            if receiver is None:  # a computation
+                actor.action = None
+                if actor.alive:
+                    ready.append(actor)
+            else:
+                ready.append(actor)
+                receiver.answer = what.payload
+                ready.append(receiver)
         return True
+
+
+def _first(item: tuple[int, Any]) -> int:
+    return item[0]

@@ -50,49 +50,112 @@ def _quote(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
 
-def jobs_rows(records: Iterable[JobRecord]) -> list[str]:
-    rows = [JOBS_HEADER]
-    for record in records:
-        job = record.job
-        head = [
-            job.local_id,
-            job.workload,
-            job.profile,
-            _f(record.submission_time),
-            str(job.res),
-            _f(job.walltime),
+def job_row(record: JobRecord) -> str:
+    """One ``jobs.csv`` row, as Batsim writes it when the job ends."""
+    job = record.job
+    head = [job.local_id, job.workload, job.profile, _f(record.submission_time), str(job.res),
+            _f(job.walltime)]  # fmt: skip
+    if record.state == "done":
+        assert record.start is not None and record.finish is not None
+        execution = record.finish - record.start
+        turnaround = record.finish - record.submission_time
+        stretch = turnaround / execution if execution > 0 else 1.0
+        tail = [
+            "1" if record.final_state == "COMPLETED_SUCCESSFULLY" else "0",
+            record.final_state,
+            _f(record.start),
+            _f(execution),
+            _f(record.finish),
+            _f(record.start - record.submission_time),
+            _f(turnaround),
+            _f(stretch),
+            str(record.alloc),
+            _f(-1),
+            _quote(record.metadata),
         ]
-        if record.state == "done":
-            assert record.start is not None and record.finish is not None
-            execution = record.finish - record.start
-            turnaround = record.finish - record.submission_time
-            stretch = turnaround / execution if execution > 0 else 1.0
-            rows.append(
-                ",".join(
-                    head
-                    + [
-                        "1" if record.final_state == "COMPLETED_SUCCESSFULLY" else "0",
-                        record.final_state,
-                        _f(record.start),
-                        _f(execution),
-                        _f(record.finish),
-                        _f(record.start - record.submission_time),
-                        _f(turnaround),
-                        _f(stretch),
-                        str(record.alloc),
-                        _f(-1),
-                        _quote(record.metadata),
-                    ]
-                )
-            )
-        else:
-            state = record.final_state or "NOT_FINISHED"
-            rows.append(
-                ",".join(
-                    head + ["0", state, "", "", "", "", "", "", "", _f(-1), _quote(record.metadata)]
-                )
-            )
-    return rows
+    else:
+        state = record.final_state or "NOT_FINISHED"
+        tail = ["0", state, "", "", "", "", "", "", "", _f(-1), _quote(record.metadata)]
+    return ",".join(head + tail)
+
+
+def jobs_rows(records: Iterable[JobRecord]) -> list[str]:
+    return [JOBS_HEADER, *(job_row(record) for record in records)]
+
+
+class ScheduleSums:
+    """``schedule.csv``'s figures, summed job by job as jobs end (in that order, so the
+    float sums are the same whether the jobs are streamed or listed)."""
+
+    def __init__(self) -> None:
+        self.jobs = self.done = self.success = self.rejected = 0
+        self.makespan = self.max_wait = self.max_turnaround = self.max_slowdown = 0.0
+        self.sum_wait = self.sum_turnaround = self.sum_slowdown = 0.0
+
+    def add(self, record: JobRecord) -> None:
+        self.jobs += 1
+        if record.state == "rejected":
+            self.rejected += 1
+        if record.state != "done":
+            return
+        assert record.start is not None and record.finish is not None
+        execution = record.finish - record.start
+        wait = record.start - record.submission_time
+        turnaround = record.finish - record.submission_time
+        slowdown = turnaround / execution if execution > 0 else 1.0
+        self.done += 1
+        self.success += record.final_state == "COMPLETED_SUCCESSFULLY"
+        self.makespan = max(self.makespan, record.finish)
+        self.sum_wait += wait
+        self.sum_turnaround += turnaround
+        self.sum_slowdown += slowdown
+        self.max_wait = max(self.max_wait, wait)
+        self.max_turnaround = max(self.max_turnaround, turnaround)
+        self.max_slowdown = max(self.max_slowdown, slowdown)
+
+    def values(
+        self,
+        machines: MachineLog,
+        nb_compute: int,
+        scheduling_time: float,
+        simulation_time: float,
+        partial: bool = False,
+    ) -> dict[str, str]:
+        done = self.done
+
+        def mean(total: float) -> float:
+            return total / done if done else 0.0
+
+        values = {
+            "batsim_version": VERSION + (PARTIAL_SUFFIX if partial else ""),
+            "consumed_joules": _f(0.0),
+            "makespan": _f(self.makespan),
+            "max_slowdown": _f(self.max_slowdown),
+            "max_turnaround_time": _f(self.max_turnaround),
+            "max_waiting_time": _f(self.max_wait),
+            "mean_slowdown": _f(mean(self.sum_slowdown)),
+            "mean_turnaround_time": _f(mean(self.sum_turnaround)),
+            "mean_waiting_time": _f(mean(self.sum_wait)),
+            "nb_computing_machines": str(nb_compute),
+            "nb_grouped_switches": "0",
+            "nb_jobs": str(self.jobs),
+            "nb_jobs_finished": str(done),
+            "nb_jobs_killed": str(done - self.success),
+            "nb_jobs_rejected": str(self.rejected),
+            "nb_jobs_success": str(self.success),
+            "nb_machine_switches": "0",
+            "scheduling_time": _f(scheduling_time),
+            "simulation_time": _f(simulation_time),
+            "success_rate": _f(self.success / self.jobs if self.jobs else 0.0),
+            "time_computing": _f(machines.time_in_state["computing"]),
+            "time_idle": _f(machines.time_in_state["idle"]),
+            "time_sleeping": _f(0.0),
+            "time_switching_off": _f(0.0),
+            "time_switching_on": _f(0.0),
+            "time_unavailable": _f(0.0),
+        }
+        assert list(values) == SCHEDULE_KEYS
+        return values
 
 
 def schedule_values(
@@ -103,57 +166,22 @@ def schedule_values(
     simulation_time: float,
     partial: bool = False,
 ) -> dict[str, str]:
-    done = [r for r in records if r.state == "done"]
-    waits, turnarounds, slowdowns = [], [], []
-    makespan = 0.0
-    for r in done:
-        assert r.start is not None and r.finish is not None
-        execution = r.finish - r.start
-        waits.append(r.start - r.submission_time)
-        turnarounds.append(r.finish - r.submission_time)
-        slowdowns.append(turnarounds[-1] / execution if execution > 0 else 1.0)
-        makespan = max(makespan, r.finish)
-    success = sum(1 for r in done if r.final_state == "COMPLETED_SUCCESSFULLY")
+    sums = ScheduleSums()
+    for record in records:
+        sums.add(record)
+    return sums.values(machines, nb_compute, scheduling_time, simulation_time, partial)
 
-    def mean(values: list[float]) -> float:
-        return sum(values) / len(values) if values else 0.0
 
-    values = {
-        "batsim_version": VERSION + (PARTIAL_SUFFIX if partial else ""),
-        "consumed_joules": _f(0.0),
-        "makespan": _f(makespan),
-        "max_slowdown": _f(max(slowdowns, default=0.0)),
-        "max_turnaround_time": _f(max(turnarounds, default=0.0)),
-        "max_waiting_time": _f(max(waits, default=0.0)),
-        "mean_slowdown": _f(mean(slowdowns)),
-        "mean_turnaround_time": _f(mean(turnarounds)),
-        "mean_waiting_time": _f(mean(waits)),
-        "nb_computing_machines": str(nb_compute),
-        "nb_grouped_switches": "0",
-        "nb_jobs": str(len(records)),
-        "nb_jobs_finished": str(len(done)),
-        "nb_jobs_killed": str(len(done) - success),
-        "nb_jobs_rejected": str(sum(1 for r in records if r.state == "rejected")),
-        "nb_jobs_success": str(success),
-        "nb_machine_switches": "0",
-        "scheduling_time": _f(scheduling_time),
-        "simulation_time": _f(simulation_time),
-        "success_rate": _f(success / len(records) if records else 0.0),
-        "time_computing": _f(machines.time_in_state["computing"]),
-        "time_idle": _f(machines.time_in_state["idle"]),
-        "time_sleeping": _f(0.0),
-        "time_switching_off": _f(0.0),
-        "time_switching_on": _f(0.0),
-        "time_unavailable": _f(0.0),
-    }
-    assert list(values) == SCHEDULE_KEYS
-    return values
+def machine_state_row(time: float, idle: int, computing: int) -> str:
+    return f"{time:g},0,0,0,{idle},{computing}"
 
 
 def machine_state_rows(machines: MachineLog) -> list[str]:
-    rows = [MACHINE_STATES_HEADER]
-    rows.extend(f"{time:g},0,0,0,{idle},{computing}" for time, idle, computing in machines.rows)
-    return rows
+    return [MACHINE_STATES_HEADER, *(machine_state_row(*row) for row in machines.rows)]
+
+
+def _paths(prefix: str) -> list[Path]:
+    return [Path(f"{prefix}_{kind}.csv") for kind in ("jobs", "schedule", "machine_states")]
 
 
 def write_outputs(
@@ -166,27 +194,67 @@ def write_outputs(
     partial: bool = False,
 ) -> list[Path]:
     """Write the three files atomically; return their paths."""
-    schedule = schedule_values(
-        records, machines, nb_compute, scheduling_time, simulation_time, partial
-    )
-    contents = {
-        f"{prefix}_jobs.csv": jobs_rows(records),
-        f"{prefix}_schedule.csv": [",".join(schedule), ",".join(schedule.values())],
-        f"{prefix}_machine_states.csv": machine_state_rows(machines),
-    }
-    paths = [Path(name) for name in contents]
-    if paths[0].parent != Path(""):
-        paths[0].parent.mkdir(parents=True, exist_ok=True)
-    temporaries = []
-    try:
-        for path, rows in zip(paths, contents.values(), strict=True):
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text("\n".join(rows) + "\n", encoding="utf-8")
-            temporaries.append(tmp)
-        for tmp, path in zip(temporaries, paths, strict=True):
-            os.replace(tmp, path)
-    finally:
-        for tmp in temporaries:
-            if tmp.exists():
-                tmp.unlink()
-    return paths
+    stream = StreamingOutputs(prefix, nb_compute)
+    for record in records:
+        stream.job_ended(record)
+    for row in machines.rows:
+        stream.machine_row(*row)
+    return stream.finish(machines, scheduling_time, simulation_time, partial)
+
+
+class StreamingOutputs:
+    """Batsim's three files written as the simulation goes — a ``jobs.csv`` row when a job
+    ends, a ``machine_states.csv`` row when a machine changes, into temporary files — and
+    made final at the end (``schedule.csv`` from running sums, then every file renamed
+    into place), so that memory stays flat in the number of jobs that ended and a failure
+    leaves no half-written file (:meth:`discard`)."""
+
+    def __init__(self, prefix: str, nb_compute: int) -> None:
+        self.paths = _paths(prefix)
+        self.nb_compute = nb_compute
+        self.sums = ScheduleSums()
+        if self.paths[0].parent != Path(""):
+            self.paths[0].parent.mkdir(parents=True, exist_ok=True)
+        self._tmp = [path.with_name(path.name + ".tmp") for path in self.paths]
+        self._jobs = open(self._tmp[0], "w", encoding="utf-8")  # noqa: SIM115
+        self._machines = open(self._tmp[2], "w", encoding="utf-8")  # noqa: SIM115
+        self._jobs.write(JOBS_HEADER + "\n")
+        self._machines.write(MACHINE_STATES_HEADER + "\n")
+
+    def job_ended(self, record: JobRecord) -> None:
+        self._jobs.write(job_row(record) + "\n")
+        self.sums.add(record)
+
+    def machine_row(self, time: float, idle: int, computing: int) -> None:
+        self._machines.write(machine_state_row(time, idle, computing) + "\n")
+
+    def finish(
+        self,
+        machines: MachineLog,
+        scheduling_time: float,
+        simulation_time: float,
+        partial: bool = False,
+    ) -> list[Path]:
+        """Write ``schedule.csv`` (``machines``: the time spent in each state) and put the
+        three files in place; returns their paths."""
+        values = self.sums.values(
+            machines, self.nb_compute, scheduling_time, simulation_time, partial
+        )
+        try:
+            self._jobs.close()
+            self._machines.close()
+            self._tmp[1].write_text(
+                ",".join(values) + "\n" + ",".join(values.values()) + "\n", encoding="utf-8"
+            )
+            for tmp, path in zip(self._tmp, self.paths, strict=True):
+                os.replace(tmp, path)
+        finally:
+            self.discard()
+        return self.paths
+
+    def discard(self) -> None:
+        """Remove what is not in place (all of it, if :meth:`finish` was not called)."""
+        self._jobs.close()
+        self._machines.close()
+        for tmp in self._tmp:
+            tmp.unlink(missing_ok=True)

@@ -52,7 +52,7 @@ class WorkloadError(ValueError):
     """A workload that cannot be simulated; the text names file and field."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Job:
     """One job. ``raw`` is the workload's object with ``id`` rewritten to ``job_id``."""
 

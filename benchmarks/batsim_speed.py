@@ -1,0 +1,189 @@
+"""Speed and memory of `timewarp sim` against real Batsim 4.2.1, side by side.
+
+    .venv/bin/python benchmarks/batsim_speed.py                   # 100,000 jobs, ~10 min
+    .venv/bin/python benchmarks/batsim_speed.py --jobs 20000 --skip-real
+
+Issue 14's input: 100,000 one-host jobs on 1,000 one-core hosts, Poisson arrivals at 1.5
+jobs/s, exponential run times of mean 600 s (whole seconds): 90 % of the platform busy on
+average. The decision process is the project's FCFS (``python -m simulator.fcfs``, the
+reference decision process of the conformance tests) in its own process over ZeroMQ/TCP,
+the same for both simulators, which run with the same flags. For each: wall time from
+spawn to exit, peak resident memory of the simulator and of the decision process
+(``/proc/PID/status``, sampled every 0.2 s), the makespan from ``schedule.csv``. For
+`timewarp sim` also its resident memory against the number of jobs ended (its progress
+lines), to show it stays flat. Goals: `timewarp sim` + FCFS ≤ 45 s and ≤ 250 MiB, ≥ 10×
+faster than real Batsim.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from experiments._common import load_average, print_table  # noqa: E402
+from simulator import generators  # noqa: E402
+
+BATSIM = REPO.parent / "shared" / "tools" / "batsim-4.2.1" / "bin" / "batsim"
+PROGRESS = re.compile(r"(\d+)/(\d+) jobs ended")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rss_mib(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            for line in handle:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+@dataclass
+class Result:
+    name: str
+    wall_s: float = 0.0
+    cpu_sim_s: float = 0.0
+    cpu_decision_s: float = 0.0
+    peak_sim_mib: float = 0.0
+    peak_decision_mib: float = 0.0
+    makespan: float = 0.0
+    ok: bool = False
+    memory_by_progress: list[tuple[int, float]] = field(default_factory=list)
+
+
+def run(name: str, simulator: list[str], out: Path, env: dict[str, str]) -> Result:
+    port = _free_port()
+    endpoint = f"tcp://127.0.0.1:{port}"
+    result = Result(name)
+    started = time.perf_counter()
+    decision = subprocess.Popen(
+        [sys.executable, "-m", "simulator.fcfs", f"tcp://127.0.0.1:{port}"], cwd=REPO, env=env
+    )
+    sim = subprocess.Popen(
+        [*simulator, "-s", endpoint], cwd=REPO, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            result.peak_sim_mib = max(result.peak_sim_mib, _rss_mib(sim.pid))
+            result.peak_decision_mib = max(result.peak_decision_mib, _rss_mib(decision.pid))
+            done.wait(0.2)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    assert sim.stderr is not None
+    for line in sim.stderr:
+        match = PROGRESS.search(line)
+        if match:
+            result.memory_by_progress.append((int(match.group(1)), _rss_mib(sim.pid)))
+    _, status, usage = os.wait4(sim.pid, 0)
+    code = sim.returncode = os.waitstatus_to_exitcode(status)
+    result.cpu_sim_s = usage.ru_utime + usage.ru_stime
+    try:
+        _, status, usage = os.wait4(decision.pid, 0)
+        decision.returncode = os.waitstatus_to_exitcode(status)
+        result.cpu_decision_s = usage.ru_utime + usage.ru_stime
+    except ChildProcessError:
+        decision.wait(60)
+    result.wall_s = time.perf_counter() - started
+    done.set()
+    sampler.join()
+    result.ok = code == 0 and decision.returncode == 0
+    schedule = out.parent / f"{out.name}_schedule.csv"
+    if schedule.exists():
+        with open(schedule, newline="") as handle:
+            result.makespan = float(next(csv.DictReader(handle))["makespan"])
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=100_000)
+    parser.add_argument("--hosts", type=int, default=1000)
+    parser.add_argument("--rate", type=float, default=1.5, help="arrivals per second")
+    parser.add_argument("--mean-delay", type=float, default=600.0, help="mean run time (s)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--skip-real", action="store_true", help="only timewarp sim")
+    parser.add_argument("-o", "--output", help="keep inputs and outputs here")
+    args = parser.parse_args(argv)
+    if not args.skip_real and not BATSIM.exists():
+        parser.error(f"real Batsim is not at {BATSIM} (or use --skip-real)")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")]))
+    with tempfile.TemporaryDirectory(prefix="batsim-speed-") as tmp:
+        work = Path(args.output) if args.output else Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        platform = work / "platform.xml"
+        platform.write_text(generators.homogeneous_platform(args.hosts))
+        workload = work / "workload.json"
+        workload.write_text(
+            json.dumps(generators.poisson(args.jobs, args.rate, args.mean_delay, seed=args.seed))
+        )
+        print(f"machine load before: {load_average()}", file=sys.stderr)
+        inputs = ["-p", str(platform), "-w", str(workload)]
+        results = [
+            run(
+                "timewarp sim",
+                [sys.executable, "-m", "timewarp", "sim", *inputs, "-e", str(work / "tw")],
+                work / "tw",
+                env,
+            )
+        ]
+        if not args.skip_real:
+            results.append(
+                run(
+                    "Batsim 4.2.1",
+                    [str(BATSIM), *inputs, "-e", str(work / "real")],
+                    work / "real",
+                    env,
+                )  # fmt: skip
+            )
+        print(f"machine load after: {load_average()}", file=sys.stderr)
+    rows = [
+        [r.name, "ok" if r.ok else "FAILED", f"{r.wall_s:.1f}", f"{r.cpu_sim_s:.1f}",
+         f"{r.cpu_decision_s:.1f}", f"{r.peak_sim_mib:.0f}", f"{r.peak_decision_mib:.0f}",
+         f"{r.peak_sim_mib + r.peak_decision_mib:.0f}", f"{r.makespan:.1f}"]
+        for r in results
+    ]  # fmt: skip
+    print(
+        f"{args.jobs} jobs on {args.hosts} hosts, Poisson {args.rate}/s, mean {args.mean_delay} s"
+    )
+    print_table(
+        ["simulator", "run", "wall (s)", "CPU simulator (s)", "CPU FCFS (s)",
+         "simulator peak RSS (MiB)", "FCFS peak RSS (MiB)", "sum (MiB)", "makespan (s)"],
+        rows,
+    )  # fmt: skip
+    if len(results) == 2:
+        print(f"\nspeed-up of timewarp sim: {results[1].wall_s / results[0].wall_s:.1f}x")
+    steps = results[0].memory_by_progress
+    if steps:
+        print("\ntimewarp sim resident memory against jobs ended:")
+        picks = [steps[round(i * (len(steps) - 1) / 4)] for i in range(5)]
+        print_table(["jobs ended", "RSS (MiB)"], [[n, f"{m:.0f}"] for n, m in picks])
+    return 0 if all(r.ok for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
