@@ -79,6 +79,7 @@ REMOTE_RATE = 0.0
 #: Batsim's waiter sleeps at least this long ("found by trial and error", its source says).
 WAITER_MIN_SLEEP_S = 1e-5
 _BY_NAME = (BY_NAME,)
+_NO_RESOURCES = ProcSet()
 
 
 class DecisionError(p.ProtocolError):
@@ -575,11 +576,23 @@ class Simulator:
         record.end_seq = next(self._end_counter)
         if self._sink is not None:
             self._sink.job_ended(record)
+            self._forget(record)
         self.unfinished -= 1
         self.running -= 1
         self._emit(
             p.JobCompleted(record.job.job_id, record.final_state, record.return_code, record.alloc)
         )
+
+    def _forget(self, record: JobRecord) -> None:
+        """Its row written, an ended job keeps only its state: what the simulation holds
+        stays flat in the number of jobs that ended (only with streamed outputs: callers
+        that read the records afterwards keep them whole)."""
+        record.actor = record.task = record.walltime_end = None
+        record.alloc = _NO_RESOURCES
+        record.start = record.finish = None
+        record.submission_time = record.last_update = record.deadline = record.task_start = 0.0
+        record.work = record.remaining = record.rate = 0.0
+        record.start_seq = record.end_seq = -1
 
     def _finished(self) -> bool:
         return (
@@ -625,6 +638,7 @@ class Simulator:
             record.end_seq = next(self._end_counter)
             if self._sink is not None:
                 self._sink.job_ended(record)
+                self._forget(record)
             self.unfinished -= 1
         elif isinstance(data, p.KillJob):
             records = self._to_kill(data.job_ids)
