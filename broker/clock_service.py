@@ -376,6 +376,12 @@ class ClockService:
         if self._autopilot:
             self._poke()  # the others may be quiescent now
 
+    def never_joined(self, name: str) -> bool:
+        """Process ``name`` was launched (``expect``) and has neither connected nor gone."""
+        with self._cond:
+            proc = self._procs.get(name)
+            return proc is not None and not proc.connected and not proc.gone
+
     def processes(self) -> list[ProcessState]:
         with self._cond:
             return list(self._procs.values())

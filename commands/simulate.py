@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -85,6 +86,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="unpatched modules read virtual wall-clock time too",
     )
     parser.add_argument(
+        "--no-import-hook",
+        action="store_true",
+        help="rewrite nothing on import: the schedulers were patched ahead of time "
+        "(`timewarp patch`)",
+    )
+    parser.add_argument(
         "--epoch", type=parse_epoch, default=None, help="wall-clock time at virtual 0"
     )
     parser.add_argument("--stall-timeout", type=positive_seconds, default=10.0, metavar="SECONDS")
@@ -125,6 +132,14 @@ def run(args: argparse.Namespace) -> int:
         check_mode_arguments(args)
     except ModeArgumentError as exc:
         return _fail(str(exc))
+    from patcher.launch import LaunchError, parse_launch
+
+    for command in args.scheduler:
+        try:
+            if not parse_launch(shlex.split(command)).argv:
+                return _fail(f"--scheduler: empty command {command!r}")
+        except (LaunchError, ValueError) as exc:  # ValueError: shlex's unbalanced quotes
+            return _fail(f"--scheduler {command!r}: {exc}")
     if args.batsim and shutil.which(args.batsim) is None:
         return _fail(f"--batsim: program not found: {args.batsim!r}")
     total_jobs = sum(len(w.jobs) for w in workloads)
@@ -178,6 +193,7 @@ class _Simulation:
             incluster_dir=incluster_dir,
             extra_kubeconfig=Path(args.write_kubeconfig) if args.write_kubeconfig else None,
             virtual=args.mode != "realtime",
+            import_hook=not args.no_import_hook,
         )
         broker = None
         result = None

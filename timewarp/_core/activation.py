@@ -117,7 +117,7 @@ def _virtualize_stdlib() -> None:
     loops. Their waits become virtual; everything else of the stdlib stays real. Each is
     adjusted when the program first imports it (importing asyncio costs tens of ms that a
     program without it should not pay)."""
-    _when_imported(
+    when_imported(
         {
             "concurrent.futures._base": _virtualize_futures_base,
             "concurrent.futures.thread": _virtualize_futures_thread,
@@ -196,7 +196,7 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         return spec
 
 
-def _when_imported(hooks: dict[str, Callable[[types.ModuleType], None]]) -> None:
+def when_imported(hooks: dict[str, Callable[[types.ModuleType], None]]) -> None:
     pending = {}
     for name, hook in hooks.items():
         module = sys.modules.get(name)
