@@ -96,6 +96,7 @@ class ProcessState:
     detached: int = 0
     settled: bool = False  # has been idle at least once (start-up is over)
     gone: bool = False
+    said_bye: bool = False  # gone by its own word (exiting), not a dropped connection
     returncode: int | None = None
     stacks: str | None = None
 
@@ -772,6 +773,7 @@ class ClockService:
                 elif op == "stacks":
                     proc.stacks = msg["text"]
                 elif op == "bye":
+                    proc.said_bye = True
                     self._mark_gone_locked(proc)
             # Wake the driver only for what can end its waits (a state report: idle, acks;
             # arrivals and departures; stacks): a timer or a now() cannot, and each wake-up

@@ -177,17 +177,30 @@ class Launcher:
         """Raise SchedulerFailed if a scheduler ended before the simulation did."""
         if self._finishing:
             return
-        # A process that said goodbye to the clock is exiting: give it a moment to end,
-        # so that the report carries its exit code.
-        said_bye = {p.name for p in self.clock.processes() if p.gone}
+        # A process gone from the clock ended at that virtual instant: the run stops there,
+        # whatever the wall clock says. Give it a moment to end, so that the report carries
+        # its exit code; one that said bye is ending even if its interpreter takes longer.
+        # (A connection that dropped without a bye from a process still running is an
+        # exec: the program goes on under the same name, "#2".)
+        gone = {p.name: p.said_bye for p in self.clock.processes() if p.gone}
+        exiting = []
         for proc in self.processes:
-            if proc.name in said_bye and proc.returncode is None and proc.popen is not None:
+            if proc.name in gone and proc.returncode is None and proc.popen is not None:
                 try:
                     code = proc.popen.wait(5)
                 except subprocess.TimeoutExpired:
+                    if gone[proc.name]:
+                        exiting.append(proc)
                     continue
                 with self._lock:
                     proc.returncode = code
+        if exiting and not any(p.returncode is not None for p in self.processes):
+            proc = exiting[0]
+            raise SchedulerFailed(
+                f"scheduler {proc.name!r} ({shlex.join(proc.command)}) ended its last "
+                "non-daemon thread before the simulation ended (its interpreter is still "
+                f"winding down); last lines of {proc.log_path}:\n{proc.log_tail()}"
+            )
         with self._lock:
             if self._unjoined:
                 raise SchedulerFailed(next(iter(self._unjoined.values())))

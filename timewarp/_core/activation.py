@@ -239,7 +239,7 @@ def _start(self: threading.Thread) -> None:
         if not parent.tracked:
             ts = None
         else:
-            ts = rt.new_child_locked(parent, self.name)
+            ts = rt.new_child_locked(parent, self.name, daemon=self.daemon)
     if ts is None:
         return _orig_start(self)
     run = self.run
