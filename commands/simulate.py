@@ -65,8 +65,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="time mode (lockstep and realtime: see docs/broker.md)",
     )
     from broker.modes_cli import add_mode_arguments
+    from broker.pacing import add_pacing_arguments
 
     add_mode_arguments(parser)
+    add_pacing_arguments(parser)
     parser.add_argument(
         "--batsim", metavar="PATH", help="use real Batsim at PATH instead of the embedded simulator"
     )
@@ -132,6 +134,12 @@ def run(args: argparse.Namespace) -> int:
         check_mode_arguments(args)
     except ModeArgumentError as exc:
         return _fail(str(exc))
+    from broker.pacing import PacingArgumentError, check_pacing_arguments
+
+    try:
+        check_pacing_arguments(args)
+    except PacingArgumentError as exc:
+        return _fail(str(exc))
     from patcher.launch import LaunchError, parse_launch
 
     for command in args.scheduler:
@@ -163,6 +171,7 @@ class _Wiring:
         self.launcher = None
         self.broker = None
         self.incluster_dir: Path | None = None
+        self.pacer = None  # deterministic mode: API latency (broker/pacing.py)
 
 
 class _Simulation:
@@ -177,6 +186,7 @@ class _Simulation:
         self.args = args
         self.out = out
         self.total_jobs = total_jobs
+        self.pacer = None
         self.sim_proc: subprocess.Popen | _EmbeddedSimulator | None = None
 
     def run(self) -> int:
@@ -286,6 +296,17 @@ class _Simulation:
             rt_clock=parts.rt_clock,
         )
         parts.broker.on_progress = progress.update
+        if args.mode == "deterministic":
+            from broker.pacing import Pacer
+
+            self.pacer = Pacer(
+                parts.clock,
+                api_latency_ns=args.api_latency_ns,
+                poll_threshold=args.poll_threshold,
+                poll_latency_ns=args.poll_latency_ns,
+            ).attach(parts.facade)
+            # the cluster changing is progress for the stall guard; API traffic is not
+            parts.clock.set_progress_probe(parts.facade.revision)
         self.sim_proc = self._start_simulator(parts.broker.endpoint)
         watcher = threading.Thread(target=self._watch_simulator, args=(parts.broker,), daemon=True)
         watcher.start()
@@ -325,6 +346,8 @@ class _Simulation:
         figures = report.summarise(self.out / OUT_PREFIX, result.stats if result else {}, wall)
         written = all((self.out / name).exists() for name in OUT_FILES)
         figures["outputs"] = ("complete" if ok else "partial") if written else "none"
+        if self.pacer is not None:
+            figures["api_latency"] = self.pacer.figures()
         self._write_manifest(figures, ok, reason, wall)
         if not self.args.no_plots and (self.out / f"{OUT_PREFIX}_jobs.csv").exists():
             try:
@@ -332,6 +355,8 @@ class _Simulation:
             except Exception as exc:  # plots are a bonus: never lose the run for them
                 print(f"timewarp simulate: plots skipped ({exc})", file=sys.stderr)
         report.print_summary(figures, sys.stderr)
+        for line in self.pacer.summary() if self.pacer is not None else ():
+            print(f"timewarp simulate: busy polling: {line}", file=sys.stderr)
 
     # ----------------------------------------------------------------- simulator
     _sim_failure = ""

@@ -10,7 +10,7 @@ from .auth import TokenStats
 from .clock import Clock
 from .endpoint import Endpoint
 from .metrics import MetricsBoard
-from .server import HttpServer, Ledger, Request
+from .server import Hold, HttpServer, Ledger, Request
 from .store import Store
 
 
@@ -90,6 +90,22 @@ class Facade:
         """Watch events go out from the thread that commits them, not the stream's
         thread (for a driver that waits for them anyway: see HttpServer)."""
         self._server.direct_watch_writes = True
+
+    def hold_responses(self, hook: Callable[[Request], Hold | None] | None) -> None:
+        """``hook(request)`` may return a :class:`~.server.Hold` for the response to a
+        request (decided, not yet written): it is written when the hold is released, and
+        the connection is quiescent meanwhile (modelled API latency: broker/pacing.py)."""
+        self._server.hold_response = hook
+
+    def revision(self) -> int:
+        """The store's revision, read without its lock (an int read is atomic): for
+        callers that hold locks of their own, such as the clock service's progress probe."""
+        return self.store._rv
+
+    def authenticated_name(self, request: Request) -> str | None:
+        """The scheduler process whose token ``request`` carries (None: no valid token)."""
+        stats = self.api.authenticate(request)
+        return None if stats is None else stats.name
 
     def stop(self) -> None:
         self._server.stop()

@@ -14,7 +14,11 @@ Ledger rules (the broker's quiescence test depends on them):
   that published the event (inside the store call), and turned into ``written`` in one
   locked step by the connection thread;
 - listeners are called after a response is written, after a watch frame is written with
-  nothing else queued, and when a watch parks.
+  nothing else queued, and when a watch parks;
+- a response *held* back until a virtual deadline (modelled API latency, see
+  ``broker/pacing.py``) leaves the connection ``held``: not handling, nothing owed yet —
+  quiescent, like a sleep — until the deadline's callback marks it handling again, in
+  the broker's thread, before the response is written.
 """
 
 from __future__ import annotations
@@ -99,6 +103,7 @@ class Connection:
         "sock",
         "closed",
         "last_request",
+        "held",
     )
 
     def __init__(self, peer_port: int, sock: socket.socket) -> None:
@@ -111,6 +116,32 @@ class Connection:
         self.streaming = False  # the request being answered is a watch
         self.closed = False
         self.last_request = ""  # "GET /api/v1/pods?watch=1", for stall diagnostics
+        self.held = False  # a response held back until a virtual deadline (Hold)
+
+
+class Hold:
+    """A response kept back until virtual time reaches a deadline (API latency). Made by
+    the server's ``hold_response`` hook; the hook's owner calls :meth:`release` when the
+    deadline is reached (in the broker's thread, with time standing still)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._released = threading.Event()
+        self._busy_again: Callable[[], None] | None = None
+
+    def release(self) -> None:
+        with self._lock:
+            busy_again = self._busy_again
+            self._busy_again = None
+        if busy_again is not None:
+            busy_again()  # busy before the broker can look again: the response is due
+        self._released.set()
+
+    def _wait(self, busy_again: Callable[[], None]) -> None:
+        with self._lock:
+            if not self._released.is_set():
+                self._busy_again = busy_again
+        self._released.wait()
 
 
 class Ledger:
@@ -169,6 +200,8 @@ class Ledger:
                 return "idle" if sent == 0 and consumed == 0 else "busy"
             if conn.received != sent or conn.handling:
                 return "busy"
+            if conn.held:
+                return "held"
             if conn.queued:
                 return "flushing"
             if conn.written == consumed:
@@ -190,6 +223,7 @@ class Ledger:
                     "written": c.written,
                     "handling": c.handling,
                     "queued": c.queued,
+                    "held": c.held,
                     "last_request": c.last_request,
                 }
                 for p, c in self._conns.items()
@@ -233,6 +267,7 @@ class HttpServer:
         self._threads: set[threading.Thread] = set()
         self._conns: set[Connection] = set()
         self._streams: set[Watcher] = set()
+        self._holds: set[Hold] = set()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._accept_thread: threading.Thread | None = None
@@ -240,6 +275,8 @@ class HttpServer:
         # the broker waits for them before letting a scheduler read): no hop through the
         # stream's thread. Plain sockets only (a TLS record cannot be sent half-way).
         self.direct_watch_writes = False
+        # API latency (broker/pacing.py): a Hold for a response to keep back, or None
+        self.hold_response: Callable[[Request], Hold | None] | None = None
 
     def start(self) -> None:
         self._accept_thread = threading.Thread(
@@ -256,8 +293,11 @@ class HttpServer:
             conns = list(self._conns)
             threads = list(self._threads)
             streams = list(self._streams)
+            holds = list(self._holds)
         for watcher in streams:
             watcher.wake()
+        for hold in holds:
+            hold.release()
         for conn in conns:
             with contextlib.suppress(OSError):
                 conn.sock.shutdown(socket.SHUT_RDWR)
@@ -326,6 +366,9 @@ class HttpServer:
                     keep_alive = self._stream(conn, sock, result, buf, done) and keep_alive
                     done = None
                 else:
+                    hold = self.hold_response(request) if self.hold_response else None
+                    if hold is not None:
+                        self._hold(conn, hold)
                     self._write(conn, self._encode(result, close=not keep_alive), last=True)
             finally:
                 if done is not None:
@@ -333,6 +376,32 @@ class HttpServer:
             self._finish_request(conn)
             if not keep_alive:
                 return
+
+    def _hold(self, conn: Connection, hold: Hold) -> None:
+        """Keep the decided response back until ``hold`` is released: the connection is
+        held (quiescent) meanwhile, and handling again from the release on."""
+        with self.ledger.lock:
+            conn.handling = False
+            conn.held = True
+        self.ledger.notify(conn.peer_port)
+
+        def busy_again() -> None:
+            with self.ledger.lock:
+                conn.held = False
+                conn.handling = True
+
+        with self._lock:
+            self._holds.add(hold)
+        if self._stopping.is_set():
+            hold.release()
+        try:
+            hold._wait(busy_again)
+        finally:
+            with self._lock:
+                self._holds.discard(hold)
+        with self.ledger.lock:  # released before _wait began: never marked by the release
+            conn.held = False
+            conn.handling = True
 
     def _finish_request(self, conn: Connection) -> None:
         with self.ledger.lock:
