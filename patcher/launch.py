@@ -15,6 +15,7 @@ the program would silently run on the wall clock), and a nested
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -71,7 +72,8 @@ def _is_python(program: str) -> bool:
 
 def resolve_command(command: list[str], *, rewrite_script: bool = True) -> list[str]:
     """The command as it will run. A bare ``python`` means this interpreter (the one
-    timewarp is installed in); ``python prog.py ...`` becomes
+    timewarp is installed in), and so does a console script installed beside it
+    (``kopf``) when it is not on PATH; ``python prog.py ...`` becomes
     ``python -m patcher.run_script prog.py ...``, because the interpreter compiles the main
     script itself, past every import hook (``python -m pkg.mod`` goes through them)."""
     if command and command[0] == "--":
@@ -80,6 +82,12 @@ def resolve_command(command: list[str], *, rewrite_script: bool = True) -> list[
         return command
     if command[0] in ("python", "python3"):
         command = [sys.executable, *command[1:]]
+    elif os.sep not in command[0] and shutil.which(command[0]) is None:
+        # a console script of a package installed beside timewarp (``kopf run ...``) while
+        # that environment's bin/ is not on PATH
+        beside = Path(sys.executable).parent / command[0]
+        if beside.is_file() and os.access(beside, os.X_OK):
+            command = [str(beside), *command[1:]]
     if rewrite_script and _is_python(command[0]) and len(command) > 1:
         script = command[1]
         if not script.startswith("-") and script.endswith(".py"):

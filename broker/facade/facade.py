@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+import threading
+import time as _wall
 from collections.abc import Callable
 from pathlib import Path
 
@@ -64,13 +67,26 @@ class Facade:
             bookmark_interval_s=bookmark_interval_s,
             default_watch_timeout_s=default_watch_timeout_s,
         )
+        self._sequencer = RequestSequencer()
         self._server = HttpServer(
-            self.api.handle,
+            self._handle_in_order,
             self.ledger,
             listener=endpoint.listener,
             ssl_context=self.tls_files.server_context() if self.tls_files else None,
             on_request=self._count_request,
         )
+
+    def _handle_in_order(self, request: Request):  # type: ignore[no-untyped-def]
+        """The API's handler, one process's numbered requests in the order it sent them."""
+        stats = self.api.authenticate(request)
+        key = self._sequencer.key(request, stats.token if stats is not None else None)
+        if key is None:
+            return self.api.handle(request)
+        self._sequencer.wait_turn(*key)
+        try:
+            return self.api.handle(request)
+        finally:
+            self._sequencer.done(*key)
 
     # --- life cycle ----------------------------------------------------------------
 
@@ -205,3 +221,55 @@ class Facade:
             window_s=window_s,
             labels=labels,
         )
+
+
+SEQ_HEADER = "x-timewarp-seq"  # set by timewarp's runtime: "<pid>.<n>" (timewarp/_core/netio.py)
+# A request whose predecessor never comes (its connection broke mid-send) is handled
+# after this long anyway, with a warning: better out of order than never.
+GAP_TIMEOUT_S = 5.0
+
+
+class RequestSequencer:
+    """Requests that a scheduler process has in flight together, on different
+    connections (two threads', or an event loop's concurrent tasks'), reach the facade in
+    whatever order the kernel lets them; handled in that order, their effects (which
+    binding commits first, which delete) would differ from run to run. The runtime numbers
+    each process's requests in the order it sent them; each is handled once every earlier
+    one of its process was (a watch: once it started)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._next: dict[tuple[str, str], int] = {}
+
+    @staticmethod
+    def key(request: Request, token: str | None) -> tuple[tuple[str, str], int] | None:
+        value = request.headers.get(SEQ_HEADER)
+        if value is None or token is None:
+            return None
+        pid, _, n = value.partition(".")
+        try:
+            return (token, pid), int(n)
+        except ValueError:
+            return None
+
+    def wait_turn(self, key: tuple[str, str], n: int) -> None:
+        give_up = None
+        with self._cond:
+            while self._next.setdefault(key, 1) < n:
+                now = _wall.monotonic()
+                give_up = give_up or now + GAP_TIMEOUT_S
+                if now >= give_up:
+                    sys.stderr.write(
+                        f"timewarp: facade: request {n} of process {key[1]} waited "
+                        f"{GAP_TIMEOUT_S:g} s for its predecessor (request "
+                        f"{self._next[key]}); handling it out of order\n"
+                    )
+                    self._next[key] = n
+                    break
+                self._cond.wait(give_up - now)
+
+    def done(self, key: tuple[str, str], n: int) -> None:
+        with self._cond:
+            if self._next.get(key, 1) <= n:
+                self._next[key] = n + 1
+                self._cond.notify_all()

@@ -146,6 +146,8 @@ class Runtime:
         self.io: dict[int, list[int]] = {}  # io wait id -> [port, sent, consumed, seq]
         self.io_gates: dict[int, _IoGate] = {}
         self._io_ids = count(1)
+        self._go_nos = count(1)
+        self._select_gates: dict[Waiter, list[int]] = {}  # event loops' gates, by wait
         self._timer_ids = count(1)
         self.timers: dict[int, Waiter] = {}
         self._untracked_ids = count(1)
@@ -330,21 +332,48 @@ class Runtime:
             return waiter.state
 
     # ----------------------------------------------- selector waits (asyncio)
-    def begin_external_wait(self, waiter: Waiter, deadline_ns: int | None) -> None:
+    def begin_external_wait(
+        self,
+        waiter: Waiter,
+        deadline_ns: int | None,
+        conns: list[Any] = (),  # type: ignore[assignment]
+        real_io: bool = False,
+    ) -> None:
         """The thread is about to block in a real wait that ``wake_locked`` can interrupt
-        through ``waiter.on_wake`` (an event loop's self-pipe). Gives up the baton."""
+        through ``waiter.on_wake`` (an event loop's self-pipe). Gives up the baton.
+
+        ``conns``: the API connections (``netio._Conn``) the loop waits to read, reported
+        like a reader's: the broker's go for any of them wakes ``waiter``. ``real_io``:
+        the loop also waits for real I/O that completes without the broker (a TLS
+        handshake, a connect, a full send buffer): the process stays busy meanwhile."""
         with self.lock:
             if deadline_ns is not None:
                 self._add_timer_locked(waiter, deadline_ns)
+            ts = waiter.ts
+            ids = self._select_gates[waiter] = []
+            for conn in conns:
+                io_id = next(self._io_ids)
+                self.io[io_id] = [conn.port, conn.sent, conn.consumed, conn.seq]
+                self.io_gates[io_id] = _IoGate(ts, conn, waiter)
+                ids.append(io_id)
+            if real_io:  # a real read: busy until the wait ends
+                io_id = next(self._io_ids)
+                self.io_gates[io_id] = _IoGate(ts, None, None)
+                ids.append(io_id)
             waiter.parked = True
             # parked threads get the baton via go; wake_locked queues us as usual
-            if waiter.ts.tracked:
-                self._release_baton_locked(waiter.ts)
+            if ts.tracked:
+                self._release_baton_locked(ts)
+            elif conns or real_io:
+                self._poke()
 
     def end_external_wait(self, waiter: Waiter) -> None:
         """The real wait returned: rejoin the baton queue (if nobody woke us, real I/O did)."""
         ts = waiter.ts
         with self.lock:
+            for io_id in self._select_gates.pop(waiter, ()):
+                self.io_gates.pop(io_id, None)  # (a released one is gone already)
+                self.io.pop(io_id, None)
             if waiter.state == WAITING:
                 waiter.on_wake = None
                 self.wake_locked(waiter, NOTIFIED)
@@ -459,6 +488,7 @@ class Runtime:
                 gate = self.io_gates[io_id]
                 if item[0] == port and gate.waiter is not None:
                     gate.conn.allowed = max(gate.conn.allowed, upto)
+                    gate.conn.go_no = next(self._go_nos)
                     del self.io[io_id], self.io_gates[io_id]
                     self.wake_locked(gate.waiter, NOTIFIED)
                     break
