@@ -17,8 +17,6 @@ from simrun import placements, run_twice
 
 from simulator.testing import write_platform, write_workload
 
-pytest.importorskip("kubernetes_asyncio")
-
 AIO = "python tests/programs/aio_binder.py"
 JOBS = [
     {"id": "1", "subtime": 0, "res": 1, "profile": "short"},

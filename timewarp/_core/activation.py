@@ -103,7 +103,7 @@ def activate_from_env() -> _runtime.Runtime | None:
 def _virtualize_stdlib() -> None:
     """Standard-library code that schedulers lean on and that waits: concurrent.futures
     (APScheduler's and asyncio's thread pools, ``Future.result(timeout)``) and asyncio's
-    loops. Their waits become virtual; everything else of the stdlib stays real. Each is
+    loops (and anyio's worker threads, which asyncio programs reach through httpx). Their waits become virtual; everything else of the stdlib stays real. Each is
     adjusted when the program first imports it (importing asyncio costs tens of ms that a
     program without it should not pay). Log records get virtual timestamps
     (``timewarp._core.logclock``)."""
@@ -114,6 +114,7 @@ def _virtualize_stdlib() -> None:
             "concurrent.futures._base": _virtualize_futures_base,
             "concurrent.futures.thread": _virtualize_futures_thread,
             "asyncio": _virtualize_asyncio,
+            "anyio._backends._asyncio": _virtualize_anyio,
             **logclock.HOOKS,
         }
     )
@@ -141,6 +142,12 @@ def _virtualize_futures_thread(cf_thread: types.ModuleType) -> None:
     vqueue = _drop_in("vqueue")
     overrides = {"SimpleQueue": vqueue.SimpleQueue, "Queue": vqueue.Queue}
     cf_thread.queue = ModuleShim(queue, overrides)  # type: ignore[attr-defined]
+
+
+def _virtualize_anyio(backend: types.ModuleType) -> None:
+    """anyio's worker threads (``to_thread.run_sync``: httpx's async clients, kr8s) wait
+    for work on a stdlib ``queue.Queue``: a virtual one, like concurrent.futures'."""
+    backend.Queue = _drop_in("vqueue").Queue  # type: ignore[attr-defined]
 
 
 def _virtualize_asyncio(_asyncio: types.ModuleType) -> None:
