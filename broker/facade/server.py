@@ -126,21 +126,30 @@ class Hold:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._done = False
         self._released = threading.Event()
         self._busy_again: Callable[[], None] | None = None
 
     def release(self) -> None:
         with self._lock:
-            busy_again = self._busy_again
-            self._busy_again = None
+            if self._done:
+                return
+            self._done = True
+            busy_again, self._busy_again = self._busy_again, None
         if busy_again is not None:
             busy_again()  # busy before the broker can look again: the response is due
-        self._released.set()
+        self._released.set()  # only then may the connection write it (and go idle)
 
-    def _wait(self, busy_again: Callable[[], None]) -> None:
+    def _arm(self, busy_again: Callable[[], None]) -> bool:
+        """``busy_again`` runs on release (before anyone may see the connection held).
+        False: released already."""
         with self._lock:
-            if not self._released.is_set():
-                self._busy_again = busy_again
+            if self._done:
+                return False
+            self._busy_again = busy_again
+            return True
+
+    def _wait(self) -> None:
         self._released.wait()
 
 
@@ -379,11 +388,9 @@ class HttpServer:
 
     def _hold(self, conn: Connection, hold: Hold) -> None:
         """Keep the decided response back until ``hold`` is released: the connection is
-        held (quiescent) meanwhile, and handling again from the release on."""
-        with self.ledger.lock:
-            conn.handling = False
-            conn.held = True
-        self.ledger.notify(conn.peer_port)
+        held (quiescent) meanwhile, and handling again from the release on — marked by the
+        releasing thread itself, so the broker never sees it held once time has reached
+        the deadline."""
 
         def busy_again() -> None:
             with self.ledger.lock:
@@ -392,16 +399,19 @@ class HttpServer:
 
         with self._lock:
             self._holds.add(hold)
-        if self._stopping.is_set():
-            hold.release()
         try:
-            hold._wait(busy_again)
+            if self._stopping.is_set() or not hold._arm(busy_again):
+                return
+            with self.ledger.lock:
+                conn.handling = False
+                conn.held = True
+            self.ledger.notify(conn.peer_port)
+            if self._stopping.is_set():
+                hold.release()
+            hold._wait()
         finally:
             with self._lock:
                 self._holds.discard(hold)
-        with self.ledger.lock:  # released before _wait began: never marked by the release
-            conn.held = False
-            conn.handling = True
 
     def _finish_request(self, conn: Connection) -> None:
         with self.ledger.lock:
