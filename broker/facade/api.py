@@ -19,9 +19,9 @@ from . import discovery, errors
 from .auth import TokenRegistry, TokenStats, bearer_token
 from .clock import Cancellable, Clock
 from .errors import ApiError
-from .metrics import MetricsBoard, node_metrics, pod_metrics
+from .metrics import MetricsBoard, custom_metric_value, node_metrics, pod_metrics
 from .objects import format_time
-from .resources import ResourceType, lookup
+from .resources import CUSTOM_METRICS, CUSTOM_METRICS_GROUP, ResourceType, lookup
 from .selectors import parse_field_selector, parse_label_selector
 from .server import Request, Response, WatchStream
 from .store import Store
@@ -261,6 +261,8 @@ class Api:
         """A request on a resource: route it, check the method is allowed there, then
         hand it to the reads (GET: get, list, watch), the creates (POST: objects,
         bindings, evictions) or the writes to one named object (PUT, PATCH, DELETE)."""
+        if group == CUSTOM_METRICS_GROUP:
+            return self._custom_metrics(request, query, version, rest)
         route = self._route(group, version, rest)
         self._check_method(route, request.method, query)
         if route.rt.group == "metrics.k8s.io":
@@ -663,6 +665,47 @@ class Api:
             {
                 "kind": f"{rt.kind}List",
                 "apiVersion": rt.api_version,
+                "metadata": {},
+                "items": items,
+            },
+        )
+
+    # --- custom.metrics.k8s.io -------------------------------------------------------
+
+    def _custom_metrics(
+        self, request: Request, query: dict[str, list[str]], version: str, rest: list[str]
+    ) -> Response:
+        """``GET /apis/custom.metrics.k8s.io/v1beta1/namespaces/<ns>/pods/<name|*>/<metric>``
+        (``labelSelector`` with ``*``): a ``MetricValueList``, as an adapter answers."""
+        if request.method != "GET":
+            raise ApiError(
+                405, f"{request.method} is not supported on custom metrics", "MethodNotAllowed"
+            )
+        if len(rest) != 5 or rest[0] != "namespaces" or rest[2] != "pods":
+            raise ApiError(
+                404,
+                "the server could not find the requested resource (custom metrics are served "
+                "for pods: /apis/custom.metrics.k8s.io/v1beta1/namespaces/<ns>/pods/<name|*>/<metric>)",
+            )
+        namespace, target, metric = rest[1], rest[3], rest[4]
+        if metric not in CUSTOM_METRICS:
+            raise errors.not_found("pods", f"{target}/{metric}", CUSTOM_METRICS_GROUP)
+        labels = parse_label_selector(_param(query, "labelSelector"))
+        epoch = self.clock.wall_epoch_ns()
+        items = [
+            custom_metric_value(namespace, pod, metric, value, format_time(epoch + stamp), window)
+            for pod, value, stamp, window, pod_labels in self.metrics.custom_items(
+                namespace, metric
+            )
+            if (target == "*" or pod == target) and labels.matches(pod_labels)
+        ]
+        if target != "*" and not items:
+            raise errors.not_found("pods", f"{target}/{metric}", CUSTOM_METRICS_GROUP)
+        return _json(
+            200,
+            {
+                "kind": "MetricValueList",
+                "apiVersion": f"{CUSTOM_METRICS_GROUP}/{version}",
                 "metadata": {},
                 "items": items,
             },
