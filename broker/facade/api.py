@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from . import discovery, errors
+from . import autoscaling, discovery, errors
 from .auth import TokenRegistry, TokenStats, bearer_token
 from .clock import Cancellable, Clock
 from .errors import ApiError
 from .metrics import MetricsBoard, custom_metric_value, node_metrics, pod_metrics
 from .objects import format_time
+from .patch import apply_patch
 from .resources import CUSTOM_METRICS, CUSTOM_METRICS_GROUP, ResourceType, lookup
 from .selectors import parse_field_selector, parse_label_selector
 from .server import Request, Response, WatchStream
@@ -287,9 +288,11 @@ class Api:
                 f"{rt.plural}/{route.subresource} supports only POST (create)",
                 "MethodNotAllowed",
             )
-        if route.subresource == "status" and method not in ("GET", "PUT", "PATCH"):
+        if route.subresource in ("status", "scale") and method not in ("GET", "PUT", "PATCH"):
             raise ApiError(
-                405, f"{rt.plural}/status supports GET, PUT and PATCH", "MethodNotAllowed"
+                405,
+                f"{rt.plural}/{route.subresource} supports GET, PUT and PATCH",
+                "MethodNotAllowed",
             )
         if route.subresource is None:
             verb = self._verb(method, route, query)
@@ -312,7 +315,10 @@ class Api:
         if route.watch_path:
             query.setdefault("fieldSelector", []).append(f"metadata.name={route.name}")
             return self._watch(request, route, query)
-        return _json(200, self.store.get(route.rt.key, route.namespace, route.name))
+        obj = self.store.get(route.rt.key, route.namespace, route.name)
+        if route.subresource == "scale":
+            return _json(200, autoscaling.scale_of(obj))
+        return _json(200, obj)
 
     def _post(self, request: Request, route: _Route) -> Response:
         """POST: a binding (pods/binding or the legacy ``bindings``), an eviction, or a
@@ -342,6 +348,8 @@ class Api:
                 404,
                 f"{rt.plural} are namespaced: use /.../namespaces/<ns>/{rt.plural}/{route.name}",
             )
+        if route.subresource == "scale" and method in ("PUT", "PATCH"):
+            return self._write_scale(request, route)
         if method == "PUT":
             body = _parse_body(request)
             self._check_kind(rt, body)
@@ -363,6 +371,26 @@ class Api:
         if method == "DELETE":
             return self._delete(route, request)
         raise ApiError(405, f"method {method} is not supported")
+
+    def _write_scale(self, request: Request, route: _Route) -> Response:
+        """PUT or PATCH of ``.../scale``: the parent's ``spec.replicas`` (see
+        ``autoscaling.py``); answers the new Scale."""
+        assert route.name is not None
+        body = _parse_body(request)
+        if request.method == "PATCH":
+            current = autoscaling.scale_of(
+                self.store.get(route.rt.key, route.namespace, route.name)
+            )
+            ctype = request.headers.get("content-type", "") or "application/merge-patch+json"
+            body = apply_patch(ctype, current, body)
+            wanted_rv = (body.get("metadata") or {}).get("resourceVersion")
+            if wanted_rv == current["metadata"]["resourceVersion"]:
+                body["metadata"].pop("resourceVersion")  # untouched by the patch: no precondition
+        replicas, rv = autoscaling.wanted_replicas(body, route.name)
+        stored = self.store.set_replicas(
+            route.rt.key, route.namespace, route.name, replicas, resource_version=rv
+        )
+        return _json(200, autoscaling.scale_of(stored))
 
     @staticmethod
     def _verb(method: str, route: _Route, query: dict[str, list[str]]) -> str:

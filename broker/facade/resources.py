@@ -105,7 +105,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         "ReplicaSet",
         True,
         short_names=("rs",),
-        subresources=("status",),
+        subresources=("status", "scale"),
     ),
     _r(
         "apps",
@@ -115,7 +115,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         "Deployment",
         True,
         short_names=("deploy",),
-        subresources=("status",),
+        subresources=("status", "scale"),
     ),
     _r(
         "apps",
@@ -125,7 +125,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         "StatefulSet",
         True,
         short_names=("sts",),
-        subresources=("status",),
+        subresources=("status", "scale"),
     ),
     _r(
         "apps",
@@ -135,6 +135,16 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         "DaemonSet",
         True,
         short_names=("ds",),
+        subresources=("status",),
+    ),
+    _r(
+        "autoscaling",
+        "v2",
+        "horizontalpodautoscalers",
+        "horizontalpodautoscaler",
+        "HorizontalPodAutoscaler",
+        True,
+        short_names=("hpa",),
         subresources=("status",),
     ),
     _r("batch", "v1", "jobs", "job", "Job", True, subresources=("status",)),
