@@ -441,8 +441,9 @@ class Cluster:
         if self.controller.reconcile():
             did = True
         if self.services and self.services.has_dirty():
-            self._metrics_at = None  # the next refresh tells the traffic model now
-            did = True
+            # a service's pods changed: the traffic model learns it at this instant
+            self._metrics_at = None
+            self.refresh_metrics()
         if self._can_register() and self.all_done():
             self.registration_finished = True
             self._decisions.append(p.Notify("registration_finished"))

@@ -709,6 +709,9 @@ class Api:
             raise ApiError(
                 405, f"{request.method} is not supported on custom metrics", "MethodNotAllowed"
             )
+        # the official client sends the plural "pods/*/<metric>" as one percent-encoded
+        # segment (pods%2F%2A%2Fconcurrency); the real server routes the decoded path
+        rest = "/".join(rest).split("/")
         if len(rest) != 5 or rest[0] != "namespaces" or rest[2] != "pods":
             raise ApiError(
                 404,

@@ -1,0 +1,169 @@
+"""The broker's side of services with traffic: the Deployment and HPA appear at start,
+the service's pods get the traffic while they run and are Ready, their usage reaches
+metrics.k8s.io and their concurrency custom.metrics.k8s.io on the metrics tick — read
+back through the official client — and the simulation is kept alive until the traffic
+ends."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from broker.cluster import Cluster
+from broker.facade import Facade, ManualClock
+from broker.services import ServiceDriver, replica_state
+from simulator.testing import simulation_begins
+from simulator.workload import load_workload
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "inputs" / "service_step" / "workload.json"
+
+
+def spec(tmp_path: Path, **traffic):
+    doc = json.loads(EXAMPLE.read_text())
+    service = doc["services"][0]
+    service["traffic"] = {"type": "constant", "rate": 10, "duration": 120, **traffic}
+    file = tmp_path / "w.json"
+    file.write_text(json.dumps(doc))
+    return load_workload(file, "w0", 8).services[0]
+
+
+def make_cluster(tmp_path: Path, **traffic):
+    clock = ManualClock()
+    facade = Facade(clock)
+    cluster = Cluster(facade, clock.now_ns)
+    cluster.services = ServiceDriver([spec(tmp_path, **traffic)], facade.store, clock)
+    hosts = [
+        {"id": i, "name": f"node{i}", "properties": {"core": "4", "memory": "16Gi"}}
+        for i in range(8)
+    ]
+    cluster.begin(simulation_begins(hosts, {}, workload="w0"))
+    return clock, facade, cluster
+
+
+def start_pod(facade: Facade, cluster: Cluster, name: str, node: str = "node0") -> None:
+    """What the Deployment controller and a scheduler would do: a pod from the template,
+    bound (the kubelet model admits it: Running and Ready)."""
+    dep = facade.store.get("deployments.apps", "default", "web")
+    template = dep["spec"]["template"]
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", **template["metadata"]},
+        "spec": {**template["spec"], "nodeName": node},
+    }
+    facade.store.create("pods", pod, namespace="default")
+    cluster._on_create(pod)
+    while cluster.process():
+        pass
+    cluster.refresh_metrics()
+
+
+def test_the_deployment_and_the_hpa_are_there_at_start(tmp_path) -> None:
+    _clock, facade, cluster = make_cluster(tmp_path)
+    dep = facade.store.get("deployments.apps", "default", "web")
+    assert dep["spec"]["replicas"] == 1
+    assert dep["spec"]["template"]["metadata"]["annotations"]["timewarp.io/startup-delay"] == "10"
+    hpa = facade.store.get("horizontalpodautoscalers.autoscaling", "default", "web")
+    assert hpa["spec"]["scaleTargetRef"]["name"] == "web"
+    # the traffic lasts 120 s: the run may not end before
+    cluster.all_submitted = True
+    assert not cluster.all_done()
+
+
+def test_service_pods_publish_the_traffics_usage_on_the_metrics_tick(tmp_path) -> None:
+    clock, facade, cluster = make_cluster(tmp_path)
+    start_pod(facade, cluster, "web-a")
+    board = facade.metrics
+    assert board.pod_items("default") == []  # no metrics before the first scrape
+    clock.advance_to(14 * 10**9)
+    cluster.refresh_metrics()
+    assert board.pod_items("default") == []
+    clock.advance_to(16 * 10**9)
+    cluster.refresh_metrics()
+    [((ns, name), sample)] = board.pod_items("default")
+    assert (ns, name) == ("default", "web-a")
+    assert sample.timestamp_ns == 15 * 10**9 and sample.window_s == 15
+    cpu, memory = sample.usage["web"]
+    assert 0.2e9 < cpu < 0.8e9  # 10 req/s x 50 ms = 0.5 core, give or take the draws
+    assert memory == 512 * 1024**2
+    [(pod, concurrency, stamp, window, labels)] = board.custom_items("default", "concurrency")
+    assert pod == "web-a" and stamp == 15 * 10**9 and labels["app"] == "web"
+    assert 0.2 < concurrency < 2
+    # the node's usage includes the service pod's
+    [node] = [s for n, s in board.node_items() if n == "node0"]
+    assert node.usage[""][0] == cpu
+
+
+def test_a_second_ready_pod_shares_the_traffic(tmp_path) -> None:
+    clock, facade, cluster = make_cluster(tmp_path)
+    start_pod(facade, cluster, "web-a")
+    clock.advance_to(30 * 10**9)
+    cluster.refresh_metrics()
+    start_pod(facade, cluster, "web-b", node="node1")
+    clock.advance_to(61 * 10**9)
+    cluster.refresh_metrics()
+    rps = {
+        pod: value
+        for pod, value, *_ in facade.metrics.custom_items("default", "requests_per_second")
+    }
+    assert rps == pytest.approx({"web-a": 5.0, "web-b": 5.0}, abs=0.2)  # round-robin
+    rows = cluster.services.rows
+    assert [r.time for r in rows] == [15, 30, 45, 60]
+    assert [r.ready_replicas for r in rows] == [1, 1, 2, 2]
+    assert all(r.desired_replicas == 1 for r in rows)
+
+
+def test_the_custom_metric_through_the_official_client(tmp_path) -> None:
+    from kubernetes import client, config
+
+    clock, facade, cluster = make_cluster(tmp_path)
+    start_pod(facade, cluster, "web-a")
+    clock.advance_to(16 * 10**9)
+    cluster.refresh_metrics()
+    kubeconfig = facade.write_kubeconfig(tmp_path / "kubeconfig", "test")
+    with facade:
+        api = config.new_client_from_config(config_file=str(kubeconfig))
+        custom = client.CustomObjectsApi(api)
+        listing = custom.list_namespaced_custom_object(
+            "custom.metrics.k8s.io",
+            "v1beta1",
+            "default",
+            "pods/*/concurrency",
+            label_selector="app=web",
+        )
+        assert listing["kind"] == "MetricValueList"
+        [item] = listing["items"]
+        assert item["describedObject"]["name"] == "web-a" and item["metricName"] == "concurrency"
+        assert item["windowSeconds"] == 15 and item["value"].endswith("m")
+        none = custom.list_namespaced_custom_object(
+            "custom.metrics.k8s.io",
+            "v1beta1",
+            "default",
+            "pods/*/concurrency",
+            label_selector="app=api",
+        )
+        assert none["items"] == []
+        pods = custom.list_namespaced_custom_object("metrics.k8s.io", "v1beta1", "default", "pods")
+        assert [p["metadata"]["name"] for p in pods["items"]] == ["web-a"]
+        assert pods["items"][0]["window"] == "15s"
+        api.close()
+
+
+def test_replica_state_reads_limits_requests_and_readiness() -> None:
+    pod = {
+        "metadata": {},
+        "spec": {
+            "containers": [{"resources": {"requests": {"cpu": "500m"}, "limits": {"cpu": "2"}}}]
+        },
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]},
+    }
+    state = replica_state(pod)
+    assert (state.limit_cores, state.request_cores, state.ready) == (2.0, 0.5, False)
+    pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert replica_state(pod) is None
+    pod["metadata"] = {}
+    pod["status"]["phase"] = "Pending"
+    assert replica_state(pod) is None
