@@ -167,3 +167,38 @@ def test_replica_state_reads_limits_requests_and_readiness() -> None:
     pod["metadata"] = {}
     pod["status"]["phase"] = "Pending"
     assert replica_state(pod) is None
+
+
+def test_the_hpa_sample_scales_the_deployment_through_the_facade(tmp_path) -> None:
+    """One sync of sample_schedulers/hpa against the facade with the official client:
+    it reads the HPA, the scale, the pods and metrics.k8s.io, patches the scale and
+    writes the HPA's status (the cluster side's Deployment controller is not needed
+    for one sync: the pods are made by hand)."""
+    from kubernetes import client, config
+
+    from sample_schedulers.hpa.controller import HpaController
+
+    # 40 req/s x 50 ms = 2 cores of work on one 1-cpu pod: utilisation ~100 % of its
+    # request (it is saturated) against a 50 % target → ceil(1 × 100/50) = 2
+    clock, facade, cluster = make_cluster(tmp_path, rate=40)
+    start_pod(facade, cluster, "web-a")
+    clock.advance_to(400 * 10**9 // 10)  # 40 s: two ticks visible
+    cluster.refresh_metrics()
+    kubeconfig = facade.write_kubeconfig(tmp_path / "kubeconfig", "hpa")
+    with facade:
+        api = config.new_client_from_config(config_file=str(kubeconfig))
+        HpaController(api).sync_all()
+        api.close()
+    dep = facade.store.get("deployments.apps", "default", "web")
+    assert dep["spec"]["replicas"] == 2
+    status = facade.store.get("horizontalpodautoscalers.autoscaling", "default", "web")["status"]
+    assert (status["currentReplicas"], status["desiredReplicas"]) == (1, 2)
+    [metric] = status["currentMetrics"]
+    assert metric["resource"]["name"] == "cpu"
+    assert metric["resource"]["current"]["averageUtilization"] >= 95
+    conditions = {c["type"]: c["reason"] for c in status["conditions"]}
+    assert conditions["AbleToScale"] == "SucceededRescale"
+    assert conditions["ScalingActive"] == "ValidMetricFound"
+    assert "lastScaleTime" in status
+    events = facade.store.list("events", "default")[0]
+    assert any(e.get("reason") == "SuccessfulRescale" for e in events)
