@@ -56,12 +56,14 @@ from typing import Any
 
 from procset import ProcSet
 
-from broker import k8s_events, naming
+from broker import k8s_events, naming, podutil
+from broker.deployment_controller import DeploymentController
 from broker.facade import Facade
 from broker.facade.errors import not_found
 from broker.facade.objects import make_node
 from broker.job_controller import JobController
 from broker.quantity import parse_quantity
+from broker.replicaset_controller import ReplicaSetController
 from broker.services import ServiceDriver
 from simulator import protocol as p
 
@@ -132,6 +134,8 @@ class JobPod:
     raw_job: dict[str, Any] | None = None  # the Batsim job object (to restart it)
     service_s: float | None = None  # replacement "remaining": how long the service lasts
     service_end_ns: int | None = None  # ... and when it ends (set once it first ran)
+    counted: bool = True  # its Batsim job keeps the simulation going (in open_jobs)
+    deferred: bool = False  # a ReplicaSet's pod: its Batsim job is registered when it starts
 
 
 @dataclass
@@ -192,6 +196,8 @@ class Cluster:
         self._rest_profiles = itertools.count(1)  # profiles of replacements serving the rest
         self._replacements: dict[str, int] = {}  # original job id -> replacements made
         self.controller = JobController(self.facade.store, self.facade.clock, self)
+        self.replicasets = ReplicaSetController(self.facade.store, self.facade.clock, self)
+        self.deployments = DeploymentController(self.facade.store, self.facade.clock)
         hooks = self.facade.hooks
         hooks.on_bind = self._on_bind
         hooks.on_evict = self._on_remove
@@ -203,6 +209,8 @@ class Cluster:
         self.profiles = data.profiles
         self.dynamic_jobs = bool((data.config or {}).get("dynamic-jobs-enabled"))
         self.controller.start()
+        self.replicasets.start()
+        self.deployments.start()
         if self.services:
             self.services.begin()
         store = self.facade.store
@@ -317,7 +325,7 @@ class Cluster:
             self.stats.core_seconds += jp.cpu_m / 1000 * (self.now_ns() - jp.started_ns) / 1e9
         killed = jp.state == "killed"
         jp.state = "done"
-        self.open_jobs -= 1
+        self._close(jp)
         self.stats.jobs_done += 1
         if killed or self.facade.store.get_or_none("pods", jp.namespace, jp.name) is None:
             return
@@ -416,7 +424,9 @@ class Cluster:
                 return True
         if self.services and self.services.has_dirty():
             return True
-        return self.controller.has_work()
+        return (
+            self.controller.has_work() or self.deployments.has_work() or self.replicasets.has_work()
+        )
 
     def process(self) -> bool:
         """Adopt pods the API created, apply kills and recorded bindings (kubelet
@@ -439,6 +449,10 @@ class Cluster:
             self._admit(namespace, pod, node)
         did = bool(bindings or removed or created)
         if self.controller.reconcile():
+            did = True
+        if self.deployments.reconcile():
+            did = True
+        if self.replicasets.reconcile():
             did = True
         if self.services and self.services.has_dirty():
             # a service's pods changed: the traffic model learns it at this instant
@@ -471,9 +485,9 @@ class Cluster:
         return self._can_register() and self.pod_duration(template)[0] is not None
 
     def create_controlled_pod(self, pod: dict[str, Any]) -> dict[str, Any]:
-        """For the Job controller: store a pod it made and adopt it (annotated with its
-        job id as it is stored: one write, not two)."""
-        simulated = self._simulation_plan(pod)[0] is not None
+        """For the Job and ReplicaSet controllers: store a pod it made and adopt it
+        (annotated with its job id as it is stored: one write, not two)."""
+        simulated = self._simulation_plan(pod)[0] is not None and not _defers(pod)
 
         def annotate(obj: dict[str, Any]) -> None:
             if simulated:
@@ -485,6 +499,14 @@ class Cluster:
         created = self.facade.store.create("pods", pod, namespace=namespace, prepare=annotate)
         self._adopt(created)
         return created
+
+    def terminate_pod(self, namespace: str, name: str) -> None:
+        """For the ReplicaSet controller: delete a pod as a DELETE with default options."""
+        self.delete_controlled_pod(namespace, name)
+
+    def may_create_for(self, template: dict[str, Any]) -> bool:
+        """For the ReplicaSet controller: whether pods from ``template`` are still wanted."""
+        return True
 
     def delete_controlled_pod(self, namespace: str, name: str) -> None:
         """For the Job controller: delete a pod now, killing or rejecting its job."""
@@ -507,6 +529,25 @@ class Cluster:
         if duration is None:
             self._not_simulated(pod, why)
             return jp
+        if _defers(pod):
+            # A ReplicaSet replaces its pods for ever: they do not keep the simulation
+            # going, and one becomes a Batsim job when it starts (a pod that never
+            # starts never holds up the end of the simulation).
+            jp.counted, jp.deferred = False, True
+            return jp
+        job_id = self._register_api_pod(jp, pod, duration)
+        if (meta.get("annotations") or {}).get(JOB_ID_ANNOTATION) != job_id:
+
+            def annotate(obj: dict[str, Any]) -> None:
+                obj["metadata"].setdefault("annotations", {})[JOB_ID_ANNOTATION] = job_id
+
+            self.facade.store.update("pods", namespace, name, annotate, copy=False)
+        return jp
+
+    def _register_api_pod(self, jp: JobPod, pod: dict[str, Any], duration: float) -> str:
+        """REGISTER_JOB ``k8s!<namespace>.<pod>`` (and its ``delay-<s>`` profile, once)."""
+        meta = pod["metadata"]
+        namespace, name = meta.get("namespace", "default"), meta["name"]
         job_id = naming.api_pod_job_id(namespace, name)
         profile = f"delay-{duration:.15g}"
         if profile not in self._profiles:
@@ -526,13 +567,20 @@ class Cluster:
         if isinstance(deadline, int) and not isinstance(deadline, bool) and deadline > 0:
             job["walltime"] = deadline
         self._register(jp, job_id, job)
-        if (meta.get("annotations") or {}).get(JOB_ID_ANNOTATION) != job_id:
+        return job_id
 
-            def annotate(obj: dict[str, Any]) -> None:
-                obj["metadata"].setdefault("annotations", {})[JOB_ID_ANNOTATION] = job_id
-
-            self.facade.store.update("pods", namespace, name, annotate, copy=False)
-        return jp
+    def _register_at_start(self, pod: dict[str, Any], jp: JobPod | None) -> str:
+        """A ReplicaSet's pod starts: its Batsim job is registered now (then executed),
+        or it runs outside Batsim (Warning Event) if it can no longer be one. Returns the
+        job id to annotate the pod with ("" if none)."""
+        if jp is None or not jp.deferred or jp.state != "pending":
+            return ""
+        jp.deferred = False
+        duration, why = self._simulation_plan(pod)
+        if duration is None:
+            self._not_simulated(pod, why)
+            return ""
+        return self._register_api_pod(jp, pod, duration)
 
     def _simulation_plan(self, pod: dict[str, Any]) -> tuple[float | None, str]:
         """How long ``pod`` runs as a Batsim job, or None and why it cannot be one."""
@@ -547,9 +595,15 @@ class Cluster:
         jp.job_id = job_id
         jp.raw_job = job
         self.jobs[job_id] = jp
-        self.open_jobs += 1
+        if jp.counted:
+            self.open_jobs += 1
         self.stats.dynamic_jobs += 1
         self._decisions.append(p.RegisterJob(job_id, job))
+
+    def _close(self, jp: JobPod) -> None:
+        """A Batsim job ended (completed, killed, rejected): one open job less."""
+        if jp.counted:
+            self.open_jobs -= 1
 
     def _not_simulated(self, pod: dict[str, Any], why: str) -> None:
         self.stats.pods_outside_batsim += 1
@@ -577,8 +631,8 @@ class Cluster:
         owner = next(
             (o for o in meta.get("ownerReferences") or [] if o.get("kind") == "ReplicaSet"), None
         )
-        if obj is None or owner is None:
-            return
+        if obj is None or owner is None or RS_LABEL not in (meta.get("labels") or {}):
+            return  # not a workload ReplicaSet's: its controller (if any) does the rest
         if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             return
         self._replace_pod(namespace, obj, owner, jp)
@@ -596,7 +650,7 @@ class Cluster:
                 jp.state = "done"
         elif jp.state == "pending" and jp.job_id:
             jp.state = "rejected"
-            self.open_jobs -= 1
+            self._close(jp)
             self._decisions.append(p.RejectJob(jp.job_id))
 
     def _replace_pod(
@@ -722,9 +776,14 @@ class Cluster:
             return
         node.used_cpu_m += cpu_m
         node.used_memory += memory
-        self.facade.store.update(
-            "pods", namespace, pod_name, lambda obj: _running_status(obj, node, now), copy=False
-        )
+        job_id = self._register_at_start(pod, jp)
+
+        def running(obj: dict[str, Any]) -> dict[str, Any]:
+            if job_id:
+                obj["metadata"].setdefault("annotations", {})[JOB_ID_ANNOTATION] = job_id
+            return _running_status(obj, node, now)
+
+        self.facade.store.update("pods", namespace, pod_name, running, copy=False)
         self._track_running(namespace, pod_name, pod, jp, node, cpu_m, memory)
 
     @staticmethod
@@ -765,7 +824,7 @@ class Cluster:
         if jp is not None and jp.state == "pending":
             jp.state = "rejected"
             if jp.job_id:
-                self.open_jobs -= 1
+                self._close(jp)
                 self._decisions.append(p.RejectJob(jp.job_id))
 
     def _track_running(
@@ -923,6 +982,13 @@ class Cluster:
         total[0] += new_cpu - old_cpu
         total[1] += new_mem - old_mem
         self._dirty_nodes.add(jp.node)
+
+
+def _defers(pod: dict[str, Any]) -> bool:
+    """A pod an API ReplicaSet controls (not a workload ReplicaSet's job)."""
+    ref = podutil.controller_of(pod) or {}
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return ref.get("kind") == "ReplicaSet" and RS_LABEL not in labels
 
 
 def _running_status(obj: dict[str, Any], node: NodeInfo, now: str) -> dict[str, Any]:
