@@ -43,22 +43,30 @@ def make_cluster(tmp_path: Path, **traffic):
     return clock, facade, cluster
 
 
-def start_pod(facade: Facade, cluster: Cluster, name: str, node: str = "node0") -> None:
-    """What the Deployment controller and a scheduler would do: a pod from the template,
-    bound (the kubelet model admits it: Running and Ready)."""
-    dep = facade.store.get("deployments.apps", "default", "web")
-    template = dep["spec"]["template"]
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", **template["metadata"]},
-        "spec": {**template["spec"], "nodeName": node},
-    }
-    facade.store.create("pods", pod, namespace="default")
-    cluster._on_create(pod)
-    while cluster.process():
-        pass
+def settle(facade: Facade, cluster: Cluster) -> list[str]:
+    """Let the controllers act, bind every pending pod (a first-fit scheduler, node by
+    node) and let the kubelet model admit them; returns the service's pod names."""
+    nodes = sorted(cluster.nodes)
+    for _ in range(10):
+        while cluster.process():
+            pass
+        pending = facade.store.list("pods", "default", field_selector="spec.nodeName=")[0]
+        if not pending:
+            break
+        for pod in sorted(pending, key=lambda q: q["metadata"]["name"]):
+            node = min(nodes, key=lambda n: cluster.nodes[n].used_cpu_m)
+            name = pod["metadata"]["name"]
+            cluster._on_bind("default", name, node)
+            facade.store.bind("default", name, node)
     cluster.refresh_metrics()
+    return sorted(p["metadata"]["name"] for p in facade.store.list("pods", "default")[0])
+
+
+def scale(facade: Facade, replicas: int) -> None:
+    def set_replicas(obj):
+        obj["spec"]["replicas"] = replicas
+
+    facade.store.update("deployments.apps", "default", "web", set_replicas)
 
 
 def test_the_deployment_and_the_hpa_are_there_at_start(tmp_path) -> None:
@@ -75,7 +83,7 @@ def test_the_deployment_and_the_hpa_are_there_at_start(tmp_path) -> None:
 
 def test_service_pods_publish_the_traffics_usage_on_the_metrics_tick(tmp_path) -> None:
     clock, facade, cluster = make_cluster(tmp_path)
-    start_pod(facade, cluster, "web-a")
+    [pod_a] = settle(facade, cluster)
     board = facade.metrics
     assert board.pod_items("default") == []  # no metrics before the first scrape
     clock.advance_to(14 * 10**9)
@@ -84,43 +92,46 @@ def test_service_pods_publish_the_traffics_usage_on_the_metrics_tick(tmp_path) -
     clock.advance_to(16 * 10**9)
     cluster.refresh_metrics()
     [((ns, name), sample)] = board.pod_items("default")
-    assert (ns, name) == ("default", "web-a")
+    assert (ns, name) == ("default", pod_a)
     assert sample.timestamp_ns == 15 * 10**9 and sample.window_s == 15
     cpu, memory = sample.usage["web"]
     assert 0.2e9 < cpu < 0.8e9  # 10 req/s x 50 ms = 0.5 core, give or take the draws
     assert memory == 512 * 1024**2
     [(pod, concurrency, stamp, window, labels)] = board.custom_items("default", "concurrency")
-    assert pod == "web-a" and stamp == 15 * 10**9 and labels["app"] == "web"
+    assert pod == pod_a and stamp == 15 * 10**9 and labels["app"] == "web"
     assert 0.2 < concurrency < 2
     # the node's usage includes the service pod's
-    [node] = [s for n, s in board.node_items() if n == "node0"]
+    node_name = facade.store.get("pods", "default", pod_a)["spec"]["nodeName"]
+    [node] = [s for n, s in board.node_items() if n == node_name]
     assert node.usage[""][0] == cpu
 
 
 def test_a_second_ready_pod_shares_the_traffic(tmp_path) -> None:
     clock, facade, cluster = make_cluster(tmp_path)
-    start_pod(facade, cluster, "web-a")
+    settle(facade, cluster)
     clock.advance_to(30 * 10**9)
     cluster.refresh_metrics()
-    start_pod(facade, cluster, "web-b", node="node1")
+    scale(facade, 2)
+    pods = settle(facade, cluster)
+    assert len(pods) == 2
     clock.advance_to(61 * 10**9)
     cluster.refresh_metrics()
     rps = {
         pod: value
         for pod, value, *_ in facade.metrics.custom_items("default", "requests_per_second")
     }
-    assert rps == pytest.approx({"web-a": 5.0, "web-b": 5.0}, abs=0.2)  # round-robin
+    assert rps == pytest.approx(dict.fromkeys(pods, 5.0), abs=0.2)  # round-robin
     rows = cluster.services.rows
     assert [r.time for r in rows] == [15, 30, 45, 60]
     assert [r.ready_replicas for r in rows] == [1, 1, 2, 2]
-    assert all(r.desired_replicas == 1 for r in rows)
+    assert [r.desired_replicas for r in rows] == [1, 1, 2, 2]
 
 
 def test_the_custom_metric_through_the_official_client(tmp_path) -> None:
     from kubernetes import client, config
 
     clock, facade, cluster = make_cluster(tmp_path)
-    start_pod(facade, cluster, "web-a")
+    [pod_a] = settle(facade, cluster)
     clock.advance_to(16 * 10**9)
     cluster.refresh_metrics()
     kubeconfig = facade.write_kubeconfig(tmp_path / "kubeconfig", "test")
@@ -136,7 +147,7 @@ def test_the_custom_metric_through_the_official_client(tmp_path) -> None:
         )
         assert listing["kind"] == "MetricValueList"
         [item] = listing["items"]
-        assert item["describedObject"]["name"] == "web-a" and item["metricName"] == "concurrency"
+        assert item["describedObject"]["name"] == pod_a and item["metricName"] == "concurrency"
         assert item["windowSeconds"] == 15 and item["value"].endswith("m")
         none = custom.list_namespaced_custom_object(
             "custom.metrics.k8s.io",
@@ -147,7 +158,7 @@ def test_the_custom_metric_through_the_official_client(tmp_path) -> None:
         )
         assert none["items"] == []
         pods = custom.list_namespaced_custom_object("metrics.k8s.io", "v1beta1", "default", "pods")
-        assert [p["metadata"]["name"] for p in pods["items"]] == ["web-a"]
+        assert [p["metadata"]["name"] for p in pods["items"]] == [pod_a]
         assert pods["items"][0]["window"] == "15s"
         api.close()
 
@@ -172,16 +183,15 @@ def test_replica_state_reads_limits_requests_and_readiness() -> None:
 def test_the_hpa_sample_scales_the_deployment_through_the_facade(tmp_path) -> None:
     """One sync of sample_schedulers/hpa against the facade with the official client:
     it reads the HPA, the scale, the pods and metrics.k8s.io, patches the scale and
-    writes the HPA's status (the cluster side's Deployment controller is not needed
-    for one sync: the pods are made by hand)."""
-    from kubernetes import client, config
+    writes the HPA's status; the Deployment controller makes the second pod."""
+    from kubernetes import config
 
     from sample_schedulers.hpa.controller import HpaController
 
     # 40 req/s x 50 ms = 2 cores of work on one 1-cpu pod: utilisation ~100 % of its
     # request (it is saturated) against a 50 % target → ceil(1 × 100/50) = 2
     clock, facade, cluster = make_cluster(tmp_path, rate=40)
-    start_pod(facade, cluster, "web-a")
+    settle(facade, cluster)
     clock.advance_to(400 * 10**9 // 10)  # 40 s: two ticks visible
     cluster.refresh_metrics()
     kubeconfig = facade.write_kubeconfig(tmp_path / "kubeconfig", "hpa")
@@ -202,3 +212,4 @@ def test_the_hpa_sample_scales_the_deployment_through_the_facade(tmp_path) -> No
     assert "lastScaleTime" in status
     events = facade.store.list("events", "default")[0]
     assert any(e.get("reason") == "SuccessfulRescale" for e in events)
+    assert len(settle(facade, cluster)) == 2
