@@ -27,6 +27,7 @@ Runs in the broker's driver thread (the listener only records names), in a fixed
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -115,6 +116,7 @@ class ServiceDriver:
         self.rows: list[TickRow] = []
         self.end_ns = max((round(s.spec.duration * 1e9) for s in self.services), default=0)
         self._started = False
+        self.cpu_s = 0.0  # the driver thread's CPU spent in the traffic model (benchmarks)
 
     def __bool__(self) -> bool:
         return bool(self.services)
@@ -181,6 +183,7 @@ class ServiceDriver:
         """Bring every service to ``now``; returns the pods whose published sample
         changed (a newer tick became visible)."""
         now = now_ns / 1e9
+        started = time.thread_time()
         updates: dict[tuple[str, str], PodUsage] = {}
         for service in self.services:
             model = service.model
@@ -208,6 +211,7 @@ class ServiceDriver:
                         "requests_per_second": sample.requests_per_second,
                     },
                 )
+        self.cpu_s += time.thread_time() - started
         return updates
 
     def _observe(self, service: _Service, now: float) -> None:

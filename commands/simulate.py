@@ -345,6 +345,7 @@ class _Simulation:
         path = self.out / SERVICES_CSV
         write_rows(path, driver.rows)
         figures["services"] = driver.summary()
+        figures["traffic_model_cpu_s"] = round(driver.cpu_s, 3)
         if self.args.no_plots:
             return None
         timeouts = {s.name: s.traffic.timeout for s in self.services}
