@@ -35,7 +35,7 @@ def main() -> int:
     doc = json.loads((EXAMPLE / "workload.json").read_text())
     service = doc["services"][0]
     service["traffic"] = {
-        "type": "sinusoid", "mean": 110, "amplitude": 90, "period": 86400, "phase": -21600,
+        "type": "sinusoid", "mean": 110, "amplitude": 90, "period": 86400, "phase": 64800,
         "duration": args.hours * 3600, "arrivals": "poisson",
     }  # fmt: skip
     service["model"] = args.model

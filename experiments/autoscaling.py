@@ -62,7 +62,7 @@ def traffic(scenario: str, hours: float) -> dict:
                 "duration": 1800}  # fmt: skip
     if scenario == "sinusoid":
         return {"type": "sinusoid", "mean": 110, "amplitude": 90, "period": 86400,
-                "phase": -21600, "duration": hours * 3600}  # fmt: skip
+                "phase": 64800, "duration": hours * 3600}  # fmt: skip
     return {"type": "step", "steps": [[0, 20], [600, 400], [660, 20]], "duration": 1500}
 
 

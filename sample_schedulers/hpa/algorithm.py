@@ -49,6 +49,20 @@ SCALE_UP_LIMIT_FACTOR = 2.0
 SCALE_UP_LIMIT_MINIMUM = 4
 
 
+# ScalingLimited reasons and messages, as the controller writes them
+_SCALE_UP_LIMIT = (
+    "ScaleUpLimit",
+    "the desired replica count is increasing faster than the maximum scale rate",
+)
+_TOO_MANY = ("TooManyReplicas", "the desired replica count is more than the maximum replica count")
+_TOO_FEW = ("TooFewReplicas", "the desired replica count is less than the minimum replica count")
+_SCALE_DOWN_LIMIT = (
+    "ScaleDownLimit",
+    "the desired replica count is decreasing faster than the maximum scale rate",
+)
+_WITHIN_RANGE = ("DesiredWithinRange", "the desired count is within the acceptable range")
+
+
 class MetricError(Exception):
     """A metric that cannot give a recommendation (the HPA's ScalingActive=False)."""
 
@@ -329,31 +343,15 @@ class Normalizer:
             )
         limit = int(max(SCALE_UP_LIMIT_FACTOR * current, SCALE_UP_LIMIT_MINIMUM))
         if max_replicas > limit:
-            top, reason, message = (
-                limit,
-                "ScaleUpLimit",
-                "the desired replica count is increasing faster than the maximum scale rate",
-            )
+            top, reason, message = (limit, *_SCALE_UP_LIMIT)
         else:
-            top, reason, message = (
-                max_replicas,
-                "TooManyReplicas",
-                "the desired replica count is more than the maximum replica count",
-            )
+            top, reason, message = (max_replicas, *_TOO_MANY)
         if best < min_replicas:
-            desired, reason, message = (
-                min_replicas,
-                "TooFewReplicas",
-                "the desired replica count is less than the minimum replica count",
-            )
+            desired, reason, message = (min_replicas, *_TOO_FEW)
         elif best > top:
             desired = top
         else:
-            desired, reason, message = (
-                best,
-                "DesiredWithinRange",
-                "the desired count is within the acceptable range",
-            )
+            desired, reason, message = (best, *_WITHIN_RANGE)
         conditions.append(
             ("ScalingLimited", "False" if desired == best else "True", reason, message)
         )
@@ -407,17 +405,9 @@ class Normalizer:
                 limit = current if limit is None else limit
             limit = max(limit, current)
             if hi > limit:
-                top, reason, message = (
-                    limit,
-                    "ScaleUpLimit",
-                    "the desired replica count is increasing faster than the maximum scale rate",
-                )
+                top, reason, message = (limit, *_SCALE_UP_LIMIT)
             else:
-                top, reason, message = (
-                    hi,
-                    "TooManyReplicas",
-                    "the desired replica count is more than the maximum replica count",
-                )
+                top, reason, message = (hi, *_TOO_MANY)
             if desired > top:
                 return top, reason, message
         elif desired < current:
@@ -436,20 +426,12 @@ class Normalizer:
                 limit = current if limit is None else limit
             limit = min(limit, current)
             if lo < limit:
-                bottom, reason, message = (
-                    limit,
-                    "ScaleDownLimit",
-                    "the desired replica count is decreasing faster than the maximum scale rate",
-                )
+                bottom, reason, message = (limit, *_SCALE_DOWN_LIMIT)
             else:
-                bottom, reason, message = (
-                    lo,
-                    "TooFewReplicas",
-                    "the desired replica count is less than the minimum replica count",
-                )
+                bottom, reason, message = (lo, *_TOO_FEW)
             if desired < bottom:
                 return bottom, reason, message
-        return desired, "DesiredWithinRange", "the desired count is within the acceptable range"
+        return desired, *_WITHIN_RANGE
 
     def record_scale(
         self, behavior: Mapping[str, Any] | None, previous: int, new: int, now: float
