@@ -334,6 +334,13 @@ class _Simulation:
             except Exception as exc:
                 print(f"timewarp simulate: service plots skipped ({exc})", file=sys.stderr)
         report.print_summary(figures, sys.stderr)
+        for name, web in sorted((figures.get("services") or {}).items()):
+            share = web["failed"] / web["requests"] if web["requests"] else 0.0
+            print(
+                f"service {name}: {web['requests']:,} requests, {web['failed']:,} failed "
+                f"({share:.2%}), {web['model']} model; per tick in {self.out / SERVICES_CSV}",
+                file=sys.stderr,
+            )
 
     def _write_services(self, figures: dict):  # type: ignore[no-untyped-def]
         """out_services.csv (whatever ticks closed, even after a failure) and the
