@@ -136,6 +136,7 @@ class JobPod:
     counted: bool = True  # its Batsim job keeps the simulation going (in open_jobs)
     deferred: bool = False  # a ReplicaSet's pod: its Batsim job is registered when it starts
     plan: Any = None  # pod_lifecycle.StartPlan of a pod whose start takes time
+    service_over: bool = False  # a service's pod that started after the service ended
 
 
 @dataclass
@@ -383,7 +384,12 @@ class Cluster:
         (no Job controller still needs simulated pods). O(1) but for the Jobs."""
         if not self.all_submitted or self.open_jobs:
             return False
-        return not self._can_register() or not self.controller.keeps_simulation_alive()
+        if not self._can_register():
+            return True
+        return not (
+            self.controller.keeps_simulation_alive()
+            or self.replicasets.keeps_simulation_alive(self.now_ns())
+        )
 
     def process_pending(self) -> bool:
         """Whether :meth:`process` would do anything now (quick; no store access)."""
@@ -552,8 +558,10 @@ class Cluster:
             self._replace_pod(namespace, pod, owner, self.pods.get((namespace, name)))
 
     def may_create_for(self, template: dict[str, Any]) -> bool:
-        """For the ReplicaSet controller: whether pods from ``template`` are still wanted."""
-        return True
+        """For the ReplicaSet controller: whether pods from ``template`` are still wanted
+        (not once the service they serve ended)."""
+        end, _ = pod_lifecycle.serve_until_s(template)
+        return end is None or end * 1e9 > self.now_ns()
 
     def delete_controlled_pod(self, namespace: str, name: str) -> None:
         """For the Job controller: delete a pod now, killing or rejecting its job."""
@@ -623,15 +631,29 @@ class Cluster:
         if jp is None or not jp.deferred or jp.state not in ("pending", "starting"):
             return ""
         jp.deferred = False
+        end, _ = pod_lifecycle.serve_until_s(pod)
+        if end is not None and end * 1e9 <= self.now_ns():
+            jp.service_over = True  # it will stop at once (service_ended), no Batsim job
+            return ""
         duration, why = self._simulation_plan(pod)
         if duration is None:
             self._not_simulated(pod, why)
             return ""
         return self._register_api_pod(jp, pod, duration)
 
+    def _lifetime(self, pod: dict[str, Any]) -> tuple[float | None, str]:
+        """How long ``pod`` runs from now: ``timewarp.io/serve-until`` (a service's pod
+        lives until the service ends) or ``timewarp.io/duration``, the earlier if both."""
+        end, why = pod_lifecycle.serve_until_s(pod)
+        duration, why_not = self.pod_duration(pod)
+        if end is None:
+            return (None, why) if why else (duration, why_not)
+        left = max(0.0, round(end - self.now_ns() / 1e9, 6))  # Batsim's times: µs
+        return (left if duration is None else min(left, duration)), ""
+
     def _simulation_plan(self, pod: dict[str, Any]) -> tuple[float | None, str]:
         """How long ``pod`` runs as a Batsim job, or None and why it cannot be one."""
-        duration, why = self.pod_duration(pod)
+        duration, why = self._lifetime(pod)
         if duration is not None and not self.dynamic_jobs:
             why = "the simulator does not accept dynamic jobs (Batsim needs --enable-dynamic-jobs)"
         elif duration is not None and self.registration_finished:
@@ -854,6 +876,24 @@ class Cluster:
 
         self.facade.store.update("pods", namespace, pod_name, running, copy=False)
         self._track_running(namespace, pod_name, pod, jp, node, cpu_m, memory)
+        self.service_ended(namespace, pod_name)
+
+    def service_ended(self, namespace: str, pod_name: str) -> None:
+        """A service's pod that started after its service ended exits at once (code 0),
+        outside Batsim: there is nothing left for it to serve."""
+        jp = self.pods.get((namespace, pod_name))
+        if jp is None or not jp.service_over:
+            return
+        self._release(jp)
+        jp.state, jp.service_over = "done", False
+        stamp = self.facade.store.timestamp()
+        self.facade.store.update(
+            "pods",
+            namespace,
+            pod_name,
+            lambda obj: pod_lifecycle.exited_status(obj, stamp, killed=False),
+            copy=False,
+        )
 
     @staticmethod
     def _shortfall(node: NodeInfo, cpu_m: int, memory: int) -> tuple[str, int, int, int] | None:
@@ -1018,10 +1058,13 @@ class Cluster:
 
 
 def _defers(pod: dict[str, Any]) -> bool:
-    """A pod an API ReplicaSet controls (not a workload ReplicaSet's job)."""
+    """A pod whose Batsim job is registered when it starts: an API ReplicaSet's (not a
+    workload ReplicaSet's job), or a service's (its length depends on when it starts)."""
     ref = podutil.controller_of(pod) or {}
     labels = (pod.get("metadata") or {}).get("labels") or {}
-    return ref.get("kind") == "ReplicaSet" and RS_LABEL not in labels
+    if ref.get("kind") == "ReplicaSet" and RS_LABEL not in labels:
+        return True
+    return pod_lifecycle.SERVE_UNTIL in ((pod.get("metadata") or {}).get("annotations") or {})
 
 
 def _running_status(obj: dict[str, Any], node: NodeInfo, now: str) -> dict[str, Any]:

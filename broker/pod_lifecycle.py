@@ -68,6 +68,7 @@ PROFILE_KEYS = {
     "containerStartSeconds": CONTAINER_START,
     "shutdownSeconds": SHUTDOWN,
 }
+SERVE_UNTIL = "timewarp.io/serve-until"
 DEFAULT_GRACE_SECONDS = 30
 DEFAULT_PROBE_PERIOD_SECONDS = 10
 NS = 10**9
@@ -85,6 +86,21 @@ def seconds_annotation(pod: Obj, key: str) -> tuple[float, str]:
         value = math.nan
     if not (math.isfinite(value) and value >= 0):
         return 0.0, f"{key}={text!r} is not a number of seconds >= 0; taken as 0"
+    return value, ""
+
+
+def serve_until_s(pod: Obj) -> tuple[float | None, str]:
+    """``timewarp.io/serve-until`` of a pod or template: the simulated second (from the
+    simulation's start) its service ends; (None, "") when absent, (None, why) when bad."""
+    text = ((pod.get("metadata") or {}).get("annotations") or {}).get(SERVE_UNTIL)
+    if text is None:
+        return None, ""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        return None, f"{SERVE_UNTIL}={text!r} is not a number of seconds >= 0"
     return value, ""
 
 
@@ -508,6 +524,7 @@ class Kubelet:
 
             self.store.update("pods", namespace, name, running, copy=False)
             self.host._track_running(namespace, name, pod, jp, node, jp.cpu_m, jp.memory)
+            self.host.service_ended(namespace, name)
         elif step == "started" and jp.state == "running" and not podutil.is_terminating(pod):
             self.store.update(
                 "pods", namespace, name, lambda o: ready_status(o, stamp, ready=False), copy=False

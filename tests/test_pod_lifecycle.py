@@ -343,3 +343,50 @@ def test_scale_down_leaves_terminating_pods_out_of_the_count_and_recreate_waits(
     assert script.seen[11] == (1, 2)  # one Terminating pod: still there, not counted
     assert script.seen[50] == [0]  # the old pod is still terminating: no new ReplicaSet yet
     assert script.seen[61] == [0, 1]
+
+
+# ------------------------------------------------------------- services' pods in Batsim
+
+
+def _service(replicas=2, until=100, **extra):
+    tpl = template(duration=None)
+    tpl["metadata"]["annotations"] = {"timewarp.io/serve-until": str(until), **extra}
+    return deployment(replicas, template=tpl)
+
+
+def test_a_services_pods_are_batsim_jobs_that_live_as_long_as_the_service(world):
+    """A Deployment serving until t=100: its pods' jobs end at 100 (however late they
+    started), a pod scaled away is killed when it goes, and the simulation lasts until the
+    service ends, not until the workload's only job (10 s) does."""
+    jobs = [{"id": "1", "subtime": 0, "res": 1, "profile": "short"}]
+    profiles = {"short": {"type": "delay", "delay": 10, "cpu": "1"}}
+    script = Script(world).create(0, "deployments.apps", _service(2, until=100))
+    script.at(50, lambda: world.store.set_replicas("deployments.apps", NS, "web", 3))
+    script.at(70, lambda: world.store.set_replicas("deployments.apps", NS, "web", 1))
+    sim = script.run((jobs, profiles))
+    assert sim.now == pytest.approx(100.0)
+    spans = sorted(
+        (float(r["starting_time"]), float(r["finish_time"]), r["final_state"])
+        for r in world.rows()
+        if r["workload_name"] == naming.API_WORKLOAD
+    )
+    # which two go at 70 is the ReplicaSet's choice; either way: two killed at 70, one
+    # served to the end, 0-70 + 0-70 + 50-100 or 0-70 + 50-70 + 0-100 = 190 s of jobs
+    assert sorted((finish, state) for _, finish, state in spans) == [
+        (70.0, "COMPLETED_KILLED"), (70.0, "COMPLETED_KILLED"), (100.0, "COMPLETED_SUCCESSFULLY")
+    ]  # fmt: skip
+    assert sum(finish - start for start, finish, _ in spans) == pytest.approx(190.0)
+    # every pod is gone or finished when the service ends: nothing runs outside Batsim
+    assert world.cluster.stats.pods_outside_batsim == 0
+    assert all(q["status"]["phase"] == "Succeeded" for q in pods_of(world, app="web"))
+
+
+def test_a_service_pod_that_starts_after_the_service_ended_exits_at_once(world):
+    late = _service(1, until=5, **{"timewarp.io/container-start-seconds": "8"})
+    script = Script(world).create(0, "deployments.apps", late)
+    script.run()
+    [pod] = pods_of(world, app="web")
+    assert pod["status"]["phase"] == "Succeeded"
+    state = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert (state["exitCode"], state["reason"]) == (0, "Completed")
+    assert not [r for r in world.rows() if r["workload_name"] == naming.API_WORKLOAD]
