@@ -56,7 +56,7 @@ from typing import Any
 
 from procset import ProcSet
 
-from broker import k8s_events, naming, podutil
+from broker import k8s_events, naming, pod_lifecycle, podutil
 from broker.deployment_controller import DeploymentController
 from broker.facade import Facade
 from broker.facade.errors import not_found
@@ -128,7 +128,7 @@ class JobPod:
     memory: int
     usage: dict[str, Any] | None
     node: str | None = None
-    state: str = "pending"  # pending | running | done | rejected | killed
+    state: str = "pending"  # pending | starting | running | done | rejected | killed
     started_ns: int | None = None
     labels: dict[str, str] = field(default_factory=dict)
     raw_job: dict[str, Any] | None = None  # the Batsim job object (to restart it)
@@ -136,6 +136,8 @@ class JobPod:
     service_end_ns: int | None = None  # ... and when it ends (set once it first ran)
     counted: bool = True  # its Batsim job keeps the simulation going (in open_jobs)
     deferred: bool = False  # a ReplicaSet's pod: its Batsim job is registered when it starts
+    plan: Any = None  # pod_lifecycle.StartPlan of a pod whose start takes time
+    service_over: bool = False  # a service's pod that started after the service ended
 
 
 @dataclass
@@ -156,6 +158,8 @@ class Stats:
 @dataclass
 class Cluster:
     """Mirror of the Batsim platform and workload in the facade's store."""
+
+    JOB_ID = JOB_ID_ANNOTATION
 
     facade: Facade
     now_ns: Any  # () -> int, virtual time
@@ -196,6 +200,10 @@ class Cluster:
         self._rest_profiles = itertools.count(1)  # profiles of replacements serving the rest
         self._replacements: dict[str, int] = {}  # original job id -> replacements made
         self.controller = JobController(self.facade.store, self.facade.clock, self)
+        self.timeline = pod_lifecycle.Timeline(self.facade.clock)
+        self.kubelet = pod_lifecycle.Kubelet(self)
+        self._replaced: set[tuple[str, str]] = set()  # workload pods replaced while Terminating
+        self._terminations: list[tuple[str, str]] = []  # DELETEs made graceful, to carry out
         self.replicasets = ReplicaSetController(self.facade.store, self.facade.clock, self)
         self.deployments = DeploymentController(self.facade.store, self.facade.clock)
         hooks = self.facade.hooks
@@ -203,6 +211,7 @@ class Cluster:
         hooks.on_evict = self._on_remove
         hooks.on_delete_pod = self._on_remove
         hooks.on_create = self._on_create
+        hooks.on_terminate_pod = self._on_terminate
 
     # ------------------------------------------------------------- Batsim side
     def begin(self, data: p.SimulationBegins) -> None:
@@ -289,6 +298,10 @@ class Cluster:
         for key in ("priorityClassName", "nodeSelector", "tolerations"):
             if key in spec:
                 pod["spec"][key] = spec[key]
+        extension = profile.get("timewarp") or {}
+        for key, annotation in pod_lifecycle.PROFILE_KEYS.items():
+            if key in extension:  # start-up and shutdown times (broker/pod_lifecycle.py)
+                pod["metadata"]["annotations"][annotation] = f"{float(extension[key]):g}"
         if "replicaset" in spec:
             rs_name = str(spec["replicaset"])
             pod["metadata"]["labels"][RS_LABEL] = rs_name
@@ -333,7 +346,11 @@ class Cluster:
         walltime = data.job_state == "COMPLETED_WALLTIME_REACHED"
         now = self.facade.store.timestamp()
 
+        terminating = False
+
         def finish(pod: dict[str, Any]) -> dict[str, Any]:
+            nonlocal terminating
+            terminating = bool(pod["metadata"].get("deletionTimestamp"))
             status = pod.setdefault("status", {})
             status["phase"] = "Succeeded" if ok else "Failed"
             if walltime:
@@ -361,6 +378,10 @@ class Cluster:
             return pod
 
         self.facade.store.update("pods", jp.namespace, jp.name, finish, copy=False)
+        if terminating:
+            # a Terminating pod whose container ends: the kubelet removes it now
+            self.facade.store.delete("pods", jp.namespace, jp.name)
+            self.pods.pop((jp.namespace, jp.name), None)
 
     def all_done(self) -> bool:
         """Every static job was submitted, every Batsim job ended, and no more can appear
@@ -369,7 +390,12 @@ class Cluster:
             return False
         if self.services and self.services.keeps_simulation_alive(self.now_ns()):
             return False  # a service still gets traffic
-        return not self._can_register() or not self.controller.keeps_simulation_alive()
+        if not self._can_register():
+            return True
+        return not (
+            self.controller.keeps_simulation_alive()
+            or self.replicasets.keeps_simulation_alive(self.now_ns())
+        )
 
     def process_pending(self) -> bool:
         """Whether :meth:`process` would do anything now (quick; no store access)."""
@@ -405,6 +431,22 @@ class Cluster:
                 pass
             self.refresh_metrics()
 
+    def _on_terminate(self, namespace: str, pod: str, grace: int | None) -> dict[str, Any] | None:
+        """A DELETE or eviction (request thread): a pod on a node goes gracefully — marked
+        Terminating now, its containers stopped by the kubelet model (in the request in
+        deterministic mode, else at the next step). None: it is deleted at once."""
+        marked = self.kubelet.mark_terminating(namespace, pod, grace)
+        if marked is None:
+            return None
+        with self._lock:
+            self._terminations.append((namespace, pod))
+        if self._admit_on_bind:
+            with self.state_lock:
+                while self.process():
+                    pass
+                self.refresh_metrics()
+        return marked
+
     def _on_remove(self, namespace: str, pod: str) -> None:
         obj = self.facade.store.get_or_none("pods", namespace, pod)
         with self._lock:
@@ -420,8 +462,10 @@ class Cluster:
     # ------------------------------------------------------------- kubelet
     def has_work(self) -> bool:
         with self._lock:
-            if self._bindings or self._removed or self._created:
+            if self._bindings or self._removed or self._created or self._terminations:
                 return True
+        if self.timeline.due(self.now_ns()):
+            return True
         if self.services and self.services.has_dirty():
             return True
         return (
@@ -436,6 +480,7 @@ class Cluster:
             created, self._created = self._created, []
             bindings, self._bindings = self._bindings, []
             removed, self._removed = self._removed, []
+            terminations, self._terminations = self._terminations, []
         for namespace, name in created:
             pod = self.facade.store.get_or_none("pods", namespace, name)
             if pod is not None and (namespace, name) not in self.pods:
@@ -447,7 +492,12 @@ class Cluster:
             self._removed_pod(namespace, pod, obj)
         for namespace, pod, node in bindings:
             self._admit(namespace, pod, node)
-        did = bool(bindings or removed or created)
+        for namespace, pod in terminations:
+            self.kubelet.terminate(namespace, pod)
+        steps = self.timeline.take_due(self.now_ns())
+        for step, namespace, pod, uid in steps:
+            self.kubelet.step(step, namespace, pod, uid)
+        did = bool(bindings or removed or created or terminations or steps)
         if self.controller.reconcile():
             did = True
         if self.deployments.reconcile():
@@ -501,12 +551,29 @@ class Cluster:
         return created
 
     def terminate_pod(self, namespace: str, name: str) -> None:
-        """For the ReplicaSet controller: delete a pod as a DELETE with default options."""
-        self.delete_controlled_pod(namespace, name)
+        """For the ReplicaSet controller: delete a pod as a DELETE with default options
+        (gracefully, see ``broker.pod_lifecycle``)."""
+        if self.kubelet.mark_terminating(namespace, name, None) is None:
+            self.delete_controlled_pod(namespace, name)
+        else:
+            self.kubelet.terminate(namespace, name)
+
+    def pod_terminating(self, namespace: str, name: str, pod: dict[str, Any]) -> None:
+        """For the kubelet: ``pod`` stays Terminating a while. A workload ReplicaSet's pod
+        is replaced now (a ReplicaSet does not count a Terminating pod)."""
+        meta = pod["metadata"]
+        owner = next(
+            (o for o in meta.get("ownerReferences") or [] if o.get("kind") == "ReplicaSet"), None
+        )
+        if owner is not None and RS_LABEL in (meta.get("labels") or {}):
+            self._replaced.add((namespace, name))
+            self._replace_pod(namespace, pod, owner, self.pods.get((namespace, name)))
 
     def may_create_for(self, template: dict[str, Any]) -> bool:
-        """For the ReplicaSet controller: whether pods from ``template`` are still wanted."""
-        return True
+        """For the ReplicaSet controller: whether pods from ``template`` are still wanted
+        (not once the service they serve ended)."""
+        end, _ = pod_lifecycle.serve_until_s(template)
+        return end is None or end * 1e9 > self.now_ns()
 
     def delete_controlled_pod(self, namespace: str, name: str) -> None:
         """For the Job controller: delete a pod now, killing or rejecting its job."""
@@ -573,18 +640,32 @@ class Cluster:
         """A ReplicaSet's pod starts: its Batsim job is registered now (then executed),
         or it runs outside Batsim (Warning Event) if it can no longer be one. Returns the
         job id to annotate the pod with ("" if none)."""
-        if jp is None or not jp.deferred or jp.state != "pending":
+        if jp is None or not jp.deferred or jp.state not in ("pending", "starting"):
             return ""
         jp.deferred = False
+        end, _ = pod_lifecycle.serve_until_s(pod)
+        if end is not None and end * 1e9 <= self.now_ns():
+            jp.service_over = True  # it will stop at once (service_ended), no Batsim job
+            return ""
         duration, why = self._simulation_plan(pod)
         if duration is None:
             self._not_simulated(pod, why)
             return ""
         return self._register_api_pod(jp, pod, duration)
 
+    def _lifetime(self, pod: dict[str, Any]) -> tuple[float | None, str]:
+        """How long ``pod`` runs from now: ``timewarp.io/serve-until`` (a service's pod
+        lives until the service ends) or ``timewarp.io/duration``, the earlier if both."""
+        end, why = pod_lifecycle.serve_until_s(pod)
+        duration, why_not = self.pod_duration(pod)
+        if end is None:
+            return (None, why) if why else (duration, why_not)
+        left = max(0.0, round(end - self.now_ns() / 1e9, 6))  # Batsim's times: µs
+        return (left if duration is None else min(left, duration)), ""
+
     def _simulation_plan(self, pod: dict[str, Any]) -> tuple[float | None, str]:
         """How long ``pod`` runs as a Batsim job, or None and why it cannot be one."""
-        duration, why = self.pod_duration(pod)
+        duration, why = self._lifetime(pod)
         if duration is not None and not self.dynamic_jobs:
             why = "the simulator does not accept dynamic jobs (Batsim needs --enable-dynamic-jobs)"
         elif duration is not None and self.registration_finished:
@@ -633,6 +714,9 @@ class Cluster:
         )
         if obj is None or owner is None or RS_LABEL not in (meta.get("labels") or {}):
             return  # not a workload ReplicaSet's: its controller (if any) does the rest
+        if (namespace, name) in self._replaced:
+            self._replaced.discard((namespace, name))
+            return  # replaced when it began terminating
         if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             return
         self._replace_pod(namespace, obj, owner, jp)
@@ -640,6 +724,9 @@ class Cluster:
     def _end_removed_job(self, jp: JobPod) -> None:
         """A removed pod's job: a running one frees its node and is killed (an API-made
         pod is simply done), a pending one is rejected."""
+        if jp.state == "starting":  # killed before its containers started: it never ran
+            self._release(jp)
+            jp.state = "pending"
         if jp.state == "running":
             self._release(jp)
             if jp.job_id:
@@ -776,6 +863,22 @@ class Cluster:
             return
         node.used_cpu_m += cpu_m
         node.used_memory += memory
+        if jp is not None and self.kubelet.admit(pod, jp, node):
+            return  # its containers start later (pod_lifecycle)
+        self._start(namespace, pod_name, pod, jp, node, cpu_m, memory, now)
+
+    def _start(
+        self,
+        namespace: str,
+        pod_name: str,
+        pod: dict[str, Any],
+        jp: JobPod | None,
+        node: NodeInfo,
+        cpu_m: int,
+        memory: int,
+        now: str,
+    ) -> None:
+        """The containers start now and the pod is Ready: its Batsim job executes."""
         job_id = self._register_at_start(pod, jp)
 
         def running(obj: dict[str, Any]) -> dict[str, Any]:
@@ -785,6 +888,24 @@ class Cluster:
 
         self.facade.store.update("pods", namespace, pod_name, running, copy=False)
         self._track_running(namespace, pod_name, pod, jp, node, cpu_m, memory)
+        self.service_ended(namespace, pod_name)
+
+    def service_ended(self, namespace: str, pod_name: str) -> None:
+        """A service's pod that started after its service ended exits at once (code 0),
+        outside Batsim: there is nothing left for it to serve."""
+        jp = self.pods.get((namespace, pod_name))
+        if jp is None or not jp.service_over:
+            return
+        self._release(jp)
+        jp.state, jp.service_over = "done", False
+        stamp = self.facade.store.timestamp()
+        self.facade.store.update(
+            "pods",
+            namespace,
+            pod_name,
+            lambda obj: pod_lifecycle.exited_status(obj, stamp, killed=False),
+            copy=False,
+        )
 
     @staticmethod
     def _shortfall(node: NodeInfo, cpu_m: int, memory: int) -> tuple[str, int, int, int] | None:
@@ -839,7 +960,7 @@ class Cluster:
     ) -> None:
         """A pod that runs: its Batsim job executes on the node's resource (an API-made
         pod, not a job, runs until deleted), and its usage is published."""
-        if jp is not None and jp.state == "pending":
+        if jp is not None and jp.state in ("pending", "starting"):
             jp.state = "running"
             jp.node = node.name
             jp.started_ns = self.now_ns()
@@ -873,7 +994,7 @@ class Cluster:
             self._curved.pop(key, None)
             self._account(jp, self._pod_usage.pop(key, None), None)
             self.facade.metrics.remove_pod(jp.namespace, jp.name)
-        if jp.node is not None and jp.state in ("running", "killed"):
+        if jp.node is not None and jp.state in ("running", "killed", "starting"):
             node = self.nodes[jp.node]
             node.used_cpu_m -= jp.cpu_m
             node.used_memory -= jp.memory
@@ -985,10 +1106,13 @@ class Cluster:
 
 
 def _defers(pod: dict[str, Any]) -> bool:
-    """A pod an API ReplicaSet controls (not a workload ReplicaSet's job)."""
+    """A pod whose Batsim job is registered when it starts: an API ReplicaSet's (not a
+    workload ReplicaSet's job), or a service's (its length depends on when it starts)."""
     ref = podutil.controller_of(pod) or {}
     labels = (pod.get("metadata") or {}).get("labels") or {}
-    return ref.get("kind") == "ReplicaSet" and RS_LABEL not in labels
+    if ref.get("kind") == "ReplicaSet" and RS_LABEL not in labels:
+        return True
+    return pod_lifecycle.SERVE_UNTIL in ((pod.get("metadata") or {}).get("annotations") or {})
 
 
 def _running_status(obj: dict[str, Any], node: NodeInfo, now: str) -> dict[str, Any]:

@@ -1062,8 +1062,12 @@ class _Sync:
             podutil.parse_time(cond["lastUpdateTime"])
             + int(self.d["spec"]["progressDeadlineSeconds"]) * 10**9
         )
-        # the real one adds a second "to avoid milliseconds skew": it is past the deadline then
-        self.c.wake_at(self.state, self.key, deadline + 10**9 - self.c.clock.wall_epoch_ns())
+        # the real one adds a second "to avoid milliseconds skew": it is past the deadline
+        # then; a deadline already past was checked by this very sync (the real
+        # controller's rate-limited retries would find nothing new either)
+        wake = deadline + 10**9 - self.c.clock.wall_epoch_ns()
+        if wake > self.c.clock.now_ns():
+            self.c.wake_at(self.state, self.key, wake)
 
     @staticmethod
     def _replica_failures(all_rss: list[Obj], new: Obj | None) -> list[Obj]:

@@ -41,7 +41,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from broker import k8s_events, podutil, victims
+from broker import k8s_events, pod_lifecycle, podutil, victims
 from broker.facade.clock import Cancellable
 from broker.facade.errors import ApiError
 from broker.facade.objects import format_time
@@ -104,6 +104,9 @@ class ReplicaSetController:
         self._by_namespace: dict[str, set[str]] = {}  # API ReplicaSets per namespace
         self._orphaned: list[tuple[str, str, set[str]]] = []  # deleted: (ns, uid, pods)
         self._states: dict[tuple[str, str], _State] = {}
+        # ReplicaSets whose template serves until a given instant (timewarp.io/serve-until):
+        # (end ns, spec.replicas); they keep the simulation going until then
+        self._services: dict[tuple[str, str], tuple[int, int]] = {}
         self._started = False
 
     def start(self) -> None:
@@ -131,6 +134,7 @@ class ReplicaSetController:
         with self._lock:
             known = self._known.get(key)
             if event == "DELETED":
+                self._services.pop(key, None)
                 if known is not None:
                     del self._known[key]
                     self._by_namespace.get(key[0], set()).discard(key[1])
@@ -147,6 +151,12 @@ class ReplicaSetController:
             if not workload:
                 self._by_namespace.setdefault(key[0], set()).add(key[1])
                 self._dirty.add(key)
+                spec = rs.get("spec") or {}
+                end, _ = pod_lifecycle.serve_until_s(spec.get("template") or {})
+                if end is None:
+                    self._services.pop(key, None)
+                else:
+                    self._services[key] = (round(end * 1e9), int(spec.get("replicas", 1)))
 
     def _pod_changed(self, event: str, pod: Obj) -> None:
         meta = pod["metadata"]
@@ -177,6 +187,12 @@ class ReplicaSetController:
     def has_work(self) -> bool:
         with self._lock:
             return bool(self._dirty or self._orphaned)
+
+    def keeps_simulation_alive(self, now_ns: int) -> bool:
+        """A service's ReplicaSet wants pods until its end (``timewarp.io/serve-until``):
+        the broker must not tell Batsim that registration is finished before then."""
+        with self._lock:
+            return any(end > now_ns and replicas > 0 for end, replicas in self._services.values())
 
     # ------------------------------------------------------------ reconciliation
     def reconcile(self) -> bool:
@@ -217,6 +233,10 @@ class ReplicaSetController:
             if state is not None:
                 self._cancel_timers(state)
             state = self._states[key] = _State(rs["metadata"]["uid"])
+        with self._lock:
+            service = self._services.get(key)
+        if service is not None and service[0] > self.clock.now_ns():
+            self._wake_at(state, rs, service[0])  # the service ends: look again then
         did, active = self._claim(rs)
         error = None
         if not podutil.is_terminating(rs):

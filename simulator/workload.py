@@ -19,10 +19,14 @@ Batsim still runs the same file (it ignores the key and uses the base fields)::
         "sharing_slowdown": true,                # progress rate 1/P with P jobs on a host
         "usage": {"cpu": [[0, 0.5], [60, 2]],     # usage over time since start, for metrics
                   "memory": [[0, "200Mi"]], "period": 120},
-        "replacement": "remaining"               # (delay profiles of ReplicaSet pods) an
-    }                                            # evicted pod's replacement serves what is
+        "replacement": "remaining",              # (delay profiles of ReplicaSet pods) an
+                                                 # evicted pod's replacement serves what is
                                                  # left of the delay; "restart" (default)
                                                  # runs the whole delay again
+        "imagePullSeconds": 8,                   # the pod's start-up and shutdown in the
+        "containerStartSeconds": 2,              # kubelet model (broker/pod_lifecycle.py);
+        "shutdownSeconds": 0                     # all 0 by default
+    }
 """
 
 from __future__ import annotations
@@ -47,7 +51,8 @@ BATSIM_ONLY_PROFILE_TYPES = (
     "smpi",
     "usage_trace",
 )
-TIMEWARP_KEYS = ("durations", "sharing_slowdown", "usage", "replacement")
+LIFECYCLE_KEYS = ("imagePullSeconds", "containerStartSeconds", "shutdownSeconds")
+TIMEWARP_KEYS = ("durations", "sharing_slowdown", "usage", "replacement", *LIFECYCLE_KEYS)
 REPLACEMENT_RULES = ("restart", "remaining")
 
 
@@ -170,6 +175,10 @@ def _validate_extension(ext: Any, where: str) -> None:
                 raise WorkloadError(
                     f"{where}.durations.{klass}: expected seconds >= 0, got {seconds!r}"
                 )
+    for key in LIFECYCLE_KEYS:
+        seconds = ext.get(key)
+        if seconds is not None and (not _is_number(seconds) or seconds < 0):
+            raise WorkloadError(f"{where}.{key}: expected seconds >= 0, got {seconds!r}")
     replacement = ext.get("replacement")
     if replacement is not None and replacement not in REPLACEMENT_RULES:
         raise WorkloadError(

@@ -5,7 +5,6 @@ plays the scheduler), and the ReplicaSet controller's choice of victims."""
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 from hypothesis import given, settings

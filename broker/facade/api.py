@@ -49,6 +49,11 @@ class Hooks:
     - ``on_delete_pod(namespace, pod)``: before a DELETE of a pod removes it.
     - ``on_create(obj)``: after admission defaults, before any API create is stored (under
       the store lock: quick, no waiting on other threads); may edit ``obj``.
+    - ``on_terminate_pod(namespace, pod, grace_period_seconds)``: first, for a DELETE or an
+      eviction of a pod (``grace_period_seconds`` from the DeleteOptions, None if not
+      given): a graceful deletion — it returns the pod marked Terminating
+      (``deletionTimestamp``), which the response carries and which the kubelet removes
+      later; None lets the deletion go on as below (``on_delete_pod``/``on_evict``).
     If a hook removes the pod itself, the facade does not fail on the missing pod. A hook
     that returns a true value has done the write itself (e.g. the kubelet model binds and
     sets the status in one ``Store.update``, or marks a pod terminating and deletes it
@@ -61,6 +66,7 @@ class Hooks:
     on_evict: Callable[[str, str], None] | None = None
     on_delete_pod: Callable[[str, str], None] | None = None
     on_create: Callable[[dict[str, Any]], None] | None = None
+    on_terminate_pod: Callable[[str, str, int | None], dict[str, Any] | None] | None = None
 
 
 def _json(status: int, obj: Any) -> Response:
@@ -593,8 +599,11 @@ class Api:
                 f"name in URL does not match name in Eviction object ({meta.get('name')!r} != {name!r})"
             )
         namespace = route.namespace or "default"
+        grace = _grace_period(body.get("deleteOptions") or {}, None)
         with self._policy_lock:
             self.store.get("pods", namespace, name)
+            if self.hooks.on_terminate_pod and self.hooks.on_terminate_pod(namespace, name, grace):
+                return _json(201, errors.success_status(201))
             handled = self.hooks.on_evict(namespace, name) if self.hooks.on_evict else None
             if not handled and self.store.get_or_none("pods", namespace, name) is not None:
                 self.store.delete("pods", namespace, name)
@@ -621,6 +630,14 @@ class Api:
                             f"Precondition failed: {label} in precondition: {pre[field]}, "
                             f"{label} in object meta: {last['metadata'][field]}",
                         )
+                grace = _grace_period(
+                    options, _param(parse_qs(urlsplit(request.target).query), "gracePeriodSeconds")
+                )
+                namespace = route.namespace or "default"
+                if self.hooks.on_terminate_pod:
+                    marked = self.hooks.on_terminate_pod(namespace, route.name, grace)
+                    if marked:
+                        return _json(200, marked)
                 handled = (
                     self.hooks.on_delete_pod(route.namespace or "default", route.name)
                     if self.hooks.on_delete_pod
@@ -741,6 +758,23 @@ class Api:
                 "items": items,
             },
         )
+
+
+def _grace_period(options: dict[str, Any], query_value: str | None) -> int | None:
+    """``gracePeriodSeconds`` of a deletion: the DeleteOptions', else the query's; 400 for a
+    value that is not an integer (a negative one means 0, as on the real server)."""
+    value: Any = options.get("gracePeriodSeconds")
+    if value is None and query_value not in (None, ""):
+        value = query_value
+    if value is None:
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise errors.bad_request(
+            f"invalid value for gracePeriodSeconds: {value!r} (want an integer)"
+        ) from None
+    return max(0, number)
 
 
 def _entry_key(entry: Any) -> tuple[str, str]:
