@@ -59,8 +59,9 @@ SERVICE_KEYS = (
     "seed",
     "horizontalPodAutoscaler",
 )
-STARTUP_ANNOTATION = "timewarp.io/startup-delay"
-READINESS_ANNOTATION = "timewarp.io/readiness-delay"
+# the cluster side's pod lifecycle (broker/pod_lifecycle.py) reads these
+STARTUP_ANNOTATION = "timewarp.io/container-start-seconds"
+SERVE_UNTIL_ANNOTATION = "timewarp.io/serve-until"
 SERVICE_ANNOTATION = "timewarp.io/service"
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _QUANTITY = re.compile(r"^[+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+|[KMGTPE]i?|[numkMGTPE])?$")
@@ -166,12 +167,24 @@ def _parse_service(item: Any, where: str, base: Path, index: int) -> ServiceSpec
     hpa = item.get("horizontalPodAutoscaler")
     if hpa is not None:
         hpa = _hpa(hpa, f"{where}.horizontalPodAutoscaler", deployment, namespace)
-    # the pods say which service they serve and how long they take to start
-    tmeta = deployment["spec"]["template"].setdefault("metadata", {})
-    annotations = tmeta.setdefault("annotations", {})
+    # the pods say which service they serve, how long they take to start, when the
+    # service ends (their Batsim jobs last until then) and, with a readiness delay, how
+    # long after starting they turn Ready (a readiness probe, as an application has)
+    template = deployment["spec"]["template"]
+    annotations = template.setdefault("metadata", {}).setdefault("annotations", {})
     annotations[SERVICE_ANNOTATION] = name
-    annotations[STARTUP_ANNOTATION] = f"{startup:g}"
-    annotations[READINESS_ANNOTATION] = f"{readiness:g}"
+    annotations.setdefault(STARTUP_ANNOTATION, f"{startup:g}")
+    annotations[SERVE_UNTIL_ANNOTATION] = f"{duration:g}"
+    if readiness > 0:
+        for container in template["spec"]["containers"]:
+            container.setdefault(
+                "readinessProbe",
+                {
+                    "exec": {"command": ["true"]},
+                    "initialDelaySeconds": math.ceil(readiness),
+                    "periodSeconds": 1,
+                },
+            )
     traffic = TrafficConfig(
         name=name,
         pattern=pattern,
@@ -225,12 +238,16 @@ def _deployment(raw: Any, where: str) -> tuple[dict[str, Any], str, dict[str, st
             f"{where}.spec.template.metadata.labels",
             f"must match spec.selector.matchLabels; missing {missing}",
         )
-    template["metadata"] = {**(template.get("metadata") or {})}
+    template["metadata"] = meta = {**(template.get("metadata") or {})}
+    meta["annotations"] = dict(meta.get("annotations") or {})
     pod_spec = _object(template.get("spec"), f"{where}.spec.template.spec")
     template["spec"] = pod_spec = {**pod_spec}
     containers = pod_spec.get("containers")
     if not isinstance(containers, list) or not containers:
         raise _fail(f"{where}.spec.template.spec.containers", "expected a non-empty list")
+    pod_spec["containers"] = containers = [
+        dict(c) if isinstance(c, dict) else c for c in containers
+    ]
     for i, c in enumerate(containers):
         cw = f"{where}.spec.template.spec.containers[{i}]"
         c = _object(c, cw)

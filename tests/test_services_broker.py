@@ -25,6 +25,7 @@ def spec(tmp_path: Path, **traffic):
     doc = json.loads(EXAMPLE.read_text())
     service = doc["services"][0]
     service["traffic"] = {"type": "constant", "rate": 10, "duration": 120, **traffic}
+    service["startup_delay"] = 0  # pods Ready at their binding: the ticks below are exact
     file = tmp_path / "w.json"
     file.write_text(json.dumps(doc))
     return load_workload(file, "w0", 8).services[0]
@@ -62,6 +63,14 @@ def settle(facade: Facade, cluster: Cluster) -> list[str]:
     return sorted(p["metadata"]["name"] for p in facade.store.list("pods", "default")[0])
 
 
+def advance(clock: ManualClock, cluster: Cluster, t_ns: int) -> None:
+    """Time moves as the broker moves it: the cluster's due work, then the metrics."""
+    clock.advance_to(t_ns)
+    while cluster.process():
+        pass
+    cluster.refresh_metrics()
+
+
 def scale(facade: Facade, replicas: int) -> None:
     def set_replicas(obj):
         obj["spec"]["replicas"] = replicas
@@ -73,7 +82,11 @@ def test_the_deployment_and_the_hpa_are_there_at_start(tmp_path) -> None:
     _clock, facade, cluster = make_cluster(tmp_path)
     dep = facade.store.get("deployments.apps", "default", "web")
     assert dep["spec"]["replicas"] == 1
-    assert dep["spec"]["template"]["metadata"]["annotations"]["timewarp.io/startup-delay"] == "10"
+    assert (
+        dep["spec"]["template"]["metadata"]["annotations"]["timewarp.io/container-start-seconds"]
+        == "0"
+    )
+    assert dep["spec"]["template"]["metadata"]["annotations"]["timewarp.io/serve-until"] == "120"
     hpa = facade.store.get("horizontalpodautoscalers.autoscaling", "default", "web")
     assert hpa["spec"]["scaleTargetRef"]["name"] == "web"
     # the traffic lasts 120 s: the run may not end before
@@ -86,11 +99,9 @@ def test_service_pods_publish_the_traffics_usage_on_the_metrics_tick(tmp_path) -
     [pod_a] = settle(facade, cluster)
     board = facade.metrics
     assert board.pod_items("default") == []  # no metrics before the first scrape
-    clock.advance_to(14 * 10**9)
-    cluster.refresh_metrics()
+    advance(clock, cluster, 14 * 10**9)
     assert board.pod_items("default") == []
-    clock.advance_to(16 * 10**9)
-    cluster.refresh_metrics()
+    advance(clock, cluster, 16 * 10**9)
     [((ns, name), sample)] = board.pod_items("default")
     assert (ns, name) == ("default", pod_a)
     assert sample.timestamp_ns == 15 * 10**9 and sample.window_s == 15
@@ -109,13 +120,11 @@ def test_service_pods_publish_the_traffics_usage_on_the_metrics_tick(tmp_path) -
 def test_a_second_ready_pod_shares_the_traffic(tmp_path) -> None:
     clock, facade, cluster = make_cluster(tmp_path)
     settle(facade, cluster)
-    clock.advance_to(30 * 10**9)
-    cluster.refresh_metrics()
+    advance(clock, cluster, 30 * 10**9)
     scale(facade, 2)
     pods = settle(facade, cluster)
     assert len(pods) == 2
-    clock.advance_to(61 * 10**9)
-    cluster.refresh_metrics()
+    advance(clock, cluster, 61 * 10**9)
     rps = {
         pod: value
         for pod, value, *_ in facade.metrics.custom_items("default", "requests_per_second")
@@ -132,8 +141,7 @@ def test_the_custom_metric_through_the_official_client(tmp_path) -> None:
 
     clock, facade, cluster = make_cluster(tmp_path)
     [pod_a] = settle(facade, cluster)
-    clock.advance_to(16 * 10**9)
-    cluster.refresh_metrics()
+    advance(clock, cluster, 16 * 10**9)
     kubeconfig = facade.write_kubeconfig(tmp_path / "kubeconfig", "test")
     with facade:
         api = config.new_client_from_config(config_file=str(kubeconfig))

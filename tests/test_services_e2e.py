@@ -18,7 +18,7 @@ from simulator.traffic import closed_form_replicas
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "inputs" / "service_step"
 SCHEDULERS = ("python -m sample_schedulers.default_like", "python -m sample_schedulers.hpa")
-HIGH_FROM, HIGH_UNTIL, END = 120, 480, 900
+HIGH_FROM, HIGH_UNTIL, END = 120, 1020, 1500
 
 
 def workload(tmp_path: Path) -> Path:
@@ -78,8 +78,11 @@ def test_the_hpa_reaches_the_closed_form_and_waits_out_its_stabilisation(hpa_run
     # 200 req/s × 50 ms at a 50 % target of 1 cpu: ceil(200 × 0.05 / (0.5 × 1)) = 20 pods
     steady = closed_form_replicas(200, 0.05, 0.5, 1.0)
     assert steady == 20
-    high = [n for t, n in desired.items() if HIGH_FROM + 150 <= t <= HIGH_UNTIL]
-    # the HPA stops within its 10 % tolerance of the target, never below what is needed
+    # with pods that take 10 s to start, the HPA overshoots while they start (the Ready
+    # ones stay saturated), at most to maxReplicas, then — once its 300 s downscale
+    # window has passed — settles within its tolerance above the closed form
+    assert max(desired.values()) <= 30
+    high = [n for t, n in desired.items() if HIGH_UNTIL - 150 <= t <= HIGH_UNTIL]
     assert all(steady <= n <= round(steady * 1.25) for n in high), high
     # after the load falls, the scale-down waits for the 300 s downscale stabilisation
     # window: no earlier than 300 s after the fall, and within one more sync + tick
