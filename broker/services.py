@@ -35,7 +35,7 @@ from typing import Any
 
 from broker.facade.selectors import parse_label_selector
 from broker.quantity import parse_quantity
-from simulator.services import SERVICE_ANNOTATION, ServiceSpec
+from simulator.services import ServiceSpec
 from simulator.traffic import ReplicaState, ServiceModel, TickRow
 
 
@@ -168,16 +168,6 @@ class ServiceDriver:
         """Whether a pod with these labels is one of a service's (its usage comes from
         the traffic, not from its requests)."""
         return any(ns == namespace and sel.matches(labels) for ns, sel, _s in self._selectors)
-
-    def end_of(self, pod: dict[str, Any]) -> float | None:
-        """Seconds since the start at which the service a pod (or template) belongs to
-        ends — how long a service pod's Batsim job must last (its annotation
-        ``timewarp.io/service``)."""
-        name = ((pod.get("metadata") or {}).get("annotations") or {}).get(SERVICE_ANNOTATION)
-        for service in self.services:
-            if service.spec.name == name:
-                return service.spec.duration
-        return None
 
     def refresh(self, now_ns: int) -> dict[tuple[str, str], PodUsage]:
         """Bring every service to ``now``; returns the pods whose published sample
