@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from . import discovery, errors
+from . import autoscaling, discovery, errors
 from .auth import TokenRegistry, TokenStats, bearer_token
 from .clock import Cancellable, Clock
 from .errors import ApiError
-from .metrics import MetricsBoard, node_metrics, pod_metrics
+from .metrics import MetricsBoard, custom_metric_value, node_metrics, pod_metrics
 from .objects import format_time
-from .resources import ResourceType, lookup
+from .patch import apply_patch
+from .resources import CUSTOM_METRICS, CUSTOM_METRICS_GROUP, ResourceType, lookup
 from .selectors import parse_field_selector, parse_label_selector
 from .server import Request, Response, WatchStream
 from .store import Store
@@ -48,6 +49,11 @@ class Hooks:
     - ``on_delete_pod(namespace, pod)``: before a DELETE of a pod removes it.
     - ``on_create(obj)``: after admission defaults, before any API create is stored (under
       the store lock: quick, no waiting on other threads); may edit ``obj``.
+    - ``on_terminate_pod(namespace, pod, grace_period_seconds)``: first, for a DELETE or an
+      eviction of a pod (``grace_period_seconds`` from the DeleteOptions, None if not
+      given): a graceful deletion — it returns the pod marked Terminating
+      (``deletionTimestamp``), which the response carries and which the kubelet removes
+      later; None lets the deletion go on as below (``on_delete_pod``/``on_evict``).
     If a hook removes the pod itself, the facade does not fail on the missing pod. A hook
     that returns a true value has done the write itself (e.g. the kubelet model binds and
     sets the status in one ``Store.update``, or marks a pod terminating and deletes it
@@ -60,6 +66,7 @@ class Hooks:
     on_evict: Callable[[str, str], None] | None = None
     on_delete_pod: Callable[[str, str], None] | None = None
     on_create: Callable[[dict[str, Any]], None] | None = None
+    on_terminate_pod: Callable[[str, str, int | None], dict[str, Any] | None] | None = None
 
 
 def _json(status: int, obj: Any) -> Response:
@@ -261,6 +268,8 @@ class Api:
         """A request on a resource: route it, check the method is allowed there, then
         hand it to the reads (GET: get, list, watch), the creates (POST: objects,
         bindings, evictions) or the writes to one named object (PUT, PATCH, DELETE)."""
+        if group == CUSTOM_METRICS_GROUP:
+            return self._custom_metrics(request, query, version, rest)
         route = self._route(group, version, rest)
         self._check_method(route, request.method, query)
         if route.rt.group == "metrics.k8s.io":
@@ -285,9 +294,11 @@ class Api:
                 f"{rt.plural}/{route.subresource} supports only POST (create)",
                 "MethodNotAllowed",
             )
-        if route.subresource == "status" and method not in ("GET", "PUT", "PATCH"):
+        if route.subresource in ("status", "scale") and method not in ("GET", "PUT", "PATCH"):
             raise ApiError(
-                405, f"{rt.plural}/status supports GET, PUT and PATCH", "MethodNotAllowed"
+                405,
+                f"{rt.plural}/{route.subresource} supports GET, PUT and PATCH",
+                "MethodNotAllowed",
             )
         if route.subresource is None:
             verb = self._verb(method, route, query)
@@ -310,7 +321,10 @@ class Api:
         if route.watch_path:
             query.setdefault("fieldSelector", []).append(f"metadata.name={route.name}")
             return self._watch(request, route, query)
-        return _json(200, self.store.get(route.rt.key, route.namespace, route.name))
+        obj = self.store.get(route.rt.key, route.namespace, route.name)
+        if route.subresource == "scale":
+            return _json(200, autoscaling.scale_of(obj))
+        return _json(200, obj)
 
     def _post(self, request: Request, route: _Route) -> Response:
         """POST: a binding (pods/binding or the legacy ``bindings``), an eviction, or a
@@ -340,6 +354,8 @@ class Api:
                 404,
                 f"{rt.plural} are namespaced: use /.../namespaces/<ns>/{rt.plural}/{route.name}",
             )
+        if route.subresource == "scale" and method in ("PUT", "PATCH"):
+            return self._write_scale(request, route)
         if method == "PUT":
             body = _parse_body(request)
             self._check_kind(rt, body)
@@ -361,6 +377,26 @@ class Api:
         if method == "DELETE":
             return self._delete(route, request)
         raise ApiError(405, f"method {method} is not supported")
+
+    def _write_scale(self, request: Request, route: _Route) -> Response:
+        """PUT or PATCH of ``.../scale``: the parent's ``spec.replicas`` (see
+        ``autoscaling.py``); answers the new Scale."""
+        assert route.name is not None
+        body = _parse_body(request)
+        if request.method == "PATCH":
+            current = autoscaling.scale_of(
+                self.store.get(route.rt.key, route.namespace, route.name)
+            )
+            ctype = request.headers.get("content-type", "") or "application/merge-patch+json"
+            body = apply_patch(ctype, current, body)
+            wanted_rv = (body.get("metadata") or {}).get("resourceVersion")
+            if wanted_rv == current["metadata"]["resourceVersion"]:
+                body["metadata"].pop("resourceVersion")  # untouched by the patch: no precondition
+        replicas, rv = autoscaling.wanted_replicas(body, route.name)
+        stored = self.store.set_replicas(
+            route.rt.key, route.namespace, route.name, replicas, resource_version=rv
+        )
+        return _json(200, autoscaling.scale_of(stored))
 
     @staticmethod
     def _verb(method: str, route: _Route, query: dict[str, list[str]]) -> str:
@@ -563,8 +599,11 @@ class Api:
                 f"name in URL does not match name in Eviction object ({meta.get('name')!r} != {name!r})"
             )
         namespace = route.namespace or "default"
+        grace = _grace_period(body.get("deleteOptions") or {}, None)
         with self._policy_lock:
             self.store.get("pods", namespace, name)
+            if self.hooks.on_terminate_pod and self.hooks.on_terminate_pod(namespace, name, grace):
+                return _json(201, errors.success_status(201))
             handled = self.hooks.on_evict(namespace, name) if self.hooks.on_evict else None
             if not handled and self.store.get_or_none("pods", namespace, name) is not None:
                 self.store.delete("pods", namespace, name)
@@ -591,6 +630,14 @@ class Api:
                             f"Precondition failed: {label} in precondition: {pre[field]}, "
                             f"{label} in object meta: {last['metadata'][field]}",
                         )
+                grace = _grace_period(
+                    options, _param(parse_qs(urlsplit(request.target).query), "gracePeriodSeconds")
+                )
+                namespace = route.namespace or "default"
+                if self.hooks.on_terminate_pod:
+                    marked = self.hooks.on_terminate_pod(namespace, route.name, grace)
+                    if marked:
+                        return _json(200, marked)
                 handled = (
                     self.hooks.on_delete_pod(route.namespace or "default", route.name)
                     if self.hooks.on_delete_pod
@@ -667,6 +714,67 @@ class Api:
                 "items": items,
             },
         )
+
+    # --- custom.metrics.k8s.io -------------------------------------------------------
+
+    def _custom_metrics(
+        self, request: Request, query: dict[str, list[str]], version: str, rest: list[str]
+    ) -> Response:
+        """``GET /apis/custom.metrics.k8s.io/v1beta1/namespaces/<ns>/pods/<name|*>/<metric>``
+        (``labelSelector`` with ``*``): a ``MetricValueList``, as an adapter answers."""
+        if request.method != "GET":
+            raise ApiError(
+                405, f"{request.method} is not supported on custom metrics", "MethodNotAllowed"
+            )
+        # the official client sends the plural "pods/*/<metric>" as one percent-encoded
+        # segment (pods%2F%2A%2Fconcurrency); the real server routes the decoded path
+        rest = "/".join(rest).split("/")
+        if len(rest) != 5 or rest[0] != "namespaces" or rest[2] != "pods":
+            raise ApiError(
+                404,
+                "the server could not find the requested resource (custom metrics are served "
+                "for pods: /apis/custom.metrics.k8s.io/v1beta1/namespaces/<ns>/pods/<name|*>/<metric>)",
+            )
+        namespace, target, metric = rest[1], rest[3], rest[4]
+        if metric not in CUSTOM_METRICS:
+            raise errors.not_found("pods", f"{target}/{metric}", CUSTOM_METRICS_GROUP)
+        labels = parse_label_selector(_param(query, "labelSelector"))
+        epoch = self.clock.wall_epoch_ns()
+        items = [
+            custom_metric_value(namespace, pod, metric, value, format_time(epoch + stamp), window)
+            for pod, value, stamp, window, pod_labels in self.metrics.custom_items(
+                namespace, metric
+            )
+            if (target == "*" or pod == target) and labels.matches(pod_labels)
+        ]
+        if target != "*" and not items:
+            raise errors.not_found("pods", f"{target}/{metric}", CUSTOM_METRICS_GROUP)
+        return _json(
+            200,
+            {
+                "kind": "MetricValueList",
+                "apiVersion": f"{CUSTOM_METRICS_GROUP}/{version}",
+                "metadata": {},
+                "items": items,
+            },
+        )
+
+
+def _grace_period(options: dict[str, Any], query_value: str | None) -> int | None:
+    """``gracePeriodSeconds`` of a deletion: the DeleteOptions', else the query's; 400 for a
+    value that is not an integer (a negative one means 0, as on the real server)."""
+    value: Any = options.get("gracePeriodSeconds")
+    if value is None and query_value not in (None, ""):
+        value = query_value
+    if value is None:
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise errors.bad_request(
+            f"invalid value for gracePeriodSeconds: {value!r} (want an integer)"
+        ) from None
+    return max(0, number)
 
 
 def _entry_key(entry: Any) -> tuple[str, str]:

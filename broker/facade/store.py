@@ -418,6 +418,7 @@ class Store:
                         "(use the binding subresource)"
                     ],
                 )
+        objects.check_update(rt, new, subresource)
         if "generation" in old_meta and new.get("spec") != current.get("spec"):
             meta["generation"] = old_meta["generation"] + 1
         if new == current:
@@ -443,6 +444,35 @@ class Store:
             if want_rv not in (None, "", current["metadata"]["resourceVersion"]):
                 raise errors.conflict(rt.plural, name, "the object has been modified", rt.group)
             return self._update_from(rt, entry, new, subresource)
+
+    def set_replicas(
+        self,
+        key: str,
+        namespace: str | None,
+        name: str,
+        replicas: int,
+        *,
+        resource_version: str | None = None,
+    ) -> Obj:
+        """What a write to the ``scale`` subresource does: the object's ``spec.replicas``
+        (its generation moves on), with optimistic concurrency on ``resource_version``.
+        Returns the object as stored."""
+        rt = resource_type(key)
+        with self._lock:
+            entry = self._entry(key, namespace, name)
+            if resource_version is not None and (
+                resource_version != entry.obj["metadata"]["resourceVersion"]
+            ):
+                raise errors.conflict(
+                    rt.plural,
+                    name,
+                    "the object has been modified; please apply your changes to the latest "
+                    "version and try again",
+                    rt.group,
+                )
+            new = entry.thaw()
+            new.setdefault("spec", {})["replicas"] = replicas
+            return self._update_from(rt, entry, new, None)
 
     def update(
         self,
