@@ -401,6 +401,12 @@ class ClockService:
         if self._autopilot:
             self._poke()  # the others may be quiescent now
 
+    def joined(self, name: str) -> bool:
+        """Process ``name`` connected to the clock at some point."""
+        with self._cond:
+            proc = self._procs.get(name)
+            return proc is not None and proc.connected
+
     def never_joined(self, name: str) -> bool:
         """Process ``name`` was launched (``expect``) and has neither connected nor gone."""
         with self._cond:

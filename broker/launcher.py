@@ -212,6 +212,11 @@ class Launcher:
                 if proc.returncode < 0
                 else f"exited with code {proc.returncode}"
             )
+            if self.virtual and not self.clock.joined(proc.name):
+                how += (
+                    " without ever joining the virtual clock (likely cause: "
+                    f"{unjoined_cause(proc.command)})"
+                )
             raise SchedulerFailed(
                 f"scheduler {proc.name!r} ({shlex.join(proc.command)}) {how} before the simulation "
                 f"ended; last lines of {proc.log_path}:\n{proc.log_tail()}"

@@ -206,3 +206,12 @@ def test_a_bad_scheduler_command_is_refused_before_anything_starts(
     r = run_simulate(tmp_path / "o", subprocess_env, "env -S 'python x.py'", platform, workload)
     assert r.returncode == 2
     assert "--scheduler \"env -S 'python x.py'\": `env -S` is not supported" in r.stderr
+
+
+def test_a_scheduler_that_exits_without_joining_says_so(tmp_path, subprocess_env, inputs):
+    platform, workload = inputs
+    command = f"bash -c 'PYTHONPATH=deps exec {sys.executable} -c \"raise SystemExit(3)\"'"
+    r = run_simulate(tmp_path / "out", subprocess_env, command, platform, workload)
+    assert r.returncode == 1, r.stderr[-3000:]
+    assert "exited with code 3 without ever joining the virtual clock" in r.stderr
+    assert "replaces PYTHONPATH" in r.stderr
