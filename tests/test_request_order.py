@@ -4,6 +4,7 @@ them per process (broker/facade/facade.py)."""
 
 from __future__ import annotations
 
+import os
 import threading
 
 from broker.facade import facade as facade_module
@@ -23,6 +24,7 @@ def test_the_runtime_numbers_the_first_chunk_of_each_request():
     assert line == b"DELETE /api/v1/namespaces/d/pods/p HTTP/1.1"
     name, _, value = header.partition(b": ")
     assert name == b"X-Timewarp-Seq" and value.split(b".")[1].isdigit()
+    assert value.split(b".")[0].startswith(str(os.getpid()).encode() + b"-")
     assert rest == b"Host: x\r\n\r\n"
     again = netio.tag_request(bytearray(b"GET / HTTP/1.1\r\n\r\n"))
     assert int(again.split(b"\r\n")[1].split(b".")[1]) == int(value.split(b".")[1]) + 1
@@ -35,7 +37,7 @@ def test_requests_are_handled_in_their_process_order_whatever_the_arrival():
     handled = []
     threads = []
     for n in (3, 1, 2):  # arrival order
-        key = seq.key(request(f"42.{n}"), "token-a")
+        key = seq.key(request(f"42-ab12cd34.{n}"))
 
         def handle(key=key):
             seq.wait_turn(*key)
@@ -51,20 +53,20 @@ def test_requests_are_handled_in_their_process_order_whatever_the_arrival():
 
 def test_processes_and_unnumbered_requests_do_not_wait_for_each_other():
     seq = RequestSequencer()
-    assert seq.key(request(None), "token-a") is None
-    assert seq.key(request("42.1"), None) is None
-    a, b = seq.key(request("42.1"), "token-a"), seq.key(request("43.1"), "token-a")
-    assert a[0] != b[0]
-    seq.wait_turn(*b)  # another pid: its own numbering
+    assert seq.key(request(None)) is None
+    assert seq.key(request("garbage")) is None
+    a, b = seq.key(request("42-00000000.1")), seq.key(request("42-ffffffff.1"))
+    assert a[0] != b[0]  # a later process with the same pid numbers afresh
+    seq.wait_turn(*b)
     seq.done(*b)
 
 
 def test_a_request_whose_predecessor_never_comes_goes_after_a_while(monkeypatch, capsys):
     monkeypatch.setattr(facade_module, "GAP_TIMEOUT_S", 0.05)
     seq = RequestSequencer()
-    key = seq.key(request("42.2"), "token-a")
+    key = seq.key(request("42-ab12cd34.2"))
     seq.wait_turn(*key)  # request 1 was lost on a broken connection
     seq.done(*key)
-    assert "request 2 of process 42 waited" in capsys.readouterr().err
-    nxt = seq.key(request("42.3"), "token-a")
+    assert "request 2 of process 42-ab12cd34 waited" in capsys.readouterr().err
+    nxt = seq.key(request("42-ab12cd34.3"))
     seq.wait_turn(*nxt)  # in order again: no wait

@@ -78,8 +78,7 @@ class Facade:
 
     def _handle_in_order(self, request: Request):  # type: ignore[no-untyped-def]
         """The API's handler, one process's numbered requests in the order it sent them."""
-        stats = self.api.authenticate(request)
-        key = self._sequencer.key(request, stats.token if stats is not None else None)
+        key = self._sequencer.key(request)
         if key is None:
             return self.api.handle(request)
         self._sequencer.wait_turn(*key)
@@ -223,7 +222,7 @@ class Facade:
         )
 
 
-SEQ_HEADER = "x-timewarp-seq"  # set by timewarp's runtime: "<pid>.<n>" (timewarp/_core/netio.py)
+SEQ_HEADER = "x-timewarp-seq"  # timewarp's runtime: "<pid>-<nonce>.<n>" (timewarp/_core/netio.py)
 # A request whose predecessor never comes (its connection broke mid-send) is handled
 # after this long anyway, with a warning: better out of order than never.
 GAP_TIMEOUT_S = 5.0
@@ -239,20 +238,21 @@ class RequestSequencer:
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._next: dict[tuple[str, str], int] = {}
+        self._next: dict[str, int] = {}
 
     @staticmethod
-    def key(request: Request, token: str | None) -> tuple[tuple[str, str], int] | None:
+    def key(request: Request) -> tuple[str, int] | None:
+        """(the numbering process, the request's number), or None: not numbered."""
         value = request.headers.get(SEQ_HEADER)
-        if value is None or token is None:
+        if value is None:
             return None
-        pid, _, n = value.partition(".")
+        who, _, n = value.rpartition(".")
         try:
-            return (token, pid), int(n)
+            return who, int(n)
         except ValueError:
             return None
 
-    def wait_turn(self, key: tuple[str, str], n: int) -> None:
+    def wait_turn(self, key: str, n: int) -> None:
         give_up = None
         with self._cond:
             while self._next.setdefault(key, 1) < n:
@@ -260,7 +260,7 @@ class RequestSequencer:
                 give_up = give_up or now + GAP_TIMEOUT_S
                 if now >= give_up:
                     sys.stderr.write(
-                        f"timewarp: facade: request {n} of process {key[1]} waited "
+                        f"timewarp: facade: request {n} of process {key} waited "
                         f"{GAP_TIMEOUT_S:g} s for its predecessor (request "
                         f"{self._next[key]}); handling it out of order\n"
                     )
@@ -268,7 +268,7 @@ class RequestSequencer:
                     break
                 self._cond.wait(give_up - now)
 
-    def done(self, key: tuple[str, str], n: int) -> None:
+    def done(self, key: str, n: int) -> None:
         with self._cond:
             if self._next.get(key, 1) <= n:
                 self._next[key] = n + 1

@@ -15,7 +15,7 @@ connection (``tls`` set, see ``aionet``) the raw socket's ciphertext is not coun
 ``SSLObject.read``/``write`` count the plaintext instead — the same ledger either way.
 
 Requests are numbered: the first chunk of each request sent to the facade gets a header
-``X-Timewarp-Seq: <pid>.<n>`` after its request line, ``n`` counting the process's
+``X-Timewarp-Seq: <pid>-<nonce>.<n>`` after its request line, ``n`` counting the process's
 requests in the order its threads (one at a time, under the baton) or its event loop sent
 them. Requests in flight together on different connections — two threads', or an event
 loop's concurrent tasks' — are handled by the facade in that order, not in the order
@@ -49,6 +49,8 @@ _facade: tuple[str, int] | None = None
 _inner = threading.local()  # SSLSocket methods falling back to socket.socket's
 _conn_seq = itertools.count(1)
 _request_no = itertools.count(1)
+# who numbers: the pid alone could be reused by a later process while the facade runs
+_numbering = f"{os.getpid()}-{os.urandom(4).hex()}"
 _REQUEST_LINE = re.compile(
     rb"(?:GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) [^ \r\n]+ HTTP/1\.[01]\r\n"
 )
@@ -62,7 +64,7 @@ def tag_request(data) -> bytes | None:  # type: ignore[no-untyped-def]
     if m is None:
         return None
     data = bytes(data)
-    header = f"{SEQ_HEADER}: {os.getpid()}.{next(_request_no)}\r\n".encode()
+    header = f"{SEQ_HEADER}: {_numbering}.{next(_request_no)}\r\n".encode()
     return data[: m.end()] + header + data[m.end() :]
 
 
