@@ -555,22 +555,12 @@ class Cluster:
         )
 
     def _removed_pod(self, namespace: str, name: str, obj: dict[str, Any] | None) -> None:
-        """An eviction or deletion: kill (or reject) its job, and let its ReplicaSet
-        replace it."""
+        """An eviction or deletion: end its job (kill a running one, reject a pending
+        one), then, for a pod a ReplicaSet owns that had not finished, let the
+        ReplicaSet controller replace it."""
         jp = self.pods.pop((namespace, name), None)
         if jp is not None:
-            if jp.state == "running":
-                self._release(jp)
-                if jp.job_id:
-                    jp.state = "killed"
-                    self.stats.kills += 1
-                    self._decisions.append(p.KillJob([jp.job_id]))
-                else:
-                    jp.state = "done"
-            elif jp.state == "pending" and jp.job_id:
-                jp.state = "rejected"
-                self.open_jobs -= 1
-                self._decisions.append(p.RejectJob(jp.job_id))
+            self._end_removed_job(jp)
         meta = (obj or {}).get("metadata", {})
         owner = next(
             (o for o in meta.get("ownerReferences") or [] if o.get("kind") == "ReplicaSet"), None
@@ -579,21 +569,41 @@ class Cluster:
             return
         if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             return
-        # The ReplicaSet controller: a new Pending pod from the same template; a Batsim
-        # job restarts from scratch as a new (dynamic) job with the same profile.
+        self._replace_pod(namespace, obj, owner, jp)
+
+    def _end_removed_job(self, jp: JobPod) -> None:
+        """A removed pod's job: a running one frees its node and is killed (an API-made
+        pod is simply done), a pending one is rejected."""
+        if jp.state == "running":
+            self._release(jp)
+            if jp.job_id:
+                jp.state = "killed"
+                self.stats.kills += 1
+                self._decisions.append(p.KillJob([jp.job_id]))
+            else:
+                jp.state = "done"
+        elif jp.state == "pending" and jp.job_id:
+            jp.state = "rejected"
+            self.open_jobs -= 1
+            self._decisions.append(p.RejectJob(jp.job_id))
+
+    def _replace_pod(
+        self,
+        namespace: str,
+        obj: dict[str, Any],
+        owner: dict[str, Any],
+        jp: JobPod | None,
+    ) -> None:
+        """The ReplicaSet controller: a new Pending pod from the same template. A Batsim
+        job restarts as a new (dynamic) job with the same profile — or serves the rest of
+        its time (:meth:`_serve_the_rest`); an API-made pod is adopted as one."""
+        meta = obj["metadata"]
         annotations = {
             k: v for k, v in (meta.get("annotations") or {}).items() if k != JOB_ID_ANNOTATION
         }
         was_job = jp is not None and bool(jp.job_id) and jp.raw_job is not None
-        new_id = ""
-        if was_job and self._can_register():
-            assert jp is not None
-            original = naming.original_job_id(jp.job_id)
-            count = self._replacements.get(original, 0)
-            while not new_id or new_id in self.jobs:
-                count += 1
-                new_id = naming.replacement_job_id(original, count)
-            self._replacements[original] = count
+        new_id = self._replacement_job_id(jp) if was_job and self._can_register() else ""
+        if new_id:
             annotations[JOB_ID_ANNOTATION] = new_id
         replacement = {
             "apiVersion": "v1",
@@ -629,6 +639,17 @@ class Cluster:
             )
         else:
             self._not_simulated(created, "it came after registration_finished was sent")
+
+    def _replacement_job_id(self, jp: JobPod) -> str:
+        """The next free id for a replacement of ``jp``'s job (see ``broker/naming.py``)."""
+        original = naming.original_job_id(jp.job_id)
+        count = self._replacements.get(original, 0)
+        new_id = ""
+        while not new_id or new_id in self.jobs:
+            count += 1
+            new_id = naming.replacement_job_id(original, count)
+        self._replacements[original] = count
+        return new_id
 
     def _serve_the_rest(self, old: JobPod, new: JobPod, job: dict[str, Any]) -> None:
         """Workload extension ``"timewarp": {"replacement": "remaining"}`` on a delay
@@ -672,6 +693,9 @@ class Cluster:
         )
 
     def _admit(self, namespace: str, pod_name: str, node_name: str) -> None:
+        """The kubelet model for one binding: the pod is refused (Failed, OutOf<resource>)
+        when the node lacks what it requests, else it runs — its resources are taken,
+        its status says Running and Ready, and its Batsim job is executed."""
         pod = self.facade.store.get_or_none("pods", namespace, pod_name)
         if pod is None or (pod.get("spec") or {}).get("nodeName") != node_name:
             return  # the binding did not go through
@@ -680,78 +704,80 @@ class Cluster:
         jp = self.pods.get((namespace, pod_name))
         cpu_m, memory = self._requests(pod) if jp is None else (jp.cpu_m, jp.memory)
         now = self.facade.store.timestamp()
-        short = None
-        if node.used_cpu_m + cpu_m > node.cpu_m:
-            short = ("cpu", cpu_m, node.used_cpu_m, node.cpu_m)
-        elif node.used_memory + memory > node.memory:
-            short = ("memory", memory, node.used_memory, node.memory)
+        short = self._shortfall(node, cpu_m, memory)
         if short is not None:
-            resource, requested, used, capacity = short
-            reason = f"OutOf{resource}"
-
-            def refuse(obj: dict[str, Any]) -> dict[str, Any]:
-                status = obj.setdefault("status", {})
-                status["phase"] = "Failed"
-                status["reason"] = reason
-                status["message"] = (
-                    f"Pod Node didn't have enough resource: {resource}, requested: {requested}, "
-                    f"used: {used}, capacity: {capacity}"
-                )
-                status["startTime"] = now
-                return obj
-
-            self.facade.store.update("pods", namespace, pod_name, refuse, copy=False)
-            self.stats.rejected_by_kubelet += 1
-            if jp is not None and jp.state == "pending":
-                jp.state = "rejected"
-                if jp.job_id:
-                    self.open_jobs -= 1
-                    self._decisions.append(p.RejectJob(jp.job_id))
+            self._refuse(namespace, pod_name, jp, short, now)
             return
         node.used_cpu_m += cpu_m
         node.used_memory += memory
+        self.facade.store.update(
+            "pods", namespace, pod_name, lambda obj: _running_status(obj, node, now), copy=False
+        )
+        self._track_running(namespace, pod_name, pod, jp, node, cpu_m, memory)
 
-        def run(obj: dict[str, Any]) -> dict[str, Any]:
+    @staticmethod
+    def _shortfall(node: NodeInfo, cpu_m: int, memory: int) -> tuple[str, int, int, int] | None:
+        """(resource, requested, used, capacity) of the first resource the node lacks."""
+        if node.used_cpu_m + cpu_m > node.cpu_m:
+            return ("cpu", cpu_m, node.used_cpu_m, node.cpu_m)
+        if node.used_memory + memory > node.memory:
+            return ("memory", memory, node.used_memory, node.memory)
+        return None
+
+    def _refuse(
+        self,
+        namespace: str,
+        pod_name: str,
+        jp: JobPod | None,
+        short: tuple[str, int, int, int],
+        now: str,
+    ) -> None:
+        """The kubelet's refusal: the pod fails with OutOf<resource> and the kubelet's
+        message; its Batsim job, still pending, is rejected."""
+        resource, requested, used, capacity = short
+        reason = f"OutOf{resource}"
+
+        def refuse(obj: dict[str, Any]) -> dict[str, Any]:
             status = obj.setdefault("status", {})
-            uid = obj["metadata"].get("uid", "")
-            status.update(
-                phase="Running",
-                hostIP=node.ip,
-                podIP=node.ip,
-                startTime=now,
-                conditions=[
-                    {"type": t, "status": "True", "lastTransitionTime": now, "lastProbeTime": None}
-                    for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
-                ],
-                containerStatuses=[
-                    {
-                        "name": c["name"],
-                        "image": c.get("image", DEFAULT_IMAGE),
-                        "imageID": "",
-                        "containerID": f"timewarp://{uid}-{c['name']}",
-                        "ready": True,
-                        "started": True,
-                        "restartCount": 0,
-                        "state": {"running": {"startedAt": now}},
-                        "lastState": {},
-                    }
-                    for c in obj["spec"].get("containers", [])
-                ],
+            status["phase"] = "Failed"
+            status["reason"] = reason
+            status["message"] = (
+                f"Pod Node didn't have enough resource: {resource}, requested: {requested}, "
+                f"used: {used}, capacity: {capacity}"
             )
+            status["startTime"] = now
             return obj
 
-        self.facade.store.update("pods", namespace, pod_name, run, copy=False)
+        self.facade.store.update("pods", namespace, pod_name, refuse, copy=False)
+        self.stats.rejected_by_kubelet += 1
+        if jp is not None and jp.state == "pending":
+            jp.state = "rejected"
+            if jp.job_id:
+                self.open_jobs -= 1
+                self._decisions.append(p.RejectJob(jp.job_id))
+
+    def _track_running(
+        self,
+        namespace: str,
+        pod_name: str,
+        pod: dict[str, Any],
+        jp: JobPod | None,
+        node: NodeInfo,
+        cpu_m: int,
+        memory: int,
+    ) -> None:
+        """A pod that runs: its Batsim job executes on the node's resource (an API-made
+        pod, not a job, runs until deleted), and its usage is published."""
         if jp is not None and jp.state == "pending":
             jp.state = "running"
-            jp.node = node_name
+            jp.node = node.name
             jp.started_ns = self.now_ns()
             if jp.job_id:
                 self.stats.jobs_started += 1
                 self._decisions.append(p.ExecuteJob(jp.job_id, ProcSet(node.resource_id)))
         elif jp is None:
-            # A pod the API created (not a Batsim job): it runs until deleted.
             jp = JobPod(
-                "", namespace, pod_name, cpu_m, memory, None, node_name, "running", self.now_ns()
+                "", namespace, pod_name, cpu_m, memory, None, node.name, "running", self.now_ns()
             )
             jp.labels = dict(pod["metadata"].get("labels") or {})
             self.pods[(namespace, pod_name)] = jp
@@ -849,6 +875,38 @@ class Cluster:
         total[0] += new_cpu - old_cpu
         total[1] += new_mem - old_mem
         self._dirty_nodes.add(jp.node)
+
+
+def _running_status(obj: dict[str, Any], node: NodeInfo, now: str) -> dict[str, Any]:
+    """A pod's status once the kubelet started it on ``node`` at ``now``: Running,
+    every condition True, each container running."""
+    status = obj.setdefault("status", {})
+    uid = obj["metadata"].get("uid", "")
+    status.update(
+        phase="Running",
+        hostIP=node.ip,
+        podIP=node.ip,
+        startTime=now,
+        conditions=[
+            {"type": t, "status": "True", "lastTransitionTime": now, "lastProbeTime": None}
+            for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+        ],
+        containerStatuses=[
+            {
+                "name": c["name"],
+                "image": c.get("image", DEFAULT_IMAGE),
+                "imageID": "",
+                "containerID": f"timewarp://{uid}-{c['name']}",
+                "ready": True,
+                "started": True,
+                "restartCount": 0,
+                "state": {"running": {"startedAt": now}},
+                "lastState": {},
+            }
+            for c in obj["spec"].get("containers", [])
+        ],
+    )
+    return obj
 
 
 def _curve(points: Any, elapsed: float, period: Any, default: Any) -> Any:

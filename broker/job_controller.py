@@ -182,28 +182,68 @@ class JobController:
         return did
 
     def _reconcile(self, namespace: str, name: str) -> bool:
+        """One Job, in the real controller's order: its state (forgotten when the Job
+        was deleted or re-created), its start time and deadline, its pods counted, its
+        verdict (deadline, backoff limit, completions), then the action — terminate,
+        suspend, or scale to parallelism — and the status; a finished Job's event."""
         key = (namespace, name)
         job = self.store.get_or_none("jobs.batch", namespace, name)
-        state = self._states.get(key)
-        if job is None or (state is not None and state.uid != job["metadata"]["uid"]):
-            if state is not None:  # deleted (or deleted and re-created): pods are orphaned
-                self._cancel_timers(state)
-                del self._states[key]
-                state = None
-            if job is None:
-                return False
-        uid = job["metadata"]["uid"]
+        state = self._state_for(key, job)
         if state is None:
-            state = self._states[key] = _JobState(uid)
-        if state.finished or is_finished(job):
-            state.finished = True
             return False
         spec = job["spec"]
         now = self.clock.now_ns()
         suspended = bool(spec.get("suspend"))
         state.simulated = not suspended and self.pods.simulates(spec["template"])
+        self._track_start(state, key, spec, suspended, now)
+        active = self._count(state, job, self._pending_changes.get(key, set()), now)
+        verdict = self._verdict(state, spec, active, now)
+        if verdict is not None:
+            self._terminate(state, job, active, failed=verdict[0] == "Failed")
+            did = True  # the verdict itself is a change (status, event)
+            active = []
+        elif suspended:
+            did = self._terminate(state, job, active, failed=False)
+            active = []
+        else:
+            did = self._scale_to_parallelism(state, key, job, active, now)
+        if self._write_status(job, state, active, verdict, suspended, now):
+            did = True
+        if verdict is not None:
+            self._finish(state, job, verdict)
+        return did
+
+    def _state_for(self, key: tuple[str, str], job: dict[str, Any] | None) -> _JobState | None:
+        """The controller's memory of a live, unfinished Job (None otherwise). A Job
+        deleted, or deleted and re-created under the same name, is forgotten: its
+        timers are cancelled and its pods are orphaned."""
+        state = self._states.get(key)
+        if job is None or (state is not None and state.uid != job["metadata"]["uid"]):
+            if state is not None:
+                self._cancel_timers(state)
+                del self._states[key]
+                state = None
+            if job is None:
+                return None
+        if state is None:
+            state = self._states[key] = _JobState(job["metadata"]["uid"])
+        if state.finished or is_finished(job):
+            state.finished = True
+            return None
+        return state
+
+    def _track_start(
+        self,
+        state: _JobState,
+        key: tuple[str, str],
+        spec: dict[str, Any],
+        suspended: bool,
+        now: int,
+    ) -> None:
+        """startTime begins when the Job is first not suspended, and restarts (with its
+        activeDeadlineSeconds timer) on each resume."""
         if suspended and state.start_ns is not None:
-            state.start_ns = None  # startTime (and its deadline) restart on resume
+            state.start_ns = None
             self._cancel_timers(state)
         if state.start_ns is None and not suspended:
             state.start_ns = now
@@ -211,88 +251,87 @@ class JobController:
             if deadline is not None:
                 self._wake_at(state, key, now + int(deadline) * 10**9)
 
-        active = self._count(state, job, self._pending_changes.get(key, set()), now)
-        completions = spec.get("completions")
-        did = False
-        verdict = None
+    def _verdict(
+        self, state: _JobState, spec: dict[str, Any], active: list[dict[str, Any]], now: int
+    ) -> tuple[str, str, str] | None:
+        """(condition, reason, message) when the Job is over, in the controller's order
+        of precedence: deadline, backoff limit, completions."""
         deadline = spec.get("activeDeadlineSeconds")
+        completions = spec.get("completions")
         if (
             deadline is not None
             and state.start_ns is not None
             and now >= state.start_ns + int(deadline) * 10**9
         ):
-            verdict = (
-                "Failed",
-                "DeadlineExceeded",
-                "Job was active longer than specified deadline",
-            )
-        elif state.failed > int(spec.get("backoffLimit", 6)):
-            verdict = (
-                "Failed",
-                "BackoffLimitExceeded",
-                "Job has reached the specified backoff limit",
-            )
-        elif (completions is not None and state.succeeded >= completions) or (
+            return ("Failed", "DeadlineExceeded", "Job was active longer than specified deadline")
+        if state.failed > int(spec.get("backoffLimit", 6)):
+            return ("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+        if (completions is not None and state.succeeded >= completions) or (
             completions is None and state.succeeded > 0 and not active
         ):
-            verdict = (
-                "Complete",
-                "CompletionsReached",
-                "Reached expected number of succeeded pods",
-            )
+            return ("Complete", "CompletionsReached", "Reached expected number of succeeded pods")
+        return None
 
-        if verdict is not None:
-            for pod in active:
-                if verdict[0] == "Failed":
-                    state.failed += 1  # terminated by the controller: counted as failed
-                self._delete(state, job, pod)
-            active = []
-            did = True
-        elif suspended:
-            for pod in active:
-                self._delete(state, job, pod)  # not a failure
-            did = did or bool(active)
-            active = []
+    def _terminate(
+        self, state: _JobState, job: dict[str, Any], active: list[dict[str, Any]], *, failed: bool
+    ) -> bool:
+        """Delete every active pod: on a Failed verdict each counts as failed, on
+        completion or suspension not."""
+        for pod in active:
+            if failed:
+                state.failed += 1
+            self._delete(state, job, pod)
+        return bool(active)
+
+    def _scale_to_parallelism(
+        self,
+        state: _JobState,
+        key: tuple[str, str],
+        job: dict[str, Any],
+        active: list[dict[str, Any]],
+        now: int,
+    ) -> bool:
+        """Create the missing pods (after the failure back-off) or delete the newest
+        surplus ones (parallelism lowered); ``active`` is updated in place."""
+        spec = job["spec"]
+        completions = spec.get("completions")
+        if completions is None:
+            want = 0 if state.succeeded > 0 else int(spec.get("parallelism", 1))
         else:
-            if completions is None:
-                want = 0 if state.succeeded > 0 else int(spec.get("parallelism", 1))
-            else:
-                want = min(int(spec.get("parallelism", 1)), completions - state.succeeded)
-            missing = want - len(active)
-            if missing > 0:
-                ready_ns = self._backoff_until(state)
-                if ready_ns > now:
-                    self._wake_at(state, key, ready_ns)
-                else:
-                    for _ in range(missing):
-                        active.append(self._create(state, job))
-                    did = True
-            elif missing < 0:  # parallelism lowered: the newest pods go first
-                newest = sorted(
-                    active,
-                    key=lambda p: (p["metadata"]["creationTimestamp"], p["metadata"]["name"]),
-                )
-                for pod in newest[missing:]:
-                    self._delete(state, job, pod)
-                    active.remove(pod)
-                did = True
-        if self._write_status(job, state, active, verdict, suspended, now):
-            did = True
-        if verdict is not None:
-            state.finished = True
-            self._cancel_timers(state)
-            reason, message = (
-                ("Completed", "Job completed") if verdict[0] == "Complete" else verdict[1:]
+            want = min(int(spec.get("parallelism", 1)), completions - state.succeeded)
+        missing = want - len(active)
+        if missing > 0:
+            ready_ns = self._backoff_until(state)
+            if ready_ns > now:
+                self._wake_at(state, key, ready_ns)
+                return False
+            for _ in range(missing):
+                active.append(self._create(state, job))
+            return True
+        if missing < 0:
+            newest = sorted(
+                active, key=lambda p: (p["metadata"]["creationTimestamp"], p["metadata"]["name"])
             )
-            k8s_events.emit(
-                self.store,
-                job,
-                type_="Normal" if verdict[0] == "Complete" else "Warning",
-                reason=reason,
-                message=message,
-                component=COMPONENT,
-            )
-        return did
+            for pod in newest[missing:]:
+                self._delete(state, job, pod)
+                active.remove(pod)
+            return True
+        return False
+
+    def _finish(self, state: _JobState, job: dict[str, Any], verdict: tuple[str, str, str]) -> None:
+        """The Job is over: no more timers, and the event the real controller records."""
+        state.finished = True
+        self._cancel_timers(state)
+        complete = verdict[0] == "Complete"
+        reason, message = ("Completed", "Job completed") if complete else verdict[1:]
+        k8s_events.emit(
+            self.store,
+            job,
+            type_="Normal" if complete else "Warning",
+            reason=reason,
+            message=message,
+            component=COMPONENT,
+        )
 
     def _count(
         self, state: _JobState, job: dict[str, Any], changed: set[str], now: int

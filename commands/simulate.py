@@ -135,7 +135,29 @@ def run(args: argparse.Namespace) -> int:
     return _Simulation(args, out, total_jobs).run()
 
 
+class _Wiring:
+    """The parts of one run, made in :meth:`_Simulation._wire` and taken down in
+    :meth:`_Simulation._take_down`: the clock service, the facade's endpoint (then the
+    facade), the launcher, the broker."""
+
+    def __init__(self) -> None:
+        self.clock = None
+        self.rt_clock = None  # realtime mode: the scaled wall clock
+        self.endpoint = None
+        self.facade = None
+        self.launcher = None
+        self.broker = None
+        self.incluster_dir: Path | None = None
+
+
 class _Simulation:
+    """One ``timewarp simulate`` run, in the order a reader would name its steps:
+    wire the parts (:meth:`_wire`), start the schedulers (:meth:`_start_schedulers`),
+    start the facade, broker and simulator (:meth:`_start_broker`), let the broker drive
+    the simulation to its end (:meth:`_drive`), take everything down
+    (:meth:`_take_down`), judge the run (:meth:`_verdict`) and report it
+    (:meth:`_report`)."""
+
     def __init__(self, args: argparse.Namespace, out: Path, total_jobs: int) -> None:
         self.args = args
         self.out = out
@@ -145,41 +167,10 @@ class _Simulation:
     def run(self) -> int:
         for name in OUT_FILES:  # an earlier run's outputs must not pass for this run's
             (self.out / name).unlink(missing_ok=True)
-        from broker.clock_service import DEFAULT_EPOCH_NS, ClockService, FacadeClock
-        from broker.facade.endpoint import Endpoint
-        from broker.launcher import Launcher, SchedulerFailed
+        from broker.launcher import SchedulerFailed
 
-        args = self.args
         started = _wall.perf_counter()
-        from broker.modes_cli import make_broker
-
-        epoch_ns = args.epoch if args.epoch is not None else DEFAULT_EPOCH_NS
-        clock = ClockService(
-            mode=args.mode,
-            epoch_ns=epoch_ns,
-            stall_timeout=args.stall_timeout,
-            on_stall=args.on_stall,
-        )
-        rt_clock = None
-        if args.mode == "realtime":
-            from broker.realtime import ScaledWallClock
-
-            rt_clock = ScaledWallClock(args.speed, epoch_ns)
-        facade_clock = rt_clock if rt_clock is not None else FacadeClock(clock)
-        endpoint = Endpoint(tls=args.incluster)
-        facade = None
-        incluster_dir = Path(tempfile.mkdtemp(prefix="timewarp-sa-")) if args.incluster else None
-        launcher = Launcher(
-            clock=clock,
-            facade=endpoint,
-            out_dir=self.out,
-            patch_modules=args.patch_module,
-            freeze_unpatched=args.freeze_unpatched,
-            incluster_dir=incluster_dir,
-            extra_kubeconfig=Path(args.write_kubeconfig) if args.write_kubeconfig else None,
-            virtual=args.mode != "realtime",
-        )
-        broker = None
+        parts = self._wire()
         result = None
         reason = ""
         interrupted = False
@@ -190,36 +181,10 @@ class _Simulation:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, _terminated)
         try:
-            # Schedulers first: their start-up (importing a Kubernetes client) is the
-            # longest, and they need only the clock and the facade.
-            for command in args.scheduler:
-                launcher.start(command, cwd=args.cwd)
-            # the manifest's slow facts (package metadata, input hashes) are gathered while
-            # the schedulers start up, not after the run
-            self._facts_thread = threading.Thread(
-                target=self._gather_facts, name="manifest-facts", daemon=True
-            )
-            self._facts_thread.start()
-            from broker.facade import Facade
-
-            facade = Facade(facade_clock, endpoint=endpoint).start()
-            progress = _ProgressView(self.total_jobs, disabled=args.quiet)
-            broker = make_broker(
-                args,
-                # the embedded simulator runs in a thread of this process (see
-                # _EmbeddedSimulator); real Batsim connects over TCP
-                endpoint="tcp://127.0.0.1:*" if args.batsim else f"inproc://batsim-{os.getpid()}",
-                clock=clock,
-                facade=facade,
-                launcher=launcher,
-                rt_clock=rt_clock,
-            )
-            broker.on_progress = progress.update
-            self.sim_proc = self._start_simulator(broker.endpoint)
-            watcher = threading.Thread(target=self._watch_simulator, args=(broker,), daemon=True)
-            watcher.start()
+            self._start_schedulers(parts)
+            progress = self._start_broker(parts)
             with progress:
-                result = broker.run()
+                result = parts.broker.run()
             self.sim_wall = _wall.perf_counter() - started
             reason = result.reason
         except SchedulerFailed as exc:
@@ -228,40 +193,129 @@ class _Simulation:
             interrupted = True
             reason = "interrupted (Ctrl-C or SIGTERM)"
         finally:
-            launcher.stop_all()
-            sim_code = self._stop_simulator(wait=result is not None and result.ok)
-            if broker is not None:
-                broker.close()
-            if facade is not None:
-                facade.stop()
-            endpoint.close()
-            clock.close()
-            if rt_clock is not None:
-                rt_clock.close()
-            if incluster_dir is not None:
-                shutil.rmtree(incluster_dir, ignore_errors=True)
+            sim_code = self._take_down(parts, result)
         wall = getattr(self, "sim_wall", None) or (_wall.perf_counter() - started)
+        ok, reason = self._verdict(result, sim_code, reason)
+        self._report(result, ok, reason, wall)
+        if not ok:
+            print(f"timewarp simulate: FAILED: {reason}", file=sys.stderr)
+            return 130 if interrupted else 1
+        return 0
+
+    def _wire(self) -> _Wiring:
+        """The clock service, the facade's endpoint (bound now, so schedulers can start
+        before the facade exists) and the launcher."""
+        from broker.clock_service import DEFAULT_EPOCH_NS, ClockService
+        from broker.facade.endpoint import Endpoint
+        from broker.launcher import Launcher
+
+        args = self.args
+        parts = _Wiring()
+        epoch_ns = args.epoch if args.epoch is not None else DEFAULT_EPOCH_NS
+        parts.clock = ClockService(
+            mode=args.mode,
+            epoch_ns=epoch_ns,
+            stall_timeout=args.stall_timeout,
+            on_stall=args.on_stall,
+        )
+        if args.mode == "realtime":
+            from broker.realtime import ScaledWallClock
+
+            parts.rt_clock = ScaledWallClock(args.speed, epoch_ns)
+        parts.endpoint = Endpoint(tls=args.incluster)
+        if args.incluster:
+            parts.incluster_dir = Path(tempfile.mkdtemp(prefix="timewarp-sa-"))
+        parts.launcher = Launcher(
+            clock=parts.clock,
+            facade=parts.endpoint,
+            out_dir=self.out,
+            patch_modules=args.patch_module,
+            freeze_unpatched=args.freeze_unpatched,
+            incluster_dir=parts.incluster_dir,
+            extra_kubeconfig=Path(args.write_kubeconfig) if args.write_kubeconfig else None,
+            virtual=args.mode != "realtime",
+        )
+        return parts
+
+    def _start_schedulers(self, parts: _Wiring) -> None:
+        """Schedulers first: their start-up (importing a Kubernetes client) is the
+        longest, and they need only the clock and the facade's endpoint. The manifest's
+        slow facts (package metadata, input hashes) are gathered meanwhile."""
+        for command in self.args.scheduler:
+            parts.launcher.start(command, cwd=self.args.cwd)
+        self._facts_thread = threading.Thread(
+            target=self._gather_facts, name="manifest-facts", daemon=True
+        )
+        self._facts_thread.start()
+
+    def _start_broker(self, parts: _Wiring) -> _ProgressView:
+        """The facade on the endpoint, the broker (the Batsim decision process of the
+        chosen mode) and the simulator that connects to it."""
+        from broker.clock_service import FacadeClock
+        from broker.facade import Facade
+        from broker.modes_cli import make_broker
+
+        args = self.args
+        facade_clock = parts.rt_clock if parts.rt_clock is not None else FacadeClock(parts.clock)
+        parts.facade = Facade(facade_clock, endpoint=parts.endpoint).start()
+        progress = _ProgressView(self.total_jobs, disabled=args.quiet)
+        parts.broker = make_broker(
+            args,
+            # the embedded simulator runs in a thread of this process (see
+            # _EmbeddedSimulator); real Batsim connects over TCP
+            endpoint="tcp://127.0.0.1:*" if args.batsim else f"inproc://batsim-{os.getpid()}",
+            clock=parts.clock,
+            facade=parts.facade,
+            launcher=parts.launcher,
+            rt_clock=parts.rt_clock,
+        )
+        parts.broker.on_progress = progress.update
+        self.sim_proc = self._start_simulator(parts.broker.endpoint)
+        watcher = threading.Thread(target=self._watch_simulator, args=(parts.broker,), daemon=True)
+        watcher.start()
+        return progress
+
+    def _take_down(self, parts: _Wiring, result) -> int | None:  # type: ignore[no-untyped-def]
+        """Stop the schedulers, the simulator (waiting for its outputs after a good run),
+        the broker, the facade and the clock; returns the simulator's exit code."""
+        parts.launcher.stop_all()
+        sim_code = self._stop_simulator(wait=result is not None and result.ok)
+        if parts.broker is not None:
+            parts.broker.close()
+        if parts.facade is not None:
+            parts.facade.stop()
+        parts.endpoint.close()
+        parts.clock.close()
+        if parts.rt_clock is not None:
+            parts.rt_clock.close()
+        if parts.incluster_dir is not None:
+            shutil.rmtree(parts.incluster_dir, ignore_errors=True)
+        return sim_code
+
+    def _verdict(self, result, sim_code: int | None, reason: str) -> tuple[bool, str]:  # type: ignore[no-untyped-def]
+        """A run is good when the broker saw the simulation to its end and the simulator
+        exited cleanly; otherwise the reason says why."""
         ok = result is not None and result.ok and sim_code == 0
         if result is not None and result.ok and sim_code != 0:
             reason = f"the simulator exited with code {sim_code}; see {self.out / 'simulator.log'}"
         if self._sim_failure and not reason:
             reason = self._sim_failure
+        return ok, reason
+
+    def _report(self, result, ok: bool, reason: str, wall: float) -> None:  # type: ignore[no-untyped-def]
+        """Figures from the outputs, the manifest, the plots and the summary."""
         from commands import report
 
         figures = report.summarise(self.out / OUT_PREFIX, result.stats if result else {}, wall)
         written = all((self.out / name).exists() for name in OUT_FILES)
         figures["outputs"] = ("complete" if ok else "partial") if written else "none"
         self._write_manifest(figures, ok, reason, wall)
-        if not args.no_plots and (self.out / f"{OUT_PREFIX}_jobs.csv").exists():
+        if not self.args.no_plots and (self.out / f"{OUT_PREFIX}_jobs.csv").exists():
             try:
                 report.plot(self.out / OUT_PREFIX, self.out)
             except Exception as exc:  # plots are a bonus: never lose the run for them
                 print(f"timewarp simulate: plots skipped ({exc})", file=sys.stderr)
         report.print_summary(figures, sys.stderr)
-        if not ok:
-            print(f"timewarp simulate: FAILED: {reason}", file=sys.stderr)
-            return 130 if interrupted else 1
-        return 0
 
     # ----------------------------------------------------------------- simulator
     _sim_failure = ""

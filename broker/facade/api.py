@@ -258,8 +258,25 @@ class Api:
         version: str,
         rest: list[str],
     ) -> Response | WatchStream:
+        """A request on a resource: route it, check the method is allowed there, then
+        hand it to the reads (GET: get, list, watch), the creates (POST: objects,
+        bindings, evictions) or the writes to one named object (PUT, PATCH, DELETE)."""
         route = self._route(group, version, rest)
-        rt, method = route.rt, request.method
+        self._check_method(route, request.method, query)
+        if route.rt.group == "metrics.k8s.io":
+            return self._metrics(route.rt, route, query)
+        if request.method == "GET":
+            return self._read(request, route, query)
+        if request.method == "POST":
+            return self._post(request, route)
+        if route.name is None and request.method == "DELETE":
+            return self._delete_collection(route, query)
+        return self._write_named(request, route)
+
+    def _check_method(self, route: _Route, method: str, query: dict[str, list[str]]) -> None:
+        """405 for a method the resource or subresource does not support (the verbs of
+        its discovery document), 400 for what the facade does not do (dryRun)."""
+        rt = route.rt
         if _param(query, "dryRun"):
             raise errors.bad_request("dryRun is not supported by timewarp's API facade")
         if route.subresource in ("binding", "eviction") and method != "POST":
@@ -280,33 +297,42 @@ class Api:
                     f"{verb} is not supported on {rt.key}; supported verbs: {', '.join(rt.verbs)}",
                     "MethodNotAllowed",
                 )
-        if rt.group == "metrics.k8s.io":
-            return self._metrics(rt, route, query)
-        if method == "GET":
-            if route.name is None:
-                if route.watch_path or _flag(query, "watch"):
-                    return self._watch(request, route, query)
-                return self._list(route, query)
-            if route.watch_path:
-                query.setdefault("fieldSelector", []).append(f"metadata.name={route.name}")
+
+    def _read(
+        self, request: Request, route: _Route, query: dict[str, list[str]]
+    ) -> Response | WatchStream:
+        """GET: a list or a watch of a collection, a watch of one object (the old
+        ``/watch/.../name`` path), or one object."""
+        if route.name is None:
+            if route.watch_path or _flag(query, "watch"):
                 return self._watch(request, route, query)
-            return _json(200, self.store.get(rt.key, route.namespace, route.name))
-        if method == "POST":
-            if route.subresource == "binding":
-                return self._bind(route, _parse_body(request), route.name)
-            if route.subresource == "eviction":
-                return self._evict(route, _parse_body(request))
-            if route.name is not None:
-                raise ApiError(405, f"POST is not allowed on a named {rt.singular}")
-            if rt.plural == "bindings":
-                return self._bind(route, _parse_body(request), None)
-            if rt.namespaced and route.namespace is None:
-                raise ApiError(
-                    404, f"create {rt.plural} in a namespace: POST /.../namespaces/<ns>/{rt.plural}"
-                )
-            return self._create(route, _parse_body(request))
-        if route.name is None and method == "DELETE":
-            return self._delete_collection(route, query)
+            return self._list(route, query)
+        if route.watch_path:
+            query.setdefault("fieldSelector", []).append(f"metadata.name={route.name}")
+            return self._watch(request, route, query)
+        return _json(200, self.store.get(route.rt.key, route.namespace, route.name))
+
+    def _post(self, request: Request, route: _Route) -> Response:
+        """POST: a binding (pods/binding or the legacy ``bindings``), an eviction, or a
+        new object in a collection."""
+        rt = route.rt
+        if route.subresource == "binding":
+            return self._bind(route, _parse_body(request), route.name)
+        if route.subresource == "eviction":
+            return self._evict(route, _parse_body(request))
+        if route.name is not None:
+            raise ApiError(405, f"POST is not allowed on a named {rt.singular}")
+        if rt.plural == "bindings":
+            return self._bind(route, _parse_body(request), None)
+        if rt.namespaced and route.namespace is None:
+            raise ApiError(
+                404, f"create {rt.plural} in a namespace: POST /.../namespaces/<ns>/{rt.plural}"
+            )
+        return self._create(route, _parse_body(request))
+
+    def _write_named(self, request: Request, route: _Route) -> Response:
+        """PUT (replace), PATCH or DELETE of one named object (or its subresource)."""
+        rt, method = route.rt, request.method
         if route.name is None:
             raise ApiError(405, f"{method} needs a named {rt.singular}")
         if rt.namespaced and route.namespace is None:
@@ -317,25 +343,21 @@ class Api:
         if method == "PUT":
             body = _parse_body(request)
             self._check_kind(rt, body)
-            return _json(
-                200,
-                self.store.replace(
-                    rt.key,
-                    body,
-                    namespace=route.namespace,
-                    name=route.name,
-                    subresource=route.subresource,
-                ),
+            replaced = self.store.replace(
+                rt.key,
+                body,
+                namespace=route.namespace,
+                name=route.name,
+                subresource=route.subresource,
             )
+            return _json(200, replaced)
         if method == "PATCH":
             body = _parse_body(request)
             ctype = request.headers.get("content-type", "")
-            return _json(
-                200,
-                self.store.patch(
-                    rt.key, route.namespace, route.name, body, ctype, subresource=route.subresource
-                ),
+            patched = self.store.patch(
+                rt.key, route.namespace, route.name, body, ctype, subresource=route.subresource
             )
+            return _json(200, patched)
         if method == "DELETE":
             return self._delete(route, request)
         raise ApiError(405, f"method {method} is not supported")
