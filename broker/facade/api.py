@@ -159,6 +159,16 @@ class Api:
     def authenticate(self, request: Request) -> TokenStats | None:
         return self.tokens.lookup(bearer_token(request.headers.get("authorization")))
 
+    def admit_head(self, method: str, target: str, headers: dict[str, str]) -> Response | None:
+        """The check made on a request's head, before its body is read: no work for a
+        client without a valid bearer token (the public health paths excepted)."""
+        path = target.split("?", 1)[0].strip("/")
+        if path in _PUBLIC:
+            return None
+        if self.tokens.lookup(bearer_token(headers.get("authorization"))) is None:
+            return _json(401, ApiError(401, "Unauthorized").status())
+        return None
+
     def handle(self, request: Request) -> Response | WatchStream:
         try:
             return self._handle(request)

@@ -70,6 +70,7 @@ class Facade:
             listener=endpoint.listener,
             ssl_context=self.tls_files.server_context() if self.tls_files else None,
             on_request=self._count_request,
+            admit_head=self.api.admit_head,
         )
 
     # --- life cycle ----------------------------------------------------------------
