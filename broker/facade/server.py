@@ -80,6 +80,7 @@ _REASONS = {
     431: "Request Header Fields Too Large",
     500: "Internal Server Error",
     501: "Not Implemented",
+    504: "Gateway Timeout",
     505: "HTTP Version Not Supported",
 }
 
