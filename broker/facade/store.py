@@ -37,7 +37,7 @@ from .clock import Clock
 from .patch import apply_patch
 from .resources import BY_KEY, ResourceType, resource_type
 from .selectors import FieldSelector, LabelSelector, parse_field_selector, parse_label_selector
-from .watch import StoredEvent, Watcher, bookmark_object, event_frame
+from .watch import WATCH_QUEUE_BYTES, StoredEvent, Watcher, bookmark_object, event_frame
 
 Obj = dict[str, Any]
 Listener = Callable[[str, str, Obj], None]
@@ -173,6 +173,7 @@ class Store:
         self.clock = clock
         self.history_limit = history_limit
         self.history_bytes = history_bytes
+        self.watch_queue_bytes = WATCH_QUEUE_BYTES
         self._lock = threading.RLock()
         self._rng = random.Random(seed)
         self._rv = 0
@@ -660,6 +661,7 @@ class Store:
         bookmarks: bool = False,
         send_initial_events: bool | None = None,
         on_queued: Callable[[], None] | None = None,
+        on_overflow: Callable[[], None] | None = None,
     ) -> Watcher:
         """Start a watch. Without a resourceVersion (or "0") the current matching objects
         come first as ADDED events (``send_initial_events`` forces or suppresses that, and
@@ -667,7 +669,16 @@ class Store:
         every later change is replayed from history, or ApiError(410) if compacted."""
         rt = resource_type(key)
         labels, fields = _labels(label_selector), _fields(field_selector, rt.key)
-        watcher = Watcher(rt, namespace, labels, fields, bookmarks=bookmarks, on_queued=on_queued)
+        watcher = Watcher(
+            rt,
+            namespace,
+            labels,
+            fields,
+            bookmarks=bookmarks,
+            on_queued=on_queued,
+            on_overflow=on_overflow,
+            max_queued_bytes=self.watch_queue_bytes,
+        )
         with self._lock:
             if resource_version in (None, "", "0"):
                 initial = True if send_initial_events is None else send_initial_events
@@ -690,19 +701,22 @@ class Store:
                 initial = bool(send_initial_events)
             if initial:
                 entries, _ = self.list_entries(rt.key, namespace, labels, fields)
-                for entry in entries:
+                for entry in entries:  # the initial state: never a reason to drop
                     watcher.push(
                         event_frame("ADDED", entry.json()),
                         int(entry.obj["metadata"]["resourceVersion"]),
+                        bounded=False,
                     )
                 if send_initial_events:
                     watcher.push(
-                        event_frame("BOOKMARK", bookmark_object(rt, self._rv, True)), self._rv
+                        event_frame("BOOKMARK", bookmark_object(rt, self._rv, True)),
+                        self._rv,
+                        bounded=False,
                     )
             else:
-                for event in self._history[rt.key]:
+                for event in self._history[rt.key]:  # replayed: the start, never dropped
                     if event.rv > start:
-                        watcher.offer(event)
+                        watcher.offer(event, bounded=False)
             self._watchers[rt.key][watcher] = None
         return watcher
 
