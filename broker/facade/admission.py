@@ -6,7 +6,9 @@
    into Go struct field ObjectMeta.metadata.labels of type map[string]string``); every
    resource quantity parses by the real grammar (broker.quantity) and is rewritten in
    its canonical form, core/v1 ResourceLists rounded up to a milli unit as the v1
-   defaulter does (``0.188`` → ``"188m"``). Fields unknown here are kept as sent.
+   defaulter does (``0.188`` → ``"188m"``); a known field sent as ``null`` is dropped
+   (Go decodes it as the zero value, which is not written back). Fields unknown here are
+   kept as sent.
 2. ``validate(rt, obj)`` — the API server's validation of what the facade models, after
    the defaults: object metadata (names, namespace, labels, annotations), container
    resources (names, non-negative quantities, requests within limits), node capacity,
@@ -144,6 +146,9 @@ class _Struct(_Type):
             raise _mismatch(value, path, struct, self.go)
         for key, kind in self.fields.items():
             if key in value:
+                if value[key] is None:  # Go decodes null as the zero value: absent
+                    del value[key]
+                    continue
                 kind.check(value[key], f"{path}.{key}" if path else key, self.name)
 
 

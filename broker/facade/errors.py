@@ -96,8 +96,30 @@ def conflict(resource: str, name: str, why: str, group: str = "") -> ApiError:
     )
 
 
+_CAUSE_REASONS = {
+    "Required value": "FieldValueRequired",
+    "Unsupported value": "FieldValueNotSupported",
+    "Forbidden": "FieldValueForbidden",
+    "Duplicate value": "FieldValueDuplicate",
+    "Too long": "FieldValueTooLong",
+}
+
+
 def invalid(kind: str, name: str, causes: list[str]) -> ApiError:
-    return ApiError(422, f'{kind} "{name}" is invalid: {", ".join(causes)}', kind=kind, name=name)
+    """422 Invalid from ``"field.path: Error body"`` strings (the shape of Go's
+    ``field.Error``; see :mod:`.validation` for building them)."""
+    joined = causes[0] if len(causes) == 1 else f"[{', '.join(causes)}]"
+    exc = ApiError(422, f'{kind} "{name}" is invalid: {joined}', kind=kind, name=name)
+    details = []
+    for cause in causes:
+        field, _, body = cause.partition(": ")
+        reason = next(
+            (r for prefix, r in _CAUSE_REASONS.items() if body.startswith(prefix)),
+            "FieldValueInvalid",
+        )
+        details.append({"reason": reason, "message": body, "field": field})
+    exc.details["causes"] = details
+    return exc
 
 
 def too_large_resource_version(asked: int, current: int) -> ApiError:

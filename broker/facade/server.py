@@ -267,13 +267,14 @@ class _Wire:
     """One connection's h11 state and the bytes it was fed: ``taken()`` is how many of
     them the requests parsed so far used (what is buffered beyond is not yet taken)."""
 
-    __slots__ = ("h", "sock", "fed", "counted")
+    __slots__ = ("h", "sock", "fed", "counted", "method")
 
     def __init__(self, sock: socket.socket) -> None:
         self.h = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
         self.sock = sock
         self.fed = 0
         self.counted = 0  # bytes already added to the ledger's ``received``
+        self.method = ""  # of the request being answered
 
     def next_event(self) -> Any:
         """The next h11 event, reading from the socket as needed; raises _Closed."""
@@ -445,7 +446,7 @@ class HttpServer:
             if request is None:  # the client is done (or answered and refused)
                 return
             if isinstance(request, Response):  # refused on its head, nothing left unread
-                self._write(conn, self._encode(h, request), last=True)
+                self._write(conn, self._encode(wire, request), last=True)
                 self._finish_request(conn)
                 if h.our_state is not h11.DONE or h.their_state is not h11.DONE:
                     return
@@ -463,7 +464,7 @@ class HttpServer:
                         return
                     done = None
                 else:
-                    self._write(conn, self._encode(h, result), last=True)
+                    self._write(conn, self._encode(wire, result), last=True)
             finally:
                 if done is not None:
                     done()
@@ -481,7 +482,7 @@ class HttpServer:
         """Answer ``response`` to a request that will not be handled, and let the
         connection close (the request's bytes, read or not, never count)."""
         try:
-            data = self._encode(wire.h, response)
+            data = self._encode(wire, response)
         except h11.LocalProtocolError:  # h11 cannot frame it (e.g. the head was garbage)
             data = _raw_response(response)
         conn.refused = True
@@ -506,7 +507,7 @@ class HttpServer:
             return None
         if not isinstance(event, h11.Request):  # nothing else can come first
             return None
-        method = event.method.decode("latin-1")
+        method = wire.method = event.method.decode("latin-1")
         target = event.target.decode("latin-1")
         headers: dict[str, str] = {}
         for name_b, value_b in event.headers:
@@ -583,9 +584,10 @@ class HttpServer:
         with self.ledger.lock:
             conn.queued += 1
 
-    def _encode(self, h: h11.Connection, resp: Response) -> bytes:
+    def _encode(self, wire: _Wire, resp: Response) -> bytes:
         """The whole response, framed by h11 (which adds ``Connection: close`` when the
-        connection will not be reused)."""
+        connection will not be reused); the answer to a HEAD has its head only."""
+        h = wire.h
         headers = [
             (b"Content-Type", resp.content_type.encode()),
             (b"Content-Length", str(len(resp.body)).encode()),
@@ -593,11 +595,9 @@ class HttpServer:
         ]
         headers += [(n.encode(), v.encode()) for n, v in resp.extra_headers]
         reason = _REASONS.get(resp.status, "Unknown").encode()
-        return (
-            h.send(h11.Response(status_code=resp.status, headers=headers, reason=reason))
-            + h.send(h11.Data(data=resp.body))
-            + h.send(h11.EndOfMessage())
-        )
+        head = h.send(h11.Response(status_code=resp.status, headers=headers, reason=reason))
+        body = h.send(h11.Data(data=resp.body)) if wire.method != "HEAD" else b""
+        return head + body + h.send(h11.EndOfMessage())
 
     def _write(
         self,
