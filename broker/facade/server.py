@@ -595,9 +595,13 @@ class HttpServer:
         ]
         headers += [(n.encode(), v.encode()) for n, v in resp.extra_headers]
         reason = _REASONS.get(resp.status, "Unknown").encode()
-        head = h.send(h11.Response(status_code=resp.status, headers=headers, reason=reason))
-        body = h.send(h11.Data(data=resp.body)) if wire.method != "HEAD" else b""
-        return head + body + h.send(h11.EndOfMessage())
+        # the pieces as h11 frames them, joined once: the body is copied once, as before
+        send = h.send_with_data_passthrough
+        parts = send(h11.Response(status_code=resp.status, headers=headers, reason=reason))
+        if wire.method != "HEAD":
+            parts += send(h11.Data(data=resp.body))
+        parts += send(h11.EndOfMessage())
+        return b"".join(parts)
 
     def _write(
         self,
