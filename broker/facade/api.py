@@ -514,7 +514,6 @@ class Api:
                 bookmarks=bookmarks,
                 send_initial_events=None if initial is None else _flag(query, "sendInitialEvents"),
                 on_queued=request.on_queued,
-                on_overflow=request.abort,
             )
         except ApiError as exc:
             if exc.code != 410:
