@@ -94,7 +94,7 @@ class Launcher:
             raise ValueError("empty scheduler command")
         parsed = launch.parse_launch(argv)  # LaunchError: the caller checked beforehand
         name = name or f"scheduler-{len(self.processes)}"
-        self.facade.add_token(name)
+        token = self.facade.add_token(name)
         kubeconfig = self.out_dir / f"{name}.kubeconfig"
         self.facade.write_kubeconfig(kubeconfig, name)
         if self.extra_kubeconfig is not None and not self.processes:
@@ -120,7 +120,8 @@ class Launcher:
                 freeze_unpatched=self.freeze_unpatched or parsed.freeze_unpatched,
             )
             wrapped = launch.resolve_command(parsed.argv, rewrite_script=import_hook)
-            self.clock.expect(name)
+            # one credential per process: its facade token also opens the clock
+            env[clockproto.ENV_TOKEN] = self.clock.expect(name, token)
         proc = SchedulerProcess(name, argv, self.out_dir / f"{name}.log", kubeconfig)
         log = open(proc.log_path, "wb")  # noqa: SIM115 - owned by the child
         try:
