@@ -35,6 +35,11 @@ if TYPE_CHECKING:
     from broker.facade import Facade
 
 
+# How long a process that said bye (its last non-daemon thread ended) may take to exit
+# before the run is stopped without its exit code: interpreter shutdown on a loaded machine.
+EXIT_WAIT_S = 30.0
+
+
 class SchedulerFailed(RuntimeError):
     pass
 
@@ -188,7 +193,8 @@ class Launcher:
         for proc in self.processes:
             if proc.name in gone and proc.returncode is None and proc.popen is not None:
                 try:
-                    code = proc.popen.wait(5)
+                    # (time stands still meanwhile: waiting longer costs only wall time)
+                    code = proc.popen.wait(EXIT_WAIT_S if gone[proc.name] else 5)
                 except subprocess.TimeoutExpired:
                     if gone[proc.name]:
                         exiting.append(proc)
