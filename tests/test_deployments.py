@@ -41,24 +41,22 @@ def template(image="nginx:1.25", duration="1000", labels=None, **spec):
     return {"metadata": meta, "spec": pod_spec}
 
 
-def deployment(replicas=3, name="web", **spec):
+def _workload(kind, replicas, name, spec):
     body = {
         "replicas": replicas,
         "selector": {"matchLabels": {"app": "web"}},
         "template": template(),
     }
     body.update(spec)
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name}, "spec": body}
+    return {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name}, "spec": body}
+
+
+def deployment(replicas=3, name="web", **spec):
+    return _workload("Deployment", replicas, name, spec)
 
 
 def replicaset(replicas=3, name="cache", **spec):
-    body = {
-        "replicas": replicas,
-        "selector": {"matchLabels": {"app": "web"}},
-        "template": template(),
-    }
-    body.update(spec)
-    return {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name}, "spec": body}
+    return _workload("ReplicaSet", replicas, name, spec)
 
 
 class Script:

@@ -27,6 +27,7 @@ import json
 from typing import Any
 
 from . import errors
+from .apps import invalid_from
 from .selectors import format_selector
 
 SCALABLE = ("deployments.apps", "replicasets.apps", "statefulsets.apps")
@@ -117,8 +118,9 @@ def wanted_replicas(body: Any, name: str) -> tuple[int, str | None]:
             f"{json.dumps(replicas)} is not an integer"
         )
     if replicas < 0:
-        raise errors.invalid(
-            "Scale.autoscaling",
+        raise invalid_from(
+            "Scale",
+            "autoscaling",
             name,
             [f"spec.replicas: Invalid value: {replicas}: must be greater than or equal to 0"],
         )
@@ -193,7 +195,7 @@ def validate_hpa(hpa: dict[str, Any]) -> None:
         for key in ("scaleUp", "scaleDown"):
             problems += _rules_problems(behavior.get(key), f"spec.behavior.{key}")
     if problems:
-        raise errors.invalid("HorizontalPodAutoscaler.autoscaling", name, problems)
+        raise invalid_from("HorizontalPodAutoscaler", "autoscaling", name, problems)
 
 
 def validate_hpa_status(hpa: dict[str, Any]) -> None:
@@ -207,7 +209,7 @@ def validate_hpa_status(hpa: dict[str, Any]) -> None:
                 f"status.{key}: Invalid value: {json.dumps(value)}: must be greater than or equal to 0"
             )
     if problems:
-        raise errors.invalid("HorizontalPodAutoscaler.autoscaling", name, problems)
+        raise invalid_from("HorizontalPodAutoscaler", "autoscaling", name, problems)
 
 
 def _reference_problems(ref: Any, path: str) -> list[str]:
