@@ -614,3 +614,23 @@ def test_a_rollout_keeps_within_its_bounds_and_ends_on_the_new_template(
         )
     finally:
         world.close()
+
+
+def test_a_put_of_the_same_manifest_is_defaulted_again_and_rolls_nothing(world):
+    """``kubectl replace`` with the manifest as first written (no defaults in it): the
+    server defaults it again, so the template is unchanged — no new ReplicaSet, no new
+    generation."""
+    manifest = deployment(2)
+    script = Script(world).create(0, "deployments.apps", manifest)
+    script.at(
+        10,
+        lambda: world.store.replace(
+            "deployments.apps", json.loads(json.dumps(manifest)), namespace=NS
+        ),
+    )
+    script.look(
+        11, lambda: world.store.get("deployments.apps", NS, "web")["metadata"]["generation"]
+    )
+    script.run()
+    assert script.seen[11] == 1
+    assert len(world.store.list("replicasets.apps", NS)[0]) == 1

@@ -115,11 +115,16 @@ def test_a_parked_official_watch_is_idle_and_a_publish_makes_it_busy(monkeypatch
         assert wait_until(facade, lambda: parked_idle() is not None), "the watch never parked"
         port = parked_idle()
         for i in range(3):
-            facade.store.create(
-                "pods", {"metadata": {"name": f"p{i}"}, "spec": SPEC}, namespace="default"
-            )
             # Published, not yet consumed: never idle, whatever the client thread is doing.
-            assert not facade.connection_idle(port, *counter.counts(port))
+            # The counter's lock keeps the client's count of consumed bytes where it was
+            # (as the runtime's gate would): with direct writes the event is on the wire
+            # when create() returns, and a fast client thread could otherwise read it all
+            # before the check, which then sees a parked, idle watch (a race, not a bug).
+            with counter.lock:
+                facade.store.create(
+                    "pods", {"metadata": {"name": f"p{i}"}, "spec": SPEC}, namespace="default"
+                )
+                assert not facade.connection_idle(port, *counter.counts(port))
             assert wait_until(facade, lambda i=i: len(received) == i + 1 and parked_idle() == port)
         assert received == ["p0", "p1", "p2"]
         clock.advance(59 * 10**9)

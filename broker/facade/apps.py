@@ -114,8 +114,13 @@ def default_template_spec(spec: dict[str, Any]) -> None:
 
 
 def default_workload(kind_key: str, obj: dict[str, Any]) -> None:
-    """Create-time defaults, then the same checks as an update."""
+    """The defaults (applied on every write, as decoding does on a real server), then
+    :func:`validate_workload`."""
     spec = obj.setdefault("spec", {})
+    if not isinstance(spec, dict):
+        validate_workload(kind_key, obj)
+        return
+    spec.setdefault("replicas", 1)
     template = spec.get("template")
     if isinstance(template, dict) and isinstance(template.get("spec"), dict):
         default_template_spec(template["spec"])

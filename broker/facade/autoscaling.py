@@ -132,8 +132,14 @@ def wanted_replicas(body: Any, name: str) -> tuple[int, str | None]:
 
 
 def default_hpa(hpa: dict[str, Any]) -> None:
-    """``SetDefaults_HorizontalPodAutoscaler`` (v2), the status a create starts from, and
-    ``ValidateHorizontalPodAutoscaler``."""
+    """A create: the defaults, the status it starts from, the validation."""
+    default_hpa_spec(hpa)
+    hpa["status"] = {"desiredReplicas": 0}
+    validate_hpa(hpa)
+
+
+def default_hpa_spec(hpa: dict[str, Any]) -> None:
+    """``SetDefaults_HorizontalPodAutoscaler`` (v2), on every write of the spec."""
     spec = hpa.setdefault("spec", {})
     if isinstance(spec, dict):
         spec.setdefault("minReplicas", 1)
@@ -158,8 +164,6 @@ def default_hpa(hpa: dict[str, Any]) -> None:
                 if isinstance(given, dict):
                     filled.update({k: v for k, v in given.items() if v is not None})
                 behavior[key] = filled
-    hpa["status"] = {"desiredReplicas": 0}
-    validate_hpa(hpa)
 
 
 def validate_hpa(hpa: dict[str, Any]) -> None:
