@@ -63,6 +63,7 @@ from broker.facade.objects import make_node
 from broker.job_controller import JobController
 from broker.quantity import parse_quantity
 from broker.replicaset_controller import ReplicaSetController
+from broker.services import ServiceDriver
 from simulator import protocol as p
 
 JOB_ID_ANNOTATION = "timewarp.io/job-id"
@@ -167,6 +168,7 @@ class Cluster:
     profiles: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     stats: Stats = field(default_factory=Stats)
     all_submitted: bool = False
+    services: ServiceDriver | None = None  # the workload's services with traffic
 
     def __post_init__(self) -> None:
         self._running: dict[tuple[str, str], JobPod] = {}
@@ -217,6 +219,8 @@ class Cluster:
         self.controller.start()
         self.replicasets.start()
         self.deployments.start()
+        if self.services:
+            self.services.begin()
         store = self.facade.store
         for index, res in enumerate(data.compute_resources):
             props = dict(res.get("properties") or {})
@@ -383,6 +387,8 @@ class Cluster:
         (no Job controller still needs simulated pods). O(1) but for the Jobs."""
         if not self.all_submitted or self.open_jobs:
             return False
+        if self.services and self.services.keeps_simulation_alive(self.now_ns()):
+            return False  # a service still gets traffic
         if not self._can_register():
             return True
         return not (
@@ -459,6 +465,8 @@ class Cluster:
                 return True
         if self.timeline.due(self.now_ns()):
             return True
+        if self.services and self.services.has_dirty():
+            return True
         return (
             self.controller.has_work() or self.deployments.has_work() or self.replicasets.has_work()
         )
@@ -495,6 +503,10 @@ class Cluster:
             did = True
         if self.replicasets.reconcile():
             did = True
+        if self.services and self.services.has_dirty():
+            # a service's pods changed: the traffic model learns it at this instant
+            self._metrics_at = None
+            self.refresh_metrics()
         if self._can_register() and self.all_done():
             self.registration_finished = True
             self._decisions.append(p.Notify("registration_finished"))
@@ -1000,6 +1012,8 @@ class Cluster:
             return
         self._metrics_at = now
         board = self.facade.metrics
+        if self.services:
+            self._publish_service_usage(now)
         if len(self._node_sum) != len(self.nodes):  # the first refresh, or new nodes
             for name in self.nodes:
                 if name not in self._node_sum:
@@ -1011,6 +1025,8 @@ class Cluster:
             self._curves_at = now
             pods = {**self._curved, **pods}
         for key, jp in pods.items():
+            if self.services and self.services.serves(jp.namespace, jp.labels):
+                continue  # its usage comes from the traffic model's ticks
             cpu_n, mem = jp.cpu_m * 1_000_000, jp.memory
             if jp.usage and jp.started_ns is not None:
                 self._curved[key] = jp
@@ -1035,6 +1051,38 @@ class Cluster:
             if usage is not None and node is not None and self._node_usage.get(name) != usage:
                 self._node_usage[name] = list(usage)
                 board.set_node(name, usage[0], usage[1], timestamp_ns=now, labels=node.labels)
+
+    def _publish_service_usage(self, now: int) -> None:
+        """Service pods: the traffic model's sample of the newest visible metrics tick
+        (cpu from the requests served, memory = the pod's request), in metrics.k8s.io
+        and custom.metrics.k8s.io; a pod has no metrics before its first tick, as with
+        metrics-server."""
+        assert self.services is not None
+        board = self.facade.metrics
+        for key, usage in sorted(self.services.refresh(now).items()):
+            jp = self._running.get(key)
+            if jp is None:
+                continue  # gone since the tick
+            sample = (usage.cpu_nanocores, jp.memory)
+            old = self._pod_usage.get(key)
+            self._pod_usage[key] = sample
+            self._account(jp, old, sample)
+            board.set_pod(
+                jp.namespace,
+                jp.name,
+                {usage.container: sample},
+                timestamp_ns=usage.timestamp_ns,
+                window_s=usage.window_s,
+                labels=jp.labels,
+            )
+            board.set_pod_custom(
+                jp.namespace,
+                jp.name,
+                usage.custom,
+                timestamp_ns=usage.timestamp_ns,
+                window_s=usage.window_s,
+                labels=jp.labels,
+            )
 
     def _account(
         self, jp: JobPod, old: tuple[int, int] | None, new: tuple[int, int] | None

@@ -1,4 +1,5 @@
-"""Batsim workload JSON → validated jobs and profiles (plus timewarp's profile extensions).
+"""Batsim workload JSON → validated jobs and profiles (plus timewarp's profile extensions
+and its ``services``, validated by :mod:`simulator.services`).
 
 A workload file is ``{"nb_res": int, "jobs": [...], "profiles": {...}}``. Workloads are
 named ``w0``, ``w1``… in command-line order and job ids become ``w0!<id>``. Every check
@@ -35,6 +36,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from simulator.services import ServiceError, ServiceSpec, parse_services
 
 SUPPORTED_PROFILE_TYPES = ("delay", "parallel_homogeneous", "composed")
 BATSIM_ONLY_PROFILE_TYPES = (
@@ -78,6 +81,7 @@ class Workload:
     path: str
     jobs: list[Job]
     profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
+    services: list[ServiceSpec] = field(default_factory=list)  # timewarp's extension
 
 
 def _is_number(value: Any) -> bool:
@@ -302,7 +306,13 @@ def load_workload(path: str | Path, name: str, nb_compute: int) -> Workload:
             )
         seen[job.local_id] = index
         jobs.append(job)
-    return Workload(name, path, jobs, dict(profiles))
+    services: list[ServiceSpec] = []
+    if "services" in data:
+        try:
+            services = parse_services(data["services"], path)
+        except ServiceError as exc:
+            raise WorkloadError(str(exc)) from None
+    return Workload(name, path, jobs, dict(profiles), services)
 
 
 # --------------------------------------------------------------------------- durations

@@ -115,16 +115,14 @@ def test_a_parked_official_watch_is_idle_and_a_publish_makes_it_busy(monkeypatch
         assert wait_until(facade, lambda: parked_idle() is not None), "the watch never parked"
         port = parked_idle()
         for i in range(3):
-            # Published, not yet consumed: never idle, whatever the client thread is doing.
-            # The counter's lock keeps the client's count of consumed bytes where it was
-            # (as the runtime's gate would): with direct writes the event is on the wire
-            # when create() returns, and a fast client thread could otherwise read it all
-            # before the check, which then sees a parked, idle watch (a race, not a bug).
-            with counter.lock:
-                facade.store.create(
-                    "pods", {"metadata": {"name": f"p{i}"}, "spec": SPEC}, namespace="default"
-                )
-                assert not facade.connection_idle(port, *counter.counts(port))
+            before = counter.counts(port)
+            facade.store.create(
+                "pods", {"metadata": {"name": f"p{i}"}, "spec": SPEC}, namespace="default"
+            )
+            # Published: a client that has not consumed it is never idle, whatever its
+            # thread is doing. (With direct writes the event may already be read by now:
+            # the counts of before the publish are the ones that must not be idle.)
+            assert not facade.connection_idle(port, *before)
             assert wait_until(facade, lambda i=i: len(received) == i + 1 and parked_idle() == port)
         assert received == ["p0", "p1", "p2"]
         clock.advance(59 * 10**9)

@@ -9,26 +9,33 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from . import autoscaling, discovery, errors
+from . import admission, autoscaling, discovery, errors
 from .auth import TokenRegistry, TokenStats, bearer_token
 from .clock import Cancellable, Clock
 from .errors import ApiError
-from .metrics import MetricsBoard, node_metrics, pod_metrics
+from .metrics import MetricsBoard, custom_metric_value, node_metrics, pod_metrics
 from .objects import format_time
 from .patch import apply_patch
-from .resources import ResourceType, lookup
+from .resources import CUSTOM_METRICS, CUSTOM_METRICS_GROUP, ResourceType, lookup
 from .selectors import parse_field_selector, parse_label_selector
 from .server import Request, Response, WatchStream
 from .store import Store
 from .watch import Watcher, event_frame
 
 JSON = "application/json"
+MAX_INT64 = 2**63 - 1
+# Deepest JSON nesting a body may have (no Kubernetes object comes near; Python's own
+# recursion would fail first on a deeper one).
+MAX_JSON_DEPTH = 128
+BINDING = lookup("", "v1", "bindings")
+_log = logging.getLogger(__name__)
 _TRUE = {"true", "True", "1"}
 _FALSE = {"false", "False", "0", ""}
 _PUBLIC = {"healthz", "livez", "readyz"}
@@ -47,6 +54,9 @@ class Hooks:
       response: what the cluster does about it at once (the kubelet's admission).
     - ``on_evict(namespace, pod)``: before an eviction deletes the pod.
     - ``on_delete_pod(namespace, pod)``: before a DELETE of a pod removes it.
+    - ``on_error(exc)``: a hook raised something other than ``ApiError`` after the
+      facade committed the write (``after_bind``): the client is answered as committed,
+      and the broker hears of its own failure here (also kept in ``Api.hook_failures``).
     - ``on_create(obj)``: after admission defaults, before any API create is stored (under
       the store lock: quick, no waiting on other threads); may edit ``obj``.
     - ``on_terminate_pod(namespace, pod, grace_period_seconds)``: first, for a DELETE or an
@@ -67,6 +77,7 @@ class Hooks:
     on_delete_pod: Callable[[str, str], None] | None = None
     on_create: Callable[[dict[str, Any]], None] | None = None
     on_terminate_pod: Callable[[str, str, int | None], dict[str, Any] | None] | None = None
+    on_error: Callable[[Exception], None] | None = None
 
 
 def _json(status: int, obj: Any) -> Response:
@@ -109,7 +120,31 @@ def _int_param(query: dict[str, list[str]], name: str) -> int | None:
         raise errors.bad_request(
             f"invalid value for query parameter {name}: {value!r} (must be >= 0)"
         )
+    if number > MAX_INT64:  # the Go field is an int64
+        raise errors.bad_request(
+            f"invalid value for query parameter {name}: {value[:40]!r}…: value out of range"
+        )
     return number
+
+
+_SERVED = ("application/json", "application/*", "*/*")
+
+
+def _negotiate(accept: str) -> None:
+    """406 unless ``accept`` admits JSON, the only media type served (the API server
+    would also serve YAML and protobuf: those clients are told so)."""
+    if not accept.strip():
+        return
+    for item in accept.split(","):
+        media = item.split(";")[0].strip().lower()
+        params = item.lower().replace(" ", "")
+        if media in _SERVED and ";q=0" not in params.replace(";q=0.", ""):
+            return
+    raise ApiError(
+        406,
+        "only the following media types are accepted: application/json "
+        f"(asked for {accept[:200]!r}: timewarp's API facade serves JSON only)",
+    )
 
 
 @dataclass
@@ -131,9 +166,39 @@ def _parse_body(request: Request) -> Any:
     if not request.body:
         raise errors.bad_request("the request body is empty; a JSON object was expected")
     try:
-        return json.loads(request.body)
+        body = json.loads(request.body, parse_constant=_no_constant)
+    except RecursionError:
+        raise errors.bad_request(
+            f"the request body is not valid JSON: nested deeper than {MAX_JSON_DEPTH} levels"
+        ) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise errors.bad_request(f"the request body is not valid JSON: {exc}") from None
+    if _depth_exceeds(body, MAX_JSON_DEPTH):
+        raise errors.bad_request(
+            f"the request body is not valid JSON: nested deeper than {MAX_JSON_DEPTH} levels"
+        )
+    return body
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests containers deeper than ``limit`` (no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
 
 
 class Api:
@@ -159,12 +224,23 @@ class Api:
         )
         self.default_watch_timeout_s = default_watch_timeout_s
         self._server_address = server_address
+        self.hook_failures: list[Exception] = []
         self._policy_lock = threading.Lock()  # bindings, evictions, pod deletions: one at a time
 
     # --- entry point ---------------------------------------------------------------
 
     def authenticate(self, request: Request) -> TokenStats | None:
         return self.tokens.lookup(bearer_token(request.headers.get("authorization")))
+
+    def admit_head(self, method: str, target: str, headers: dict[str, str]) -> Response | None:
+        """The check made on a request's head, before its body is read: no work for a
+        client without a valid bearer token (the public health paths excepted)."""
+        path = target.split("?", 1)[0].strip("/")
+        if path in _PUBLIC:
+            return None
+        if self.tokens.lookup(bearer_token(headers.get("authorization"))) is None:
+            return _json(401, ApiError(401, "Unauthorized").status())
+        return None
 
     def handle(self, request: Request) -> Response | WatchStream:
         try:
@@ -180,16 +256,7 @@ class Api:
             return Response(200, b"ok", "text/plain; charset=utf-8")
         if self.authenticate(request) is None:
             return _json(401, ApiError(401, "Unauthorized").status())
-        accept = request.headers.get("accept", "")
-        if (
-            accept
-            and "protobuf" in accept
-            and not any(t in accept for t in ("json", "*/*", "application/*"))
-        ):
-            raise ApiError(
-                406,
-                f"only application/json is served (asked for {accept!r}); timewarp's API facade does not speak protobuf",
-            )
+        _negotiate(request.headers.get("accept", ""))
         if not segments:
             paths = ["/api", "/api/v1", "/apis", "/version", "/healthz"]
             return _json(200, {"paths": paths})
@@ -268,6 +335,8 @@ class Api:
         """A request on a resource: route it, check the method is allowed there, then
         hand it to the reads (GET: get, list, watch), the creates (POST: objects,
         bindings, evictions) or the writes to one named object (PUT, PATCH, DELETE)."""
+        if group == CUSTOM_METRICS_GROUP:
+            return self._custom_metrics(request, query, version, rest)
         route = self._route(group, version, rest)
         self._check_method(route, request.method, query)
         if route.rt.group == "metrics.k8s.io":
@@ -441,12 +510,13 @@ class Api:
         token = _param(query, "continue")
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
         if token:
-            try:
-                state = json.loads(base64.urlsafe_b64decode(token.encode()))
-                after, rv = tuple(state["after"]), state["rv"]
-            except (ValueError, KeyError, TypeError, binascii.Error):
-                raise errors.bad_request(f"invalid continue token {token!r}") from None
-            meta["resourceVersion"] = str(rv)
+            after, token_rv = _continue_state(token)
+            if token_rv > rv:
+                raise errors.bad_request(
+                    "continue key is not valid: incorrect encoded start resourceVersion "
+                    "(version meta.k8s.io/v1)"
+                )
+            meta["resourceVersion"] = str(token_rv)
             entries = [e for e in entries if _entry_key(e) > after]
         if limit and len(entries) > limit:
             last = _entry_key(entries[limit - 1])
@@ -535,6 +605,7 @@ class Api:
             raise errors.bad_request("the body of a binding must be a JSON object (a Binding)")
         if body.get("kind") not in (None, "", "Binding"):
             raise errors.bad_request(f"the body is a {body.get('kind')}, not a Binding")
+        admission.decode(BINDING, body)
         meta = body.get("metadata") or {}
         name = pod_name or meta.get("name")
         if pod_name and meta.get("name") not in (None, "", pod_name):
@@ -578,8 +649,21 @@ class Api:
             if not handled:
                 self.store.bind(namespace, name, node, uid=uid, copy=False)
                 if self.hooks.after_bind:
-                    self.hooks.after_bind(namespace, name, node)
+                    try:
+                        self.hooks.after_bind(namespace, name, node)
+                    except ApiError:
+                        raise
+                    except Exception as exc:
+                        # Committed: the client is told so (never a 500 for a binding that
+                        # happened); the failure is the broker's, and goes to the broker.
+                        self._hook_failed("after_bind", exc)
         return _json(201, errors.success_status(201))
+
+    def _hook_failed(self, hook: str, exc: Exception) -> None:
+        _log.error("facade: the %s hook failed after its write was committed", hook, exc_info=exc)
+        self.hook_failures.append(exc)
+        if self.hooks.on_error is not None:
+            self.hooks.on_error(exc)
 
     def _evict(self, route: _Route, body: Any) -> Response:
         if not isinstance(body, dict):
@@ -590,6 +674,7 @@ class Api:
             raise errors.bad_request(
                 f"eviction apiVersion {body.get('apiVersion')!r} is not policy/v1 or policy/v1beta1"
             )
+        admission.decode_as(admission.EVICTION, "Eviction", "policy/v1", body)
         name = route.name or ""
         meta = body.get("metadata") or {}
         if meta.get("name") not in (None, "", name):
@@ -611,7 +696,10 @@ class Api:
         if not request.body:
             return {}
         body = _parse_body(request)
-        return body if isinstance(body, dict) else {}
+        if not isinstance(body, dict):
+            return {}
+        admission.decode_as(admission.DELETE_OPTIONS, "DeleteOptions", "v1", body)
+        return body
 
     def _delete(self, route: _Route, request: Request) -> Response:
         rt = route.rt
@@ -713,6 +801,50 @@ class Api:
             },
         )
 
+    # --- custom.metrics.k8s.io -------------------------------------------------------
+
+    def _custom_metrics(
+        self, request: Request, query: dict[str, list[str]], version: str, rest: list[str]
+    ) -> Response:
+        """``GET /apis/custom.metrics.k8s.io/v1beta1/namespaces/<ns>/pods/<name|*>/<metric>``
+        (``labelSelector`` with ``*``): a ``MetricValueList``, as an adapter answers."""
+        if request.method != "GET":
+            raise ApiError(
+                405, f"{request.method} is not supported on custom metrics", "MethodNotAllowed"
+            )
+        # the official client sends the plural "pods/*/<metric>" as one percent-encoded
+        # segment (pods%2F%2A%2Fconcurrency); the real server routes the decoded path
+        rest = "/".join(rest).split("/")
+        if len(rest) != 5 or rest[0] != "namespaces" or rest[2] != "pods":
+            raise ApiError(
+                404,
+                "the server could not find the requested resource (custom metrics are served "
+                "for pods: /apis/custom.metrics.k8s.io/v1beta1/namespaces/<ns>/pods/<name|*>/<metric>)",
+            )
+        namespace, target, metric = rest[1], rest[3], rest[4]
+        if metric not in CUSTOM_METRICS:
+            raise errors.not_found("pods", f"{target}/{metric}", CUSTOM_METRICS_GROUP)
+        labels = parse_label_selector(_param(query, "labelSelector"))
+        epoch = self.clock.wall_epoch_ns()
+        items = [
+            custom_metric_value(namespace, pod, metric, value, format_time(epoch + stamp), window)
+            for pod, value, stamp, window, pod_labels in self.metrics.custom_items(
+                namespace, metric
+            )
+            if (target == "*" or pod == target) and labels.matches(pod_labels)
+        ]
+        if target != "*" and not items:
+            raise errors.not_found("pods", f"{target}/{metric}", CUSTOM_METRICS_GROUP)
+        return _json(
+            200,
+            {
+                "kind": "MetricValueList",
+                "apiVersion": f"{CUSTOM_METRICS_GROUP}/{version}",
+                "metadata": {},
+                "items": items,
+            },
+        )
+
 
 def _grace_period(options: dict[str, Any], query_value: str | None) -> int | None:
     """``gracePeriodSeconds`` of a deletion: the DeleteOptions', else the query's; 400 for a
@@ -729,6 +861,26 @@ def _grace_period(options: dict[str, Any], query_value: str | None) -> int | Non
             f"invalid value for gracePeriodSeconds: {value!r} (want an integer)"
         ) from None
     return max(0, number)
+
+
+def _continue_state(token: str) -> tuple[tuple[str, str], int]:
+    """(the last key listed, the list's resourceVersion) of a continue token made by
+    ``_list``; 400 as the API server answers a token it did not make."""
+    try:
+        state = json.loads(base64.urlsafe_b64decode(token.encode()))
+        after, rv = state["after"], state["rv"]
+    except (ValueError, KeyError, TypeError, binascii.Error) as exc:
+        raise errors.bad_request(f"continue key is not valid: {exc}") from None
+    if not (
+        isinstance(after, list)
+        and len(after) == 2
+        and all(isinstance(part, str) for part in after)
+        and isinstance(rv, int)
+        and not isinstance(rv, bool)
+        and rv >= 0
+    ):
+        raise errors.bad_request("continue key is not valid: it was not made by this server")
+    return (after[0], after[1]), rv
 
 
 def _entry_key(entry: Any) -> tuple[str, str]:
