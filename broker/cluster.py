@@ -699,9 +699,13 @@ class Cluster:
         pod = self.facade.store.get_or_none("pods", namespace, pod_name)
         if pod is None or (pod.get("spec") or {}).get("nodeName") != node_name:
             return  # the binding did not go through
+        jp = self.pods.get((namespace, pod_name))
+        if (jp is not None and jp.state != "pending") or (pod.get("status") or {}).get(
+            "phase", "Pending"
+        ) != "Pending":
+            return  # admitted (or refused) once already: a pod created and bound in one step
         self.stats.bindings += 1
         node = self.nodes[node_name]
-        jp = self.pods.get((namespace, pod_name))
         cpu_m, memory = self._requests(pod) if jp is None else (jp.cpu_m, jp.memory)
         now = self.facade.store.timestamp()
         short = self._shortfall(node, cpu_m, memory)

@@ -122,3 +122,32 @@ def test_a_refused_binding_admits_nothing(world):
     assert _bind(client, ns, name) == 409  # already bound: admitted once only
     assert _phase(facade, ns, name) == "Running"
     assert [type(d).__name__ for d in cluster.take_decisions()] == ["ExecuteJob"]
+
+
+@pytest.mark.parametrize("at_once", [True, False], ids=["deterministic", "lockstep"])
+def test_a_pod_created_then_bound_in_one_step_is_admitted_once(world, at_once):
+    """Issue 17 #4: a pod the API created and a scheduler bound before the broker's next
+    step was admitted on the "created bound" path and again from the binding — Failed
+    OutOfcpu on an empty node, capacity leaked. One admission per pod, in every mode."""
+    facade, cluster = world
+    cluster.dynamic_jobs = True  # the API pod is a Batsim job (REGISTER_JOB)
+    cluster.admit_bindings_at_once(at_once)
+    client = RawClient(facade)
+    pod = {
+        "metadata": {"name": "api-pod", "annotations": {"timewarp.io/duration": "5"}},
+        "spec": {
+            "containers": [
+                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "2"}}}
+            ]
+        },
+    }
+    status, _ = client.request("POST", "/api/v1/namespaces/default/pods", pod)
+    assert status == 201
+    assert _bind(client, "default", "api-pod") == 201
+    while cluster.process():
+        pass
+    assert _phase(facade, "default", "api-pod") == "Running"
+    assert cluster.stats.rejected_by_kubelet == 0 and cluster.stats.bindings == 1
+    kinds = [type(d).__name__ for d in cluster.take_decisions()]
+    assert kinds == ["RegisterProfile", "RegisterJob", "ExecuteJob"]
+    assert cluster.nodes["node-0"].used_cpu_m == 2000  # taken once, not twice
