@@ -139,9 +139,7 @@ def test_platform_flags_label_taint_and_cordon_nodes(tmp_path, subprocess_env):
                  "--taint", "dedicated=gpu:NoSchedule@3", "--unschedulable", 1)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     props = [h.properties for h in load_platform(out).compute]
-    assert [p["labels"] for p in props] == ["env=prod,tier=web"] * 2 + [
-        "env=staging,tier=web"
-    ] * 2
+    assert [p["labels"] for p in props] == ["env=prod,tier=web"] * 2 + ["env=staging,tier=web"] * 2
     assert [p.get("taints") for p in props] == [None, None, None, "dedicated=gpu:NoSchedule"]
     assert [p.get("unschedulable") for p in props] == [None, None, None, "true"]
 
