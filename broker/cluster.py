@@ -512,6 +512,8 @@ class Cluster:
             return
         if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             return
+        if self.facade.store.get_or_none("replicasets.apps", namespace, owner["name"]) is None:
+            return  # its ReplicaSet is gone too (e.g. its namespace was deleted): no one replaces it
         self._replace_pod(namespace, obj, owner, jp)
 
     def _end_removed_job(self, jp: JobPod) -> None:

@@ -551,7 +551,9 @@ def test_delete_collection_and_namespace_cascade(facade):
         for i in c.request("GET", "/api/v1/namespaces/team/configmaps")[1]["items"]
     ] == ["b"]
     status, body = c.request("DELETE", "/api/v1/namespaces/team")
-    assert status == 200 and body["details"]["name"] == "team"
+    # as the real server: the namespace, Terminating (its content is deleted, then it)
+    assert status == 200 and body["metadata"]["name"] == "team"
+    assert body["status"]["phase"] == "Terminating"
     assert c.request("GET", "/api/v1/namespaces/team/pods")[1]["items"] == []
     assert c.request("GET", "/api/v1/namespaces/team")[0] == 404
 

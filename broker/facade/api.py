@@ -32,6 +32,7 @@ _TRUE = {"true", "True", "1"}
 _FALSE = {"false", "False", "0", ""}
 _PUBLIC = {"healthz", "livez", "readyz"}
 _NAMESPACE_SUBRESOURCES = {"status", "finalize"}
+IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public")
 
 
 @dataclass
@@ -582,31 +583,10 @@ class Api:
         pre = options.get("preconditions") or {}
         if rt.key == "pods":
             with self._policy_lock:
-                last = self.store.get("pods", route.namespace, route.name)
-                for field, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
-                    if pre.get(field) and last["metadata"][field] != pre[field]:
-                        raise errors.conflict(
-                            "pods",
-                            route.name,
-                            f"Precondition failed: {label} in precondition: {pre[field]}, "
-                            f"{label} in object meta: {last['metadata'][field]}",
-                        )
-                handled = (
-                    self.hooks.on_delete_pod(route.namespace or "default", route.name)
-                    if self.hooks.on_delete_pod
-                    else None
-                )
-                if handled:
-                    last = self.store.get_or_none("pods", route.namespace, route.name) or last
-                elif self.store.get_or_none("pods", route.namespace, route.name) is not None:
-                    last = self.store.delete(
-                        "pods",
-                        route.namespace,
-                        route.name,
-                        uid=pre.get("uid"),
-                        resource_version=pre.get("resourceVersion"),
-                    )
+                last = self._delete_pod(route.namespace or "default", route.name or "", pre)
             return _json(200, last)
+        if rt.key == "namespaces":
+            return _json(200, self._delete_namespace(route.name or "", pre))
         gone = self.store.delete(
             rt.key,
             route.namespace,
@@ -621,6 +601,62 @@ class Api:
             ),
         )
 
+    def _delete_pod(self, namespace: str, name: str, pre: dict[str, Any]) -> dict[str, Any]:
+        """A pod's deletion (caller holds the policy lock): preconditions, the cluster's
+        hook (its job killed, its node's capacity released), then the store. Returns the
+        pod's last state."""
+        last = self.store.get("pods", namespace, name)
+        for field, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+            if pre.get(field) and last["metadata"][field] != pre[field]:
+                raise errors.conflict(
+                    "pods",
+                    name,
+                    f"Precondition failed: {label} in precondition: {pre[field]}, "
+                    f"{label} in object meta: {last['metadata'][field]}",
+                )
+        handled = self.hooks.on_delete_pod(namespace, name) if self.hooks.on_delete_pod else None
+        if handled:
+            return self.store.get_or_none("pods", namespace, name) or last
+        if self.store.get_or_none("pods", namespace, name) is not None:
+            last = self.store.delete(
+                "pods",
+                namespace,
+                name,
+                uid=pre.get("uid"),
+                resource_version=pre.get("resourceVersion"),
+            )
+        return last
+
+    def _delete_namespace(self, name: str, pre: dict[str, Any]) -> dict[str, Any]:
+        """A namespace's deletion in the real server's order: the namespace turns
+        Terminating (``deletionTimestamp``, ``status.phase``; creates in it are refused
+        from then on), the namespace controller deletes its content — pods first, each
+        through the pod deletion path (its job killed, its capacity released) — then
+        removes the ``kubernetes`` finalizer, and the namespace is gone. Answers the
+        Terminating namespace, as the real server does. The built-in namespaces may not
+        be deleted (the NamespaceLifecycle admission plugin)."""
+        if name in IMMORTAL_NAMESPACES:
+            raise ApiError(
+                403,
+                f'namespaces "{name}" is forbidden: this namespace may not be deleted',
+                "Forbidden",
+                kind="namespaces",
+                name=name,
+            )
+        with self._policy_lock:
+            terminating = self.store.terminate_namespace(
+                name, uid=pre.get("uid"), resource_version=pre.get("resourceVersion")
+            )
+            while True:  # a pod created meanwhile by the broker's own controllers too
+                pods, _ = self.store.list("pods", name)
+                if not pods:
+                    break
+                for pod in pods:
+                    if self.store.get_or_none("pods", name, pod["metadata"]["name"]):
+                        self._delete_pod(name, pod["metadata"]["name"], {})
+            self.store.finalize_namespace(name)
+        return terminating
+
     def _delete_collection(self, route: _Route, query: dict[str, list[str]]) -> Response:
         rt = route.rt
         if rt.key == "pods":
@@ -634,6 +670,10 @@ class Api:
             field_selector=_param(query, "fieldSelector"),
         )
         for obj in objs:
+            if rt.key == "namespaces":
+                if obj["metadata"]["name"] not in IMMORTAL_NAMESPACES:
+                    self._delete_namespace(obj["metadata"]["name"], {})
+                continue
             self.store.delete(rt.key, obj["metadata"].get("namespace"), obj["metadata"]["name"])
         return _json(200, errors.success_status(200))
 

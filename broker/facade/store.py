@@ -304,10 +304,21 @@ class Store:
                         f"sent on the request ({ns!r} != {namespace!r})"
                     )
                 meta["namespace"] = ns
-                if ("", ns) not in self._objects["namespaces"]:
+                ns_entry = self._objects["namespaces"].get(("", ns))
+                if ns_entry is None:
                     if not create_namespace:
                         raise errors.not_found("namespaces", ns)
                     self.create("namespaces", {"metadata": {"name": ns}})
+                elif not create_namespace and ns_entry.obj["metadata"].get("deletionTimestamp"):
+                    raise errors.ApiError(
+                        403,
+                        f'{rt.plural} "{meta.get("name") or meta.get("generateName", "")}" is '
+                        f"forbidden: unable to create new content in namespace {ns} because it "
+                        "is being terminated",
+                        "Forbidden",
+                        kind=rt.plural,
+                        name=str(meta.get("name") or ""),
+                    )
             else:
                 meta.pop("namespace", None)
             if not meta.get("name"):
@@ -564,6 +575,48 @@ class Store:
             gone = entry.thaw()
             gone["metadata"]["deletionTimestamp"] = self.timestamp()
             return self._commit(rt, "DELETED", gone, current).thaw()
+
+    def terminate_namespace(
+        self, name: str, *, uid: str | None = None, resource_version: str | None = None
+    ) -> Obj:
+        """The first step of a namespace's deletion: ``deletionTimestamp`` set and
+        ``status.phase: Terminating`` (API creates in it are refused from now on).
+        Preconditions as for :meth:`delete`. Returns the namespace as it now is."""
+        with self._lock:
+            entry = self._entry("namespaces", None, name)
+            current = entry.obj
+            for value, field, label in (
+                (uid, "uid", "UID"),
+                (resource_version, "resourceVersion", "ResourceVersion"),
+            ):
+                if value and current["metadata"][field] != value:
+                    raise errors.conflict(
+                        "namespaces",
+                        name,
+                        f"Precondition failed: {label} in precondition: {value}, {label} in "
+                        f"object meta: {current['metadata'][field]}",
+                    )
+            if current["metadata"].get("deletionTimestamp"):
+                return entry.thaw()
+            new = entry.thaw()
+            new["metadata"]["deletionTimestamp"] = self.timestamp()
+            new["metadata"]["deletionGracePeriodSeconds"] = 0
+            new.setdefault("status", {})["phase"] = "Terminating"
+            return self._commit(resource_type("namespaces"), "MODIFIED", new, current).thaw()
+
+    def finalize_namespace(self, name: str) -> None:
+        """The namespace controller's end of a deletion: what is left in the namespace is
+        deleted, the ``kubernetes`` finalizer removed, then the namespace is gone."""
+        with self._lock:
+            entry = self._entry("namespaces", None, name)
+            for other in BY_KEY.values():
+                if other.namespaced:
+                    for key in sorted(k for k in self._objects[other.key] if k[0] == name):
+                        self.delete(other.key, name, key[1])
+            new = entry.thaw()
+            new.setdefault("spec", {})["finalizers"] = []
+            self._commit(resource_type("namespaces"), "MODIFIED", new, entry.obj)
+            self.delete("namespaces", None, name)
 
     def _commit(self, rt: ResourceType, type_: str, obj: Obj, prev: Obj | None) -> _Entry:
         """Caller holds the lock. Assign the next revision, store, record, fan out.
