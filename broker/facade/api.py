@@ -9,13 +9,14 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from . import discovery, errors
+from . import discovery, errors, listoptions
 from .auth import TokenRegistry, TokenStats, bearer_token
 from .clock import Cancellable, Clock
 from .errors import ApiError
@@ -28,8 +29,6 @@ from .store import Store
 from .watch import Watcher, event_frame
 
 JSON = "application/json"
-_TRUE = {"true", "True", "1"}
-_FALSE = {"false", "False", "0", ""}
 _PUBLIC = {"healthz", "livez", "readyz"}
 _NAMESPACE_SUBRESOURCES = {"status", "finalize"}
 IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public")
@@ -71,39 +70,11 @@ def _error(exc: ApiError) -> Response:
     return _json(exc.code, exc.status())
 
 
-def _flag(query: dict[str, list[str]], name: str) -> bool:
-    values = query.get(name)
-    if not values:
-        return False
-    if values[-1] in _TRUE:
-        return True
-    if values[-1] in _FALSE:
-        return False
-    raise errors.bad_request(
-        f"invalid value for query parameter {name}: {values[-1]!r} (want true or false)"
-    )
+_param = listoptions.first  # a parameter given twice counts by its first value
 
 
-def _param(query: dict[str, list[str]], name: str) -> str | None:
-    values = query.get(name)
-    return values[-1] if values else None
-
-
-def _int_param(query: dict[str, list[str]], name: str) -> int | None:
-    value = _param(query, name)
-    if value in (None, ""):
-        return None
-    try:
-        number = int(value)
-    except ValueError:
-        raise errors.bad_request(
-            f"invalid value for query parameter {name}: {value!r} (want an integer)"
-        ) from None
-    if number < 0:
-        raise errors.bad_request(
-            f"invalid value for query parameter {name}: {value!r} (must be >= 0)"
-        )
-    return number
+def _watching(route: _Route, query: dict[str, list[str]]) -> bool:
+    return route.watch_path or bool(listoptions.flag(query, "watch"))
 
 
 @dataclass
@@ -141,7 +112,8 @@ class Api:
         server_address: Callable[[], str],
         hooks: Hooks | None = None,
         bookmark_interval_s: float | None = 60.0,
-        default_watch_timeout_s: float | None = None,
+        min_request_timeout_s: float | None = 1800.0,
+        seed: int = 0,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -151,7 +123,9 @@ class Api:
         self.bookmark_interval_ns = (
             None if bookmark_interval_s is None else int(bookmark_interval_s * 1e9)
         )
-        self.default_watch_timeout_s = default_watch_timeout_s
+        self.min_request_timeout_s = min_request_timeout_s  # None: watches never time out
+        self._timeout_rng = random.Random(f"watch-timeouts-{seed}")
+        self._timeout_lock = threading.Lock()
         self._server_address = server_address
         self._policy_lock = threading.Lock()  # bindings, evictions, pod deletions: one at a time
 
@@ -305,7 +279,7 @@ class Api:
         """GET: a list or a watch of a collection, a watch of one object (the old
         ``/watch/.../name`` path), or one object."""
         if route.name is None:
-            if route.watch_path or _flag(query, "watch"):
+            if _watching(route, query):
                 return self._watch(request, route, query)
             return self._list(route, query)
         if route.watch_path:
@@ -368,7 +342,7 @@ class Api:
         if method == "GET":
             if route.name is not None:
                 return "watch" if route.watch_path else "get"
-            return "watch" if route.watch_path or _flag(query, "watch") else "list"
+            return "watch" if _watching(route, query) else "list"
         if method == "DELETE":
             return "delete"  # deletecollection is allowed where delete is
         return {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
@@ -400,26 +374,44 @@ class Api:
         return _json(201, created)
 
     def _list(self, route: _Route, query: dict[str, list[str]]) -> Response:
+        """A list, with kube-apiserver's reading of resourceVersion, resourceVersionMatch,
+        limit and continue (``docs/facade.md``, "List and watch parameters")."""
         rt = route.rt
-        labels = parse_label_selector(_param(query, "labelSelector"))
-        fields = parse_field_selector(_param(query, "fieldSelector"), rt.key)
-        entries, rv = self.store.list_entries(rt.key, route.namespace, labels, fields)
-        limit = _int_param(query, "limit")
-        token = _param(query, "continue")
-        meta: dict[str, Any] = {"resourceVersion": str(rv)}
-        if token:
+        opts = listoptions.parse(query)
+        labels = parse_label_selector(opts.label_selector)
+        fields = parse_field_selector(opts.field_selector, rt.key)
+        version, limit, after = opts.resource_version, opts.limit, None
+        if opts.continue_token:  # the rest of a list, exactly as it was then
+            if version not in ("", "0"):
+                raise errors.bad_request(
+                    "specifying resource version is not allowed when using continue"
+                )
+            after, rv = _decode_continue(opts.continue_token)
             try:
-                state = json.loads(base64.urlsafe_b64decode(token.encode()))
-                after, rv = tuple(state["after"]), state["rv"]
-            except (ValueError, KeyError, TypeError, binascii.Error):
-                raise errors.bad_request(f"invalid continue token {token!r}") from None
-            meta["resourceVersion"] = str(rv)
+                entries = self.store.list_entries_at(rt.key, route.namespace, labels, fields, rv)
+            except ApiError as exc:
+                if exc.code == 410:
+                    raise errors.gone(CONTINUE_TOO_OLD) from None
+                raise
             entries = [e for e in entries if _entry_key(e) > after]
-        if limit and len(entries) > limit:
+        elif opts.match == listoptions.EXACT or (
+            not opts.match and limit > 0 and version not in ("", "0")
+        ):
+            rv = listoptions.resource_version(version)  # a page of the list as it was at rv
+            entries = self.store.list_entries_at(rt.key, route.namespace, labels, fields, rv)
+        else:  # the most recent state ("0": any state — the watch cache ignores limit)
+            floor = listoptions.resource_version(version) if version not in ("", "0") else 0
+            entries, rv = self.store.list_entries(rt.key, route.namespace, labels, fields)
+            if floor > rv:
+                raise listoptions.too_large(floor, rv)
+            if version == "0":
+                limit = 0
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        if limit > 0 and len(entries) > limit:
             last = _entry_key(entries[limit - 1])
             meta["remainingItemCount"] = len(entries) - limit
             meta["continue"] = base64.urlsafe_b64encode(
-                json.dumps({"after": list(last), "rv": int(meta["resourceVersion"])}).encode()
+                json.dumps({"after": list(last), "rv": rv}).encode()
             ).decode()
             entries = entries[:limit]
         head = json.dumps(
@@ -429,49 +421,50 @@ class Api:
         body = head[:-1] + b',"items":[' + b",".join(e.json() for e in entries) + b"]}"
         return Response(200, body)
 
+    def _watch_timeout_s(self, given: int | None) -> float | None:
+        """``timeoutSeconds`` absent or 0 is "not given": the server's own limit, a
+        random duration in [minRequestTimeout, 2 x minRequestTimeout) — 30 to 60 min with
+        the default 1800 s — drawn from the facade's seeded generator (virtual time)."""
+        if given:
+            return float(given)
+        if self.min_request_timeout_s is None:
+            return None
+        with self._timeout_lock:
+            return self.min_request_timeout_s * (self._timeout_rng.random() + 1.0)
+
     def _watch(self, request: Request, route: _Route, query: dict[str, list[str]]) -> WatchStream:
         rt = route.rt
-        timeout = _int_param(query, "timeoutSeconds")
-        if timeout is None and self.default_watch_timeout_s is not None:
-            timeout = self.default_watch_timeout_s
-        bookmarks = _flag(query, "allowWatchBookmarks")
-        initial = _param(query, "sendInitialEvents")
+        opts = listoptions.parse(query, watch_path=route.watch_path)
+        timeout = self._watch_timeout_s(opts.timeout_s)
         stats = self.authenticate(request)
         try:
+            if timeout is not None and timeout < 0:  # the stream ends at once
+                return self._ended_watch(rt, request, None)
             watcher = self.store.watch(
                 rt.key,
                 namespace=route.namespace,
-                resource_version=_param(query, "resourceVersion"),
-                label_selector=_param(query, "labelSelector"),
-                field_selector=_param(query, "fieldSelector"),
-                bookmarks=bookmarks,
-                send_initial_events=None if initial is None else _flag(query, "sendInitialEvents"),
+                resource_version=opts.resource_version,
+                label_selector=opts.label_selector,
+                field_selector=opts.field_selector,
+                bookmarks=opts.bookmarks,
+                send_initial_events=opts.send_initial_events,
                 on_queued=request.on_queued,
             )
         except ApiError as exc:
-            if exc.code != 410:
+            if exc.code not in (410, 504):
                 raise
-            # A real server answers 200 and reports expiry as an ERROR event.
-            watcher = Watcher(
-                rt,
-                None,
-                parse_label_selector(None),
-                parse_field_selector(None, rt.key),
-                on_queued=request.on_queued,
-            )
-            watcher.push(
-                event_frame("ERROR", json.dumps(exc.status(), separators=(",", ":")).encode())
-            )
-            watcher.end()
-            return WatchStream(watcher, lambda: None)
+            # Past the parameters, a real server answers 200 and reports the error as an
+            # ERROR event (too old: 410 Expired; not reached yet: 504 Timeout).
+            return self._ended_watch(rt, request, exc)
 
         timers: list[Cancellable] = []
         lock = threading.Lock()
         finished = False
+        now = self.clock.now_ns()
         if timeout is not None:
-            deadline = self.clock.now_ns() + int(timeout * 1e9)
+            deadline = now + int(timeout * 1e9)
             timers.append(self.clock.call_at(deadline, lambda: self.store.stop_watch(watcher)))
-        if bookmarks and self.bookmark_interval_ns:
+        if opts.bookmarks and self.bookmark_interval_ns:
             interval = self.bookmark_interval_ns
 
             def bookmark() -> None:
@@ -481,7 +474,15 @@ class Api:
                     if self.store.bookmark(watcher):
                         timers.append(self.clock.call_at(self.clock.now_ns() + interval, bookmark))
 
-            timers.append(self.clock.call_at(self.clock.now_ns() + interval, bookmark))
+            timers.append(self.clock.call_at(now + interval, bookmark))
+            if timeout is not None and timeout > 2:  # and one 2 s before the end (the cacher's)
+
+                def last_bookmark() -> None:
+                    with lock:
+                        if not finished:
+                            self.store.bookmark(watcher)
+
+                timers.append(self.clock.call_at(deadline - 2 * 10**9, last_bookmark))
         if stats is not None:
             self.tokens.adjust(stats, watches=1)
 
@@ -496,6 +497,23 @@ class Api:
                 self.tokens.adjust(stats, watches=-1)
 
         return WatchStream(watcher, cleanup)
+
+    @staticmethod
+    def _ended_watch(rt: ResourceType, request: Request, error: ApiError | None) -> WatchStream:
+        """A watch stream that is over at once: empty, or one ERROR event."""
+        watcher = Watcher(
+            rt,
+            None,
+            parse_label_selector(None),
+            parse_field_selector(None, rt.key),
+            on_queued=request.on_queued,
+        )
+        if error is not None:
+            watcher.push(
+                event_frame("ERROR", json.dumps(error.status(), separators=(",", ":")).encode())
+            )
+        watcher.end()
+        return WatchStream(watcher, lambda: None)
 
     def _bind(self, route: _Route, body: Any, pod_name: str | None) -> Response:
         if not isinstance(body, dict):
@@ -707,6 +725,28 @@ class Api:
                 "items": items,
             },
         )
+
+
+CONTINUE_TOO_OLD = (
+    "The provided continue parameter is too old to display a consistent list result. You "
+    "can start a new list without the continue parameter."
+)
+
+
+def _decode_continue(token: str) -> tuple[tuple[str, str], int]:
+    """(the last key listed, the list's resourceVersion) of a continue token."""
+    try:
+        state = json.loads(base64.urlsafe_b64decode(token.encode()))
+        after, rv = state["after"], state["rv"]
+        if not (
+            isinstance(after, list) and len(after) == 2 and all(isinstance(a, str) for a in after)
+        ):
+            raise ValueError("after")
+        if isinstance(rv, bool) or not isinstance(rv, int) or rv < 0:
+            raise ValueError("rv")
+    except (ValueError, KeyError, TypeError, binascii.Error, UnicodeDecodeError):
+        raise errors.bad_request(f"invalid continue token: {token!r}") from None
+    return (after[0], after[1]), rv
 
 
 def _entry_key(entry: Any) -> tuple[str, str]:

@@ -26,8 +26,9 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from . import errors, objects
+from . import errors, listoptions, objects
 from .clock import Clock
+from .listoptions import too_large
 from .patch import apply_patch
 from .resources import BY_KEY, ResourceType, resource_type
 from .selectors import FieldSelector, LabelSelector, parse_field_selector, parse_label_selector
@@ -237,6 +238,39 @@ class Store:
             if fields.requirements:
                 out = [e for e in out if fields.matches(e.obj)]
             return out, self._rv
+
+    def list_entries_at(
+        self,
+        key: str,
+        namespace: str | None,
+        labels: LabelSelector,
+        fields: FieldSelector,
+        resource_version: int,
+    ) -> list[_Entry]:
+        """The matching objects as they were at ``resource_version`` (an exact read):
+        the current ones with the later changes of this type undone from the history.
+        410 when that history was compacted, 504 when the store is not there yet."""
+        rt = resource_type(key)
+        with self._lock:
+            if resource_version > self._rv:
+                raise too_large(resource_version, self._rv)
+            if resource_version < self._compacted[rt.key]:
+                raise errors.gone("The resourceVersion for the provided list is too old.")
+            table: dict[tuple[str, str], _Entry] = dict(self._objects[rt.key])
+            for event in reversed(self._history[rt.key]):
+                if event.rv <= resource_version:
+                    break
+                object_key = _key_of(event.obj)
+                if event.prev is None:
+                    table.pop(object_key, None)
+                else:
+                    table[object_key] = _Entry(event.prev)
+            out = [table[k] for k in sorted(table) if namespace is None or k[0] == namespace]
+        if labels.requirements:
+            out = [e for e in out if labels.matches(e.obj["metadata"].get("labels"))]
+        if fields.requirements:
+            out = [e for e in out if fields.matches(e.obj)]
+        return out
 
     def count(self, key: str) -> int:
         with self._lock:
@@ -658,9 +692,12 @@ class Store:
         on_queued: Callable[[], None] | None = None,
     ) -> Watcher:
         """Start a watch. Without a resourceVersion (or "0") the current matching objects
-        come first as ADDED events (``send_initial_events`` forces or suppresses that, and
-        when true ends them with the ``k8s.io/initial-events-end`` bookmark); with one,
-        every later change is replayed from history, or ApiError(410) if compacted."""
+        come first as ADDED events (``send_initial_events`` forces or suppresses that);
+        with one, every later change is replayed from history, or ApiError(410) if
+        compacted — unless ``send_initial_events``: then the state now (not older than
+        it) comes first. With ``bookmarks``, initial events end with the
+        ``k8s.io/initial-events-end`` bookmark. A resourceVersion the store has not
+        reached is ApiError(504) "Too large resource version"."""
         rt = resource_type(key)
         labels, fields = _labels(label_selector), _fields(field_selector, rt.key)
         watcher = Watcher(rt, namespace, labels, fields, bookmarks=bookmarks, on_queued=on_queued)
@@ -669,17 +706,16 @@ class Store:
                 initial = True if send_initial_events is None else send_initial_events
                 start = self._rv
             else:
-                try:
-                    start = int(resource_version)
-                except ValueError:
-                    raise errors.bad_request(
-                        f"invalid resource version {resource_version!r}"
-                    ) from None
-                if start < self._compacted[rt.key]:
+                start = listoptions.resource_version(resource_version)
+                if start > self._rv:
+                    raise too_large(start, self._rv)
+                if start < self._compacted[rt.key] and not send_initial_events:
                     raise errors.gone(
                         f"too old resource version: {start} ({self._compacted[rt.key] + 1})"
                     )
                 initial = bool(send_initial_events)
+                if initial:
+                    start = self._rv  # "not older than": the state now, then what follows
             if initial:
                 entries, _ = self.list_entries(rt.key, namespace, labels, fields)
                 for entry in entries:
@@ -687,7 +723,7 @@ class Store:
                         event_frame("ADDED", entry.json()),
                         int(entry.obj["metadata"]["resourceVersion"]),
                     )
-                if send_initial_events:
+                if send_initial_events and bookmarks:  # bookmarks must be allowed
                     watcher.push(
                         event_frame("BOOKMARK", bookmark_object(rt, self._rv, True)), self._rv
                     )
