@@ -4,21 +4,22 @@ kubelet that admits bound pods.
 Translation (timewarp's workload extension, documented in ``docs/broker.md``):
 
 - a compute resource becomes a Ready Node named after the host (lowercased, invalid
-  characters replaced by ``-``); ``cpu`` from the host's ``core`` property (default 1),
-  ``memory`` from its ``memory`` property (default 4Gi), ``nvidia.com/gpu`` from ``gpu``;
-  every other host property ``p`` becomes the annotation ``timewarp.io/<p>`` (``_`` -> ``-``)
-  and, when it is a valid label value, the label of the same name
-  (``node_class`` -> ``timewarp.io/node-class``);
-- a submitted job becomes a Pending Pod named by :func:`broker.naming.pod_name`, with
-  ``schedulerName`` from the profile's ``scheduler`` (Batkube's convention; default
-  ``default-scheduler``), container requests from ``cpu``/``memory``, and, from the job or
-  else its profile: ``namespace``, ``labels``, ``annotations``, ``image``,
-  ``priorityClassName``, ``nodeSelector``, ``tolerations``, ``replicaset`` (owner name:
-  adds an ``ownerReferences`` entry to that ReplicaSet);
-- a binding is admitted by the kubelet model iff the node's allocatable covers the
-  requests of the pods running there plus this one; admitted pods turn Running and their
-  job is executed on that node (EXECUTE_JOB); refused ones fail with ``OutOfcpu`` /
-  ``OutOfmemory`` like a real kubelet, and their job is rejected (REJECT_JOB) — no
+  characters replaced by ``-``), shaped by its properties (``broker/node_shape.py``:
+  ``core``/``memory``/``gpu``/``allocatable``, ``labels``, ``taints``,
+  ``unschedulable``); every other host property ``p`` becomes the annotation
+  ``timewarp.io/<p>`` (``_`` -> ``-``) and, when it is a valid label value, the label of
+  the same name (``node_class`` -> ``timewarp.io/node-class``);
+- a submitted job becomes a Pending Pod named by :func:`broker.naming.pod_name`, built by
+  ``broker/pod_shape.py`` from the job's (else its profile's) fields: ``scheduler``
+  (Batkube's convention; default ``default-scheduler``), ``cpu``/``memory``,
+  ``requests``/``limits``, ``namespace``, ``labels``, ``annotations``, ``image``,
+  ``priorityClassName``, ``nodeSelector``, ``tolerations``, a partial ``pod`` merged over
+  it; ``replicaset`` (owner name) adds an ``ownerReferences`` entry to that ReplicaSet;
+- a bound pod goes once through the kubelet's admission (``broker/kubelet.py``: every
+  requested resource and the pod count, node selector and required affinity, host
+  ports, NoExecute taints); admitted pods turn Running and their job is executed on that
+  node (EXECUTE_JOB); refused ones fail with the kubelet's reason (``OutOfcpu``,
+  ``OutOfnvidia.com/gpu``, ``NodeAffinity``…) and their job is rejected (REJECT_JOB) — no
   silent over-allocation;
 - JOB_COMPLETED turns the pod Succeeded (or Failed) with a terminated container state;
   evicting or deleting a running pod kills its job (KILL_JOB).

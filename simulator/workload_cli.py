@@ -8,6 +8,8 @@
     timewarp workload mixed   -n 100 --rate 0.05 --gpu-fraction 0.3 --seed 1 -o m.json
     timewarp workload platform -n 16 --cores 1 -o cluster16.xml
     timewarp workload platform --cpu-nodes 8 --gpu-nodes 4 -o hetero.xml
+    timewarp workload platform -n 8 --label env=prod --taint gpu=yes:NoSchedule@6-7 \
+        --unschedulable 1 -o shaped.xml
 
 Every output is checked with the simulator's own loaders before it is written, and is
 written atomically (no partial file on error). Exit 2 on bad input.
