@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
 import random
 import threading
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from . import discovery, errors, listoptions
+from . import admission, discovery, errors, listoptions
 from .auth import TokenRegistry, TokenStats, bearer_token
 from .clock import Cancellable, Clock
 from .errors import ApiError
@@ -29,6 +30,11 @@ from .store import Store
 from .watch import Watcher, event_frame
 
 JSON = "application/json"
+# Deepest JSON nesting a body may have (no Kubernetes object comes near; Python's own
+# recursion would fail first on a deeper one).
+MAX_JSON_DEPTH = 128
+BINDING = lookup("", "v1", "bindings")
+_log = logging.getLogger(__name__)
 _PUBLIC = {"healthz", "livez", "readyz"}
 _NAMESPACE_SUBRESOURCES = {"status", "finalize"}
 IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public")
@@ -46,6 +52,9 @@ class Hooks:
       response: what the cluster does about it at once (the kubelet's admission).
     - ``on_evict(namespace, pod)``: before an eviction deletes the pod.
     - ``on_delete_pod(namespace, pod)``: before a DELETE of a pod removes it.
+    - ``on_error(exc)``: a hook raised something other than ``ApiError`` after the
+      facade committed the write (``after_bind``): the client is answered as committed,
+      and the broker hears of its own failure here (also kept in ``Api.hook_failures``).
     - ``on_create(obj)``: after admission defaults, before any API create is stored (under
       the store lock: quick, no waiting on other threads); may edit ``obj``.
     If a hook removes the pod itself, the facade does not fail on the missing pod. A hook
@@ -60,6 +69,7 @@ class Hooks:
     on_evict: Callable[[str, str], None] | None = None
     on_delete_pod: Callable[[str, str], None] | None = None
     on_create: Callable[[dict[str, Any]], None] | None = None
+    on_error: Callable[[Exception], None] | None = None
 
 
 def _json(status: int, obj: Any) -> Response:
@@ -75,6 +85,26 @@ _param = listoptions.first  # a parameter given twice counts by its first value
 
 def _watching(route: _Route, query: dict[str, list[str]]) -> bool:
     return route.watch_path or bool(listoptions.flag(query, "watch"))
+
+
+_SERVED = ("application/json", "application/*", "*/*")
+
+
+def _negotiate(accept: str) -> None:
+    """406 unless ``accept`` admits JSON, the only media type served (the API server
+    would also serve YAML and protobuf: those clients are told so)."""
+    if not accept.strip():
+        return
+    for item in accept.split(","):
+        media = item.split(";")[0].strip().lower()
+        params = item.lower().replace(" ", "")
+        if media in _SERVED and ";q=0" not in params.replace(";q=0.", ""):
+            return
+    raise ApiError(
+        406,
+        "only the following media types are accepted: application/json "
+        f"(asked for {accept[:200]!r}: timewarp's API facade serves JSON only)",
+    )
 
 
 @dataclass
@@ -96,9 +126,39 @@ def _parse_body(request: Request) -> Any:
     if not request.body:
         raise errors.bad_request("the request body is empty; a JSON object was expected")
     try:
-        return json.loads(request.body)
+        body = json.loads(request.body, parse_constant=_no_constant)
+    except RecursionError:
+        raise errors.bad_request(
+            f"the request body is not valid JSON: nested deeper than {MAX_JSON_DEPTH} levels"
+        ) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise errors.bad_request(f"the request body is not valid JSON: {exc}") from None
+    if _depth_exceeds(body, MAX_JSON_DEPTH):
+        raise errors.bad_request(
+            f"the request body is not valid JSON: nested deeper than {MAX_JSON_DEPTH} levels"
+        )
+    return body
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests containers deeper than ``limit`` (no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
 
 
 class Api:
@@ -127,12 +187,23 @@ class Api:
         self._timeout_rng = random.Random(f"watch-timeouts-{seed}")
         self._timeout_lock = threading.Lock()
         self._server_address = server_address
+        self.hook_failures: list[Exception] = []
         self._policy_lock = threading.Lock()  # bindings, evictions, pod deletions: one at a time
 
     # --- entry point ---------------------------------------------------------------
 
     def authenticate(self, request: Request) -> TokenStats | None:
         return self.tokens.lookup(bearer_token(request.headers.get("authorization")))
+
+    def admit_head(self, method: str, target: str, headers: dict[str, str]) -> Response | None:
+        """The check made on a request's head, before its body is read: no work for a
+        client without a valid bearer token (the public health paths excepted)."""
+        path = target.split("?", 1)[0].strip("/")
+        if path in _PUBLIC:
+            return None
+        if self.tokens.lookup(bearer_token(headers.get("authorization"))) is None:
+            return _json(401, ApiError(401, "Unauthorized").status())
+        return None
 
     def handle(self, request: Request) -> Response | WatchStream:
         try:
@@ -148,16 +219,7 @@ class Api:
             return Response(200, b"ok", "text/plain; charset=utf-8")
         if self.authenticate(request) is None:
             return _json(401, ApiError(401, "Unauthorized").status())
-        accept = request.headers.get("accept", "")
-        if (
-            accept
-            and "protobuf" in accept
-            and not any(t in accept for t in ("json", "*/*", "application/*"))
-        ):
-            raise ApiError(
-                406,
-                f"only application/json is served (asked for {accept!r}); timewarp's API facade does not speak protobuf",
-            )
+        _negotiate(request.headers.get("accept", ""))
         if not segments:
             paths = ["/api", "/api/v1", "/apis", "/version", "/healthz"]
             return _json(200, {"paths": paths})
@@ -386,7 +448,12 @@ class Api:
                 raise errors.bad_request(
                     "specifying resource version is not allowed when using continue"
                 )
-            after, rv = _decode_continue(opts.continue_token)
+            after, rv = _continue_state(opts.continue_token)
+            if rv > self.store.resource_version:  # a list this server never made
+                raise errors.bad_request(
+                    "continue key is not valid: incorrect encoded start resourceVersion "
+                    "(version meta.k8s.io/v1)"
+                )
             try:
                 entries = self.store.list_entries_at(rt.key, route.namespace, labels, fields, rv)
             except ApiError as exc:
@@ -403,7 +470,7 @@ class Api:
             floor = listoptions.resource_version(version) if version not in ("", "0") else 0
             entries, rv = self.store.list_entries(rt.key, route.namespace, labels, fields)
             if floor > rv:
-                raise listoptions.too_large(floor, rv)
+                raise errors.too_large_resource_version(floor, rv)
             if version == "0":
                 limit = 0
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
@@ -449,12 +516,13 @@ class Api:
                 bookmarks=opts.bookmarks,
                 send_initial_events=opts.send_initial_events,
                 on_queued=request.on_queued,
+                on_overflow=request.abort,
             )
         except ApiError as exc:
-            if exc.code not in (410, 504):
-                raise
-            # Past the parameters, a real server answers 200 and reports the error as an
-            # ERROR event (too old: 410 Expired; not reached yet: 504 Timeout).
+            if exc.code != 410:
+                raise  # e.g. 504 "Too large resource version", answered at once
+            # Past the parameters, a real server answers 200 and reports expiry as an ERROR
+            # event.
             return self._ended_watch(rt, request, exc)
 
         timers: list[Cancellable] = []
@@ -520,6 +588,7 @@ class Api:
             raise errors.bad_request("the body of a binding must be a JSON object (a Binding)")
         if body.get("kind") not in (None, "", "Binding"):
             raise errors.bad_request(f"the body is a {body.get('kind')}, not a Binding")
+        admission.decode(BINDING, body)
         meta = body.get("metadata") or {}
         name = pod_name or meta.get("name")
         if pod_name and meta.get("name") not in (None, "", pod_name):
@@ -563,8 +632,21 @@ class Api:
             if not handled:
                 self.store.bind(namespace, name, node, uid=uid, copy=False)
                 if self.hooks.after_bind:
-                    self.hooks.after_bind(namespace, name, node)
+                    try:
+                        self.hooks.after_bind(namespace, name, node)
+                    except ApiError:
+                        raise
+                    except Exception as exc:
+                        # Committed: the client is told so (never a 500 for a binding that
+                        # happened); the failure is the broker's, and goes to the broker.
+                        self._hook_failed("after_bind", exc)
         return _json(201, errors.success_status(201))
+
+    def _hook_failed(self, hook: str, exc: Exception) -> None:
+        _log.error("facade: the %s hook failed after its write was committed", hook, exc_info=exc)
+        self.hook_failures.append(exc)
+        if self.hooks.on_error is not None:
+            self.hooks.on_error(exc)
 
     def _evict(self, route: _Route, body: Any) -> Response:
         if not isinstance(body, dict):
@@ -575,6 +657,7 @@ class Api:
             raise errors.bad_request(
                 f"eviction apiVersion {body.get('apiVersion')!r} is not policy/v1 or policy/v1beta1"
             )
+        admission.decode_as(admission.EVICTION, "Eviction", "policy/v1", body)
         name = route.name or ""
         meta = body.get("metadata") or {}
         if meta.get("name") not in (None, "", name):
@@ -593,7 +676,10 @@ class Api:
         if not request.body:
             return {}
         body = _parse_body(request)
-        return body if isinstance(body, dict) else {}
+        if not isinstance(body, dict):
+            return {}
+        admission.decode_as(admission.DELETE_OPTIONS, "DeleteOptions", "v1", body)
+        return body
 
     def _delete(self, route: _Route, request: Request) -> Response:
         rt = route.rt
@@ -733,19 +819,23 @@ CONTINUE_TOO_OLD = (
 )
 
 
-def _decode_continue(token: str) -> tuple[tuple[str, str], int]:
-    """(the last key listed, the list's resourceVersion) of a continue token."""
+def _continue_state(token: str) -> tuple[tuple[str, str], int]:
+    """(the last key listed, the list's resourceVersion) of a continue token made by
+    ``_list``; 400 as the API server answers a token it did not make."""
     try:
         state = json.loads(base64.urlsafe_b64decode(token.encode()))
         after, rv = state["after"], state["rv"]
-        if not (
-            isinstance(after, list) and len(after) == 2 and all(isinstance(a, str) for a in after)
-        ):
-            raise ValueError("after")
-        if isinstance(rv, bool) or not isinstance(rv, int) or rv < 0:
-            raise ValueError("rv")
-    except (ValueError, KeyError, TypeError, binascii.Error, UnicodeDecodeError):
-        raise errors.bad_request(f"invalid continue token: {token!r}") from None
+    except (ValueError, KeyError, TypeError, binascii.Error) as exc:
+        raise errors.bad_request(f"continue key is not valid: {exc}") from None
+    if not (
+        isinstance(after, list)
+        and len(after) == 2
+        and all(isinstance(part, str) for part in after)
+        and isinstance(rv, int)
+        and not isinstance(rv, bool)
+        and rv >= 0
+    ):
+        raise errors.bad_request("continue key is not valid: it was not made by this server")
     return (after[0], after[1]), rv
 
 

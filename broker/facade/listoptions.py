@@ -184,20 +184,6 @@ def invalid(problems: list[tuple[str, str, str]]) -> ApiError:
     return exc
 
 
-def too_large(requested: int, current: int) -> ApiError:
-    """``storage.NewTooLargeResourceVersionError``: a resourceVersion the store has not
-    reached (the real server waits up to 3 s for it first; simulated time has no such
-    wait: the answer is immediate)."""
-    exc = ApiError(
-        504, f"Timeout: Too large resource version: {requested}, current: {current}", "Timeout"
-    )
-    exc.details["causes"] = [
-        {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
-    ]
-    exc.details["retryAfterSeconds"] = 1
-    return exc
-
-
 def resource_version(text: str) -> int:
     """A resourceVersion the store can compare (400 otherwise, as the real server)."""
     if not text.isascii() or not text.isdigit() or len(text) > 20:
