@@ -59,9 +59,10 @@ from broker import k8s_events, kubelet, naming
 from broker.facade import Facade
 from broker.facade.errors import not_found
 from broker.job_controller import JobController
-from broker.node_shape import ShapeError, build_node, node_name_for, node_shape
+from broker.node_shape import build_node, node_name_for, node_shape
 from broker.pod_shape import DEFAULT_IMAGE, build_pod
 from broker.quantity import parse_quantity
+from broker.shape_rules import ShapeError
 from simulator import protocol as p
 
 JOB_ID_ANNOTATION = "timewarp.io/job-id"

@@ -22,9 +22,10 @@ from typing import Any
 
 from broker import kubelet
 from broker import resource_names as rn
-from broker.node_shape import NodeShape, ShapeError, node_name_for, node_shape
+from broker.node_shape import NodeShape, node_name_for, node_shape
 from broker.pod_shape import build_pod, check_containers_resources, check_fields
 from broker.quantity import canonical
+from broker.shape_rules import ShapeError
 from simulator.platform import Platform
 from simulator.workload import Workload
 

@@ -26,8 +26,9 @@ from typing import Any
 
 from broker import resource_names as rn
 from broker.facade.objects import make_node
-from broker.quantity import Quantity, QuantityError, parse
-from broker.shape_rules import is_label_value, is_qualified_name
+from broker.quantity import Quantity, parse
+from broker.resource_names import check_quantity
+from broker.shape_rules import ShapeError, is_label_value, is_qualified_name
 
 DEFAULTS = {"cpu": "1", "memory": "4Gi", "pods": "110", "ephemeral-storage": "100Gi"}
 SHORTCUTS = {"core": rn.CPU, "memory": rn.MEMORY, "gpu": "nvidia.com/gpu"}
@@ -36,15 +37,6 @@ UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 PROPS = ("core", "memory", "gpu", "allocatable", "labels", "taints", "unschedulable", "role")
 _TRUE = ("1", "t", "T", "true", "TRUE", "True")  # Go's strconv.ParseBool
 _FALSE = ("0", "f", "F", "false", "FALSE", "False")
-
-
-class ShapeError(ValueError):
-    """A value that cannot describe a Node or a Pod: ``field`` names where it came from."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
 
 
 @dataclass
@@ -73,21 +65,30 @@ def _items(text: str, prop: str, what: str) -> list[str]:
     return items
 
 
+def _pairs(text: str, prop: str, what: str) -> list[tuple[str, str, str]]:
+    """``key=value,...`` → (item, key, value); an item without ``=`` or a key given twice
+    is refused."""
+    out: list[tuple[str, str, str]] = []
+    if not text.strip():
+        return out
+    for item in _items(text, prop, f"{what},..."):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ShapeError(prop, f"{item!r}: expected {what}")
+        if any(key == seen for _, seen, _ in out):
+            raise ShapeError(prop, f"{key!r} is given twice")
+        out.append((item, key, value))
+    return out
+
+
 def parse_labels(text: str, prop: str = "labels") -> dict[str, str]:
     """``k=v,k2=v2`` (``kubectl label``'s syntax): keys and values by the real rules."""
     labels: dict[str, str] = {}
-    if not text.strip():
-        return labels
-    for item in _items(text, prop, "key=value,..."):
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ShapeError(prop, f"{item!r}: expected key=value")
+    for item, key, value in _pairs(text, prop, "key=value"):
         problems = [f"key {key!r}: {m}" for m in is_qualified_name(key)]
         problems += [f"value {value!r}: {m}" for m in is_label_value(value)]
         if problems:
             raise ShapeError(prop, f"{item!r}: " + "; ".join(problems))
-        if key in labels:
-            raise ShapeError(prop, f"label {key!r} is given twice")
         labels[key] = value
     return labels
 
@@ -132,35 +133,14 @@ def parse_bool(text: str, prop: str) -> bool:
     raise ShapeError(prop, f"{text!r} is not true or false")
 
 
-def resource_quantity(name: str, value: Any, where: str) -> Quantity:
-    """A node's amount of ``name``: a quantity by the real grammar, >= 0, whole for
-    ``pods`` and extended resources."""
-    try:
-        quantity = parse(value)
-    except QuantityError as exc:
-        raise ShapeError(where, f"{value!r}: {exc}") from None
-    if quantity.sign < 0:
-        raise ShapeError(where, f"{value!r}: must be greater than or equal to 0")
-    if rn.must_be_integer(name) and quantity.nano % 10**9:
-        raise ShapeError(where, f"{value!r}: must be an integer")
-    return quantity
-
-
 def parse_allocatable(text: str, prop: str = "allocatable") -> dict[str, Quantity]:
     """``cpu=2,memory=8Gi,nvidia.com/gpu=4,pods=110``."""
     out: dict[str, Quantity] = {}
-    if not text.strip():
-        return out
-    for item in _items(text, prop, "resource=quantity,..."):
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise ShapeError(prop, f"{item!r}: expected resource=quantity")
+    for item, name, value in _pairs(text, prop, "resource=quantity"):
         problem = rn.node_resource_problem(name)
         if problem:
             raise ShapeError(prop, f"{item!r}: resource name {name!r}: {problem}")
-        if name in out:
-            raise ShapeError(prop, f"resource {name!r} is given twice")
-        out[name] = resource_quantity(name, value, f"{prop}: {name}")
+        out[name] = check_quantity(name, value, f"{prop}: {name}")
     return out
 
 
@@ -176,7 +156,7 @@ def node_shape(props: Mapping[str, Any]) -> NodeShape:
                     "allocatable",
                     f"{name} is given twice (the {prop!r} property and allocatable {name}=…)",
                 )
-            allocatable[name] = resource_quantity(name, text[prop], prop)
+            allocatable[name] = check_quantity(name, text[prop], prop)
     allocatable.update(given)
     shape = NodeShape(allocatable)
     shape.labels = parse_labels(text.get("labels", ""))

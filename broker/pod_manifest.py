@@ -17,9 +17,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from broker import resource_names as rn
-from broker.node_shape import TAINT_EFFECTS, ShapeError
-from broker.quantity import Quantity, QuantityError, parse
+from broker.node_shape import TAINT_EFFECTS
+from broker.quantity import Quantity, parse
 from broker.shape_rules import (
+    ShapeError,
     is_dns1123_label,
     is_dns1123_subdomain,
     is_label_value,
@@ -122,21 +123,6 @@ def check_subdomain(value: Any, field: str) -> str:
 # --------------------------------------------------------------------------- resources
 
 
-def check_quantity(name: str, value: Any, field: str) -> Quantity:
-    """A request or limit: the real grammar, >= 0, whole for extended resources."""
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise fail(field, f"expected a quantity (e.g. '500m', 2, '4Gi'), got {value!r}")
-    try:
-        quantity = parse(value)
-    except QuantityError as exc:
-        raise fail(field, f"{value!r}: {exc}") from None
-    if quantity.sign < 0:
-        raise fail(field, f"Invalid value: {value!r}: must be greater than or equal to 0")
-    if rn.must_be_integer(name) and quantity.nano % 10**9:
-        raise fail(field, f"Invalid value: {value!r}: must be an integer")
-    return quantity
-
-
 def check_resource_list(value: Any, field: str) -> dict[str, Quantity]:
     """``requests`` or ``limits``: resource name → quantity."""
     expect(value, OBJ, field)
@@ -145,7 +131,7 @@ def check_resource_list(value: Any, field: str) -> dict[str, Quantity]:
         problem = rn.container_resource_problem(name)
         if problem:
             raise fail(field, f"Invalid value: {name!r}: {problem}")
-        out[name] = check_quantity(name, amount, f"{field}.{name}")
+        out[name] = rn.check_quantity(name, amount, f"{field}.{name}")
     return out
 
 
@@ -223,16 +209,22 @@ def _unsupported(field: str, value: Any, supported: tuple[str, ...]) -> ShapeErr
     return fail(field, f"Unsupported value: {value!r}: supported values: {listed}")
 
 
-def _check_node_selector_requirement(req: Any, field: str) -> None:
+def _requirement(req: Any, field: str, operators: tuple[str, ...]) -> tuple[str, list[str]]:
+    """A selector requirement's operator and values (its key a qualified name)."""
     expect(req, OBJ, field)
     key = expect(req.get("key"), STR, f"{field}.key")
     _problems(f"{field}.key", key, is_qualified_name(key))
     operator = req.get("operator")
-    if operator not in NODE_SELECTOR_OPERATORS:
-        raise _unsupported(f"{field}.operator", operator, NODE_SELECTOR_OPERATORS)
+    if operator not in operators:
+        raise _unsupported(f"{field}.operator", operator, operators)
     values = expect(req.get("values", []), LIST, f"{field}.values")
     for j, v in enumerate(values):
         expect(v, STR, f"{field}.values[{j}]")
+    return operator, values
+
+
+def _check_node_selector_requirement(req: Any, field: str) -> None:
+    operator, values = _requirement(req, field, NODE_SELECTOR_OPERATORS)
     if operator in ("In", "NotIn") and not values:
         raise fail(
             f"{field}.values",
@@ -289,13 +281,7 @@ def check_label_selector(value: Any, field: str) -> None:
         expect(value.get("matchExpressions", []), LIST, f"{field}.matchExpressions")
     ):
         where = f"{field}.matchExpressions[{i}]"
-        expect(req, OBJ, where)
-        key = expect(req.get("key"), STR, f"{where}.key")
-        _problems(f"{where}.key", key, is_qualified_name(key))
-        operator = req.get("operator")
-        if operator not in LABEL_SELECTOR_OPERATORS:
-            raise _unsupported(f"{where}.operator", operator, LABEL_SELECTOR_OPERATORS)
-        values = expect(req.get("values", []), LIST, f"{where}.values")
+        operator, values = _requirement(req, where, LABEL_SELECTOR_OPERATORS)
         if (operator in ("In", "NotIn")) != bool(values):
             raise fail(
                 f"{where}.values",
@@ -321,6 +307,17 @@ def _check_pod_affinity_term(term: Any, field: str) -> None:
     )
 
 
+def _check_preferred(
+    owner: dict[str, Any], where: str, inner: str, check: Callable[[Any, str], None]
+) -> None:
+    """``preferredDuringSchedulingIgnoredDuringExecution``: weighted terms."""
+    key = "preferredDuringSchedulingIgnoredDuringExecution"
+    for i, term in enumerate(expect(owner.get(key, []), LIST, f"{where}.{key}")):
+        term_where = f"{where}.{key}[{i}]"
+        _check_weight(expect(term, OBJ, term_where), term_where)
+        check(term.get(inner), f"{term_where}.{inner}")
+
+
 def check_affinity(value: Any, field: str) -> None:
     expect(value, OBJ, field)
     node = value.get("nodeAffinity")
@@ -342,13 +339,7 @@ def check_affinity(value: Any, field: str) -> None:
                 )
             for i, term in enumerate(terms):
                 _check_node_selector_term(term, f"{req_where}.nodeSelectorTerms[{i}]")
-        preferred = node.get("preferredDuringSchedulingIgnoredDuringExecution", [])
-        for i, term in enumerate(
-            expect(preferred, LIST, f"{where}.preferredDuringSchedulingIgnoredDuringExecution")
-        ):
-            term_where = f"{where}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
-            _check_weight(expect(term, OBJ, term_where), term_where)
-            _check_node_selector_term(term.get("preference"), f"{term_where}.preference")
+        _check_preferred(node, where, "preference", _check_node_selector_term)
     for kind in ("podAffinity", "podAntiAffinity"):
         pods = value.get(kind)
         if pods is None:
@@ -362,13 +353,7 @@ def check_affinity(value: Any, field: str) -> None:
             _check_pod_affinity_term(
                 term, f"{where}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"
             )
-        preferred = pods.get("preferredDuringSchedulingIgnoredDuringExecution", [])
-        for i, term in enumerate(
-            expect(preferred, LIST, f"{where}.preferredDuringSchedulingIgnoredDuringExecution")
-        ):
-            term_where = f"{where}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
-            _check_weight(expect(term, OBJ, term_where), term_where)
-            _check_pod_affinity_term(term.get("podAffinityTerm"), f"{term_where}.podAffinityTerm")
+        _check_preferred(pods, where, "podAffinityTerm", _check_pod_affinity_term)
 
 
 def check_topology_spread(value: Any, field: str) -> None:

@@ -31,8 +31,9 @@ from typing import Any
 
 from broker import pod_manifest as pm
 from broker import resource_names as rn
-from broker.node_shape import ShapeError
+from broker.facade.patch import merge_patch
 from broker.quantity import canonical
+from broker.shape_rules import ShapeError
 
 DEFAULT_CPU = "1"
 DEFAULT_IMAGE = "registry.timewarp.invalid/simulated-job:latest"
@@ -78,7 +79,7 @@ def check_fields(obj: Mapping[str, Any]) -> None:
             )
     for name in ("cpu", "memory"):
         if name in obj:
-            pm.check_quantity(name, obj[name], name)
+            rn.check_quantity(name, obj[name], name)
     for name in ("requests", "limits"):
         if name in obj:
             pm.check_resource_list(obj[name], name)
@@ -113,19 +114,6 @@ def _resources(profile: Mapping[str, Any], job: Mapping[str, Any]) -> tuple[dict
     return requests, limits
 
 
-def _merge(base: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch."""
-    if not isinstance(patch, dict):
-        return patch
-    out = dict(base) if isinstance(base, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = _merge(out.get(key), value)
-    return out
-
-
 def merge_pod(pod: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
     """``patch`` (a partial Pod) over ``pod``: a merge patch, but ``spec.containers[0]``
     merges into the first container and the others are added."""
@@ -135,9 +123,9 @@ def merge_pod(pod: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
     patch.pop("apiVersion", None)
     patch.pop("kind", None)
     patch["spec"] = spec
-    merged = _merge(pod, patch)
+    merged = merge_patch(pod, patch)
     if containers:
-        first = _merge(merged["spec"]["containers"][0], containers[0])
+        first = merge_patch(merged["spec"]["containers"][0], containers[0])
         merged["spec"]["containers"] = [first, *containers[1:]]
     return merged
 

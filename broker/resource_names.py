@@ -13,8 +13,10 @@ and the integer units the scheduler and the kubelet count them in.
 
 from __future__ import annotations
 
-from broker.quantity import Quantity
-from broker.shape_rules import is_qualified_name
+from typing import Any
+
+from broker.quantity import Quantity, QuantityError, parse
+from broker.shape_rules import ShapeError, is_qualified_name
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -88,3 +90,19 @@ def node_resource_problem(name: str) -> str | None:
 def amount(name: str, quantity: Quantity) -> int:
     """The integer the kubelet counts ``quantity`` of ``name`` in."""
     return quantity.milli_value() if name == CPU else quantity.value()
+
+
+def check_quantity(name: str, value: Any, field: str) -> Quantity:
+    """An amount of resource ``name``: a quantity by the real grammar (a string or a JSON
+    number), >= 0, whole for ``pods`` and extended resources."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ShapeError(field, f"expected a quantity (e.g. '500m', 2, '4Gi'), got {value!r}")
+    try:
+        quantity = parse(value)
+    except QuantityError as exc:
+        raise ShapeError(field, f"{value!r}: {exc}") from None
+    if quantity.sign < 0:
+        raise ShapeError(field, f"Invalid value: {value!r}: must be greater than or equal to 0")
+    if must_be_integer(name) and quantity.nano % 10**9:
+        raise ShapeError(field, f"Invalid value: {value!r}: must be an integer")
+    return quantity
