@@ -3,7 +3,7 @@
 (``broker/node_shape.py``), every profile's and job's pod fields
 (``broker/pod_shape.py``), and whether each job's pod could ever run.
 
-"Could ever run" is the kubelet's admission (``broker/kubelet.py``) on an empty node,
+"Could ever run" is the kubelet's admission (``broker/kubelet_admission.py``) on an empty node,
 with one difference: an extended resource no node lists is a refusal (the kubelet would
 not check it, but no scheduler can place the pod). A job is refused when no node passes,
 naming the field that rules out every node (``requests.cpu``: 8 cpu on 1-core nodes;
@@ -20,7 +20,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from broker import kubelet
+from broker import kubelet_admission as admission
 from broker import resource_names as rn
 from broker.node_shape import NodeShape, node_name_for, node_shape
 from broker.pod_shape import build_pod, check_containers_resources, check_fields
@@ -40,7 +40,7 @@ def check_inputs(platform: Platform, workloads: Sequence[Workload]) -> None:
         check_workload(workload, nodes)
 
 
-def check_platform(platform: Platform) -> list[tuple[kubelet.NodeView, NodeShape]]:
+def check_platform(platform: Platform) -> list[tuple[admission.NodeView, NodeShape]]:
     """Each compute host's node shape (InputError naming the host and property)."""
     out = []
     for host in platform.compute:
@@ -51,14 +51,14 @@ def check_platform(platform: Platform) -> list[tuple[kubelet.NodeView, NodeShape
                 f"{platform.path}: <host id={host.name!r}>: prop {exc.field}: {exc.message}"
             ) from None
         name = node_name_for(host.name)
-        view = kubelet.NodeView(
+        view = admission.NodeView(
             name, {"kubernetes.io/hostname": name, **shape.labels}, shape.taints, shape.amounts()
         )
         out.append((view, shape))
     return out
 
 
-def check_workload(workload: Workload, nodes: list[tuple[kubelet.NodeView, NodeShape]]) -> None:
+def check_workload(workload: Workload, nodes: list[tuple[admission.NodeView, NodeShape]]) -> None:
     for name, profile in workload.profiles.items():
         try:
             check_fields(profile)
@@ -87,14 +87,16 @@ def check_workload(workload: Workload, nodes: list[tuple[kubelet.NodeView, NodeS
             raise InputError(f"{where}.{verdicts[key]}")
 
 
-def never_fits(pod: dict[str, Any], nodes: list[tuple[kubelet.NodeView, NodeShape]]) -> str | None:
+def never_fits(
+    pod: dict[str, Any], nodes: list[tuple[admission.NodeView, NodeShape]]
+) -> str | None:
     """None if some empty node would admit ``pod``, else "<field>: can never run: why"."""
-    requests = kubelet.pod_requests(pod)
+    requests = admission.pod_requests(pod)
     views = [view for view, _ in nodes]
     spec = pod["spec"]
     for refusal, field in (
-        (kubelet.check_os_label(pod), "pod.metadata.labels"),
-        (kubelet.check_os_field(pod), "pod.spec.os"),
+        (admission.check_os_label(pod), "pod.metadata.labels"),
+        (admission.check_os_field(pod), "pod.spec.os"),
     ):
         if refusal is not None:
             return f"{field}: can never run: {refusal.message}"
@@ -109,20 +111,22 @@ def never_fits(pod: dict[str, Any], nodes: list[tuple[kubelet.NodeView, NodeShap
         return "pods: can never run: every node has allocatable pods 0"
     for v in views:
         fits[v.name] &= v.allocatable.get(rn.PODS, 0) >= 1
-    affinity = [v for v in views if kubelet.check_node_affinity(pod, v) is None]
+    affinity = [v for v in views if admission.check_node_affinity(pod, v) is None]
     if not affinity:
         field = "nodeSelector" if spec.get("nodeSelector") else "pod.spec.affinity.nodeAffinity"
         if spec.get("nodeSelector") and any(
-            kubelet.node_affinity_matches(
+            admission.node_affinity_matches(
                 {"spec": {"nodeSelector": spec["nodeSelector"]}}, v.labels, v.name
             )
             for v in views
         ):
             field = "pod.spec.affinity.nodeAffinity"
         return f"{field}: can never run: no node has the labels it requires"
-    tolerated = [v for v in views if kubelet.check_no_execute_taints(pod, v) is None]
+    tolerated = [v for v in views if admission.check_no_execute_taints(pod, v) is None]
     if not tolerated:
-        taint = kubelet.untolerated_taint(views[0].taints, spec.get("tolerations"), ("NoExecute",))
+        taint = admission.untolerated_taint(
+            views[0].taints, spec.get("tolerations"), ("NoExecute",)
+        )
         return (
             "tolerations: can never run: every node has a NoExecute taint it does not "
             f"tolerate (e.g. {_taint_text(taint)} on {views[0].name})"
@@ -139,7 +143,7 @@ def never_fits(pod: dict[str, Any], nodes: list[tuple[kubelet.NodeView, NodeShap
 _FIRST = (rn.CPU, rn.MEMORY, rn.EPHEMERAL_STORAGE)
 
 
-def _short(name: str, amount: int, nodes: list[tuple[kubelet.NodeView, NodeShape]]) -> str:
+def _short(name: str, amount: int, nodes: list[tuple[admission.NodeView, NodeShape]]) -> str:
     listed = [shape.allocatable[name] for _, shape in nodes if name in shape.allocatable]
     if name == rn.CPU:
         want = canonical(f"{amount}m")

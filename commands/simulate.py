@@ -30,6 +30,7 @@ import time as _wall
 from pathlib import Path
 
 from commands.run import parse_epoch, positive_seconds
+from commands.services_report import SERVICES_CSV, plot_services, write_rows
 from timewarp import __version__
 
 OUT_PREFIX = "out"
@@ -134,11 +135,16 @@ def run(args: argparse.Namespace) -> int:
     if args.batsim and shutil.which(args.batsim) is None:
         return _fail(f"--batsim: program not found: {args.batsim!r}")
     total_jobs = sum(len(w.jobs) for w in workloads)
+    services = [s for w in workloads for s in w.services]
+    names = [s.name for s in services]
+    duplicate = next((n for n in names if names.count(n) > 1), None)
+    if duplicate is not None:
+        return _fail(f"service {duplicate!r} is declared in more than one workload file")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         return _fail(f"cannot create output directory {out}: {exc.strerror}")
-    return _Simulation(args, out, total_jobs).run()
+    return _Simulation(args, out, total_jobs, services).run()
 
 
 class _Wiring:
@@ -157,6 +163,8 @@ class _Wiring:
 
 
 class _Simulation:
+    _parts: _Wiring | None = None
+
     """One ``timewarp simulate`` run, in the order a reader would name its steps:
     wire the parts (:meth:`_wire`), start the schedulers (:meth:`_start_schedulers`),
     start the facade, broker and simulator (:meth:`_start_broker`), let the broker drive
@@ -164,19 +172,22 @@ class _Simulation:
     (:meth:`_take_down`), judge the run (:meth:`_verdict`) and report it
     (:meth:`_report`)."""
 
-    def __init__(self, args: argparse.Namespace, out: Path, total_jobs: int) -> None:
+    def __init__(
+        self, args: argparse.Namespace, out: Path, total_jobs: int, services: list | None = None
+    ) -> None:
         self.args = args
         self.out = out
         self.total_jobs = total_jobs
+        self.services = services or []  # the workloads' services with traffic
         self.sim_proc: subprocess.Popen | _EmbeddedSimulator | None = None
 
     def run(self) -> int:
-        for name in OUT_FILES:  # an earlier run's outputs must not pass for this run's
-            (self.out / name).unlink(missing_ok=True)
+        for name in (*OUT_FILES, SERVICES_CSV):  # an earlier run's outputs must not pass
+            (self.out / name).unlink(missing_ok=True)  # for this run's
         from broker.launcher import SchedulerFailed
 
         started = _wall.perf_counter()
-        parts = self._wire()
+        parts = self._parts = self._wire()
         result = None
         reason = ""
         interrupted = False
@@ -274,6 +285,7 @@ class _Simulation:
             facade=parts.facade,
             launcher=parts.launcher,
             rt_clock=parts.rt_clock,
+            services=self.services,
         )
         parts.broker.on_progress = progress.update
         self.sim_proc = self._start_simulator(parts.broker.endpoint)
@@ -315,13 +327,42 @@ class _Simulation:
         figures = report.summarise(self.out / OUT_PREFIX, result.stats if result else {}, wall)
         written = all((self.out / name).exists() for name in OUT_FILES)
         figures["outputs"] = ("complete" if ok else "partial") if written else "none"
+        service_plots = self._write_services(figures)
         self._write_manifest(figures, ok, reason, wall)
         if not self.args.no_plots and (self.out / f"{OUT_PREFIX}_jobs.csv").exists():
             try:
                 report.plot(self.out / OUT_PREFIX, self.out)
             except Exception as exc:  # plots are a bonus: never lose the run for them
                 print(f"timewarp simulate: plots skipped ({exc})", file=sys.stderr)
+        if service_plots:
+            try:
+                service_plots()
+            except Exception as exc:
+                print(f"timewarp simulate: service plots skipped ({exc})", file=sys.stderr)
         report.print_summary(figures, sys.stderr)
+        for name, web in sorted((figures.get("services") or {}).items()):
+            share = web["failed"] / web["requests"] if web["requests"] else 0.0
+            print(
+                f"service {name}: {web['requests']:,} requests, {web['failed']:,} failed "
+                f"({share:.2%}), {web['model']} model; per tick in {self.out / SERVICES_CSV}",
+                file=sys.stderr,
+            )
+
+    def _write_services(self, figures: dict):  # type: ignore[no-untyped-def]
+        """out_services.csv (whatever ticks closed, even after a failure) and the
+        services' figures in the manifest; returns the plotting step, if any."""
+        driver = getattr(self._parts.broker, "services", None) if self._parts else None
+        if driver is None:
+            return None
+        driver.finish()
+        path = self.out / SERVICES_CSV
+        write_rows(path, driver.rows)
+        figures["services"] = driver.summary()
+        figures["traffic_model_cpu_s"] = round(driver.cpu_s, 3)
+        if self.args.no_plots:
+            return None
+        timeouts = {s.name: s.traffic.timeout for s in self.services}
+        return lambda: plot_services(path, self.out, timeouts)
 
     # ----------------------------------------------------------------- simulator
     _sim_failure = ""

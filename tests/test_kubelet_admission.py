@@ -1,4 +1,4 @@
-"""broker.kubelet: the checks a real kubelet makes when a bound pod reaches it
+"""broker.kubelet_admission: the checks a real kubelet makes when a bound pod reaches it
 (pkg/kubelet/lifecycle/predicate.go), each named after what the real one does."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker import kubelet
-from broker.kubelet import NodeView, admit, pod_requests
+from broker import kubelet_admission as admission
+from broker.kubelet_admission import NodeView, admit, pod_requests
 
 
 def pod(requests=None, *, limits=None, labels=None, **spec):
@@ -80,11 +80,9 @@ def test_an_extended_resource_the_node_does_not_have_at_all_is_not_checked():
 
 
 def test_cpu_then_memory_then_ephemeral_storage_then_others_by_name():
-    tight = node(
-        {"cpu": 0, "memory": 0, "ephemeral-storage": 0, "a.io/x": 0, "b.io/y": 0}
-    )
+    tight = node({"cpu": 0, "memory": 0, "ephemeral-storage": 0, "a.io/x": 0, "b.io/y": 0})
     p = pod({"b.io/y": "1", "a.io/x": "1", "ephemeral-storage": "1", "memory": "1", "cpu": "1"})
-    reasons = [r.reason for r in kubelet.general_filter(p, pod_requests(p), tight)]
+    reasons = [r.reason for r in admission.general_filter(p, pod_requests(p), tight)]
     assert reasons == [
         "OutOfcpu",
         "OutOfmemory",

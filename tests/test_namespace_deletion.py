@@ -86,8 +86,15 @@ def test_deleting_a_namespace_kills_its_jobs_and_frees_its_nodes(world):
         ("MODIFIED", "Terminating", []),
         ("DELETED", "Terminating", []),
     ]
-    gone = sorted(pods_watch.event()["object"]["metadata"]["name"] for _ in range(3))
-    assert gone == sorted(name for _, name in (running, owned, pending))
+    deleted, seen = [], []
+    while len(deleted) < 3 and len(seen) < 20:
+        event = pods_watch.event()
+        seen.append((event["type"], event["object"]["metadata"]["name"]))
+        if event["type"] == "DELETED":
+            deleted.append(event["object"]["metadata"]["name"])
+    assert sorted(deleted) == sorted(name for _, name in (running, owned, pending)), seen
+    # the running ones went as a DELETE takes them: Terminating first, then gone
+    assert ("MODIFIED", running[1]) in seen[: seen.index(("DELETED", running[1]))]
 
 
 def test_content_cannot_be_created_in_a_terminating_namespace(world):
@@ -110,3 +117,35 @@ def test_the_built_in_namespaces_may_not_be_deleted(world, name):
     status, body = RawClient(facade).request("DELETE", f"/api/v1/namespaces/{name}")
     assert status == 403
     assert body["message"] == f'namespaces "{name}" is forbidden: this namespace may not be deleted'
+
+
+def test_the_namespace_stays_terminating_until_its_pods_containers_stopped(world):
+    """Pods go as a DELETE takes them — gracefully: a pod whose app needs 20 s to shut
+    down keeps the namespace Terminating (the controller looks again after the grace
+    period, in virtual time) and its job runs until it exits."""
+    facade, cluster = world
+    client = RawClient(facade)
+    slow = _submit(
+        cluster,
+        0,
+        namespace="team",
+        replicaset="web",
+        annotations={"timewarp.io/shutdown-seconds": "20"},
+    )
+    _bind(client, *slow)
+    cluster.take_decisions()
+    assert client.request("DELETE", "/api/v1/namespaces/team")[0] == 200
+    while cluster.process():
+        pass
+    assert facade.store.get("pods", *slow)["metadata"]["deletionTimestamp"]
+    assert facade.store.get("namespaces", None, "team")["status"]["phase"] == "Terminating"
+    assert cluster.take_decisions() == []  # still running: its app is shutting down
+    facade.clock.advance(20 * 10**9)
+    while cluster.process():
+        pass
+    assert facade.store.get_or_none("pods", *slow) is None
+    assert [type(d).__name__ for d in cluster.take_decisions()] == ["KillJob"]
+    assert cluster.stats.replacements == 0  # its ReplicaSet went first, with the namespace
+    assert cluster.nodes["node-0"].used == {"cpu": 0, "pods": 0}
+    facade.clock.advance(10 * 10**9)  # the controller's next look (the 30 s grace period)
+    assert facade.store.get_or_none("namespaces", None, "team") is None

@@ -17,13 +17,14 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from . import admission, discovery, errors, listoptions
+from . import admission, autoscaling, discovery, errors, listoptions
 from .auth import TokenRegistry, TokenStats, bearer_token
 from .clock import Cancellable, Clock
 from .errors import ApiError
-from .metrics import MetricsBoard, node_metrics, pod_metrics
+from .metrics import MetricsBoard, custom_metric_value, node_metrics, pod_metrics
 from .objects import format_time
-from .resources import ResourceType, lookup
+from .patch import apply_patch
+from .resources import CUSTOM_METRICS, CUSTOM_METRICS_GROUP, ResourceType, lookup
 from .selectors import parse_field_selector, parse_label_selector
 from .server import Request, Response, WatchStream
 from .store import Store
@@ -57,6 +58,11 @@ class Hooks:
       and the broker hears of its own failure here (also kept in ``Api.hook_failures``).
     - ``on_create(obj)``: after admission defaults, before any API create is stored (under
       the store lock: quick, no waiting on other threads); may edit ``obj``.
+    - ``on_terminate_pod(namespace, pod, grace_period_seconds)``: first, for a DELETE or an
+      eviction of a pod (``grace_period_seconds`` from the DeleteOptions, None if not
+      given): a graceful deletion — it returns the pod marked Terminating
+      (``deletionTimestamp``), which the response carries and which the kubelet removes
+      later; None lets the deletion go on as below (``on_delete_pod``/``on_evict``).
     If a hook removes the pod itself, the facade does not fail on the missing pod. A hook
     that returns a true value has done the write itself (e.g. the kubelet model binds and
     sets the status in one ``Store.update``, or marks a pod terminating and deletes it
@@ -70,6 +76,7 @@ class Hooks:
     on_delete_pod: Callable[[str, str], None] | None = None
     on_create: Callable[[dict[str, Any]], None] | None = None
     on_error: Callable[[Exception], None] | None = None
+    on_terminate_pod: Callable[[str, str, int | None], dict[str, Any] | None] | None = None
 
 
 def _json(status: int, obj: Any) -> Response:
@@ -298,6 +305,8 @@ class Api:
         """A request on a resource: route it, check the method is allowed there, then
         hand it to the reads (GET: get, list, watch), the creates (POST: objects,
         bindings, evictions) or the writes to one named object (PUT, PATCH, DELETE)."""
+        if group == CUSTOM_METRICS_GROUP:
+            return self._custom_metrics(request, query, version, rest)
         route = self._route(group, version, rest)
         self._check_method(route, request.method, query)
         if route.rt.group == "metrics.k8s.io":
@@ -322,9 +331,11 @@ class Api:
                 f"{rt.plural}/{route.subresource} supports only POST (create)",
                 "MethodNotAllowed",
             )
-        if route.subresource == "status" and method not in ("GET", "PUT", "PATCH"):
+        if route.subresource in ("status", "scale") and method not in ("GET", "PUT", "PATCH"):
             raise ApiError(
-                405, f"{rt.plural}/status supports GET, PUT and PATCH", "MethodNotAllowed"
+                405,
+                f"{rt.plural}/{route.subresource} supports GET, PUT and PATCH",
+                "MethodNotAllowed",
             )
         if route.subresource is None:
             verb = self._verb(method, route, query)
@@ -347,7 +358,10 @@ class Api:
         if route.watch_path:
             query.setdefault("fieldSelector", []).append(f"metadata.name={route.name}")
             return self._watch(request, route, query)
-        return _json(200, self.store.get(route.rt.key, route.namespace, route.name))
+        obj = self.store.get(route.rt.key, route.namespace, route.name)
+        if route.subresource == "scale":
+            return _json(200, autoscaling.scale_of(obj))
+        return _json(200, obj)
 
     def _post(self, request: Request, route: _Route) -> Response:
         """POST: a binding (pods/binding or the legacy ``bindings``), an eviction, or a
@@ -377,6 +391,8 @@ class Api:
                 404,
                 f"{rt.plural} are namespaced: use /.../namespaces/<ns>/{rt.plural}/{route.name}",
             )
+        if route.subresource == "scale" and method in ("PUT", "PATCH"):
+            return self._write_scale(request, route)
         if method == "PUT":
             body = _parse_body(request)
             self._check_kind(rt, body)
@@ -398,6 +414,26 @@ class Api:
         if method == "DELETE":
             return self._delete(route, request)
         raise ApiError(405, f"method {method} is not supported")
+
+    def _write_scale(self, request: Request, route: _Route) -> Response:
+        """PUT or PATCH of ``.../scale``: the parent's ``spec.replicas`` (see
+        ``autoscaling.py``); answers the new Scale."""
+        assert route.name is not None
+        body = _parse_body(request)
+        if request.method == "PATCH":
+            current = autoscaling.scale_of(
+                self.store.get(route.rt.key, route.namespace, route.name)
+            )
+            ctype = request.headers.get("content-type", "") or "application/merge-patch+json"
+            body = apply_patch(ctype, current, body)
+            wanted_rv = (body.get("metadata") or {}).get("resourceVersion")
+            if wanted_rv == current["metadata"]["resourceVersion"]:
+                body["metadata"].pop("resourceVersion")  # untouched by the patch: no precondition
+        replicas, rv = autoscaling.wanted_replicas(body, route.name)
+        stored = self.store.set_replicas(
+            route.rt.key, route.namespace, route.name, replicas, resource_version=rv
+        )
+        return _json(200, autoscaling.scale_of(stored))
 
     @staticmethod
     def _verb(method: str, route: _Route, query: dict[str, list[str]]) -> str:
@@ -665,8 +701,11 @@ class Api:
                 f"name in URL does not match name in Eviction object ({meta.get('name')!r} != {name!r})"
             )
         namespace = route.namespace or "default"
+        grace = _grace_period(body.get("deleteOptions") or {}, None)
         with self._policy_lock:
             self.store.get("pods", namespace, name)
+            if self.hooks.on_terminate_pod and self.hooks.on_terminate_pod(namespace, name, grace):
+                return _json(201, errors.success_status(201))
             handled = self.hooks.on_evict(namespace, name) if self.hooks.on_evict else None
             if not handled and self.store.get_or_none("pods", namespace, name) is not None:
                 self.store.delete("pods", namespace, name)
@@ -687,7 +726,10 @@ class Api:
         pre = options.get("preconditions") or {}
         if rt.key == "pods":
             with self._policy_lock:
-                last = self._delete_pod(route.namespace or "default", route.name or "", pre)
+                grace = _grace_period(
+                    options, _param(parse_qs(urlsplit(request.target).query), "gracePeriodSeconds")
+                )
+                last = self._delete_pod(route.namespace or "default", route.name or "", pre, grace)
             return _json(200, last)
         if rt.key == "namespaces":
             return _json(200, self._delete_namespace(route.name or "", pre))
@@ -705,10 +747,13 @@ class Api:
             ),
         )
 
-    def _delete_pod(self, namespace: str, name: str, pre: dict[str, Any]) -> dict[str, Any]:
-        """A pod's deletion (caller holds the policy lock): preconditions, the cluster's
-        hook (its job killed, its node's capacity released), then the store. Returns the
-        pod's last state."""
+    def _delete_pod(
+        self, namespace: str, name: str, pre: dict[str, Any], grace: int | None
+    ) -> dict[str, Any]:
+        """A pod's deletion (caller holds the policy lock): preconditions, then the
+        cluster's hooks — a graceful deletion (the pod marked Terminating, its containers
+        stopped later) or one at once (its job killed, its node's capacity released) —
+        then the store. Returns the pod as the response carries it."""
         last = self.store.get("pods", namespace, name)
         for field, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
             if pre.get(field) and last["metadata"][field] != pre[field]:
@@ -718,6 +763,10 @@ class Api:
                     f"Precondition failed: {label} in precondition: {pre[field]}, "
                     f"{label} in object meta: {last['metadata'][field]}",
                 )
+        if self.hooks.on_terminate_pod:
+            marked = self.hooks.on_terminate_pod(namespace, name, grace)
+            if marked:
+                return marked
         handled = self.hooks.on_delete_pod(namespace, name) if self.hooks.on_delete_pod else None
         if handled:
             return self.store.get_or_none("pods", namespace, name) or last
@@ -733,12 +782,10 @@ class Api:
 
     def _delete_namespace(self, name: str, pre: dict[str, Any]) -> dict[str, Any]:
         """A namespace's deletion in the real server's order: the namespace turns
-        Terminating (``deletionTimestamp``, ``status.phase``; creates in it are refused
-        from then on), the namespace controller deletes its content — pods first, each
-        through the pod deletion path (its job killed, its capacity released) — then
-        removes the ``kubernetes`` finalizer, and the namespace is gone. Answers the
-        Terminating namespace, as the real server does. The built-in namespaces may not
-        be deleted (the NamespaceLifecycle admission plugin)."""
+        Terminating (``deletionTimestamp``, ``status.phase``; API creates in it are refused
+        from then on) and the namespace controller empties it (:meth:`_sweep_namespace`);
+        the DELETE answers the Terminating namespace, as the real server does. The
+        built-in namespaces may not be deleted (the NamespaceLifecycle admission plugin)."""
         if name in IMMORTAL_NAMESPACES:
             raise ApiError(
                 403,
@@ -751,15 +798,39 @@ class Api:
             terminating = self.store.terminate_namespace(
                 name, uid=pre.get("uid"), resource_version=pre.get("resourceVersion")
             )
-            while True:  # a pod created meanwhile by the broker's own controllers too
-                pods, _ = self.store.list("pods", name)
-                if not pods:
-                    break
-                for pod in pods:
-                    if self.store.get_or_none("pods", name, pod["metadata"]["name"]):
-                        self._delete_pod(name, pod["metadata"]["name"], {})
-            self.store.finalize_namespace(name)
+        self._sweep_namespace(name)
         return terminating
+
+    def _sweep_namespace(self, name: str) -> None:
+        """The namespace controller's pass over a Terminating namespace: its content is
+        deleted — controllers and other objects at once, pods as a DELETE with default
+        options deletes them (through the cluster's hooks: gracefully when they run, their
+        jobs killed and capacity released once their containers stopped) — and once no
+        pod is left the ``kubernetes`` finalizer is removed and the namespace is gone.
+        Else the controller looks again when the longest grace period has passed (its
+        estimate), in virtual time."""
+        with self._policy_lock:
+            namespace = self.store.get_or_none("namespaces", None, name)
+            if namespace is None or not namespace["metadata"].get("deletionTimestamp"):
+                return
+            self.store.delete_namespace_content(name, keep=("pods",))
+            pods, _ = self.store.list("pods", name)
+            for pod in pods:
+                meta = pod["metadata"]
+                if not meta.get("deletionTimestamp") and self.store.get_or_none(
+                    "pods", name, meta["name"]
+                ):
+                    self._delete_pod(name, meta["name"], {}, None)
+            pods, _ = self.store.list("pods", name)
+            if not pods:
+                self.store.finalize_namespace(name)
+                return
+            wait_s = max(
+                [int(p["metadata"].get("deletionGracePeriodSeconds") or 0) for p in pods] + [1]
+            )
+        self.clock.call_at(
+            self.clock.now_ns() + wait_s * 10**9, lambda: self._sweep_namespace(name)
+        )
 
     def _delete_collection(self, route: _Route, query: dict[str, list[str]]) -> Response:
         rt = route.rt
@@ -811,6 +882,67 @@ class Api:
                 "items": items,
             },
         )
+
+    # --- custom.metrics.k8s.io -------------------------------------------------------
+
+    def _custom_metrics(
+        self, request: Request, query: dict[str, list[str]], version: str, rest: list[str]
+    ) -> Response:
+        """``GET /apis/custom.metrics.k8s.io/v1beta1/namespaces/<ns>/pods/<name|*>/<metric>``
+        (``labelSelector`` with ``*``): a ``MetricValueList``, as an adapter answers."""
+        if request.method != "GET":
+            raise ApiError(
+                405, f"{request.method} is not supported on custom metrics", "MethodNotAllowed"
+            )
+        # the official client sends the plural "pods/*/<metric>" as one percent-encoded
+        # segment (pods%2F%2A%2Fconcurrency); the real server routes the decoded path
+        rest = "/".join(rest).split("/")
+        if len(rest) != 5 or rest[0] != "namespaces" or rest[2] != "pods":
+            raise ApiError(
+                404,
+                "the server could not find the requested resource (custom metrics are served "
+                "for pods: /apis/custom.metrics.k8s.io/v1beta1/namespaces/<ns>/pods/<name|*>/<metric>)",
+            )
+        namespace, target, metric = rest[1], rest[3], rest[4]
+        if metric not in CUSTOM_METRICS:
+            raise errors.not_found("pods", f"{target}/{metric}", CUSTOM_METRICS_GROUP)
+        labels = parse_label_selector(_param(query, "labelSelector"))
+        epoch = self.clock.wall_epoch_ns()
+        items = [
+            custom_metric_value(namespace, pod, metric, value, format_time(epoch + stamp), window)
+            for pod, value, stamp, window, pod_labels in self.metrics.custom_items(
+                namespace, metric
+            )
+            if (target == "*" or pod == target) and labels.matches(pod_labels)
+        ]
+        if target != "*" and not items:
+            raise errors.not_found("pods", f"{target}/{metric}", CUSTOM_METRICS_GROUP)
+        return _json(
+            200,
+            {
+                "kind": "MetricValueList",
+                "apiVersion": f"{CUSTOM_METRICS_GROUP}/{version}",
+                "metadata": {},
+                "items": items,
+            },
+        )
+
+
+def _grace_period(options: dict[str, Any], query_value: str | None) -> int | None:
+    """``gracePeriodSeconds`` of a deletion: the DeleteOptions', else the query's; 400 for a
+    value that is not an integer (a negative one means 0, as on the real server)."""
+    value: Any = options.get("gracePeriodSeconds")
+    if value is None and query_value not in (None, ""):
+        value = query_value
+    if value is None:
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise errors.bad_request(
+            f"invalid value for gracePeriodSeconds: {value!r} (want an integer)"
+        ) from None
+    return max(0, number)
 
 
 CONTINUE_TOO_OLD = (

@@ -484,6 +484,7 @@ class Store:
                         "(use the binding subresource)"
                     ],
                 )
+        objects.check_update(rt, new, subresource)
         if "generation" in old_meta and new.get("spec") != current.get("spec"):
             meta["generation"] = old_meta["generation"] + 1
         if new == current:
@@ -510,6 +511,35 @@ class Store:
             if want_rv not in (None, "", current["metadata"]["resourceVersion"]):
                 raise errors.conflict(rt.plural, name, "the object has been modified", rt.group)
             return self._update_from(rt, entry, new, subresource)
+
+    def set_replicas(
+        self,
+        key: str,
+        namespace: str | None,
+        name: str,
+        replicas: int,
+        *,
+        resource_version: str | None = None,
+    ) -> Obj:
+        """What a write to the ``scale`` subresource does: the object's ``spec.replicas``
+        (its generation moves on), with optimistic concurrency on ``resource_version``.
+        Returns the object as stored."""
+        rt = resource_type(key)
+        with self._lock:
+            entry = self._entry(key, namespace, name)
+            if resource_version is not None and (
+                resource_version != entry.obj["metadata"]["resourceVersion"]
+            ):
+                raise errors.conflict(
+                    rt.plural,
+                    name,
+                    "the object has been modified; please apply your changes to the latest "
+                    "version and try again",
+                    rt.group,
+                )
+            new = entry.thaw()
+            new.setdefault("spec", {})["replicas"] = replicas
+            return self._update_from(rt, entry, new, None)
 
     def update(
         self,
@@ -660,15 +690,21 @@ class Store:
             new.setdefault("status", {})["phase"] = "Terminating"
             return self._commit(resource_type("namespaces"), "MODIFIED", new, current).thaw()
 
+    def delete_namespace_content(self, name: str, *, keep: tuple[str, ...] = ()) -> None:
+        """Delete what the namespace ``name`` holds (but the types in ``keep``), type by
+        type, each by name."""
+        with self._lock:
+            for other in BY_KEY.values():
+                if other.namespaced and other.key not in keep:
+                    for key in sorted(k for k in self._objects[other.key] if k[0] == name):
+                        self.delete(other.key, name, key[1])
+
     def finalize_namespace(self, name: str) -> None:
         """The namespace controller's end of a deletion: what is left in the namespace is
         deleted, the ``kubernetes`` finalizer removed, then the namespace is gone."""
         with self._lock:
+            self.delete_namespace_content(name)
             entry = self._entry("namespaces", None, name)
-            for other in BY_KEY.values():
-                if other.namespaced:
-                    for key in sorted(k for k in self._objects[other.key] if k[0] == name):
-                        self.delete(other.key, name, key[1])
             new = entry.thaw()
             new.setdefault("spec", {})["finalizers"] = []
             self._commit(resource_type("namespaces"), "MODIFIED", new, entry.obj)
