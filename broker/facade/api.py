@@ -75,8 +75,8 @@ class Hooks:
     on_evict: Callable[[str, str], None] | None = None
     on_delete_pod: Callable[[str, str], None] | None = None
     on_create: Callable[[dict[str, Any]], None] | None = None
-    on_error: Callable[[Exception], None] | None = None
     on_terminate_pod: Callable[[str, str, int | None], dict[str, Any] | None] | None = None
+    on_error: Callable[[Exception], None] | None = None
 
 
 def _json(status: int, obj: Any) -> Response:
@@ -552,7 +552,6 @@ class Api:
                 bookmarks=opts.bookmarks,
                 send_initial_events=opts.send_initial_events,
                 on_queued=request.on_queued,
-                on_overflow=request.abort,
             )
         except ApiError as exc:
             if exc.code != 410:

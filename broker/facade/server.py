@@ -93,7 +93,6 @@ class Request:
     body: bytes
     peer_port: int
     on_queued: Callable[[], None]
-    abort: Callable[[], None] | None = None  # close the connection (from any thread)
 
 
 @dataclass
@@ -339,7 +338,6 @@ class HttpServer:
         self._stopping = threading.Event()
         self._accept_thread: threading.Thread | None = None
         self.accept_errors = 0  # accept() failures survived (out of descriptors …)
-        self.dropped_watchers = 0  # watches closed because their client did not read
         # Watch events written by the thread that commits them (deterministic mode, where
         # the broker waits for them before letting a scheduler read): no hop through the
         # stream's thread. Plain sockets only (a TLS record cannot be sent half-way).
@@ -563,22 +561,7 @@ class HttpServer:
         with self.ledger.lock:
             conn.received += wire.uncounted()
             conn.handling = True
-        return Request(
-            method,
-            target,
-            headers,
-            body,
-            conn.peer_port,
-            lambda: self._queued(conn),
-            lambda: self._abort(conn),
-        )
-
-    def _abort(self, conn: Connection) -> None:
-        """Close a connection from any thread (a watcher whose client stopped reading):
-        its own thread, stuck writing or waiting, fails and winds the request up."""
-        self.dropped_watchers += 1
-        with contextlib.suppress(OSError):
-            conn.sock.shutdown(socket.SHUT_RDWR)
+        return Request(method, target, headers, body, conn.peer_port, lambda: self._queued(conn))
 
     def _queued(self, conn: Connection) -> None:
         with self.ledger.lock:
@@ -595,9 +578,13 @@ class HttpServer:
         ]
         headers += [(n.encode(), v.encode()) for n, v in resp.extra_headers]
         reason = _REASONS.get(resp.status, "Unknown").encode()
-        head = h.send(h11.Response(status_code=resp.status, headers=headers, reason=reason))
-        body = h.send(h11.Data(data=resp.body)) if wire.method != "HEAD" else b""
-        return head + body + h.send(h11.EndOfMessage())
+        # the pieces as h11 frames them, joined once: the body is copied once, as before
+        send = h.send_with_data_passthrough
+        parts = send(h11.Response(status_code=resp.status, headers=headers, reason=reason))
+        if wire.method != "HEAD":
+            parts += send(h11.Data(data=resp.body))
+        parts += send(h11.EndOfMessage())
+        return b"".join(parts)
 
     def _write(
         self,

@@ -174,6 +174,7 @@ class Store:
         self.history_limit = history_limit
         self.history_bytes = history_bytes
         self.watch_queue_bytes = WATCH_QUEUE_BYTES
+        self.dropped_watchers = 0  # watchers dropped for holding too much unsent
         self._lock = threading.RLock()
         self._rng = random.Random(seed)
         self._rv = 0
@@ -751,14 +752,18 @@ class Store:
         """Every watcher and every listener hears of the commit, whatever one of them
         raises: a watcher that fails is ended (its client re-lists, as after any end);
         the first listener failure is raised once all have been called."""
-        broken: list[Watcher] = []
+        gone: list[Watcher] = []
         for watcher in self._watchers[rt.key]:
             try:
                 watcher.offer(event)
             except Exception:
                 _log.exception("facade: a %s watcher failed on an event; ending it", rt.key)
-                broken.append(watcher)
-        for watcher in broken:
+                gone.append(watcher)
+            else:
+                if watcher.overflowed:  # its client stopped reading: dropped, as the
+                    gone.append(watcher)  # watch cache drops an unresponsive watcher
+                    self.dropped_watchers += 1
+        for watcher in gone:
             self._watchers[rt.key].pop(watcher, None)
             watcher.end()
         failure: BaseException | None = None

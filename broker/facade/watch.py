@@ -19,8 +19,10 @@ from .selectors import FieldSelector, LabelSelector
 
 END = b""  # the sentinel frame: the stream is over (timeout, store shutdown, error sent)
 # The most bytes of live events a watcher may hold unsent: past that its client is not
-# reading, and the watch is closed (the API server's watch cache drops such a watcher;
-# its client re-lists). Events sent at the start of a watch do not count.
+# reading, and the watcher is dropped as the API server's watch cache drops one: it gets
+# nothing more, and its stream ends (cleanly) after what it holds, whenever its client
+# reads again; the client then re-watches. Events sent at the start of a watch do not
+# count.
 WATCH_QUEUE_BYTES = 16 * 1024 * 1024
 
 
@@ -141,8 +143,8 @@ class Watcher:
 
     def push(self, frame: bytes, rv: int = 0, *, bounded: bool = True) -> bool:
         """Queue ``frame`` (False if the watch is over). A ``bounded`` frame that would
-        take the queue past ``max_queued_bytes`` ends the watch instead: ``on_overflow``
-        is called (the server then closes the connection) and nothing more is queued."""
+        take the queue past ``max_queued_bytes`` ends the watch instead (``overflowed``;
+        ``on_overflow`` is called): nothing more is queued."""
         with self._cond:
             if self._ended:
                 return False
