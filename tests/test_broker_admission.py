@@ -210,9 +210,9 @@ def test_a_binding_to_a_cordoned_node_runs_as_on_a_real_cluster():
     with facade:
         node = facade.store.get("nodes", None, "node-0")
         assert node["spec"]["unschedulable"] is True
-        assert {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"} in node[
-            "spec"
-        ]["taints"]
+        assert {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"} in node["spec"][
+            "taints"
+        ]
         ns, name = _submit(cluster, 0)
         assert _bind(RawClient(facade), ns, name) == 201
         assert _phase(facade, ns, name) == "Running"
