@@ -488,7 +488,7 @@ class Kubelet:
                 started_status(obj, node.ip, stamp, ready, started)
 
             self.store.update("pods", namespace, name, running, copy=False)
-            self.host._track_running(namespace, name, pod, jp, node, jp.cpu_m, jp.memory)
+            self.host._track_running(namespace, name, jp, node)
             self.host.service_ended(namespace, name)
         elif step == "started" and jp.state == "running" and not podutil.is_terminating(pod):
             self.store.update(
