@@ -4,21 +4,22 @@ kubelet that admits bound pods.
 Translation (timewarp's workload extension, documented in ``docs/broker.md``):
 
 - a compute resource becomes a Ready Node named after the host (lowercased, invalid
-  characters replaced by ``-``); ``cpu`` from the host's ``core`` property (default 1),
-  ``memory`` from its ``memory`` property (default 4Gi), ``nvidia.com/gpu`` from ``gpu``;
-  every other host property ``p`` becomes the annotation ``timewarp.io/<p>`` (``_`` -> ``-``)
-  and, when it is a valid label value, the label of the same name
-  (``node_class`` -> ``timewarp.io/node-class``);
-- a submitted job becomes a Pending Pod named by :func:`broker.naming.pod_name`, with
-  ``schedulerName`` from the profile's ``scheduler`` (Batkube's convention; default
-  ``default-scheduler``), container requests from ``cpu``/``memory``, and, from the job or
-  else its profile: ``namespace``, ``labels``, ``annotations``, ``image``,
-  ``priorityClassName``, ``nodeSelector``, ``tolerations``, ``replicaset`` (owner name:
-  adds an ``ownerReferences`` entry to that ReplicaSet);
-- a binding is admitted by the kubelet model iff the node's allocatable covers the
-  requests of the pods running there plus this one; admitted pods turn Running and their
-  job is executed on that node (EXECUTE_JOB); refused ones fail with ``OutOfcpu`` /
-  ``OutOfmemory`` like a real kubelet, and their job is rejected (REJECT_JOB) — no
+  characters replaced by ``-``), shaped by its properties (``broker/node_shape.py``:
+  ``core``/``memory``/``gpu``/``allocatable``, ``labels``, ``taints``,
+  ``unschedulable``); every other host property ``p`` becomes the annotation
+  ``timewarp.io/<p>`` (``_`` -> ``-``) and, when it is a valid label value, the label of
+  the same name (``node_class`` -> ``timewarp.io/node-class``);
+- a submitted job becomes a Pending Pod named by :func:`broker.naming.pod_name`, built by
+  ``broker/pod_shape.py`` from the job's (else its profile's) fields: ``scheduler``
+  (Batkube's convention; default ``default-scheduler``), ``cpu``/``memory``,
+  ``requests``/``limits``, ``namespace``, ``labels``, ``annotations``, ``image``,
+  ``priorityClassName``, ``nodeSelector``, ``tolerations``, a partial ``pod`` merged over
+  it; ``replicaset`` (owner name) adds an ``ownerReferences`` entry to that ReplicaSet;
+- a bound pod goes once through the kubelet's admission (``broker/kubelet_admission.py``: every
+  requested resource and the pod count, node selector and required affinity, host
+  ports, NoExecute taints); admitted pods turn Running and their job is executed on that
+  node (EXECUTE_JOB); refused ones fail with the kubelet's reason (``OutOfcpu``,
+  ``OutOfnvidia.com/gpu``, ``NodeAffinity``…) and their job is rejected (REJECT_JOB) — no
   silent over-allocation;
 - JOB_COMPLETED turns the pod Succeeded (or Failed) with a terminated container state;
   evicting or deleting a running pod kills its job (KILL_JOB).
@@ -47,76 +48,56 @@ record what happened; the driver applies it while time is frozen, in a fixed ord
 from __future__ import annotations
 
 import itertools
-import math
-import re
 import threading
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
 from procset import ProcSet
 
 from broker import k8s_events, naming, pod_lifecycle, podutil
+from broker import kubelet_admission as admission
 from broker.deployment_controller import DeploymentController
 from broker.facade import Facade
 from broker.facade.errors import not_found
-from broker.facade.objects import make_node
 from broker.job_controller import JobController
+from broker.node_shape import build_node, node_name_for, node_shape
+from broker.pod_shape import DEFAULT_IMAGE, build_pod
 from broker.quantity import parse_quantity
 from broker.replicaset_controller import ReplicaSetController
 from broker.services import ServiceDriver
+from broker.shape_rules import ShapeError
 from simulator import protocol as p
 
 JOB_ID_ANNOTATION = "timewarp.io/job-id"
 DURATION_ANNOTATION = "timewarp.io/duration"
 NOT_SIMULATED = "NotSimulated"  # reason of the Warning Event on pods outside Batsim
 RS_LABEL = "timewarp.io/replicaset"
-DEFAULT_CPU = "1"
-DEFAULT_MEMORY = "4Gi"
-DEFAULT_IMAGE = "registry.timewarp.invalid/simulated-job:latest"
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_POD_FIELDS = (
-    "namespace",
-    "labels",
-    "annotations",
-    "image",
-    "priorityClassName",
-    "nodeSelector",
-    "tolerations",
-    "replicaset",
-)
-
-
-def node_name_for(host: str) -> str:
-    name = re.sub(r"[^a-z0-9.-]", "-", host.lower()).strip("-.") or "node"
-    return name[:253]
-
-
-def _cpu_millis(value: Any) -> int:
-    return int(parse_quantity(str(value)) * 1000)
 
 
 def _bytes(value: Any) -> int:
     return int(parse_quantity(str(value)))
 
 
-def _cpu_text(value: Any) -> str:
-    """Batkube writes cpu as "1", "4000m" or 0.188: keep it a Kubernetes quantity."""
-    if isinstance(value, float):
-        return f"{int(round(value * 1000))}m"
-    return str(value)
-
-
 @dataclass
 class NodeInfo:
+    """The kubelet's side of a node: its allocatable and what its admitted pods take
+    (``used["pods"]`` counts them), in the kubelet's units (see ``broker.kubelet``)."""
+
     name: str
     resource_id: int
-    cpu_m: int
-    memory: int
+    allocatable: dict[str, int]
     ip: str
     labels: dict[str, str] = field(default_factory=dict)
-    used_cpu_m: int = 0
-    used_memory: int = 0
+    used: dict[str, int] = field(default_factory=dict)
+    host_ports: list[admission.HostPort] = field(default_factory=list)
+
+    @property
+    def cpu_m(self) -> int:
+        return self.allocatable.get("cpu", 0)
+
+    @property
+    def used_cpu_m(self) -> int:
+        return self.used.get("cpu", 0)
 
 
 @dataclass
@@ -124,8 +105,7 @@ class JobPod:
     job_id: str
     namespace: str
     name: str
-    cpu_m: int
-    memory: int
+    requests: dict[str, int]  # effective requests, the kubelet's units
     usage: dict[str, Any] | None
     node: str | None = None
     state: str = "pending"  # pending | starting | running | done | rejected | killed
@@ -138,6 +118,15 @@ class JobPod:
     deferred: bool = False  # a ReplicaSet's pod: its Batsim job is registered when it starts
     plan: Any = None  # pod_lifecycle.StartPlan of a pod whose start takes time
     service_over: bool = False  # a service's pod that started after the service ended
+    host_ports: tuple[admission.HostPort, ...] = ()
+
+    @property
+    def cpu_m(self) -> int:
+        return self.requests.get("cpu", 0)
+
+    @property
+    def memory(self) -> int:
+        return self.requests.get("memory", 0)
 
 
 @dataclass
@@ -185,6 +174,8 @@ class Cluster:
         self._node_sum: dict[str, list[int]] = {}
         self._dirty_nodes: set[str] = set()
         self._lock = threading.Lock()  # the lists the facade's hooks fill
+        self._node_objects: dict[str, dict[str, Any]] = {}  # the store's Nodes, by name
+        self.facade.store.add_listener(self._on_commit)
         # The cluster's state: the driver's steps and, with admit_bindings_at_once, the
         # binding requests that admit their pod themselves.
         self.state_lock = threading.RLock()
@@ -224,39 +215,20 @@ class Cluster:
             self.services.begin()
         store = self.facade.store
         for index, res in enumerate(data.compute_resources):
-            props = dict(res.get("properties") or {})
-            name = node_name_for(str(res.get("name", f"node-{res['id']}")))
+            host = str(res.get("name", f"node-{res['id']}"))
+            name = node_name_for(host)
             if name in self.nodes:
                 name = f"{name}-{res['id']}"
-            cpu = str(props.pop("core", DEFAULT_CPU))
-            memory = str(props.pop("memory", DEFAULT_MEMORY))
-            gpu = props.pop("gpu", None)
-            props.pop("role", None)
-            labels, annotations = {}, {}
-            for key, value in sorted(props.items()):
-                k = f"timewarp.io/{str(key).replace('_', '-').lower()}"
-                annotations[k] = str(value)
-                if len(str(value)) <= 63 and _LABEL_VALUE.match(str(value)):
-                    labels[k] = str(value)
+            try:
+                shape = node_shape(res.get("properties") or {})
+            except ShapeError as exc:
+                raise ShapeError(f"host {host!r}: prop {exc.field}", exc.message) from None
             ip = f"10.{(index >> 16) & 255}.{(index >> 8) & 255}.{index & 255}"
-            node = make_node(name, cpu=cpu, memory=memory, labels=labels, address=ip)
-            node["metadata"]["annotations"] = {
-                **annotations,
-                "timewarp.io/resource-id": str(res["id"]),
-            }
-            if gpu is not None:
-                for section in ("capacity", "allocatable"):
-                    node["status"][section]["nvidia.com/gpu"] = str(gpu)
+            node = build_node(name, shape, ip, int(res["id"]))
             store.create("nodes", node, copy=False)
-            self.nodes[name] = NodeInfo(
-                name,
-                int(res["id"]),
-                _cpu_millis(cpu),
-                _bytes(memory),
-                ip,
-                node["metadata"]["labels"],
-            )
-            self.stats.capacity_cores += _cpu_millis(cpu) / 1000
+            info = NodeInfo(name, int(res["id"]), shape.amounts(), ip, node["metadata"]["labels"])
+            self.nodes[name] = info
+            self.stats.capacity_cores += info.cpu_m / 1000
 
     def submit(self, data: p.JobSubmitted) -> None:
         if data.job_id in self.jobs:
@@ -264,40 +236,12 @@ class Cluster:
         job = data.job
         workload = data.job_id.split("!", 1)[0]
         profile = data.profile or self.profiles.get(workload, {}).get(str(job.get("profile")), {})
-        spec = {k: profile[k] for k in _POD_FIELDS if k in profile}
-        spec.update({k: job[k] for k in _POD_FIELDS if k in job})
-        cpu = _cpu_text(job.get("cpu", profile.get("cpu", DEFAULT_CPU)))
-        memory = str(job.get("memory", profile.get("memory", "0")))
-        namespace = str(spec.get("namespace", "default"))
         name = naming.pod_name(data.job_id)
-        requests = {"cpu": cpu}
-        if memory not in ("0", ""):
-            requests["memory"] = memory
-        pod: dict[str, Any] = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": name,
-                "namespace": namespace,
-                "labels": dict(spec.get("labels") or {}),
-                "annotations": {**(spec.get("annotations") or {}), JOB_ID_ANNOTATION: data.job_id},
-            },
-            "spec": {
-                "schedulerName": str(
-                    profile.get("scheduler", job.get("scheduler", "default-scheduler"))
-                ),
-                "containers": [
-                    {
-                        "name": "main",
-                        "image": str(spec.get("image", DEFAULT_IMAGE)),
-                        "resources": {"requests": requests},
-                    }
-                ],
-            },
-        }
-        for key in ("priorityClassName", "nodeSelector", "tolerations"):
-            if key in spec:
-                pod["spec"][key] = spec[key]
+        pod = build_pod(data.job_id, name, job, profile)
+        pod["metadata"]["annotations"][JOB_ID_ANNOTATION] = data.job_id
+        namespace = pod["metadata"]["namespace"]
+        spec = {k: profile[k] for k in ("replicaset",) if k in profile}
+        spec.update({k: job[k] for k in ("replicaset",) if k in job})
         extension = profile.get("timewarp") or {}
         for key, annotation in pod_lifecycle.PROFILE_KEYS.items():
             if key in extension:  # start-up and shutdown times (broker/pod_lifecycle.py)
@@ -317,7 +261,8 @@ class Cluster:
                 }
             ]
         usage = (profile.get("timewarp") or {}).get("usage")
-        jp = JobPod(data.job_id, namespace, name, _cpu_millis(cpu), _bytes(memory or 0), usage)
+        jp = JobPod(data.job_id, namespace, name, admission.pod_requests(pod), usage)
+        jp.host_ports = tuple(admission.host_ports(pod))
         jp.labels = dict(pod["metadata"]["labels"])
         jp.raw_job = dict(job)
         if (profile.get("timewarp") or {}).get("replacement") == "remaining":
@@ -519,16 +464,10 @@ class Cluster:
     def pod_duration(pod: dict[str, Any]) -> tuple[float | None, str]:
         """``timewarp.io/duration`` of a pod (or pod template) in seconds, or None and
         why not."""
-        text = ((pod.get("metadata") or {}).get("annotations") or {}).get(DURATION_ANNOTATION)
-        if text is None:
+        value, why = pod_lifecycle.annotation_seconds(pod, DURATION_ANNOTATION)
+        if value is None and not why:
             return None, f"no {DURATION_ANNOTATION} annotation"
-        try:
-            value = float(text)
-        except (TypeError, ValueError):
-            value = math.nan
-        if not (math.isfinite(value) and value >= 0):
-            return None, f"{DURATION_ANNOTATION}={text!r} is not a number of seconds >= 0"
-        return value, ""
+        return value, why
 
     def simulates(self, template: dict[str, Any]) -> bool:
         """Pods from ``template`` would become Batsim jobs (the Job controller asks)."""
@@ -588,8 +527,8 @@ class Cluster:
         long it runs and the simulator can take it, else it runs until deleted."""
         meta = pod["metadata"]
         namespace, name = meta.get("namespace", "default"), meta["name"]
-        cpu_m, memory = self._requests(pod)
-        jp = JobPod("", namespace, name, cpu_m, memory, None)
+        jp = JobPod("", namespace, name, admission.pod_requests(pod), None)
+        jp.host_ports = tuple(admission.host_ports(pod))
         jp.labels = dict(meta.get("labels") or {})
         self.pods[(namespace, name)] = jp
         duration, why = self._simulation_plan(pod)
@@ -749,7 +688,10 @@ class Cluster:
     ) -> None:
         """The ReplicaSet controller: a new Pending pod from the same template. A Batsim
         job restarts as a new (dynamic) job with the same profile — or serves the rest of
-        its time (:meth:`_serve_the_rest`); an API-made pod is adopted as one."""
+        its time (:meth:`_serve_the_rest`); an API-made pod is adopted as one. Not when
+        the ReplicaSet is gone too (e.g. with its namespace): no one replaces the pod."""
+        if self.facade.store.get_or_none("replicasets.apps", namespace, owner["name"]) is None:
+            return
         meta = obj["metadata"]
         annotations = {
             k: v for k, v in (meta.get("annotations") or {}).items() if k != JOB_ID_ANNOTATION
@@ -776,8 +718,10 @@ class Cluster:
             self._adopt(created)  # an API-made pod: its annotations say how long it runs
             return
         assert jp is not None and jp.raw_job is not None
-        cpu_m, memory = self._requests(created)
-        new = JobPod("", namespace, created["metadata"]["name"], cpu_m, memory, jp.usage)
+        new = JobPod(
+            "", namespace, created["metadata"]["name"], admission.pod_requests(created), jp.usage
+        )
+        new.host_ports = tuple(admission.host_ports(created))
         new.labels = dict(created["metadata"].get("labels") or {})
         self.pods[(namespace, new.name)] = new
         if new_id:
@@ -846,36 +790,45 @@ class Cluster:
         )
 
     def _admit(self, namespace: str, pod_name: str, node_name: str) -> None:
-        """The kubelet model for one binding: the pod is refused (Failed, OutOf<resource>)
-        when the node lacks what it requests, else it runs — its resources are taken,
-        its status says Running and Ready, and its Batsim job is executed."""
+        """The kubelet model for one binding (``broker/kubelet_admission.py``): the pod is refused
+        (Failed, with the kubelet's reason: ``OutOf<resource>``, ``NodeAffinity``,
+        ``TaintToleration``…) or it runs — its resources are taken, its status says
+        Running and Ready, and its Batsim job is executed."""
         pod = self.facade.store.get_or_none("pods", namespace, pod_name)
         if pod is None or (pod.get("spec") or {}).get("nodeName") != node_name:
             return  # the binding did not go through
+        jp = self.pods.get((namespace, pod_name))
+        if (jp is not None and jp.state != "pending") or (pod.get("status") or {}).get(
+            "phase", "Pending"
+        ) != "Pending":
+            return  # admitted (or refused) once already: a pod created and bound in one step
         self.stats.bindings += 1
         node = self.nodes[node_name]
-        jp = self.pods.get((namespace, pod_name))
-        cpu_m, memory = self._requests(pod) if jp is None else (jp.cpu_m, jp.memory)
+        requests = admission.pod_requests(pod) if jp is None else jp.requests
         now = self.facade.store.timestamp()
-        short = self._shortfall(node, cpu_m, memory)
-        if short is not None:
-            self._refuse(namespace, pod_name, jp, short, now)
+        refusal = admission.admit(pod, requests, self._node_view(node))
+        if refusal is not None:
+            self._refuse(pod, jp, refusal, now)
             return
-        node.used_cpu_m += cpu_m
-        node.used_memory += memory
-        if jp is not None and self.kubelet.admit(pod, jp, node):
+        if jp is None:  # a pod the broker did not adopt (created bound, say)
+            jp = JobPod("", namespace, pod_name, requests, None)
+            jp.host_ports = tuple(admission.host_ports(pod))
+            jp.labels = dict(pod["metadata"].get("labels") or {})
+            self.pods[(namespace, pod_name)] = jp
+        _take(node.used, jp.requests, +1)  # its requests, a pod slot, its host ports
+        node.host_ports.extend(jp.host_ports)
+        jp.node = node.name
+        if self.kubelet.admit(pod, jp, node):
             return  # its containers start later (pod_lifecycle)
-        self._start(namespace, pod_name, pod, jp, node, cpu_m, memory, now)
+        self._start(namespace, pod_name, pod, jp, node, now)
 
     def _start(
         self,
         namespace: str,
         pod_name: str,
         pod: dict[str, Any],
-        jp: JobPod | None,
+        jp: JobPod,
         node: NodeInfo,
-        cpu_m: int,
-        memory: int,
         now: str,
     ) -> None:
         """The containers start now and the pod is Ready: its Batsim job executes."""
@@ -887,7 +840,7 @@ class Cluster:
             return _running_status(obj, node, now)
 
         self.facade.store.update("pods", namespace, pod_name, running, copy=False)
-        self._track_running(namespace, pod_name, pod, jp, node, cpu_m, memory)
+        self._track_running(namespace, pod_name, jp, node)
         self.service_ended(namespace, pod_name)
 
     def service_ended(self, namespace: str, pod_name: str) -> None:
@@ -907,40 +860,54 @@ class Cluster:
             copy=False,
         )
 
-    @staticmethod
-    def _shortfall(node: NodeInfo, cpu_m: int, memory: int) -> tuple[str, int, int, int] | None:
-        """(resource, requested, used, capacity) of the first resource the node lacks."""
-        if node.used_cpu_m + cpu_m > node.cpu_m:
-            return ("cpu", cpu_m, node.used_cpu_m, node.cpu_m)
-        if node.used_memory + memory > node.memory:
-            return ("memory", memory, node.used_memory, node.memory)
-        return None
+    def _node_view(self, node: NodeInfo) -> admission.NodeView:
+        """The kubelet's node: the Node object as it is now (labels and taints a
+        scheduler may have changed through the API), the platform's allocatable."""
+        obj = self._node_objects.get(node.name) or {}
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        taints = (obj.get("spec") or {}).get("taints") or []
+        return admission.NodeView(
+            node.name,
+            labels if isinstance(labels, dict) else {},
+            taints if isinstance(taints, list) else [],
+            node.allocatable,
+            node.used,
+            node.host_ports,
+        )
+
+    def _on_commit(self, key: str, event: str, obj: dict[str, Any]) -> None:
+        """Store listener (store lock held): keep the Node objects the kubelet reads."""
+        if key == "nodes":
+            name = obj["metadata"]["name"]
+            if event == "DELETED":
+                self._node_objects.pop(name, None)
+            else:
+                self._node_objects[name] = obj  # stored objects are never mutated
 
     def _refuse(
-        self,
-        namespace: str,
-        pod_name: str,
-        jp: JobPod | None,
-        short: tuple[str, int, int, int],
-        now: str,
+        self, pod: dict[str, Any], jp: JobPod | None, refusal: admission.Refusal, now: str
     ) -> None:
-        """The kubelet's refusal: the pod fails with OutOf<resource> and the kubelet's
-        message; its Batsim job, still pending, is rejected."""
-        resource, requested, used, capacity = short
-        reason = f"OutOf{resource}"
+        """The kubelet's refusal: the pod fails with its reason and message, a Warning
+        Event says why, and its Batsim job, still pending, is rejected."""
+        meta = pod["metadata"]
 
         def refuse(obj: dict[str, Any]) -> dict[str, Any]:
             status = obj.setdefault("status", {})
             status["phase"] = "Failed"
-            status["reason"] = reason
-            status["message"] = (
-                f"Pod Node didn't have enough resource: {resource}, requested: {requested}, "
-                f"used: {used}, capacity: {capacity}"
-            )
+            status["reason"] = refusal.reason
+            status["message"] = refusal.status_message
             status["startTime"] = now
             return obj
 
-        self.facade.store.update("pods", namespace, pod_name, refuse, copy=False)
+        self.facade.store.update("pods", meta["namespace"], meta["name"], refuse, copy=False)
+        k8s_events.emit(
+            self.facade.store,
+            pod,
+            type_="Warning",
+            reason=refusal.reason,
+            message=refusal.message,
+            component="kubelet",
+        )
         self.stats.rejected_by_kubelet += 1
         if jp is not None and jp.state == "pending":
             jp.state = "rejected"
@@ -948,43 +915,20 @@ class Cluster:
                 self._close(jp)
                 self._decisions.append(p.RejectJob(jp.job_id))
 
-    def _track_running(
-        self,
-        namespace: str,
-        pod_name: str,
-        pod: dict[str, Any],
-        jp: JobPod | None,
-        node: NodeInfo,
-        cpu_m: int,
-        memory: int,
-    ) -> None:
-        """A pod that runs: its Batsim job executes on the node's resource (an API-made
-        pod, not a job, runs until deleted), and its usage is published."""
-        if jp is not None and jp.state in ("pending", "starting"):
-            jp.state = "running"
+    def _track_running(self, namespace: str, pod_name: str, jp: JobPod, node: NodeInfo) -> None:
+        """A pod whose containers run (its resources were taken at admission): its Batsim
+        job executes on the node's resource (an API-made pod, not a job, runs until
+        deleted), and its usage is published."""
+        if jp.state in ("pending", "starting"):
             jp.node = node.name
             jp.started_ns = self.now_ns()
             if jp.job_id:
                 self.stats.jobs_started += 1
                 self._decisions.append(p.ExecuteJob(jp.job_id, ProcSet(node.resource_id)))
-        elif jp is None:
-            jp = JobPod(
-                "", namespace, pod_name, cpu_m, memory, None, node.name, "running", self.now_ns()
-            )
-            jp.labels = dict(pod["metadata"].get("labels") or {})
-            self.pods[(namespace, pod_name)] = jp
+            jp.state = "running"
         self._running[(namespace, pod_name)] = jp
         self._unpublished[(namespace, pod_name)] = jp
         self._metrics_at = None
-
-    @staticmethod
-    def _requests(pod: dict[str, Any]) -> tuple[int, int]:
-        cpu = memory = Decimal(0)
-        for c in pod.get("spec", {}).get("containers", []):
-            req = (c.get("resources") or {}).get("requests") or {}
-            cpu += parse_quantity(str(req.get("cpu", "0")))
-            memory += parse_quantity(str(req.get("memory", "0")))
-        return int(cpu * 1000), int(memory)
 
     def _release(self, jp: JobPod) -> None:
         key = (jp.namespace, jp.name)
@@ -996,8 +940,9 @@ class Cluster:
             self.facade.metrics.remove_pod(jp.namespace, jp.name)
         if jp.node is not None and jp.state in ("running", "killed", "starting"):
             node = self.nodes[jp.node]
-            node.used_cpu_m -= jp.cpu_m
-            node.used_memory -= jp.memory
+            _take(node.used, jp.requests, -1)
+            for port in jp.host_ports:
+                node.host_ports.remove(port)
             jp.node = None  # released once
 
     def take_decisions(self) -> list[Any]:
@@ -1103,6 +1048,13 @@ class Cluster:
         total[0] += new_cpu - old_cpu
         total[1] += new_mem - old_mem
         self._dirty_nodes.add(jp.node)
+
+
+def _take(used: dict[str, int], requests: dict[str, int], sign: int) -> None:
+    """Add (sign +1) or give back (-1) a pod's requests and its pod slot."""
+    for name, value in requests.items():
+        used[name] = used.get(name, 0) + sign * value
+    used["pods"] = used.get("pods", 0) + sign
 
 
 def _defers(pod: dict[str, Any]) -> bool:

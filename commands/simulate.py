@@ -129,6 +129,12 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"no such file: {exc.filename}")
     except (PlatformError, WorkloadError) as exc:
         return _fail(str(exc))
+    from broker.input_check import InputError, check_inputs
+
+    try:  # the Kubernetes side: node and pod shapes, pods that could never run
+        check_inputs(platform, workloads)
+    except InputError as exc:
+        return _fail(str(exc))
     from broker.modes_cli import ModeArgumentError, check_mode_arguments
 
     try:

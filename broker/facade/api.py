@@ -10,13 +10,14 @@ import base64
 import binascii
 import json
 import logging
+import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from . import admission, autoscaling, discovery, errors
+from . import admission, autoscaling, discovery, errors, listoptions
 from .auth import TokenRegistry, TokenStats, bearer_token
 from .clock import Cancellable, Clock
 from .errors import ApiError
@@ -30,16 +31,14 @@ from .store import Store
 from .watch import Watcher, event_frame
 
 JSON = "application/json"
-MAX_INT64 = 2**63 - 1
 # Deepest JSON nesting a body may have (no Kubernetes object comes near; Python's own
 # recursion would fail first on a deeper one).
 MAX_JSON_DEPTH = 128
 BINDING = lookup("", "v1", "bindings")
 _log = logging.getLogger(__name__)
-_TRUE = {"true", "True", "1"}
-_FALSE = {"false", "False", "0", ""}
 _PUBLIC = {"healthz", "livez", "readyz"}
 _NAMESPACE_SUBRESOURCES = {"status", "finalize"}
+IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public")
 
 
 @dataclass
@@ -88,43 +87,11 @@ def _error(exc: ApiError) -> Response:
     return _json(exc.code, exc.status())
 
 
-def _flag(query: dict[str, list[str]], name: str) -> bool:
-    values = query.get(name)
-    if not values:
-        return False
-    if values[-1] in _TRUE:
-        return True
-    if values[-1] in _FALSE:
-        return False
-    raise errors.bad_request(
-        f"invalid value for query parameter {name}: {values[-1]!r} (want true or false)"
-    )
+_param = listoptions.first  # a parameter given twice counts by its first value
 
 
-def _param(query: dict[str, list[str]], name: str) -> str | None:
-    values = query.get(name)
-    return values[-1] if values else None
-
-
-def _int_param(query: dict[str, list[str]], name: str) -> int | None:
-    value = _param(query, name)
-    if value in (None, ""):
-        return None
-    try:
-        number = int(value)
-    except ValueError:
-        raise errors.bad_request(
-            f"invalid value for query parameter {name}: {value!r} (want an integer)"
-        ) from None
-    if number < 0:
-        raise errors.bad_request(
-            f"invalid value for query parameter {name}: {value!r} (must be >= 0)"
-        )
-    if number > MAX_INT64:  # the Go field is an int64
-        raise errors.bad_request(
-            f"invalid value for query parameter {name}: {value[:40]!r}…: value out of range"
-        )
-    return number
+def _watching(route: _Route, query: dict[str, list[str]]) -> bool:
+    return route.watch_path or bool(listoptions.flag(query, "watch"))
 
 
 _SERVED = ("application/json", "application/*", "*/*")
@@ -212,7 +179,8 @@ class Api:
         server_address: Callable[[], str],
         hooks: Hooks | None = None,
         bookmark_interval_s: float | None = 60.0,
-        default_watch_timeout_s: float | None = None,
+        min_request_timeout_s: float | None = 1800.0,
+        seed: int = 0,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -222,7 +190,9 @@ class Api:
         self.bookmark_interval_ns = (
             None if bookmark_interval_s is None else int(bookmark_interval_s * 1e9)
         )
-        self.default_watch_timeout_s = default_watch_timeout_s
+        self.min_request_timeout_s = min_request_timeout_s  # None: watches never time out
+        self._timeout_rng = random.Random(f"watch-timeouts-{seed}")
+        self._timeout_lock = threading.Lock()
         self._server_address = server_address
         self.hook_failures: list[Exception] = []
         self._policy_lock = threading.Lock()  # bindings, evictions, pod deletions: one at a time
@@ -382,7 +352,7 @@ class Api:
         """GET: a list or a watch of a collection, a watch of one object (the old
         ``/watch/.../name`` path), or one object."""
         if route.name is None:
-            if route.watch_path or _flag(query, "watch"):
+            if _watching(route, query):
                 return self._watch(request, route, query)
             return self._list(route, query)
         if route.watch_path:
@@ -470,7 +440,7 @@ class Api:
         if method == "GET":
             if route.name is not None:
                 return "watch" if route.watch_path else "get"
-            return "watch" if route.watch_path or _flag(query, "watch") else "list"
+            return "watch" if _watching(route, query) else "list"
         if method == "DELETE":
             return "delete"  # deletecollection is allowed where delete is
         return {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
@@ -502,27 +472,49 @@ class Api:
         return _json(201, created)
 
     def _list(self, route: _Route, query: dict[str, list[str]]) -> Response:
+        """A list, with kube-apiserver's reading of resourceVersion, resourceVersionMatch,
+        limit and continue (``docs/facade.md``, "List and watch parameters")."""
         rt = route.rt
-        labels = parse_label_selector(_param(query, "labelSelector"))
-        fields = parse_field_selector(_param(query, "fieldSelector"), rt.key)
-        entries, rv = self.store.list_entries(rt.key, route.namespace, labels, fields)
-        limit = _int_param(query, "limit")
-        token = _param(query, "continue")
-        meta: dict[str, Any] = {"resourceVersion": str(rv)}
-        if token:
-            after, token_rv = _continue_state(token)
-            if token_rv > rv:
+        opts = listoptions.parse(query)
+        labels = parse_label_selector(opts.label_selector)
+        fields = parse_field_selector(opts.field_selector, rt.key)
+        version, limit, after = opts.resource_version, opts.limit, None
+        if opts.continue_token:  # the rest of a list, exactly as it was then
+            if version not in ("", "0"):
+                raise errors.bad_request(
+                    "specifying resource version is not allowed when using continue"
+                )
+            after, rv = _continue_state(opts.continue_token)
+            if rv > self.store.resource_version:  # a list this server never made
                 raise errors.bad_request(
                     "continue key is not valid: incorrect encoded start resourceVersion "
                     "(version meta.k8s.io/v1)"
                 )
-            meta["resourceVersion"] = str(token_rv)
+            try:
+                entries = self.store.list_entries_at(rt.key, route.namespace, labels, fields, rv)
+            except ApiError as exc:
+                if exc.code == 410:
+                    raise errors.gone(CONTINUE_TOO_OLD) from None
+                raise
             entries = [e for e in entries if _entry_key(e) > after]
-        if limit and len(entries) > limit:
+        elif opts.match == listoptions.EXACT or (
+            not opts.match and limit > 0 and version not in ("", "0")
+        ):
+            rv = listoptions.resource_version(version)  # a page of the list as it was at rv
+            entries = self.store.list_entries_at(rt.key, route.namespace, labels, fields, rv)
+        else:  # the most recent state ("0": any state — the watch cache ignores limit)
+            floor = listoptions.resource_version(version) if version not in ("", "0") else 0
+            entries, rv = self.store.list_entries(rt.key, route.namespace, labels, fields)
+            if floor > rv:
+                raise errors.too_large_resource_version(floor, rv)
+            if version == "0":
+                limit = 0
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        if limit > 0 and len(entries) > limit:
             last = _entry_key(entries[limit - 1])
             meta["remainingItemCount"] = len(entries) - limit
             meta["continue"] = base64.urlsafe_b64encode(
-                json.dumps({"after": list(last), "rv": int(meta["resourceVersion"])}).encode()
+                json.dumps({"after": list(last), "rv": rv}).encode()
             ).decode()
             entries = entries[:limit]
         head = json.dumps(
@@ -532,49 +524,50 @@ class Api:
         body = head[:-1] + b',"items":[' + b",".join(e.json() for e in entries) + b"]}"
         return Response(200, body)
 
+    def _watch_timeout_s(self, given: int | None) -> float | None:
+        """``timeoutSeconds`` absent or 0 is "not given": the server's own limit, a
+        random duration in [minRequestTimeout, 2 x minRequestTimeout) — 30 to 60 min with
+        the default 1800 s — drawn from the facade's seeded generator (virtual time)."""
+        if given:
+            return float(given)
+        if self.min_request_timeout_s is None:
+            return None
+        with self._timeout_lock:
+            return self.min_request_timeout_s * (self._timeout_rng.random() + 1.0)
+
     def _watch(self, request: Request, route: _Route, query: dict[str, list[str]]) -> WatchStream:
         rt = route.rt
-        timeout = _int_param(query, "timeoutSeconds")
-        if timeout is None and self.default_watch_timeout_s is not None:
-            timeout = self.default_watch_timeout_s
-        bookmarks = _flag(query, "allowWatchBookmarks")
-        initial = _param(query, "sendInitialEvents")
+        opts = listoptions.parse(query, watch_path=route.watch_path)
+        timeout = self._watch_timeout_s(opts.timeout_s)
         stats = self.authenticate(request)
         try:
+            if timeout is not None and timeout < 0:  # the stream ends at once
+                return self._ended_watch(rt, request, None)
             watcher = self.store.watch(
                 rt.key,
                 namespace=route.namespace,
-                resource_version=_param(query, "resourceVersion"),
-                label_selector=_param(query, "labelSelector"),
-                field_selector=_param(query, "fieldSelector"),
-                bookmarks=bookmarks,
-                send_initial_events=None if initial is None else _flag(query, "sendInitialEvents"),
+                resource_version=opts.resource_version,
+                label_selector=opts.label_selector,
+                field_selector=opts.field_selector,
+                bookmarks=opts.bookmarks,
+                send_initial_events=opts.send_initial_events,
                 on_queued=request.on_queued,
             )
         except ApiError as exc:
             if exc.code != 410:
-                raise
-            # A real server answers 200 and reports expiry as an ERROR event.
-            watcher = Watcher(
-                rt,
-                None,
-                parse_label_selector(None),
-                parse_field_selector(None, rt.key),
-                on_queued=request.on_queued,
-            )
-            watcher.push(
-                event_frame("ERROR", json.dumps(exc.status(), separators=(",", ":")).encode())
-            )
-            watcher.end()
-            return WatchStream(watcher, lambda: None)
+                raise  # e.g. 504 "Too large resource version", answered at once
+            # Past the parameters, a real server answers 200 and reports expiry as an ERROR
+            # event.
+            return self._ended_watch(rt, request, exc)
 
         timers: list[Cancellable] = []
         lock = threading.Lock()
         finished = False
+        now = self.clock.now_ns()
         if timeout is not None:
-            deadline = self.clock.now_ns() + int(timeout * 1e9)
+            deadline = now + int(timeout * 1e9)
             timers.append(self.clock.call_at(deadline, lambda: self.store.stop_watch(watcher)))
-        if bookmarks and self.bookmark_interval_ns:
+        if opts.bookmarks and self.bookmark_interval_ns:
             interval = self.bookmark_interval_ns
 
             def bookmark() -> None:
@@ -584,7 +577,15 @@ class Api:
                     if self.store.bookmark(watcher):
                         timers.append(self.clock.call_at(self.clock.now_ns() + interval, bookmark))
 
-            timers.append(self.clock.call_at(self.clock.now_ns() + interval, bookmark))
+            timers.append(self.clock.call_at(now + interval, bookmark))
+            if timeout is not None and timeout > 2:  # and one 2 s before the end (the cacher's)
+
+                def last_bookmark() -> None:
+                    with lock:
+                        if not finished:
+                            self.store.bookmark(watcher)
+
+                timers.append(self.clock.call_at(deadline - 2 * 10**9, last_bookmark))
         if stats is not None:
             self.tokens.adjust(stats, watches=1)
 
@@ -599,6 +600,23 @@ class Api:
                 self.tokens.adjust(stats, watches=-1)
 
         return WatchStream(watcher, cleanup)
+
+    @staticmethod
+    def _ended_watch(rt: ResourceType, request: Request, error: ApiError | None) -> WatchStream:
+        """A watch stream that is over at once: empty, or one ERROR event."""
+        watcher = Watcher(
+            rt,
+            None,
+            parse_label_selector(None),
+            parse_field_selector(None, rt.key),
+            on_queued=request.on_queued,
+        )
+        if error is not None:
+            watcher.push(
+                event_frame("ERROR", json.dumps(error.status(), separators=(",", ":")).encode())
+            )
+        watcher.end()
+        return WatchStream(watcher, lambda: None)
 
     def _bind(self, route: _Route, body: Any, pod_name: str | None) -> Response:
         if not isinstance(body, dict):
@@ -707,39 +725,13 @@ class Api:
         pre = options.get("preconditions") or {}
         if rt.key == "pods":
             with self._policy_lock:
-                last = self.store.get("pods", route.namespace, route.name)
-                for field, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
-                    if pre.get(field) and last["metadata"][field] != pre[field]:
-                        raise errors.conflict(
-                            "pods",
-                            route.name,
-                            f"Precondition failed: {label} in precondition: {pre[field]}, "
-                            f"{label} in object meta: {last['metadata'][field]}",
-                        )
                 grace = _grace_period(
                     options, _param(parse_qs(urlsplit(request.target).query), "gracePeriodSeconds")
                 )
-                namespace = route.namespace or "default"
-                if self.hooks.on_terminate_pod:
-                    marked = self.hooks.on_terminate_pod(namespace, route.name, grace)
-                    if marked:
-                        return _json(200, marked)
-                handled = (
-                    self.hooks.on_delete_pod(route.namespace or "default", route.name)
-                    if self.hooks.on_delete_pod
-                    else None
-                )
-                if handled:
-                    last = self.store.get_or_none("pods", route.namespace, route.name) or last
-                elif self.store.get_or_none("pods", route.namespace, route.name) is not None:
-                    last = self.store.delete(
-                        "pods",
-                        route.namespace,
-                        route.name,
-                        uid=pre.get("uid"),
-                        resource_version=pre.get("resourceVersion"),
-                    )
+                last = self._delete_pod(route.namespace or "default", route.name or "", pre, grace)
             return _json(200, last)
+        if rt.key == "namespaces":
+            return _json(200, self._delete_namespace(route.name or "", pre))
         gone = self.store.delete(
             rt.key,
             route.namespace,
@@ -752,6 +744,91 @@ class Api:
             errors.success_status(
                 200, name=route.name, group=rt.group, kind=rt.plural, uid=gone["metadata"]["uid"]
             ),
+        )
+
+    def _delete_pod(
+        self, namespace: str, name: str, pre: dict[str, Any], grace: int | None
+    ) -> dict[str, Any]:
+        """A pod's deletion (caller holds the policy lock): preconditions, then the
+        cluster's hooks — a graceful deletion (the pod marked Terminating, its containers
+        stopped later) or one at once (its job killed, its node's capacity released) —
+        then the store. Returns the pod as the response carries it."""
+        last = self.store.get("pods", namespace, name)
+        for field, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+            if pre.get(field) and last["metadata"][field] != pre[field]:
+                raise errors.conflict(
+                    "pods",
+                    name,
+                    f"Precondition failed: {label} in precondition: {pre[field]}, "
+                    f"{label} in object meta: {last['metadata'][field]}",
+                )
+        if self.hooks.on_terminate_pod:
+            marked = self.hooks.on_terminate_pod(namespace, name, grace)
+            if marked:
+                return marked
+        handled = self.hooks.on_delete_pod(namespace, name) if self.hooks.on_delete_pod else None
+        if handled:
+            return self.store.get_or_none("pods", namespace, name) or last
+        if self.store.get_or_none("pods", namespace, name) is not None:
+            last = self.store.delete(
+                "pods",
+                namespace,
+                name,
+                uid=pre.get("uid"),
+                resource_version=pre.get("resourceVersion"),
+            )
+        return last
+
+    def _delete_namespace(self, name: str, pre: dict[str, Any]) -> dict[str, Any]:
+        """A namespace's deletion in the real server's order: the namespace turns
+        Terminating (``deletionTimestamp``, ``status.phase``; API creates in it are refused
+        from then on) and the namespace controller empties it (:meth:`_sweep_namespace`);
+        the DELETE answers the Terminating namespace, as the real server does. The
+        built-in namespaces may not be deleted (the NamespaceLifecycle admission plugin)."""
+        if name in IMMORTAL_NAMESPACES:
+            raise ApiError(
+                403,
+                f'namespaces "{name}" is forbidden: this namespace may not be deleted',
+                "Forbidden",
+                kind="namespaces",
+                name=name,
+            )
+        with self._policy_lock:
+            terminating = self.store.terminate_namespace(
+                name, uid=pre.get("uid"), resource_version=pre.get("resourceVersion")
+            )
+        self._sweep_namespace(name)
+        return terminating
+
+    def _sweep_namespace(self, name: str) -> None:
+        """The namespace controller's pass over a Terminating namespace: its content is
+        deleted — controllers and other objects at once, pods as a DELETE with default
+        options deletes them (through the cluster's hooks: gracefully when they run, their
+        jobs killed and capacity released once their containers stopped) — and once no
+        pod is left the ``kubernetes`` finalizer is removed and the namespace is gone.
+        Else the controller looks again when the longest grace period has passed (its
+        estimate), in virtual time."""
+        with self._policy_lock:
+            namespace = self.store.get_or_none("namespaces", None, name)
+            if namespace is None or not namespace["metadata"].get("deletionTimestamp"):
+                return
+            self.store.delete_namespace_content(name, keep=("pods",))
+            pods, _ = self.store.list("pods", name)
+            for pod in pods:
+                meta = pod["metadata"]
+                if not meta.get("deletionTimestamp") and self.store.get_or_none(
+                    "pods", name, meta["name"]
+                ):
+                    self._delete_pod(name, meta["name"], {}, None)
+            pods, _ = self.store.list("pods", name)
+            if not pods:
+                self.store.finalize_namespace(name)
+                return
+            wait_s = max(
+                [int(p["metadata"].get("deletionGracePeriodSeconds") or 0) for p in pods] + [1]
+            )
+        self.clock.call_at(
+            self.clock.now_ns() + wait_s * 10**9, lambda: self._sweep_namespace(name)
         )
 
     def _delete_collection(self, route: _Route, query: dict[str, list[str]]) -> Response:
@@ -767,6 +844,10 @@ class Api:
             field_selector=_param(query, "fieldSelector"),
         )
         for obj in objs:
+            if rt.key == "namespaces":
+                if obj["metadata"]["name"] not in IMMORTAL_NAMESPACES:
+                    self._delete_namespace(obj["metadata"]["name"], {})
+                continue
             self.store.delete(rt.key, obj["metadata"].get("namespace"), obj["metadata"]["name"])
         return _json(200, errors.success_status(200))
 
@@ -861,6 +942,12 @@ def _grace_period(options: dict[str, Any], query_value: str | None) -> int | Non
             f"invalid value for gracePeriodSeconds: {value!r} (want an integer)"
         ) from None
     return max(0, number)
+
+
+CONTINUE_TOO_OLD = (
+    "The provided continue parameter is too old to display a consistent list result. You "
+    "can start a new list without the continue parameter."
+)
 
 
 def _continue_state(token: str) -> tuple[tuple[str, str], int]:

@@ -44,7 +44,7 @@ class Facade:
         history_bytes: int = HISTORY_BYTES,
         seed: int = 0,
         bookmark_interval_s: float | None = 60.0,
-        default_watch_timeout_s: float | None = None,
+        min_request_timeout_s: float | None = 1800.0,
         hooks: Hooks | None = None,
     ) -> None:
         if endpoint is None:
@@ -68,7 +68,8 @@ class Facade:
             server_address=lambda: f"{self.host}:{self.port}",
             hooks=hooks,
             bookmark_interval_s=bookmark_interval_s,
-            default_watch_timeout_s=default_watch_timeout_s,
+            min_request_timeout_s=min_request_timeout_s,
+            seed=seed,
         )
         self._sequencer = RequestSequencer()
         self._server = HttpServer(

@@ -32,7 +32,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from . import admission, errors, objects
+from . import admission, errors, listoptions, objects
 from .clock import Clock
 from .patch import apply_patch
 from .resources import BY_KEY, ResourceType, resource_type
@@ -118,6 +118,19 @@ def _check_json(value: Any, where: str) -> None:
             raise TypeError(f"non-finite number at {where or '/'}")
     elif not (value is None or isinstance(value, (str, bool, int))):
         raise TypeError(f"{type(value).__name__} is not a JSON value (at {where or '/'})")
+
+
+def _check_resource_version(rt: ResourceType, name: str, current: Obj, wanted: Any) -> None:
+    """Optimistic concurrency: a write naming a resourceVersion other than the stored
+    one is a 409 Conflict."""
+    if wanted not in (None, "") and wanted != current["metadata"]["resourceVersion"]:
+        raise errors.conflict(
+            rt.plural,
+            name,
+            "the object has been modified; please apply your changes to the latest "
+            "version and try again",
+            rt.group,
+        )
 
 
 class _Entry:
@@ -255,6 +268,39 @@ class Store:
                 out = [e for e in out if fields.matches(e.obj)]
             return out, self._rv
 
+    def list_entries_at(
+        self,
+        key: str,
+        namespace: str | None,
+        labels: LabelSelector,
+        fields: FieldSelector,
+        resource_version: int,
+    ) -> list[_Entry]:
+        """The matching objects as they were at ``resource_version`` (an exact read):
+        the current ones with the later changes of this type undone from the history.
+        410 when that history was compacted, 504 when the store is not there yet."""
+        rt = resource_type(key)
+        with self._lock:
+            if resource_version > self._rv:
+                raise errors.too_large_resource_version(resource_version, self._rv)
+            if resource_version < self._compacted[rt.key]:
+                raise errors.gone("The resourceVersion for the provided list is too old.")
+            table: dict[tuple[str, str], _Entry] = dict(self._objects[rt.key])
+            for event in reversed(self._history[rt.key]):
+                if event.rv <= resource_version:
+                    break
+                object_key = _key_of(event.obj)
+                if event.prev is None:
+                    table.pop(object_key, None)
+                else:
+                    table[object_key] = _Entry(event.prev)
+            out = [table[k] for k in sorted(table) if namespace is None or k[0] == namespace]
+        if labels.requirements:
+            out = [e for e in out if labels.matches(e.obj["metadata"].get("labels"))]
+        if fields.requirements:
+            out = [e for e in out if fields.matches(e.obj)]
+        return out
+
     def count(self, key: str) -> int:
         with self._lock:
             return len(self._objects[resource_type(key).key])
@@ -322,10 +368,21 @@ class Store:
                         f"sent on the request ({ns!r} != {namespace!r})"
                     )
                 meta["namespace"] = ns
-                if ("", ns) not in self._objects["namespaces"]:
+                ns_entry = self._objects["namespaces"].get(("", ns))
+                if ns_entry is None:
                     if not create_namespace:
                         raise errors.not_found("namespaces", ns)
                     self.create("namespaces", {"metadata": {"name": ns}})
+                elif not create_namespace and ns_entry.obj["metadata"].get("deletionTimestamp"):
+                    raise errors.ApiError(
+                        403,
+                        f'{rt.plural} "{meta.get("name") or meta.get("generateName", "")}" is '
+                        f"forbidden: unable to create new content in namespace {ns} because it "
+                        "is being terminated",
+                        "Forbidden",
+                        kind=rt.plural,
+                        name=str(meta.get("name") or ""),
+                    )
             else:
                 meta.pop("namespace", None)
             if not meta.get("name"):
@@ -380,16 +437,7 @@ class Store:
             )
         with self._lock:
             entry = self._entry(key, namespace, name)
-            current = entry.obj
-            want_rv = meta.get("resourceVersion")
-            if want_rv not in (None, "") and want_rv != current["metadata"]["resourceVersion"]:
-                raise errors.conflict(
-                    rt.plural,
-                    name,
-                    "the object has been modified; please apply your changes to the latest "
-                    "version and try again",
-                    rt.group,
-                )
+            _check_resource_version(rt, name, entry.obj, meta.get("resourceVersion"))
             return self._update_from(rt, entry, obj, subresource)
 
     def _update_from(
@@ -484,16 +532,7 @@ class Store:
         rt = resource_type(key)
         with self._lock:
             entry = self._entry(key, namespace, name)
-            if resource_version is not None and (
-                resource_version != entry.obj["metadata"]["resourceVersion"]
-            ):
-                raise errors.conflict(
-                    rt.plural,
-                    name,
-                    "the object has been modified; please apply your changes to the latest "
-                    "version and try again",
-                    rt.group,
-                )
+            _check_resource_version(rt, name, entry.obj, resource_version)
             new = entry.thaw()
             new.setdefault("spec", {})["replicas"] = replicas
             return self._update_from(rt, entry, new, None)
@@ -619,6 +658,54 @@ class Store:
             gone["metadata"]["deletionTimestamp"] = self.timestamp()
             return self._commit(rt, "DELETED", gone, current).thaw()
 
+    def terminate_namespace(
+        self, name: str, *, uid: str | None = None, resource_version: str | None = None
+    ) -> Obj:
+        """The first step of a namespace's deletion: ``deletionTimestamp`` set and
+        ``status.phase: Terminating`` (API creates in it are refused from now on).
+        Preconditions as for :meth:`delete`. Returns the namespace as it now is."""
+        with self._lock:
+            entry = self._entry("namespaces", None, name)
+            current = entry.obj
+            for value, field, label in (
+                (uid, "uid", "UID"),
+                (resource_version, "resourceVersion", "ResourceVersion"),
+            ):
+                if value and current["metadata"][field] != value:
+                    raise errors.conflict(
+                        "namespaces",
+                        name,
+                        f"Precondition failed: {label} in precondition: {value}, {label} in "
+                        f"object meta: {current['metadata'][field]}",
+                    )
+            if current["metadata"].get("deletionTimestamp"):
+                return entry.thaw()
+            new = entry.thaw()
+            new["metadata"]["deletionTimestamp"] = self.timestamp()
+            new["metadata"]["deletionGracePeriodSeconds"] = 0
+            new.setdefault("status", {})["phase"] = "Terminating"
+            return self._commit(resource_type("namespaces"), "MODIFIED", new, current).thaw()
+
+    def delete_namespace_content(self, name: str, *, keep: tuple[str, ...] = ()) -> None:
+        """Delete what the namespace ``name`` holds (but the types in ``keep``), type by
+        type, each by name."""
+        with self._lock:
+            for other in BY_KEY.values():
+                if other.namespaced and other.key not in keep:
+                    for key in sorted(k for k in self._objects[other.key] if k[0] == name):
+                        self.delete(other.key, name, key[1])
+
+    def finalize_namespace(self, name: str) -> None:
+        """The namespace controller's end of a deletion: what is left in the namespace is
+        deleted, the ``kubernetes`` finalizer removed, then the namespace is gone."""
+        with self._lock:
+            self.delete_namespace_content(name)
+            entry = self._entry("namespaces", None, name)
+            new = entry.thaw()
+            new.setdefault("spec", {})["finalizers"] = []
+            self._commit(resource_type("namespaces"), "MODIFIED", new, entry.obj)
+            self.delete("namespaces", None, name)
+
     def _commit(
         self, rt: ResourceType, type_: str, obj: Obj, prev: Obj | None, *, limit: bool = False
     ) -> _Entry:
@@ -699,9 +786,12 @@ class Store:
         on_overflow: Callable[[], None] | None = None,
     ) -> Watcher:
         """Start a watch. Without a resourceVersion (or "0") the current matching objects
-        come first as ADDED events (``send_initial_events`` forces or suppresses that, and
-        when true ends them with the ``k8s.io/initial-events-end`` bookmark); with one,
-        every later change is replayed from history, or ApiError(410) if compacted."""
+        come first as ADDED events (``send_initial_events`` forces or suppresses that);
+        with one, every later change is replayed from history, or ApiError(410) if
+        compacted — unless ``send_initial_events``: then the state now (not older than
+        it) comes first. With ``bookmarks``, initial events end with the
+        ``k8s.io/initial-events-end`` bookmark. A resourceVersion the store has not
+        reached is ApiError(504) "Too large resource version"."""
         rt = resource_type(key)
         labels, fields = _labels(label_selector), _fields(field_selector, rt.key)
         watcher = Watcher(
@@ -719,21 +809,16 @@ class Store:
                 initial = True if send_initial_events is None else send_initial_events
                 start = self._rv
             else:
-                try:
-                    start = int(resource_version)
-                    if start < 0 or not resource_version.isdigit():
-                        raise ValueError
-                except ValueError:
-                    raise errors.bad_request(
-                        f"invalid resource version {resource_version!r}"
-                    ) from None
+                start = listoptions.resource_version(resource_version)
                 if start > self._rv:
                     raise errors.too_large_resource_version(start, self._rv)
-                if start < self._compacted[rt.key]:
+                if start < self._compacted[rt.key] and not send_initial_events:
                     raise errors.gone(
                         f"too old resource version: {start} ({self._compacted[rt.key] + 1})"
                     )
                 initial = bool(send_initial_events)
+                if initial:
+                    start = self._rv  # "not older than": the state now, then what follows
             if initial:
                 entries, _ = self.list_entries(rt.key, namespace, labels, fields)
                 for entry in entries:  # the initial state: never a reason to drop
@@ -742,7 +827,7 @@ class Store:
                         int(entry.obj["metadata"]["resourceVersion"]),
                         bounded=False,
                     )
-                if send_initial_events:
+                if send_initial_events and bookmarks:  # bookmarks must be allowed
                     watcher.push(
                         event_frame("BOOKMARK", bookmark_object(rt, self._rv, True)),
                         self._rv,
