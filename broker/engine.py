@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import sys
 import time as _wall
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
@@ -38,7 +38,9 @@ from broker.clock_service import ClockService, ClockStall
 from broker.cluster import Cluster
 from broker.facade import Facade
 from broker.launcher import Launcher, SchedulerFailed
+from broker.services import ServiceDriver
 from simulator import protocol as p
+from simulator.services import ServiceSpec
 
 
 @dataclass
@@ -79,6 +81,7 @@ class Broker:
         log: TextIO | None = None,
         on_progress: Callable[[Progress], None] | None = None,
         batsim_timeout_s: float | None = None,
+        services: Sequence[ServiceSpec] = (),
     ) -> None:
         self.clock = clock
         self.facade = facade
@@ -89,6 +92,9 @@ class Broker:
         self.ended = False  # SIMULATION_ENDS answered: the simulator may exit now
         self._simulator_exit: str | None = None
         self.cluster = Cluster(facade, lambda: clock.now_ns)
+        # the workload's services with traffic (docs/services.md)
+        self.services = ServiceDriver(services, facade.store, facade.clock) if services else None
+        self.cluster.services = self.services
         if clock.mode == "deterministic":
             # the broker's reactions happen while a scheduler is still busy, not while it
             # waits to be let go to read them

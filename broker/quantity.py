@@ -34,6 +34,7 @@ building huge integers.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from decimal import ROUND_UP, Context, Decimal, localcontext
@@ -142,7 +143,22 @@ def parse(value: object) -> Quantity:
 
 
 def parse_text(text: str) -> Quantity:
-    """Go's ``ParseQuantity(text)`` (no whitespace trimming)."""
+    """Go's ``ParseQuantity(text)`` (no whitespace trimming). Short texts — every real
+    one: a workload repeats a handful ("1", "500m", "4Gi") — are parsed once."""
+    if len(text) <= _CACHED_LENGTH:
+        return _parse_cached(text)
+    return _parse_text(text)
+
+
+_CACHED_LENGTH = 32
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_cached(text: str) -> Quantity:
+    return _parse_text(text)
+
+
+def _parse_text(text: str) -> Quantity:
     if not text:
         raise QuantityError(ERR_FORMAT)
     if text == "0":

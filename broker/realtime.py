@@ -137,6 +137,7 @@ class RealtimeBroker(Broker):
         self.rt_clock = rt_clock
         self.step_ns = step_ns
         self.cluster = Cluster(self.facade, rt_clock.now_ns)
+        self.cluster.services = self.services
         self._calls: list[float] = []  # CALL_ME_LATER times sent, not yet come back (sorted)
         self.settle_s = 0.2
         self.startup_timeout_s = 120.0

@@ -49,7 +49,7 @@ def run_standalone(
     child_env[clockproto.ENV_ENDPOINT] = clock.endpoint
     child_env[clockproto.ENV_NAME] = name
     child_env[clockproto.ENV_BROKER_PID] = str(os.getpid())
-    clock.expect(name)
+    child_env[clockproto.ENV_TOKEN] = clock.expect(name)
     started = _wall.perf_counter()
     try:
         proc = subprocess.Popen(list(argv), env=child_env)
@@ -71,6 +71,9 @@ def run_standalone(
         while not exited.is_set():
             clock.wait_settled()
             if exited.wait(_EXIT_GRACE_S):
+                break
+            if any(p.gone for p in clock.processes() if p.name == name):
+                exited.wait()  # it said bye: the interpreter is winding down, in real time
                 break
             if clock.next_deadline() is not None or not clock.quiescent():
                 continue

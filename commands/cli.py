@@ -17,7 +17,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("commands.run", "run a program under virtual time (import hook + runtime)"),
     "patch": ("patcher.cli", "rewrite Python sources so their time calls use the virtual clock"),
     "sim": ("simulator.cli", "the embedded Batsim-compatible simulator (batsim's flags)"),
-    "workload": ("simulator.workload_cli", "import and generate workloads and platforms"),
+    "workload": ("commands.workload", "import and generate workloads and platforms"),
     "broker": ("broker.cli", "the broker: Batsim decision process + Kubernetes API facade"),
     "simulate": ("commands.simulate", "simulator + broker + scheduler(s) in one command"),
     "sweep": ("commands.sweep", "parameter studies and replicates on Dask"),

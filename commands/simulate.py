@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -30,6 +31,7 @@ import time as _wall
 from pathlib import Path
 
 from commands.run import parse_epoch, positive_seconds
+from commands.services_report import SERVICES_CSV, plot_services, write_rows
 from timewarp import __version__
 
 OUT_PREFIX = "out"
@@ -64,8 +66,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="time mode (lockstep and realtime: see docs/broker.md)",
     )
     from broker.modes_cli import add_mode_arguments
+    from broker.pacing import add_pacing_arguments
 
     add_mode_arguments(parser)
+    add_pacing_arguments(parser)
     parser.add_argument(
         "--batsim", metavar="PATH", help="use real Batsim at PATH instead of the embedded simulator"
     )
@@ -83,6 +87,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--freeze-unpatched",
         action="store_true",
         help="unpatched modules read virtual wall-clock time too",
+    )
+    parser.add_argument(
+        "--no-import-hook",
+        action="store_true",
+        help="rewrite nothing on import: the schedulers were patched ahead of time "
+        "(`timewarp patch`)",
     )
     parser.add_argument(
         "--epoch", type=parse_epoch, default=None, help="wall-clock time at virtual 0"
@@ -124,12 +134,32 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"no such file: {exc.filename}")
     except (PlatformError, WorkloadError) as exc:
         return _fail(str(exc))
+    from broker.input_check import InputError, check_inputs
+
+    try:  # the Kubernetes side: node and pod shapes, pods that could never run
+        check_inputs(platform, workloads)
+    except InputError as exc:
+        return _fail(str(exc))
     from broker.modes_cli import ModeArgumentError, check_mode_arguments
 
     try:
         check_mode_arguments(args)
     except ModeArgumentError as exc:
         return _fail(str(exc))
+    from broker.pacing import PacingArgumentError, check_pacing_arguments
+
+    try:
+        check_pacing_arguments(args)
+    except PacingArgumentError as exc:
+        return _fail(str(exc))
+    from patcher.launch import LaunchError, parse_launch
+
+    for command in args.scheduler:
+        try:
+            if not parse_launch(shlex.split(command)).argv:
+                return _fail(f"--scheduler: empty command {command!r}")
+        except (LaunchError, ValueError) as exc:  # ValueError: shlex's unbalanced quotes
+            return _fail(f"--scheduler {command!r}: {exc}")
     if args.batsim and shutil.which(args.batsim) is None:
         return _fail(f"--batsim: program not found: {args.batsim!r}")
     refused = [refused_config_text(platform, prop) for prop in refused_by_simgrid(platform)]
@@ -146,11 +176,16 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     total_jobs = sum(len(w.jobs) for w in workloads)
+    services = [s for w in workloads for s in w.services]
+    names = [s.name for s in services]
+    duplicate = next((n for n in names if names.count(n) > 1), None)
+    if duplicate is not None:
+        return _fail(f"service {duplicate!r} is declared in more than one workload file")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         return _fail(f"cannot create output directory {out}: {exc.strerror}")
-    simulation = _Simulation(args, out, total_jobs)
+    simulation = _Simulation(args, out, total_jobs, services)
     simulation.master_flags = _master_flags(platform)
     return simulation.run()
 
@@ -186,6 +221,8 @@ class _Wiring:
 
 
 class _Simulation:
+    _parts: _Wiring | None = None
+
     """One ``timewarp simulate`` run, in the order a reader would name its steps:
     wire the parts (:meth:`_wire`), start the schedulers (:meth:`_start_schedulers`),
     start the facade, broker and simulator (:meth:`_start_broker`), let the broker drive
@@ -193,19 +230,23 @@ class _Simulation:
     (:meth:`_take_down`), judge the run (:meth:`_verdict`) and report it
     (:meth:`_report`)."""
 
-    def __init__(self, args: argparse.Namespace, out: Path, total_jobs: int) -> None:
+    def __init__(
+        self, args: argparse.Namespace, out: Path, total_jobs: int, services: list | None = None
+    ) -> None:
         self.args = args
         self.out = out
         self.total_jobs = total_jobs
+        self.pacer = None
+        self.services = services or []  # the workloads' services with traffic
         self.sim_proc: subprocess.Popen | _EmbeddedSimulator | None = None
 
     def run(self) -> int:
-        for name in OUT_FILES:  # an earlier run's outputs must not pass for this run's
-            (self.out / name).unlink(missing_ok=True)
+        for name in (*OUT_FILES, SERVICES_CSV):  # an earlier run's outputs must not pass
+            (self.out / name).unlink(missing_ok=True)  # for this run's
         from broker.launcher import SchedulerFailed
 
         started = _wall.perf_counter()
-        parts = self._wire()
+        parts = self._parts = self._wire()
         result = None
         reason = ""
         interrupted = False
@@ -270,6 +311,7 @@ class _Simulation:
             incluster_dir=parts.incluster_dir,
             extra_kubeconfig=Path(args.write_kubeconfig) if args.write_kubeconfig else None,
             virtual=args.mode != "realtime",
+            import_hook=not args.no_import_hook,
         )
         return parts
 
@@ -304,8 +346,20 @@ class _Simulation:
             facade=parts.facade,
             launcher=parts.launcher,
             rt_clock=parts.rt_clock,
+            services=self.services,
         )
         parts.broker.on_progress = progress.update
+        if args.mode == "deterministic":
+            from broker.pacing import Pacer
+
+            self.pacer = Pacer(
+                parts.clock,
+                api_latency_ns=args.api_latency_ns,
+                poll_threshold=args.poll_threshold,
+                poll_latency_ns=args.poll_latency_ns,
+            ).attach(parts.facade)
+            # the cluster changing is progress for the stall guard; API traffic is not
+            parts.clock.set_progress_probe(parts.facade.revision)
         self.sim_proc = self._start_simulator(parts.broker.endpoint)
         watcher = threading.Thread(target=self._watch_simulator, args=(parts.broker,), daemon=True)
         watcher.start()
@@ -354,13 +408,46 @@ class _Simulation:
         figures = report.summarise(self.out / OUT_PREFIX, result.stats if result else {}, wall)
         written = all((self.out / name).exists() for name in OUT_FILES)
         figures["outputs"] = ("complete" if ok else "partial") if written else "none"
+        if self.pacer is not None:
+            figures["api_latency"] = self.pacer.figures()
+        service_plots = self._write_services(figures)
         self._write_manifest(figures, ok, reason, wall)
         if not self.args.no_plots and (self.out / f"{OUT_PREFIX}_jobs.csv").exists():
             try:
                 report.plot(self.out / OUT_PREFIX, self.out)
             except Exception as exc:  # plots are a bonus: never lose the run for them
                 print(f"timewarp simulate: plots skipped ({exc})", file=sys.stderr)
+        if service_plots:
+            try:
+                service_plots()
+            except Exception as exc:
+                print(f"timewarp simulate: service plots skipped ({exc})", file=sys.stderr)
         report.print_summary(figures, sys.stderr)
+        for line in self.pacer.summary() if self.pacer is not None else ():
+            print(f"timewarp simulate: busy polling: {line}", file=sys.stderr)
+        for name, web in sorted((figures.get("services") or {}).items()):
+            share = web["failed"] / web["requests"] if web["requests"] else 0.0
+            print(
+                f"service {name}: {web['requests']:,} requests, {web['failed']:,} failed "
+                f"({share:.2%}), {web['model']} model; per tick in {self.out / SERVICES_CSV}",
+                file=sys.stderr,
+            )
+
+    def _write_services(self, figures: dict):  # type: ignore[no-untyped-def]
+        """out_services.csv (whatever ticks closed, even after a failure) and the
+        services' figures in the manifest; returns the plotting step, if any."""
+        driver = getattr(self._parts.broker, "services", None) if self._parts else None
+        if driver is None:
+            return None
+        driver.finish()
+        path = self.out / SERVICES_CSV
+        write_rows(path, driver.rows)
+        figures["services"] = driver.summary()
+        figures["traffic_model_cpu_s"] = round(driver.cpu_s, 3)
+        if self.args.no_plots:
+            return None
+        timeouts = {s.name: s.traffic.timeout for s in self.services}
+        return lambda: plot_services(path, self.out, timeouts)
 
     # ----------------------------------------------------------------- simulator
     _sim_failure = ""

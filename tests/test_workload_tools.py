@@ -130,3 +130,32 @@ def test_bundled_example_inputs_load():
     platform = load_platform(ROOT / "examples/inputs/cluster16.xml")
     workload = load_workload(ROOT / "examples/inputs/burst_40_delay170.json", "w0", 16)
     assert len(platform.compute) == 16 and len(workload.jobs) == 40
+
+
+def test_platform_flags_label_taint_and_cordon_nodes(tmp_path, subprocess_env):
+    out = tmp_path / "shaped.xml"
+    proc = _tool(subprocess_env, "platform", "-n", 4, "--cores", 2, "-o", out,
+                 "--label", "env=prod,tier=web", "--label", "env=staging@2-3",
+                 "--taint", "dedicated=gpu:NoSchedule@3", "--unschedulable", 1)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    props = [h.properties for h in load_platform(out).compute]
+    assert [p["labels"] for p in props] == ["env=prod,tier=web"] * 2 + ["env=staging,tier=web"] * 2
+    assert [p.get("taints") for p in props] == [None, None, None, "dedicated=gpu:NoSchedule"]
+    assert [p.get("unschedulable") for p in props] == [None, None, None, "true"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--label", "bad key=1"], "--label (host node0): labels: 'bad key=1': key 'bad key'"),
+        (["--label", "env"], "--label (host node0): labels: 'env': expected key=value"),
+        (["--taint", "a=b:Nope@1"], "--taint (host node1): taints: 'a=b:Nope': unsupported"),
+        (["--label", "env=a@4"], "--label 'env=a@4': nodes 4 are not within 0-3"),
+        (["--unschedulable", "5"], "--unschedulable 5: the platform has 4 nodes"),
+    ],
+)
+def test_bad_platform_flags_exit_2_naming_the_flag(tmp_path, subprocess_env, flags, message):
+    out = tmp_path / "x.xml"
+    proc = _tool(subprocess_env, "platform", "-n", 4, "-o", out, *flags)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert not out.exists()

@@ -277,7 +277,7 @@ def validate_annotations(annotations: Mapping[str, str] | None, path: str) -> li
     for key, value in (annotations or {}).items():
         # the rule is a qualified name, except that case does not matter
         errs.extend(invalid_value(path, key, m) for m in is_qualified_name(key.lower()))
-        total += len(key.encode()) + len(value.encode())
+        total += len(key.encode(errors="surrogatepass")) + len(value.encode(errors="surrogatepass"))
     if total > TOTAL_ANNOTATION_SIZE_LIMIT:
         errs.append(too_long(path, TOTAL_ANNOTATION_SIZE_LIMIT))
     return errs

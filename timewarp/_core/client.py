@@ -34,10 +34,18 @@ class BrokerUnreachable(RuntimeError):
 
 
 class ClockClient:
-    def __init__(self, endpoint: str, name: str, *, broker_pid: int | None = None) -> None:
+    def __init__(
+        self,
+        endpoint: str,
+        name: str,
+        *,
+        broker_pid: int | None = None,
+        token: str | None = None,
+    ) -> None:
         clocknet.parse(endpoint)  # a malformed endpoint fails here, naming it
         self.endpoint = endpoint
         self.name = name
+        self.token = token
         self.broker_pid = broker_pid
         self._sock: socket.socket | None = None
         # The socket's own methods, bound before the runtime's facade byte accounting
@@ -72,7 +80,7 @@ class ClockClient:
         self._sock = sock
         self._sendall, self._recv = sock.sendall, sock.recv
         try:
-            self._sendall(clockproto.pack([clockproto.hello(self.name, os.getpid())]))
+            self._sendall(clockproto.pack([clockproto.hello(self.name, os.getpid(), self.token)]))
             frames: list[bytes] = []
             while not frames:
                 left = give_up - _time.monotonic()
@@ -223,6 +231,7 @@ class ClockClient:
             rt.now_waiters = []
             out.append(clockproto.now_request(self._rid))
             self.round_trips += 1
+        bye = any(msg["op"] == "bye" for msg in out)
         snap = rt.snapshot_locked()
         # (busy, ack, io, detached) decide quiescence; the thread counts only ride along,
         # so a hand-over between two threads does not cost a message
@@ -239,19 +248,18 @@ class ClockClient:
             and self._last_state is not None
             and key[3] == self._last_state[3]
         )
-        if (key != self._last_state or force_state) and not redundant:
+        if (key != self._last_state or force_state) and not redundant and not bye:
             self._last_state = key
             out.append(clockproto.state(*snap))
         if not out or self._closed:
             return
-        bye = any(msg["op"] == "bye" for msg in out)
         if bye:
             self._closed = True  # from now on the broker may close the connection first
         try:
             self._sendall(clockproto.pack(out))
         except OSError as exc:
             self._broker_gone(f"clock connection failed: {exc}")
-        if bye:
+        if bye and self._bye_sent is not None:
             self._bye_sent.set()
 
     def send_bye(self, timeout_s: float = 2.0) -> None:
