@@ -116,12 +116,7 @@ def _sha256(path: Path) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from simulator.platform import (
-        PlatformError,
-        load_platform,
-        refused_by_simgrid,
-        refused_config_text,
-    )
+    from simulator.platform import PlatformError, load_platform, real_batsim_refusals
     from simulator.workload import WorkloadError, load_workload
 
     out = Path(args.output)
@@ -162,17 +157,17 @@ def run(args: argparse.Namespace) -> int:
             return _fail(f"--scheduler {command!r}: {exc}")
     if args.batsim and shutil.which(args.batsim) is None:
         return _fail(f"--batsim: program not found: {args.batsim!r}")
-    refused = [refused_config_text(platform, prop) for prop in refused_by_simgrid(platform)]
+    refused = real_batsim_refusals(platform)
     if refused and args.batsim:
         return _fail(
             "real Batsim would abort on this platform:\n  " + "\n  ".join(refused) + "\n"
-            "remove these lines (SMPI's settings: Batsim's jobs do not use them), or run "
-            "without --batsim (the embedded simulator ignores them)"
+            "fix these lines (a <config> key can go: SMPI's settings are not used by "
+            "Batsim's jobs), or run without --batsim (the embedded simulator accepts them)"
         )
     for line in refused:
         print(
-            f"timewarp simulate: note: {line}; the embedded simulator ignores it (remove it "
-            "to run this platform with --batsim)",
+            f"timewarp simulate: note: {line}; the embedded simulator accepts it (fix it to "
+            "run this platform with --batsim)",
             file=sys.stderr,
         )
     total_jobs = sum(len(w.jobs) for w in workloads)

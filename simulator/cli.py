@@ -28,12 +28,7 @@ import zmq
 from simulator import protocol
 from simulator.engine import Deadlock, Options, Simulator
 from simulator.outputs import StreamingOutputs
-from simulator.platform import (
-    PlatformError,
-    load_platform,
-    refused_by_simgrid,
-    refused_config_text,
-)
+from simulator.platform import PlatformError, load_platform, real_batsim_refusals
 from simulator.runner import Aborted, ReplyTimeout, print_progress
 from simulator.runner import run as run_zmq
 from simulator.workload import WorkloadError, load_workload
@@ -131,10 +126,9 @@ def prepare(args: argparse.Namespace, err: TextIO | None = None) -> Simulator | 
         ]
     except (PlatformError, WorkloadError) as exc:
         return _fail(str(exc), 2, err)
-    for prop in refused_by_simgrid(platform):
+    for text in real_batsim_refusals(platform):
         print(
-            f"{PROG}: note: {refused_config_text(platform, prop)}; ignored here (remove it "
-            "to run this platform with real Batsim)",
+            f"{PROG}: note: {text}; accepted here (fix it to run this platform with real Batsim)",
             file=err or sys.stderr,
         )
     options = Options(

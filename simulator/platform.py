@@ -69,6 +69,7 @@ class Platform:
     compute: list[Host]  # index = resource id
     storage: list[Host]
     config: tuple[ConfigProp, ...] = ()
+    doctype: bool = True  # <!DOCTYPE platform …>: SimGrid's parser needs it
 
     def resources_json(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """``compute_resources`` / ``storage_resources`` of SIMULATION_BEGINS."""
@@ -225,16 +226,23 @@ def load_platform(path: str | Path, master_name: str = "master_host") -> Platfor
     storage = [h for h in others if h.role == "storage"]
     if not compute:
         raise PlatformError(f"{path}: no compute host besides the master {master.name!r}")
-    return Platform(path, master, compute, storage, _config_props(path))
+    config, doctype = _config_props(path)
+    return Platform(path, master, compute, storage, config, doctype)
 
 
-def _config_props(path: str) -> tuple[ConfigProp, ...]:
-    """The ``<prop>`` of every ``<config>``, with their line numbers (expat knows them)."""
+def _config_props(path: str) -> tuple[tuple[ConfigProp, ...], bool]:
+    """The ``<prop>`` of every ``<config>``, with their line numbers (expat knows them),
+    and whether the file declares its DOCTYPE."""
     import xml.parsers.expat
 
     found: list[ConfigProp] = []
     depth = 0
+    doctype = False
     parser = xml.parsers.expat.ParserCreate()
+
+    def declared(name: str, *_: object) -> None:
+        nonlocal doctype
+        doctype = name == "platform"
 
     def start(tag: str, attrs: dict[str, str]) -> None:
         nonlocal depth
@@ -252,14 +260,29 @@ def _config_props(path: str) -> tuple[ConfigProp, ...]:
 
     parser.StartElementHandler = start
     parser.EndElementHandler = end
+    parser.StartDoctypeDeclHandler = declared
     with open(path, "rb") as handle:
         parser.ParseFile(handle)
-    return tuple(found)
+    return tuple(found), doctype
 
 
 def refused_by_simgrid(platform: Platform) -> list[ConfigProp]:
     """The platform's ``<config>`` props real Batsim 4.2.1 (SimGrid 3.32) aborts on."""
     return [prop for prop in platform.config if prop.key in SIMGRID_332_REFUSED_KEYS]
+
+
+def real_batsim_refusals(platform: Platform) -> list[str]:
+    """Why real Batsim 4.2.1 would abort on this platform (SimGrid 3.32's parser and
+    config), one text per reason naming file and line; empty when it would run it."""
+    found = [refused_config_text(platform, prop) for prop in refused_by_simgrid(platform)]
+    if not platform.doctype:
+        found.insert(
+            0,
+            f'{platform.path}: no <!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd"> '
+            "after the XML declaration: SimGrid's parser needs it (\"Unexpected character "
+            "'<' in prolog\")",
+        )
+    return found
 
 
 def refused_config_text(platform: Platform, prop: ConfigProp) -> str:

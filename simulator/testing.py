@@ -39,7 +39,8 @@ def write_platform(path: Path, nodes: int, cores: int = 1, speed: str = "1Gf", p
             f'<host id="n{i:03d}" speed="{speed}"><prop id="core" value="{cores}"/>{extra}</host>'
         )
     path.write_text(
-        '<?xml version="1.0"?>\n<platform version="4.1"><zone id="z" routing="Full">'
+        '<?xml version="1.0"?>\n<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">\n'
+        '<platform version="4.1"><zone id="z" routing="Full">'
         + "".join(hosts)
         + "</zone></platform>\n"
     )

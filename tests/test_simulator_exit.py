@@ -67,7 +67,7 @@ def test_a_platform_real_batsim_aborts_on_is_refused_before_anything_starts(
     )  # fmt: skip
     assert proc.returncode == 2
     assert f'{platform}:6: <prop id="smpi/or"> in <config>' in proc.stderr
-    assert '"Bad config key: smpi/or"' in proc.stderr and "remove these lines" in proc.stderr
+    assert '"Bad config key: smpi/or"' in proc.stderr and "fix these lines" in proc.stderr
     assert not out.exists()  # nothing started, nothing written
 
 
@@ -79,7 +79,28 @@ def test_the_embedded_simulator_runs_such_a_platform_and_notes_it(tmp_path, subp
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f'note: {platform}:6: <prop id="smpi/or">' in proc.stderr
-    assert "the embedded simulator ignores it" in proc.stderr
+    assert "the embedded simulator accepts it" in proc.stderr
+
+
+def test_a_platform_without_its_doctype_is_refused_with_batsim(tmp_path, subprocess_env):
+    """SimGrid 3.32's parser stops at a platform file without <!DOCTYPE platform …>
+    ("Unexpected character '<' in prolog"); say so before starting."""
+    platform = tmp_path / "bare.xml"
+    platform.write_text(
+        "\n".join(
+            line
+            for line in (EXAMPLES / "cluster16.xml").read_text().splitlines()
+            if not line.startswith("<!DOCTYPE")
+        )
+    )
+    out = tmp_path / "out"
+    proc = run_simulate(
+        out, subprocess_env, DEFAULT_LIKE, platform, EXAMPLES / "burst_40_delay170.json",
+        "--batsim", "/bin/true",
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert f"{platform}: no <!DOCTYPE platform" in proc.stderr
+    assert not out.exists()
 
 
 @pytest.mark.parametrize(
