@@ -164,6 +164,12 @@ def _fail(text: str) -> int:
     return 2
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)  # reading it means setting it: put it back at once
+    os.umask(mask)
+    return mask
+
+
 def _write_atomically(path: str, text: str, check) -> None:
     """Write ``text`` to a temporary file beside ``path``, ``check(tmp_path)``, rename."""
     target = Path(path)
@@ -172,6 +178,9 @@ def _write_atomically(path: str, text: str, check) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
+        # mkstemp makes 0600; inputs are meant to be shared: the mode an ordinary
+        # `open(path, "w")` gives, i.e. 0666 less the umask
+        os.chmod(tmp, 0o666 & ~_umask())
         check(tmp)
         os.replace(tmp, target)
     finally:

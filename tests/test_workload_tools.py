@@ -4,6 +4,8 @@ platform generators, bad input."""
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
 import sys
 
@@ -130,3 +132,27 @@ def test_bundled_example_inputs_load():
     platform = load_platform(ROOT / "examples/inputs/cluster16.xml")
     workload = load_workload(ROOT / "examples/inputs/burst_40_delay170.json", "w0", 16)
     assert len(platform.compute) == 16 and len(workload.jobs) == 40
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_outputs_get_the_mode_the_umask_gives(tmp_path, umask):
+    """Inputs are meant to be shared: `-o FILE` is created as `open(FILE, "w")` would
+    (0666 less the umask), not 0600 as a temporary file is (issue 15 item 12)."""
+    from simulator import workload_cli
+
+    previous = os.umask(umask)
+    try:
+        for argv in (["burst", "-n", "2", "--delay", "5"], ["platform", "-n", "2"]):
+            out = tmp_path / f"{argv[0]}-{umask:o}.out"
+            assert workload_cli_main(workload_cli, [*argv, "-o", str(out)]) == 0
+            assert stat.S_IMODE(out.stat().st_mode) == 0o666 & ~umask
+    finally:
+        os.umask(previous)
+
+
+def workload_cli_main(module, argv):
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    module.add_arguments(parser)
+    return module.run(parser.parse_args(argv))
