@@ -141,6 +141,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"timewarp patch: {exc}", file=sys.stderr)
         return 1
     print_report(report, src, out, in_place=args.in_place)
+    if args.in_place and src.is_symlink() and not src.is_dir():
+        print(
+            f"  {src} is a symbolic link: rewrote {src.resolve()}, kept the link", file=sys.stderr
+        )
     if report.parse_failures and not args.keep_going:
         return 1
     if args.check and report.count("changed"):
