@@ -3,8 +3,9 @@ kubeconfig, watched until the end.
 
 A scheduler that exits (whatever its code) before the simulation ended is a failure:
 :meth:`Launcher.check` raises :class:`SchedulerFailed` naming it, with its exit code and
-the end of its log. At the end every process group is terminated (then killed), so no
-orphan survives the run.
+the end of its log. At the end every process group is terminated (then killed), and so is
+every process that left its group (``setsid``, a daemon's double fork): each carries the
+run's tag in its environment (:mod:`broker.proctree`), so no orphan survives the run.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from broker import proctree
 from broker.clock_service import ClockService
 from broker.facade.endpoint import Endpoint
 from patcher import launch
@@ -71,6 +73,8 @@ class Launcher:
         self.extra_kubeconfig = extra_kubeconfig
         self.virtual = virtual
         self.processes: list[SchedulerProcess] = []
+        # every process the schedulers start carries it, whatever session it moves to
+        self.run_tag = proctree.new_tag()
         self._finishing = False
         self._lock = threading.Lock()
 
@@ -89,6 +93,7 @@ class Launcher:
         env = dict(os.environ)
         env["KUBECONFIG"] = str(kubeconfig)
         env["PYTHONUNBUFFERED"] = "1"
+        env[proctree.TAG_ENV] = self.run_tag
         if self.incluster_dir is not None:
             env.update(self.facade.write_incluster(self.incluster_dir / name, name))
         wrapped = argv
@@ -183,3 +188,5 @@ class Launcher:
                 except ProcessLookupError:
                     pass
                 proc.popen.wait()
+        # what left the process groups (setsid, a daemon's double fork): found by its tag
+        proctree.terminate_tagged(self.run_tag, grace_s)

@@ -7,10 +7,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_simulate(out, env, scheduler, platform, workload, *extra, timeout=240):
-    """`timewarp simulate -q --no-plots` from the checkout's root; returns the process."""
+def run_simulate(out, env, scheduler, platform, workload, *extra, timeout=240, quiet=True):
+    """`timewarp simulate [-q] --no-plots` from the checkout's root; returns the process.
+    (-q: only warnings, errors and the summary of a failed or partial run.)"""
     return subprocess.run(
-        [sys.executable, "-m", "timewarp", "simulate", "-q", "--no-plots",
+        [sys.executable, "-m", "timewarp", "simulate", *(["-q"] if quiet else []), "--no-plots",
          "--scheduler", scheduler, "-p", str(platform), "-w", str(workload), "-o", str(out),
          *extra],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,

@@ -9,6 +9,7 @@ from .api import Api, Hooks
 from .auth import TokenStats
 from .clock import Clock
 from .endpoint import Endpoint
+from .interest import SchedulerNameInterest
 from .metrics import MetricsBoard
 from .server import HttpServer, Ledger, Request
 from .store import Store
@@ -52,6 +53,8 @@ class Facade:
         self.tls_files = endpoint.tls_files
         self.metrics = MetricsBoard()
         self.ledger = Ledger()
+        # which spec.schedulerName each process selects pods by (no-progress reports)
+        self.scheduler_names = SchedulerNameInterest()
         self.host: str = endpoint.host
         self.port: int = endpoint.port
         self.api = Api(
@@ -115,6 +118,7 @@ class Facade:
         if stats is None:
             return None
         self.tokens.adjust(stats, in_flight=1, requests=1)
+        self.scheduler_names.observe(stats.name, request.method, request.target)
         return lambda: self.tokens.adjust(stats, in_flight=-1)
 
     def write_kubeconfig(self, path: str | Path, name: str, *, namespace: str = "default") -> Path:
