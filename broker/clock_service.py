@@ -28,7 +28,9 @@ and counts a non-deterministic advance; with ``on_stall="stop"`` it raises
 from __future__ import annotations
 
 import heapq
+import hmac
 import os
+import secrets
 import selectors
 import shutil
 import socket
@@ -54,8 +56,11 @@ STARTUP_GRACE_S = 60.0
 FLUSH_GRACE_S = 0.02
 _UNBOUNDED = 1 << 62  # the reading limit when the facade's byte counts are not known
 MAX_MESSAGE_BYTES = 64 << 20  # a longer line is not a clock message (stacks are ~100 kB)
-# A Unix socket path must fit in sockaddr_un (108 bytes on Linux); past that, loopback TCP.
+# A Unix socket path must fit in sockaddr_un (108 bytes on Linux): a long TMPDIR gets a
+# private directory in /tmp instead, and only if that fails too, loopback TCP (where every
+# hello must carry the process's token: any local user can reach a TCP port).
 _MAX_SOCKET_PATH = 100
+_SHORT_SOCKET_DIRS = ("/tmp", "/dev/shm")
 
 
 class _Connection:
@@ -174,10 +179,17 @@ class ClockService:
         # a scheduler on another machine needs tcp://).
         self._sockdir: str | None = None
         if endpoint is None:
-            self._sockdir = tempfile.mkdtemp(prefix="timewarp-clock-")
-            path = os.path.join(self._sockdir, "clock")
-            endpoint = f"ipc://{path}" if len(path) <= _MAX_SOCKET_PATH else "tcp://127.0.0.1:*"
+            self._sockdir = _private_socket_dir()
+            endpoint = (
+                f"ipc://{os.path.join(self._sockdir, 'clock')}"
+                if self._sockdir is not None
+                else "tcp://127.0.0.1:*"
+            )
         self._listener, self.endpoint = clocknet.listen(endpoint)
+        # name -> token: a process proves it is the one its launcher started (see expect)
+        self._tokens: dict[str, str] = {}
+        self.tokens_required = self.endpoint.startswith("tcp://")
+        self.refused_hellos = 0
         self._listener.setblocking(False)
         self._conns: dict[bytes, _Connection] = {}
         self._conn_ids = count(1)
@@ -352,10 +364,21 @@ class ClockService:
                 self.wait_quiescent()
 
     # ---------------------------------------------------------- processes
-    def expect(self, name: str) -> None:
-        """A launcher is about to start process ``name``: not quiescent until it connects."""
+    def expect(self, name: str, token: str | None = None) -> str:
+        """A launcher is about to start process ``name``: not quiescent until it connects.
+        Returns the token the process must present in its hello (``ENV_TOKEN``): ``token``
+        (the launcher passes the process's facade bearer token: one credential per
+        process) or a fresh random one. On a TCP endpoint a hello without the token of
+        its name is refused; on a Unix socket (in a 0700 directory) a wrong token is."""
         with self._cond:
             self._procs[name] = ProcessState(name)
+        return self.add_token(name, token)
+
+    def add_token(self, name: str, token: str | None = None) -> str:
+        """Register (or look up) the token process ``name`` must present in its hello."""
+        with self._cond:
+            self._tokens[name] = token or self._tokens.get(name) or secrets.token_urlsafe(24)
+            return self._tokens[name]
 
     def process_gone(self, name: str, returncode: int | None = None) -> None:
         with self._cond:
@@ -739,8 +762,14 @@ class ClockService:
         with self._cond:
             self.messages_in += 1
             self._last_activity = _wall.monotonic()
-            op = msg["op"]
-            if op == "hello":
+            op, conn = msg["op"], None
+            refusal = self._check_token_locked(msg) if op == "hello" else None
+            if refusal is not None:
+                self.refused_hellos += 1
+                self.log.write(f"timewarp: broker: {refusal}\n")
+                self._write_locked(identity, clockproto.error(refusal))
+                conn = self._conns.get(identity)
+            elif op == "hello":
                 self._hello_locked(identity, msg)
             else:
                 proc = self._by_identity.get(identity)
@@ -771,9 +800,26 @@ class ClockService:
             # arrivals and departures; stacks): a timer or a now() cannot, and each wake-up
             # is a thread fighting the loop for the GIL. Under autopilot the loop itself
             # acts on state reports.
-            if op in _WAKES_DRIVER and (not self._autopilot or op != "state"):
+            if refusal is None and op in _WAKES_DRIVER and (not self._autopilot or op != "state"):
                 if op != "state" or not self._release_io_for_driver_locked():
                     self._cond.notify_all()
+        if refusal is not None and conn is not None:
+            self._drop(conn)  # never registered: no process to mark gone, none to blame
+
+    def _check_token_locked(self, msg: dict) -> str | None:
+        """Why a hello is refused (None: accepted)."""
+        name, token = msg["name"], msg.get("token")
+        expected = self._tokens.get(name)
+        if token is not None and expected is not None:
+            if hmac.compare_digest(token.encode(), expected.encode()):
+                return None
+            return f"clock hello from {name!r} with a wrong token: refused"
+        if self.tokens_required:
+            return (
+                f"clock hello from {name!r} without the token its launcher gave it "
+                f"({clockproto.ENV_TOKEN}): refused on the TCP endpoint {self.endpoint}"
+            )
+        return None
 
     def _release_io_for_driver_locked(self) -> bool:
         """A state report made a release possible while the driver waits with nothing
@@ -854,3 +900,17 @@ class FacadeClock:
 
     def call_at(self, deadline_ns: int, fn: Callable[[], None]):  # type: ignore[no-untyped-def]
         return self._clock.call_at(max(deadline_ns, self._clock.now_ns), fn)
+
+
+def _private_socket_dir() -> str | None:
+    """A new 0700 directory whose ``clock`` socket path fits in sockaddr_un: under
+    TMPDIR, or a short system directory when TMPDIR is long; None if there is none."""
+    for parent in (None, *_SHORT_SOCKET_DIRS):
+        try:
+            path = tempfile.mkdtemp(prefix="timewarp-clock-", dir=parent)
+        except OSError:
+            continue
+        if len(os.path.join(path, "clock")) <= _MAX_SOCKET_PATH:
+            return path
+        os.rmdir(path)
+    return None

@@ -4,21 +4,22 @@ kubelet that admits bound pods.
 Translation (timewarp's workload extension, documented in ``docs/broker.md``):
 
 - a compute resource becomes a Ready Node named after the host (lowercased, invalid
-  characters replaced by ``-``); ``cpu`` from the host's ``core`` property (default 1),
-  ``memory`` from its ``memory`` property (default 4Gi), ``nvidia.com/gpu`` from ``gpu``;
-  every other host property ``p`` becomes the annotation ``timewarp.io/<p>`` (``_`` -> ``-``)
-  and, when it is a valid label value, the label of the same name
-  (``node_class`` -> ``timewarp.io/node-class``);
-- a submitted job becomes a Pending Pod named by :func:`broker.naming.pod_name`, with
-  ``schedulerName`` from the profile's ``scheduler`` (Batkube's convention; default
-  ``default-scheduler``), container requests from ``cpu``/``memory``, and, from the job or
-  else its profile: ``namespace``, ``labels``, ``annotations``, ``image``,
-  ``priorityClassName``, ``nodeSelector``, ``tolerations``, ``replicaset`` (owner name:
-  adds an ``ownerReferences`` entry to that ReplicaSet);
-- a binding is admitted by the kubelet model iff the node's allocatable covers the
-  requests of the pods running there plus this one; admitted pods turn Running and their
-  job is executed on that node (EXECUTE_JOB); refused ones fail with ``OutOfcpu`` /
-  ``OutOfmemory`` like a real kubelet, and their job is rejected (REJECT_JOB) — no
+  characters replaced by ``-``), shaped by its properties (``broker/node_shape.py``:
+  ``core``/``memory``/``gpu``/``allocatable``, ``labels``, ``taints``,
+  ``unschedulable``); every other host property ``p`` becomes the annotation
+  ``timewarp.io/<p>`` (``_`` -> ``-``) and, when it is a valid label value, the label of
+  the same name (``node_class`` -> ``timewarp.io/node-class``);
+- a submitted job becomes a Pending Pod named by :func:`broker.naming.pod_name`, built by
+  ``broker/pod_shape.py`` from the job's (else its profile's) fields: ``scheduler``
+  (Batkube's convention; default ``default-scheduler``), ``cpu``/``memory``,
+  ``requests``/``limits``, ``namespace``, ``labels``, ``annotations``, ``image``,
+  ``priorityClassName``, ``nodeSelector``, ``tolerations``, a partial ``pod`` merged over
+  it; ``replicaset`` (owner name) adds an ``ownerReferences`` entry to that ReplicaSet;
+- a bound pod goes once through the kubelet's admission (``broker/kubelet_admission.py``: every
+  requested resource and the pod count, node selector and required affinity, host
+  ports, NoExecute taints); admitted pods turn Running and their job is executed on that
+  node (EXECUTE_JOB); refused ones fail with the kubelet's reason (``OutOfcpu``,
+  ``OutOfnvidia.com/gpu``, ``NodeAffinity``…) and their job is rejected (REJECT_JOB) — no
   silent over-allocation;
 - JOB_COMPLETED turns the pod Succeeded (or Failed) with a terminated container state;
   evicting or deleting a running pod kills its job (KILL_JOB).
@@ -48,72 +49,56 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 import threading
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
 from procset import ProcSet
 
-from broker import k8s_events, naming
+from broker import k8s_events, naming, pod_lifecycle, podutil
+from broker import kubelet_admission as admission
+from broker.deployment_controller import DeploymentController
 from broker.facade import Facade
 from broker.facade.errors import not_found
-from broker.facade.objects import make_node
 from broker.job_controller import JobController
+from broker.node_shape import build_node, node_name_for, node_shape
+from broker.pod_shape import DEFAULT_IMAGE, build_pod
 from broker.quantity import parse_quantity
+from broker.replicaset_controller import ReplicaSetController
+from broker.services import ServiceDriver
+from broker.shape_rules import ShapeError
 from simulator import protocol as p
 
 JOB_ID_ANNOTATION = "timewarp.io/job-id"
 DURATION_ANNOTATION = "timewarp.io/duration"
 NOT_SIMULATED = "NotSimulated"  # reason of the Warning Event on pods outside Batsim
 RS_LABEL = "timewarp.io/replicaset"
-DEFAULT_CPU = "1"
-DEFAULT_MEMORY = "4Gi"
-DEFAULT_IMAGE = "registry.timewarp.invalid/simulated-job:latest"
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_POD_FIELDS = (
-    "namespace",
-    "labels",
-    "annotations",
-    "image",
-    "priorityClassName",
-    "nodeSelector",
-    "tolerations",
-    "replicaset",
-)
-
-
-def node_name_for(host: str) -> str:
-    name = re.sub(r"[^a-z0-9.-]", "-", host.lower()).strip("-.") or "node"
-    return name[:253]
-
-
-def _cpu_millis(value: Any) -> int:
-    return int(parse_quantity(str(value)) * 1000)
 
 
 def _bytes(value: Any) -> int:
     return int(parse_quantity(str(value)))
 
 
-def _cpu_text(value: Any) -> str:
-    """Batkube writes cpu as "1", "4000m" or 0.188: keep it a Kubernetes quantity."""
-    if isinstance(value, float):
-        return f"{int(round(value * 1000))}m"
-    return str(value)
-
-
 @dataclass
 class NodeInfo:
+    """The kubelet's side of a node: its allocatable and what its admitted pods take
+    (``used["pods"]`` counts them), in the kubelet's units (see ``broker.kubelet``)."""
+
     name: str
     resource_id: int
-    cpu_m: int
-    memory: int
+    allocatable: dict[str, int]
     ip: str
     labels: dict[str, str] = field(default_factory=dict)
-    used_cpu_m: int = 0
-    used_memory: int = 0
+    used: dict[str, int] = field(default_factory=dict)
+    host_ports: list[admission.HostPort] = field(default_factory=list)
+
+    @property
+    def cpu_m(self) -> int:
+        return self.allocatable.get("cpu", 0)
+
+    @property
+    def used_cpu_m(self) -> int:
+        return self.used.get("cpu", 0)
 
 
 @dataclass
@@ -121,16 +106,28 @@ class JobPod:
     job_id: str
     namespace: str
     name: str
-    cpu_m: int
-    memory: int
+    requests: dict[str, int]  # effective requests, the kubelet's units
     usage: dict[str, Any] | None
     node: str | None = None
-    state: str = "pending"  # pending | running | done | rejected | killed
+    state: str = "pending"  # pending | starting | running | done | rejected | killed
     started_ns: int | None = None
     labels: dict[str, str] = field(default_factory=dict)
     raw_job: dict[str, Any] | None = None  # the Batsim job object (to restart it)
     service_s: float | None = None  # replacement "remaining": how long the service lasts
     service_end_ns: int | None = None  # ... and when it ends (set once it first ran)
+    counted: bool = True  # its Batsim job keeps the simulation going (in open_jobs)
+    deferred: bool = False  # a ReplicaSet's pod: its Batsim job is registered when it starts
+    plan: Any = None  # pod_lifecycle.StartPlan of a pod whose start takes time
+    service_over: bool = False  # a service's pod that started after the service ended
+    host_ports: tuple[admission.HostPort, ...] = ()
+
+    @property
+    def cpu_m(self) -> int:
+        return self.requests.get("cpu", 0)
+
+    @property
+    def memory(self) -> int:
+        return self.requests.get("memory", 0)
 
 
 @dataclass
@@ -152,6 +149,8 @@ class Stats:
 class Cluster:
     """Mirror of the Batsim platform and workload in the facade's store."""
 
+    JOB_ID = JOB_ID_ANNOTATION
+
     facade: Facade
     now_ns: Any  # () -> int, virtual time
     nodes: dict[str, NodeInfo] = field(default_factory=dict)
@@ -160,6 +159,7 @@ class Cluster:
     profiles: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     stats: Stats = field(default_factory=Stats)
     all_submitted: bool = False
+    services: ServiceDriver | None = None  # the workload's services with traffic
 
     def __post_init__(self) -> None:
         self._running: dict[tuple[str, str], JobPod] = {}
@@ -175,6 +175,8 @@ class Cluster:
         self._node_sum: dict[str, list[int]] = {}
         self._dirty_nodes: set[str] = set()
         self._lock = threading.Lock()  # the lists the facade's hooks fill
+        self._node_objects: dict[str, dict[str, Any]] = {}  # the store's Nodes, by name
+        self.facade.store.add_listener(self._on_commit)
         # The cluster's state: the driver's steps and, with admit_bindings_at_once, the
         # binding requests that admit their pod themselves.
         self.state_lock = threading.RLock()
@@ -190,52 +192,44 @@ class Cluster:
         self._rest_profiles = itertools.count(1)  # profiles of replacements serving the rest
         self._replacements: dict[str, int] = {}  # original job id -> replacements made
         self.controller = JobController(self.facade.store, self.facade.clock, self)
+        self.timeline = pod_lifecycle.Timeline(self.facade.clock)
+        self.kubelet = pod_lifecycle.Kubelet(self)
+        self._replaced: set[tuple[str, str]] = set()  # workload pods replaced while Terminating
+        self._terminations: list[tuple[str, str]] = []  # DELETEs made graceful, to carry out
+        self.replicasets = ReplicaSetController(self.facade.store, self.facade.clock, self)
+        self.deployments = DeploymentController(self.facade.store, self.facade.clock)
         hooks = self.facade.hooks
         hooks.on_bind = self._on_bind
         hooks.on_evict = self._on_remove
         hooks.on_delete_pod = self._on_remove
         hooks.on_create = self._on_create
+        hooks.on_terminate_pod = self._on_terminate
 
     # ------------------------------------------------------------- Batsim side
     def begin(self, data: p.SimulationBegins) -> None:
         self.profiles = data.profiles
         self.dynamic_jobs = bool((data.config or {}).get("dynamic-jobs-enabled"))
         self.controller.start()
+        self.replicasets.start()
+        self.deployments.start()
+        if self.services:
+            self.services.begin()
         store = self.facade.store
         for index, res in enumerate(data.compute_resources):
-            props = dict(res.get("properties") or {})
-            name = node_name_for(str(res.get("name", f"node-{res['id']}")))
+            host = str(res.get("name", f"node-{res['id']}"))
+            name = node_name_for(host)
             if name in self.nodes:
                 name = f"{name}-{res['id']}"
-            cpu = str(props.pop("core", DEFAULT_CPU))
-            memory = str(props.pop("memory", DEFAULT_MEMORY))
-            gpu = props.pop("gpu", None)
-            props.pop("role", None)
-            labels, annotations = {}, {}
-            for key, value in sorted(props.items()):
-                k = f"timewarp.io/{str(key).replace('_', '-').lower()}"
-                annotations[k] = str(value)
-                if len(str(value)) <= 63 and _LABEL_VALUE.match(str(value)):
-                    labels[k] = str(value)
+            try:
+                shape = node_shape(res.get("properties") or {})
+            except ShapeError as exc:
+                raise ShapeError(f"host {host!r}: prop {exc.field}", exc.message) from None
             ip = f"10.{(index >> 16) & 255}.{(index >> 8) & 255}.{index & 255}"
-            node = make_node(name, cpu=cpu, memory=memory, labels=labels, address=ip)
-            node["metadata"]["annotations"] = {
-                **annotations,
-                "timewarp.io/resource-id": str(res["id"]),
-            }
-            if gpu is not None:
-                for section in ("capacity", "allocatable"):
-                    node["status"][section]["nvidia.com/gpu"] = str(gpu)
+            node = build_node(name, shape, ip, int(res["id"]))
             store.create("nodes", node, copy=False)
-            self.nodes[name] = NodeInfo(
-                name,
-                int(res["id"]),
-                _cpu_millis(cpu),
-                _bytes(memory),
-                ip,
-                node["metadata"]["labels"],
-            )
-            self.stats.capacity_cores += _cpu_millis(cpu) / 1000
+            info = NodeInfo(name, int(res["id"]), shape.amounts(), ip, node["metadata"]["labels"])
+            self.nodes[name] = info
+            self.stats.capacity_cores += info.cpu_m / 1000
 
     def submit(self, data: p.JobSubmitted) -> None:
         if data.job_id in self.jobs:
@@ -243,40 +237,16 @@ class Cluster:
         job = data.job
         workload = data.job_id.split("!", 1)[0]
         profile = data.profile or self.profiles.get(workload, {}).get(str(job.get("profile")), {})
-        spec = {k: profile[k] for k in _POD_FIELDS if k in profile}
-        spec.update({k: job[k] for k in _POD_FIELDS if k in job})
-        cpu = _cpu_text(job.get("cpu", profile.get("cpu", DEFAULT_CPU)))
-        memory = str(job.get("memory", profile.get("memory", "0")))
-        namespace = str(spec.get("namespace", "default"))
         name = naming.pod_name(data.job_id)
-        requests = {"cpu": cpu}
-        if memory not in ("0", ""):
-            requests["memory"] = memory
-        pod: dict[str, Any] = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": name,
-                "namespace": namespace,
-                "labels": dict(spec.get("labels") or {}),
-                "annotations": {**(spec.get("annotations") or {}), JOB_ID_ANNOTATION: data.job_id},
-            },
-            "spec": {
-                "schedulerName": str(
-                    profile.get("scheduler", job.get("scheduler", "default-scheduler"))
-                ),
-                "containers": [
-                    {
-                        "name": "main",
-                        "image": str(spec.get("image", DEFAULT_IMAGE)),
-                        "resources": {"requests": requests},
-                    }
-                ],
-            },
-        }
-        for key in ("priorityClassName", "nodeSelector", "tolerations"):
-            if key in spec:
-                pod["spec"][key] = spec[key]
+        pod = build_pod(data.job_id, name, job, profile)
+        pod["metadata"]["annotations"][JOB_ID_ANNOTATION] = data.job_id
+        namespace = pod["metadata"]["namespace"]
+        spec = {k: profile[k] for k in ("replicaset",) if k in profile}
+        spec.update({k: job[k] for k in ("replicaset",) if k in job})
+        extension = profile.get("timewarp") or {}
+        for key, annotation in pod_lifecycle.PROFILE_KEYS.items():
+            if key in extension:  # start-up and shutdown times (broker/pod_lifecycle.py)
+                pod["metadata"]["annotations"][annotation] = f"{float(extension[key]):g}"
         if "replicaset" in spec:
             rs_name = str(spec["replicaset"])
             pod["metadata"]["labels"][RS_LABEL] = rs_name
@@ -292,7 +262,8 @@ class Cluster:
                 }
             ]
         usage = (profile.get("timewarp") or {}).get("usage")
-        jp = JobPod(data.job_id, namespace, name, _cpu_millis(cpu), _bytes(memory or 0), usage)
+        jp = JobPod(data.job_id, namespace, name, admission.pod_requests(pod), usage)
+        jp.host_ports = tuple(admission.host_ports(pod))
         jp.labels = dict(pod["metadata"]["labels"])
         jp.raw_job = dict(job)
         if (profile.get("timewarp") or {}).get("replacement") == "remaining":
@@ -313,7 +284,7 @@ class Cluster:
             self.stats.core_seconds += jp.cpu_m / 1000 * (self.now_ns() - jp.started_ns) / 1e9
         killed = jp.state == "killed"
         jp.state = "done"
-        self.open_jobs -= 1
+        self._close(jp)
         self.stats.jobs_done += 1
         if killed or self.facade.store.get_or_none("pods", jp.namespace, jp.name) is None:
             return
@@ -321,7 +292,11 @@ class Cluster:
         walltime = data.job_state == "COMPLETED_WALLTIME_REACHED"
         now = self.facade.store.timestamp()
 
+        terminating = False
+
         def finish(pod: dict[str, Any]) -> dict[str, Any]:
+            nonlocal terminating
+            terminating = bool(pod["metadata"].get("deletionTimestamp"))
             status = pod.setdefault("status", {})
             status["phase"] = "Succeeded" if ok else "Failed"
             if walltime:
@@ -349,13 +324,24 @@ class Cluster:
             return pod
 
         self.facade.store.update("pods", jp.namespace, jp.name, finish, copy=False)
+        if terminating:
+            # a Terminating pod whose container ends: the kubelet removes it now
+            self.facade.store.delete("pods", jp.namespace, jp.name)
+            self.pods.pop((jp.namespace, jp.name), None)
 
     def all_done(self) -> bool:
         """Every static job was submitted, every Batsim job ended, and no more can appear
         (no Job controller still needs simulated pods). O(1) but for the Jobs."""
         if not self.all_submitted or self.open_jobs:
             return False
-        return not self._can_register() or not self.controller.keeps_simulation_alive()
+        if self.services and self.services.keeps_simulation_alive(self.now_ns()):
+            return False  # a service still gets traffic
+        if not self._can_register():
+            return True
+        return not (
+            self.controller.keeps_simulation_alive()
+            or self.replicasets.keeps_simulation_alive(self.now_ns())
+        )
 
     def process_pending(self) -> bool:
         """Whether :meth:`process` would do anything now (quick; no store access)."""
@@ -391,6 +377,22 @@ class Cluster:
                 pass
             self.refresh_metrics()
 
+    def _on_terminate(self, namespace: str, pod: str, grace: int | None) -> dict[str, Any] | None:
+        """A DELETE or eviction (request thread): a pod on a node goes gracefully — marked
+        Terminating now, its containers stopped by the kubelet model (in the request in
+        deterministic mode, else at the next step). None: it is deleted at once."""
+        marked = self.kubelet.mark_terminating(namespace, pod, grace)
+        if marked is None:
+            return None
+        with self._lock:
+            self._terminations.append((namespace, pod))
+        if self._admit_on_bind:
+            with self.state_lock:
+                while self.process():
+                    pass
+                self.refresh_metrics()
+        return marked
+
     def _on_remove(self, namespace: str, pod: str) -> None:
         obj = self.facade.store.get_or_none("pods", namespace, pod)
         with self._lock:
@@ -406,9 +408,15 @@ class Cluster:
     # ------------------------------------------------------------- kubelet
     def has_work(self) -> bool:
         with self._lock:
-            if self._bindings or self._removed or self._created:
+            if self._bindings or self._removed or self._created or self._terminations:
                 return True
-        return self.controller.has_work()
+        if self.timeline.due(self.now_ns()):
+            return True
+        if self.services and self.services.has_dirty():
+            return True
+        return (
+            self.controller.has_work() or self.deployments.has_work() or self.replicasets.has_work()
+        )
 
     def process(self) -> bool:
         """Adopt pods the API created, apply kills and recorded bindings (kubelet
@@ -418,6 +426,7 @@ class Cluster:
             created, self._created = self._created, []
             bindings, self._bindings = self._bindings, []
             removed, self._removed = self._removed, []
+            terminations, self._terminations = self._terminations, []
         for namespace, name in created:
             pod = self.facade.store.get_or_none("pods", namespace, name)
             if pod is not None and (namespace, name) not in self.pods:
@@ -429,9 +438,22 @@ class Cluster:
             self._removed_pod(namespace, pod, obj)
         for namespace, pod, node in bindings:
             self._admit(namespace, pod, node)
-        did = bool(bindings or removed or created)
+        for namespace, pod in terminations:
+            self.kubelet.terminate(namespace, pod)
+        steps = self.timeline.take_due(self.now_ns())
+        for step, namespace, pod, uid in steps:
+            self.kubelet.step(step, namespace, pod, uid)
+        did = bool(bindings or removed or created or terminations or steps)
         if self.controller.reconcile():
             did = True
+        if self.deployments.reconcile():
+            did = True
+        if self.replicasets.reconcile():
+            did = True
+        if self.services and self.services.has_dirty():
+            # a service's pods changed: the traffic model learns it at this instant
+            self._metrics_at = None
+            self.refresh_metrics()
         if self._can_register() and self.all_done():
             self.registration_finished = True
             self._decisions.append(p.Notify("registration_finished"))
@@ -459,9 +481,9 @@ class Cluster:
         return self._can_register() and self.pod_duration(template)[0] is not None
 
     def create_controlled_pod(self, pod: dict[str, Any]) -> dict[str, Any]:
-        """For the Job controller: store a pod it made and adopt it (annotated with its
-        job id as it is stored: one write, not two)."""
-        simulated = self._simulation_plan(pod)[0] is not None
+        """For the Job and ReplicaSet controllers: store a pod it made and adopt it
+        (annotated with its job id as it is stored: one write, not two)."""
+        simulated = self._simulation_plan(pod)[0] is not None and not _defers(pod)
 
         def annotate(obj: dict[str, Any]) -> None:
             if simulated:
@@ -473,6 +495,31 @@ class Cluster:
         created = self.facade.store.create("pods", pod, namespace=namespace, prepare=annotate)
         self._adopt(created)
         return created
+
+    def terminate_pod(self, namespace: str, name: str) -> None:
+        """For the ReplicaSet controller: delete a pod as a DELETE with default options
+        (gracefully, see ``broker.pod_lifecycle``)."""
+        if self.kubelet.mark_terminating(namespace, name, None) is None:
+            self.delete_controlled_pod(namespace, name)
+        else:
+            self.kubelet.terminate(namespace, name)
+
+    def pod_terminating(self, namespace: str, name: str, pod: dict[str, Any]) -> None:
+        """For the kubelet: ``pod`` stays Terminating a while. A workload ReplicaSet's pod
+        is replaced now (a ReplicaSet does not count a Terminating pod)."""
+        meta = pod["metadata"]
+        owner = next(
+            (o for o in meta.get("ownerReferences") or [] if o.get("kind") == "ReplicaSet"), None
+        )
+        if owner is not None and RS_LABEL in (meta.get("labels") or {}):
+            self._replaced.add((namespace, name))
+            self._replace_pod(namespace, pod, owner, self.pods.get((namespace, name)))
+
+    def may_create_for(self, template: dict[str, Any]) -> bool:
+        """For the ReplicaSet controller: whether pods from ``template`` are still wanted
+        (not once the service they serve ended)."""
+        end, _ = pod_lifecycle.serve_until_s(template)
+        return end is None or end * 1e9 > self.now_ns()
 
     def delete_controlled_pod(self, namespace: str, name: str) -> None:
         """For the Job controller: delete a pod now, killing or rejecting its job."""
@@ -487,14 +534,33 @@ class Cluster:
         long it runs and the simulator can take it, else it runs until deleted."""
         meta = pod["metadata"]
         namespace, name = meta.get("namespace", "default"), meta["name"]
-        cpu_m, memory = self._requests(pod)
-        jp = JobPod("", namespace, name, cpu_m, memory, None)
+        jp = JobPod("", namespace, name, admission.pod_requests(pod), None)
+        jp.host_ports = tuple(admission.host_ports(pod))
         jp.labels = dict(meta.get("labels") or {})
         self.pods[(namespace, name)] = jp
         duration, why = self._simulation_plan(pod)
         if duration is None:
             self._not_simulated(pod, why)
             return jp
+        if _defers(pod):
+            # A ReplicaSet replaces its pods for ever: they do not keep the simulation
+            # going, and one becomes a Batsim job when it starts (a pod that never
+            # starts never holds up the end of the simulation).
+            jp.counted, jp.deferred = False, True
+            return jp
+        job_id = self._register_api_pod(jp, pod, duration)
+        if (meta.get("annotations") or {}).get(JOB_ID_ANNOTATION) != job_id:
+
+            def annotate(obj: dict[str, Any]) -> None:
+                obj["metadata"].setdefault("annotations", {})[JOB_ID_ANNOTATION] = job_id
+
+            self.facade.store.update("pods", namespace, name, annotate, copy=False)
+        return jp
+
+    def _register_api_pod(self, jp: JobPod, pod: dict[str, Any], duration: float) -> str:
+        """REGISTER_JOB ``k8s!<namespace>.<pod>`` (and its ``delay-<s>`` profile, once)."""
+        meta = pod["metadata"]
+        namespace, name = meta.get("namespace", "default"), meta["name"]
         job_id = naming.api_pod_job_id(namespace, name)
         profile = f"delay-{duration:.15g}"
         if profile not in self._profiles:
@@ -514,17 +580,38 @@ class Cluster:
         if isinstance(deadline, int) and not isinstance(deadline, bool) and deadline > 0:
             job["walltime"] = deadline
         self._register(jp, job_id, job)
-        if (meta.get("annotations") or {}).get(JOB_ID_ANNOTATION) != job_id:
+        return job_id
 
-            def annotate(obj: dict[str, Any]) -> None:
-                obj["metadata"].setdefault("annotations", {})[JOB_ID_ANNOTATION] = job_id
+    def _register_at_start(self, pod: dict[str, Any], jp: JobPod | None) -> str:
+        """A ReplicaSet's pod starts: its Batsim job is registered now (then executed),
+        or it runs outside Batsim (Warning Event) if it can no longer be one. Returns the
+        job id to annotate the pod with ("" if none)."""
+        if jp is None or not jp.deferred or jp.state not in ("pending", "starting"):
+            return ""
+        jp.deferred = False
+        end, _ = pod_lifecycle.serve_until_s(pod)
+        if end is not None and end * 1e9 <= self.now_ns():
+            jp.service_over = True  # it will stop at once (service_ended), no Batsim job
+            return ""
+        duration, why = self._simulation_plan(pod)
+        if duration is None:
+            self._not_simulated(pod, why)
+            return ""
+        return self._register_api_pod(jp, pod, duration)
 
-            self.facade.store.update("pods", namespace, name, annotate, copy=False)
-        return jp
+    def _lifetime(self, pod: dict[str, Any]) -> tuple[float | None, str]:
+        """How long ``pod`` runs from now: ``timewarp.io/serve-until`` (a service's pod
+        lives until the service ends) or ``timewarp.io/duration``, the earlier if both."""
+        end, why = pod_lifecycle.serve_until_s(pod)
+        duration, why_not = self.pod_duration(pod)
+        if end is None:
+            return (None, why) if why else (duration, why_not)
+        left = max(0.0, round(end - self.now_ns() / 1e9, 6))  # Batsim's times: µs
+        return (left if duration is None else min(left, duration)), ""
 
     def _simulation_plan(self, pod: dict[str, Any]) -> tuple[float | None, str]:
         """How long ``pod`` runs as a Batsim job, or None and why it cannot be one."""
-        duration, why = self.pod_duration(pod)
+        duration, why = self._lifetime(pod)
         if duration is not None and not self.dynamic_jobs:
             why = "the simulator does not accept dynamic jobs (Batsim needs --enable-dynamic-jobs)"
         elif duration is not None and self.registration_finished:
@@ -535,9 +622,15 @@ class Cluster:
         jp.job_id = job_id
         jp.raw_job = job
         self.jobs[job_id] = jp
-        self.open_jobs += 1
+        if jp.counted:
+            self.open_jobs += 1
         self.stats.dynamic_jobs += 1
         self._decisions.append(p.RegisterJob(job_id, job))
+
+    def _close(self, jp: JobPod) -> None:
+        """A Batsim job ended (completed, killed, rejected): one open job less."""
+        if jp.counted:
+            self.open_jobs -= 1
 
     def _not_simulated(self, pod: dict[str, Any], why: str) -> None:
         self.stats.pods_outside_batsim += 1
@@ -565,8 +658,11 @@ class Cluster:
         owner = next(
             (o for o in meta.get("ownerReferences") or [] if o.get("kind") == "ReplicaSet"), None
         )
-        if obj is None or owner is None:
-            return
+        if obj is None or owner is None or RS_LABEL not in (meta.get("labels") or {}):
+            return  # not a workload ReplicaSet's: its controller (if any) does the rest
+        if (namespace, name) in self._replaced:
+            self._replaced.discard((namespace, name))
+            return  # replaced when it began terminating
         if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             return
         self._replace_pod(namespace, obj, owner, jp)
@@ -574,6 +670,9 @@ class Cluster:
     def _end_removed_job(self, jp: JobPod) -> None:
         """A removed pod's job: a running one frees its node and is killed (an API-made
         pod is simply done), a pending one is rejected."""
+        if jp.state == "starting":  # killed before its containers started: it never ran
+            self._release(jp)
+            jp.state = "pending"
         if jp.state == "running":
             self._release(jp)
             if jp.job_id:
@@ -584,7 +683,7 @@ class Cluster:
                 jp.state = "done"
         elif jp.state == "pending" and jp.job_id:
             jp.state = "rejected"
-            self.open_jobs -= 1
+            self._close(jp)
             self._decisions.append(p.RejectJob(jp.job_id))
 
     def _replace_pod(
@@ -596,7 +695,10 @@ class Cluster:
     ) -> None:
         """The ReplicaSet controller: a new Pending pod from the same template. A Batsim
         job restarts as a new (dynamic) job with the same profile — or serves the rest of
-        its time (:meth:`_serve_the_rest`); an API-made pod is adopted as one."""
+        its time (:meth:`_serve_the_rest`); an API-made pod is adopted as one. Not when
+        the ReplicaSet is gone too (e.g. with its namespace): no one replaces the pod."""
+        if self.facade.store.get_or_none("replicasets.apps", namespace, owner["name"]) is None:
+            return
         meta = obj["metadata"]
         annotations = {
             k: v for k, v in (meta.get("annotations") or {}).items() if k != JOB_ID_ANNOTATION
@@ -623,8 +725,10 @@ class Cluster:
             self._adopt(created)  # an API-made pod: its annotations say how long it runs
             return
         assert jp is not None and jp.raw_job is not None
-        cpu_m, memory = self._requests(created)
-        new = JobPod("", namespace, created["metadata"]["name"], cpu_m, memory, jp.usage)
+        new = JobPod(
+            "", namespace, created["metadata"]["name"], admission.pod_requests(created), jp.usage
+        )
+        new.host_ports = tuple(admission.host_ports(created))
         new.labels = dict(created["metadata"].get("labels") or {})
         self.pods[(namespace, new.name)] = new
         if new_id:
@@ -693,106 +797,145 @@ class Cluster:
         )
 
     def _admit(self, namespace: str, pod_name: str, node_name: str) -> None:
-        """The kubelet model for one binding: the pod is refused (Failed, OutOf<resource>)
-        when the node lacks what it requests, else it runs — its resources are taken,
-        its status says Running and Ready, and its Batsim job is executed."""
+        """The kubelet model for one binding (``broker/kubelet_admission.py``): the pod is refused
+        (Failed, with the kubelet's reason: ``OutOf<resource>``, ``NodeAffinity``,
+        ``TaintToleration``…) or it runs — its resources are taken, its status says
+        Running and Ready, and its Batsim job is executed."""
         pod = self.facade.store.get_or_none("pods", namespace, pod_name)
         if pod is None or (pod.get("spec") or {}).get("nodeName") != node_name:
             return  # the binding did not go through
+        jp = self.pods.get((namespace, pod_name))
+        if (jp is not None and jp.state != "pending") or (pod.get("status") or {}).get(
+            "phase", "Pending"
+        ) != "Pending":
+            return  # admitted (or refused) once already: a pod created and bound in one step
         self.stats.bindings += 1
         node = self.nodes[node_name]
-        jp = self.pods.get((namespace, pod_name))
-        cpu_m, memory = self._requests(pod) if jp is None else (jp.cpu_m, jp.memory)
+        requests = admission.pod_requests(pod) if jp is None else jp.requests
         now = self.facade.store.timestamp()
-        short = self._shortfall(node, cpu_m, memory)
-        if short is not None:
-            self._refuse(namespace, pod_name, jp, short, now)
+        refusal = admission.admit(pod, requests, self._node_view(node))
+        if refusal is not None:
+            self._refuse(pod, jp, refusal, now)
             return
-        node.used_cpu_m += cpu_m
-        node.used_memory += memory
-        self.facade.store.update(
-            "pods", namespace, pod_name, lambda obj: _running_status(obj, node, now), copy=False
-        )
-        self._track_running(namespace, pod_name, pod, jp, node, cpu_m, memory)
+        if jp is None:  # a pod the broker did not adopt (created bound, say)
+            jp = JobPod("", namespace, pod_name, requests, None)
+            jp.host_ports = tuple(admission.host_ports(pod))
+            jp.labels = dict(pod["metadata"].get("labels") or {})
+            self.pods[(namespace, pod_name)] = jp
+        _take(node.used, jp.requests, +1)  # its requests, a pod slot, its host ports
+        node.host_ports.extend(jp.host_ports)
+        jp.node = node.name
+        if self.kubelet.admit(pod, jp, node):
+            return  # its containers start later (pod_lifecycle)
+        self._start(namespace, pod_name, pod, jp, node, now)
 
-    @staticmethod
-    def _shortfall(node: NodeInfo, cpu_m: int, memory: int) -> tuple[str, int, int, int] | None:
-        """(resource, requested, used, capacity) of the first resource the node lacks."""
-        if node.used_cpu_m + cpu_m > node.cpu_m:
-            return ("cpu", cpu_m, node.used_cpu_m, node.cpu_m)
-        if node.used_memory + memory > node.memory:
-            return ("memory", memory, node.used_memory, node.memory)
-        return None
-
-    def _refuse(
-        self,
-        namespace: str,
-        pod_name: str,
-        jp: JobPod | None,
-        short: tuple[str, int, int, int],
-        now: str,
-    ) -> None:
-        """The kubelet's refusal: the pod fails with OutOf<resource> and the kubelet's
-        message; its Batsim job, still pending, is rejected."""
-        resource, requested, used, capacity = short
-        reason = f"OutOf{resource}"
-
-        def refuse(obj: dict[str, Any]) -> dict[str, Any]:
-            status = obj.setdefault("status", {})
-            status["phase"] = "Failed"
-            status["reason"] = reason
-            status["message"] = (
-                f"Pod Node didn't have enough resource: {resource}, requested: {requested}, "
-                f"used: {used}, capacity: {capacity}"
-            )
-            status["startTime"] = now
-            return obj
-
-        self.facade.store.update("pods", namespace, pod_name, refuse, copy=False)
-        self.stats.rejected_by_kubelet += 1
-        if jp is not None and jp.state == "pending":
-            jp.state = "rejected"
-            if jp.job_id:
-                self.open_jobs -= 1
-                self._decisions.append(p.RejectJob(jp.job_id))
-
-    def _track_running(
+    def _start(
         self,
         namespace: str,
         pod_name: str,
         pod: dict[str, Any],
-        jp: JobPod | None,
+        jp: JobPod,
         node: NodeInfo,
-        cpu_m: int,
-        memory: int,
+        now: str,
     ) -> None:
-        """A pod that runs: its Batsim job executes on the node's resource (an API-made
-        pod, not a job, runs until deleted), and its usage is published."""
+        """The containers start now and the pod is Ready: its Batsim job executes."""
+        job_id = self._register_at_start(pod, jp)
+
+        def running(obj: dict[str, Any]) -> dict[str, Any]:
+            if job_id:
+                obj["metadata"].setdefault("annotations", {})[JOB_ID_ANNOTATION] = job_id
+            return _running_status(obj, node, now)
+
+        self.facade.store.update("pods", namespace, pod_name, running, copy=False)
+        self._track_running(namespace, pod_name, jp, node)
+        self.service_ended(namespace, pod_name)
+
+    def service_ended(self, namespace: str, pod_name: str) -> None:
+        """A service's pod that started after its service ended exits at once (code 0),
+        outside Batsim: there is nothing left for it to serve."""
+        jp = self.pods.get((namespace, pod_name))
+        if jp is None or not jp.service_over:
+            return
+        self._release(jp)
+        jp.state, jp.service_over = "done", False
+        stamp = self.facade.store.timestamp()
+        self.facade.store.update(
+            "pods",
+            namespace,
+            pod_name,
+            lambda obj: pod_lifecycle.exited_status(obj, stamp, killed=False),
+            copy=False,
+        )
+
+    def _node_view(self, node: NodeInfo) -> admission.NodeView:
+        """The kubelet's node: the Node object as it is now (labels and taints a
+        scheduler may have changed through the API), the platform's allocatable."""
+        obj = self._node_objects.get(node.name) or {}
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        taints = (obj.get("spec") or {}).get("taints") or []
+        return admission.NodeView(
+            node.name,
+            labels if isinstance(labels, dict) else {},
+            taints if isinstance(taints, list) else [],
+            node.allocatable,
+            node.used,
+            node.host_ports,
+        )
+
+    def _on_commit(self, key: str, event: str, obj: dict[str, Any]) -> None:
+        """Store listener (store lock held): keep the Node objects the kubelet reads."""
+        if key == "nodes":
+            name = obj["metadata"]["name"]
+            if event == "DELETED":
+                self._node_objects.pop(name, None)
+            else:
+                self._node_objects[name] = obj  # stored objects are never mutated
+
+    def _refuse(
+        self, pod: dict[str, Any], jp: JobPod | None, refusal: admission.Refusal, now: str
+    ) -> None:
+        """The kubelet's refusal: the pod fails with its reason and message, a Warning
+        Event says why, and its Batsim job, still pending, is rejected."""
+        meta = pod["metadata"]
+
+        def refuse(obj: dict[str, Any]) -> dict[str, Any]:
+            status = obj.setdefault("status", {})
+            status["phase"] = "Failed"
+            status["reason"] = refusal.reason
+            status["message"] = refusal.status_message
+            status["startTime"] = now
+            return obj
+
+        self.facade.store.update("pods", meta["namespace"], meta["name"], refuse, copy=False)
+        k8s_events.emit(
+            self.facade.store,
+            pod,
+            type_="Warning",
+            reason=refusal.reason,
+            message=refusal.message,
+            component="kubelet",
+        )
+        self.stats.rejected_by_kubelet += 1
         if jp is not None and jp.state == "pending":
-            jp.state = "running"
+            jp.state = "rejected"
+            if jp.job_id:
+                self._close(jp)
+                self._decisions.append(p.RejectJob(jp.job_id))
+
+    def _track_running(self, namespace: str, pod_name: str, jp: JobPod, node: NodeInfo) -> None:
+        """A pod whose containers run (its resources were taken at admission): its Batsim
+        job executes on the node's resource (an API-made pod, not a job, runs until
+        deleted), and its usage is published."""
+        if jp.state in ("pending", "starting"):
             jp.node = node.name
             jp.started_ns = self.now_ns()
             if jp.job_id:
                 self.stats.jobs_started += 1
                 self._decisions.append(p.ExecuteJob(jp.job_id, ProcSet(node.resource_id)))
-        elif jp is None:
-            jp = JobPod(
-                "", namespace, pod_name, cpu_m, memory, None, node.name, "running", self.now_ns()
-            )
-            jp.labels = dict(pod["metadata"].get("labels") or {})
-            self.pods[(namespace, pod_name)] = jp
+            jp.state = "running"
         self._running[(namespace, pod_name)] = jp
         self._unpublished[(namespace, pod_name)] = jp
         self._metrics_at = None
-
-    @staticmethod
-    def _requests(pod: dict[str, Any]) -> tuple[int, int]:
-        cpu = memory = Decimal(0)
-        for c in pod.get("spec", {}).get("containers", []):
-            req = (c.get("resources") or {}).get("requests") or {}
-            cpu += parse_quantity(str(req.get("cpu", "0")))
-            memory += parse_quantity(str(req.get("memory", "0")))
-        return int(cpu * 1000), int(memory)
 
     def _release(self, jp: JobPod) -> None:
         key = (jp.namespace, jp.name)
@@ -802,10 +945,11 @@ class Cluster:
             self._curved.pop(key, None)
             self._account(jp, self._pod_usage.pop(key, None), None)
             self.facade.metrics.remove_pod(jp.namespace, jp.name)
-        if jp.node is not None and jp.state in ("running", "killed"):
+        if jp.node is not None and jp.state in ("running", "killed", "starting"):
             node = self.nodes[jp.node]
-            node.used_cpu_m -= jp.cpu_m
-            node.used_memory -= jp.memory
+            _take(node.used, jp.requests, -1)
+            for port in jp.host_ports:
+                node.host_ports.remove(port)
             jp.node = None  # released once
 
     def take_decisions(self) -> list[Any]:
@@ -827,6 +971,8 @@ class Cluster:
             return
         self._metrics_at = now
         board = self.facade.metrics
+        if self.services:
+            self._publish_service_usage(now)
         if len(self._node_sum) != len(self.nodes):  # the first refresh, or new nodes
             for name in self.nodes:
                 if name not in self._node_sum:
@@ -838,6 +984,8 @@ class Cluster:
             self._curves_at = now
             pods = {**self._curved, **pods}
         for key, jp in pods.items():
+            if self.services and self.services.serves(jp.namespace, jp.labels):
+                continue  # its usage comes from the traffic model's ticks
             cpu_n, mem = jp.cpu_m * 1_000_000, jp.memory
             if jp.usage and jp.started_ns is not None:
                 self._curved[key] = jp
@@ -863,6 +1011,38 @@ class Cluster:
                 self._node_usage[name] = list(usage)
                 board.set_node(name, usage[0], usage[1], timestamp_ns=now, labels=node.labels)
 
+    def _publish_service_usage(self, now: int) -> None:
+        """Service pods: the traffic model's sample of the newest visible metrics tick
+        (cpu from the requests served, memory = the pod's request), in metrics.k8s.io
+        and custom.metrics.k8s.io; a pod has no metrics before its first tick, as with
+        metrics-server."""
+        assert self.services is not None
+        board = self.facade.metrics
+        for key, usage in sorted(self.services.refresh(now).items()):
+            jp = self._running.get(key)
+            if jp is None:
+                continue  # gone since the tick
+            sample = (usage.cpu_nanocores, jp.memory)
+            old = self._pod_usage.get(key)
+            self._pod_usage[key] = sample
+            self._account(jp, old, sample)
+            board.set_pod(
+                jp.namespace,
+                jp.name,
+                {usage.container: sample},
+                timestamp_ns=usage.timestamp_ns,
+                window_s=usage.window_s,
+                labels=jp.labels,
+            )
+            board.set_pod_custom(
+                jp.namespace,
+                jp.name,
+                usage.custom,
+                timestamp_ns=usage.timestamp_ns,
+                window_s=usage.window_s,
+                labels=jp.labels,
+            )
+
     def _account(
         self, jp: JobPod, old: tuple[int, int] | None, new: tuple[int, int] | None
     ) -> None:
@@ -875,6 +1055,23 @@ class Cluster:
         total[0] += new_cpu - old_cpu
         total[1] += new_mem - old_mem
         self._dirty_nodes.add(jp.node)
+
+
+def _take(used: dict[str, int], requests: dict[str, int], sign: int) -> None:
+    """Add (sign +1) or give back (-1) a pod's requests and its pod slot."""
+    for name, value in requests.items():
+        used[name] = used.get(name, 0) + sign * value
+    used["pods"] = used.get("pods", 0) + sign
+
+
+def _defers(pod: dict[str, Any]) -> bool:
+    """A pod whose Batsim job is registered when it starts: an API ReplicaSet's (not a
+    workload ReplicaSet's job), or a service's (its length depends on when it starts)."""
+    ref = podutil.controller_of(pod) or {}
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    if ref.get("kind") == "ReplicaSet" and RS_LABEL not in labels:
+        return True
+    return pod_lifecycle.SERVE_UNTIL in ((pod.get("metadata") or {}).get("annotations") or {})
 
 
 def _running_status(obj: dict[str, Any], node: NodeInfo, now: str) -> dict[str, Any]:

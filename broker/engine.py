@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import sys
 import time as _wall
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
@@ -33,7 +33,9 @@ from broker.clock_service import ClockService, ClockStall
 from broker.cluster import Cluster
 from broker.facade import Facade
 from broker.launcher import Launcher, SchedulerFailed
+from broker.services import ServiceDriver
 from simulator import protocol as p
+from simulator.services import ServiceSpec
 
 
 @dataclass
@@ -69,6 +71,7 @@ class Broker:
         log: TextIO | None = None,
         on_progress: Callable[[Progress], None] | None = None,
         batsim_timeout_s: float | None = None,
+        services: Sequence[ServiceSpec] = (),
     ) -> None:
         self.clock = clock
         self.facade = facade
@@ -77,6 +80,9 @@ class Broker:
         self.on_progress = on_progress
         self.batsim_timeout_s = batsim_timeout_s
         self.cluster = Cluster(facade, lambda: clock.now_ns)
+        # the workload's services with traffic (docs/services.md)
+        self.services = ServiceDriver(services, facade.store, facade.clock) if services else None
+        self.cluster.services = self.services
         if clock.mode == "deterministic":
             # the broker's reactions happen while a scheduler is still busy, not while it
             # waits to be let go to read them

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from broker import kubelet_admission as admission
 from broker.clock_service import ClockService, FacadeClock
 from broker.engine import Broker
 from broker.facade import Facade
@@ -68,7 +69,7 @@ class InProcessRun:
         bound = False
         for pod in pods:
             ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
-            need = self.cluster._requests(pod)[0]
+            need = admission.pod_requests(pod).get("cpu", 0)
             node = max(sorted(free), key=lambda n: free[n])
             if free[node] < need:
                 continue

@@ -85,7 +85,7 @@ class Launcher:
         if not argv:
             raise ValueError("empty scheduler command")
         name = name or f"scheduler-{len(self.processes)}"
-        self.facade.add_token(name)
+        token = self.facade.add_token(name)
         kubeconfig = self.out_dir / f"{name}.kubeconfig"
         self.facade.write_kubeconfig(kubeconfig, name)
         if self.extra_kubeconfig is not None and not self.processes:
@@ -108,7 +108,8 @@ class Launcher:
                 env, patch_modules=self.patch_modules, freeze_unpatched=self.freeze_unpatched
             )
             wrapped = launch.resolve_command(argv)
-            self.clock.expect(name)
+            # one credential per process: its facade token also opens the clock
+            env[clockproto.ENV_TOKEN] = self.clock.expect(name, token)
         proc = SchedulerProcess(name, argv, self.out_dir / f"{name}.log", kubeconfig)
         log = open(proc.log_path, "wb")  # noqa: SIM115 - owned by the child
         try:

@@ -136,6 +136,7 @@ class RealtimeBroker(Broker):
         self.rt_clock = rt_clock
         self.step_ns = step_ns
         self.cluster = Cluster(self.facade, rt_clock.now_ns)
+        self.cluster.services = self.services
         self._calls: set[float] = set()
         self.settle_s = 0.2
         self.startup_timeout_s = 120.0

@@ -50,7 +50,7 @@ def run_standalone(
     child_env[clockproto.ENV_ENDPOINT] = clock.endpoint
     child_env[clockproto.ENV_NAME] = name
     child_env[clockproto.ENV_BROKER_PID] = str(os.getpid())
-    clock.expect(name)
+    child_env[clockproto.ENV_TOKEN] = clock.expect(name)
     started = _wall.perf_counter()
     try:
         proc = subprocess.Popen(list(argv), env=child_env)

@@ -190,16 +190,19 @@ class _BrokerRun(_Simulation):
         """``NAME.kubeconfig`` and ``NAME.env`` for a scheduler started by hand; time
         waits for it to connect (the clock expects it, as the launcher's own)."""
         kubeconfig = self.out / f"{name}.kubeconfig"
+        token = parts.endpoint.add_token(name)
         parts.endpoint.write_kubeconfig(kubeconfig, name)
         env = {
             "KUBECONFIG": str(kubeconfig.resolve()),
             clockproto.ENV_ENDPOINT: parts.clock.endpoint,
+            # one credential per process, as the launcher gives: its facade token
+            clockproto.ENV_TOKEN: parts.clock.expect(name, token),
             clockproto.ENV_BROKER_PID: str(os.getpid()),
             clockproto.ENV_FACADE: f"{parts.endpoint.host}:{parts.endpoint.port}",
         }
         text = "".join(f"export {key}={shlex.quote(value)}\n" for key, value in env.items())
-        write_text_atomically(self.out / f"{name}.env", text)
-        parts.clock.expect(name)
+        # it holds credentials: readable by its owner only, as the kubeconfig
+        write_text_atomically(self.out / f"{name}.env", text, private=True)
 
     def _start_simulator(self, endpoint: str):  # type: ignore[no-untyped-def]
         import zmq
@@ -226,10 +229,6 @@ class _BrokerRun(_Simulation):
         lines += [f"  {i}. {step}" for i, step in enumerate(steps, 1)]
         print("\n".join(lines), file=sys.stderr, flush=True)
         return None
-
-    def _start_broker(self, parts: _Wiring):  # type: ignore[no-untyped-def]
-        self._parts = parts  # for _start_simulator, which simulate's step calls
-        return super()._start_broker(parts)
 
     def _watch_simulator(self, broker) -> None:  # type: ignore[no-untyped-def]
         """A simulator started by hand that goes away (a crash, Ctrl-C in its terminal)

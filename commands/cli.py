@@ -23,7 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("commands.run", "run a program under virtual time (import hook + runtime)"),
     "patch": ("patcher.cli", "rewrite Python sources so their time calls use the virtual clock"),
     "sim": ("simulator.cli", "the embedded Batsim-compatible simulator (batsim's flags)"),
-    "workload": ("simulator.workload_cli", "import and generate workloads and platforms"),
+    "workload": ("commands.workload", "import and generate workloads and platforms"),
     "broker": (
         "commands.broker",
         "the broker alone (Batsim decision process + Kubernetes API) for a simulator and "

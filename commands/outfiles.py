@@ -45,5 +45,12 @@ def write_atomically(path: Path, write: Callable[[Path], object]) -> None:
         raise
 
 
-def write_text_atomically(path: Path, text: str) -> None:
-    write_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+def write_text_atomically(path: Path, text: str, *, private: bool = False) -> None:
+    """``private``: readable by the owner only (0600), for a file holding credentials."""
+
+    def write(tmp: Path) -> None:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o666)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+
+    write_atomically(path, write)

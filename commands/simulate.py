@@ -37,6 +37,7 @@ from commands.outfiles import (
     write_text_atomically,
 )
 from commands.run import add_time_arguments
+from commands.services_report import SERVICES_CSV, plot_services, write_rows
 from commands.stopping import Interrupted, StopSignals
 from timewarp import __version__
 
@@ -181,6 +182,12 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"no such file: {exc.filename}")
     except (PlatformError, WorkloadError) as exc:
         return _fail(str(exc))
+    from broker.input_check import InputError, check_inputs
+
+    try:  # the Kubernetes side: node and pod shapes, pods that could never run
+        check_inputs(platform, workloads)
+    except InputError as exc:
+        return _fail(str(exc))
     from broker.modes_cli import ModeArgumentError, check_mode_arguments
 
     try:
@@ -190,11 +197,17 @@ def run(args: argparse.Namespace) -> int:
     if args.batsim and shutil.which(args.batsim) is None:
         return _fail(f"--batsim: program not found: {args.batsim!r}")
     total_jobs = sum(len(w.jobs) for w in workloads)
+    services = [s for w in workloads for s in w.services]
+    names = [s.name for s in services]
+    duplicate = next((n for n in names if names.count(n) > 1), None)
+    if duplicate is not None:
+        return _fail(f"service {duplicate!r} is declared in more than one workload file")
     try:
         check_output_dir(out)
     except OutputDirError as exc:
         return _fail(str(exc))
-    return _Simulation(args, out, total_jobs, [host.name for host in platform.compute]).run()
+    node_names = [host.name for host in platform.compute]
+    return _Simulation(args, out, total_jobs, node_names, services).run()
 
 
 class _Wiring:
@@ -221,24 +234,32 @@ class _Simulation:
     (:meth:`_report`)."""
 
     prog = "timewarp simulate"
+    _parts: _Wiring | None = None
 
     def __init__(
-        self, args: argparse.Namespace, out: Path, total_jobs: int, node_names: list[str]
+        self,
+        args: argparse.Namespace,
+        out: Path,
+        total_jobs: int,
+        node_names: list[str],
+        services: list | None = None,
     ) -> None:
         self.args = args
         self.out = out
         self.total_jobs = total_jobs
         self.node_names = node_names  # resource id -> host name (the plots' labels)
+        self.services = services or []  # the workloads' services with traffic
         self.sim_proc: subprocess.Popen | _EmbeddedSimulator | None = None
 
     def run(self) -> int:
-        for name in (*OUT_FILES, *PLOT_FILES):  # an earlier run's must not pass for this one's
+        for name in (*OUT_FILES, *PLOT_FILES, SERVICES_CSV):  # an earlier run's must not
+            # pass for this one's
             (self.out / name).unlink(missing_ok=True)
         from broker.launcher import SchedulerFailed
         from commands.guards import StopAt
 
         started = self.started = _wall.perf_counter()
-        parts = _Wiring()
+        parts = self._parts = _Wiring()
         result = None
         reason = ""
         stopped_at: StopAt | None = None
@@ -355,6 +376,7 @@ class _Simulation:
             facade=parts.facade,
             launcher=parts.launcher,
             rt_clock=parts.rt_clock,
+            services=self.services,
         )
         self._watch_progress(parts, progress)
         self.sim_proc = self._start_simulator(parts.broker.endpoint)
@@ -453,6 +475,11 @@ class _Simulation:
         guard = getattr(self, "no_progress", None)
         warnings = list(guard.reports) if guard is not None else []
         refused: list[str] = []
+        service_plots = None
+        try:
+            service_plots = self._write_services(figures)
+        except OSError as exc:
+            refused.append(f"{SERVICES_CSV} ({exc.strerror or exc})")
         try:
             self._write_manifest(figures, ok, reason, wall, warnings)
         except OSError as exc:
@@ -464,6 +491,8 @@ class _Simulation:
                     figures["plots_s"] = round(_wall.perf_counter() - started, 2)
                 else:
                     figures["plots"] = "none (no job ran)"
+                if service_plots:
+                    service_plots()
             except OSError as exc:
                 refused.append(f"plots ({exc.strerror or exc})")
             except Exception as exc:  # plots are a bonus: never lose the run for them
@@ -481,7 +510,33 @@ class _Simulation:
             )
         if not self.args.quiet or not ok or figures["outputs"] != "complete" or refused:
             report.print_summary(figures, sys.stderr, title=self.prog)
+            self._print_services(figures)
         return not refused
+
+    def _print_services(self, figures: dict) -> None:
+        for name, web in sorted((figures.get("services") or {}).items()):
+            share = web["failed"] / web["requests"] if web["requests"] else 0.0
+            print(
+                f"service {name}: {web['requests']:,} requests, {web['failed']:,} failed "
+                f"({share:.2%}), {web['model']} model; per tick in {self.out / SERVICES_CSV}",
+                file=sys.stderr,
+            )
+
+    def _write_services(self, figures: dict):  # type: ignore[no-untyped-def]
+        """out_services.csv (whatever ticks closed, even after a failure) and the
+        services' figures in the manifest; returns the plotting step, if any."""
+        driver = getattr(self._parts.broker, "services", None) if self._parts else None
+        if driver is None:
+            return None
+        driver.finish()
+        path = self.out / SERVICES_CSV
+        write_rows(path, driver.rows)
+        figures["services"] = driver.summary()
+        figures["traffic_model_cpu_s"] = round(driver.cpu_s, 3)
+        if self.args.no_plots:
+            return None
+        timeouts = {s.name: s.traffic.timeout for s in self.services}
+        return lambda: plot_services(path, self.out, timeouts)
 
     # ----------------------------------------------------------------- simulator
     _sim_failure = ""

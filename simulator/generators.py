@@ -155,7 +155,10 @@ def _host(name: str, speed: str, props: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-def platform_xml(nodes: list[tuple[str, dict[str, str]]], speed: str = "1Gf") -> str:
+Node = tuple[str, dict[str, str]]  # host name, props
+
+
+def platform_xml(nodes: list[Node], speed: str = "1Gf") -> str:
     """A SimGrid 4.1 platform: a master host plus ``nodes`` (name, props)."""
     hosts = [_host("master_host", speed, {"role": "master"})]
     hosts += [_host(name, speed, props) for name, props in nodes]
@@ -167,24 +170,26 @@ def platform_xml(nodes: list[tuple[str, dict[str, str]]], speed: str = "1Gf") ->
     )
 
 
+def homogeneous_nodes(count: int, *, cores: int = 1, memory: str = "4Gi") -> list[Node]:
+    """``count`` identical nodes ``node0``…, Batkube's ``core``/``memory`` props."""
+    width = len(str(count - 1))
+    return [(f"node{i:0{width}d}", {"core": str(cores), "memory": memory}) for i in range(count)]
+
+
 def homogeneous_platform(
     count: int, *, cores: int = 1, memory: str = "4Gi", speed: str = "1Gf"
 ) -> str:
-    """``count`` identical nodes ``node0``…, Batkube's ``core``/``memory`` props."""
-    width = len(str(count - 1))
-    nodes = [(f"node{i:0{width}d}", {"core": str(cores), "memory": memory}) for i in range(count)]
-    return platform_xml(nodes, speed)
+    return platform_xml(homogeneous_nodes(count, cores=cores, memory=memory), speed)
 
 
-def heterogeneous_platform(
+def heterogeneous_nodes(
     cpu_nodes: int,
     gpu_nodes: int,
     *,
     cores: int = 4,
     memory: str = "16Gi",
     gpus_per_node: int = 1,
-    speed: str = "1Gf",
-) -> str:
+) -> list[Node]:
     """CPU nodes ``cpu0``… (``node_class=cpu``) and GPU nodes ``gpu0``… (``node_class=gpu``,
     ``gpu`` = GPUs per node)."""
     width = len(str(max(cpu_nodes, gpu_nodes, 1) - 1))
@@ -199,4 +204,8 @@ def heterogeneous_platform(
         )
         for i in range(gpu_nodes)
     ]
-    return platform_xml(nodes, speed)
+    return nodes
+
+
+def heterogeneous_platform(cpu_nodes: int, gpu_nodes: int, *, speed: str = "1Gf", **kw: Any) -> str:
+    return platform_xml(heterogeneous_nodes(cpu_nodes, gpu_nodes, **kw), speed)

@@ -1,4 +1,5 @@
-"""Batsim workload JSON → validated jobs and profiles (plus timewarp's profile extensions).
+"""Batsim workload JSON → validated jobs and profiles (plus timewarp's profile extensions
+and its ``services``, validated by :mod:`simulator.services`).
 
 A workload file is ``{"nb_res": int, "jobs": [...], "profiles": {...}}``. Workloads are
 named ``w0``, ``w1``… in command-line order and job ids become ``w0!<id>``. Every check
@@ -18,10 +19,14 @@ Batsim still runs the same file (it ignores the key and uses the base fields)::
         "sharing_slowdown": true,                # progress rate 1/P with P jobs on a host
         "usage": {"cpu": [[0, 0.5], [60, 2]],     # usage over time since start, for metrics
                   "memory": [[0, "200Mi"]], "period": 120},
-        "replacement": "remaining"               # (delay profiles of ReplicaSet pods) an
-    }                                            # evicted pod's replacement serves what is
+        "replacement": "remaining",              # (delay profiles of ReplicaSet pods) an
+                                                 # evicted pod's replacement serves what is
                                                  # left of the delay; "restart" (default)
                                                  # runs the whole delay again
+        "imagePullSeconds": 8,                   # the pod's start-up and shutdown in the
+        "containerStartSeconds": 2,              # kubelet model (broker/pod_lifecycle.py);
+        "shutdownSeconds": 0                     # all 0 by default
+    }
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from simulator.services import ServiceError, ServiceSpec, parse_services
 
 SUPPORTED_PROFILE_TYPES = ("delay", "parallel_homogeneous", "composed")
 BATSIM_ONLY_PROFILE_TYPES = (
@@ -44,7 +51,8 @@ BATSIM_ONLY_PROFILE_TYPES = (
     "smpi",
     "usage_trace",
 )
-TIMEWARP_KEYS = ("durations", "sharing_slowdown", "usage", "replacement")
+LIFECYCLE_KEYS = ("imagePullSeconds", "containerStartSeconds", "shutdownSeconds")
+TIMEWARP_KEYS = ("durations", "sharing_slowdown", "usage", "replacement", *LIFECYCLE_KEYS)
 REPLACEMENT_RULES = ("restart", "remaining")
 
 
@@ -73,6 +81,7 @@ class Workload:
     path: str
     jobs: list[Job]
     profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
+    services: list[ServiceSpec] = field(default_factory=list)  # timewarp's extension
 
 
 def _is_number(value: Any) -> bool:
@@ -166,6 +175,10 @@ def _validate_extension(ext: Any, where: str) -> None:
                 raise WorkloadError(
                     f"{where}.durations.{klass}: expected seconds >= 0, got {seconds!r}"
                 )
+    for key in LIFECYCLE_KEYS:
+        seconds = ext.get(key)
+        if seconds is not None and (not _is_number(seconds) or seconds < 0):
+            raise WorkloadError(f"{where}.{key}: expected seconds >= 0, got {seconds!r}")
     replacement = ext.get("replacement")
     if replacement is not None and replacement not in REPLACEMENT_RULES:
         raise WorkloadError(
@@ -293,7 +306,13 @@ def load_workload(path: str | Path, name: str, nb_compute: int) -> Workload:
             )
         seen[job.local_id] = index
         jobs.append(job)
-    return Workload(name, path, jobs, dict(profiles))
+    services: list[ServiceSpec] = []
+    if "services" in data:
+        try:
+            services = parse_services(data["services"], path)
+        except ServiceError as exc:
+            raise WorkloadError(str(exc)) from None
+    return Workload(name, path, jobs, dict(profiles), services)
 
 
 # --------------------------------------------------------------------------- durations

@@ -8,6 +8,8 @@
     timewarp workload mixed   -n 100 --rate 0.05 --gpu-fraction 0.3 --seed 1 -o m.json
     timewarp workload platform -n 16 --cores 1 -o cluster16.xml
     timewarp workload platform --cpu-nodes 8 --gpu-nodes 4 -o hetero.xml
+    timewarp workload platform -n 8 --label env=prod --taint gpu=yes:NoSchedule@6-7 \
+        --unschedulable 1 -o shaped.xml
 
 Every output is checked with the simulator's own loaders before it is written, and is
 written atomically (no partial file on error). Exit 2 on bad input.
@@ -21,6 +23,7 @@ import os
 import re
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from simulator import generators
@@ -30,6 +33,7 @@ from simulator.swf import SwfError, convert, read_swf
 from simulator.workload import WorkloadError, load_workload
 
 PROG = "timewarp workload"
+HostCheck = Callable[[dict[str, str]], object]
 
 
 def _positive_int(text: str) -> int:
@@ -268,6 +272,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="SimGrid host speed in flop/s with a unit, e.g. 1Gf (default 1Gf; delay "
         "profiles do not depend on it)",
     )
+    plat.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="K=V[,K=V...][@NODES]",
+        help="node labels as kubectl label takes them, on every node or on NODES "
+        "(indices in generated order: 3, 0-7); repeatable",
+    )
+    plat.add_argument(
+        "--taint",
+        action="append",
+        default=[],
+        metavar="K[=V]:EFFECT[,...][@NODES]",
+        help="node taints as kubectl taint takes them (NoSchedule, PreferNoSchedule, "
+        "NoExecute), on every node or on NODES; repeatable",
+    )
+    plat.add_argument(
+        "--unschedulable",
+        type=int,
+        default=0,
+        metavar="N",
+        help="cordon the last N nodes (spec.unschedulable, as kubectl cordon; default 0)",
+    )
     plat.add_argument("-o", "--output", required=True, help=_OUTPUT_HELP)
 
 
@@ -306,7 +333,10 @@ def _dump_workload(workload: dict, path: str) -> None:
     _write_atomically(path, text, lambda tmp: load_workload(tmp, "w0", 1 << 30))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, check_host: HostCheck | None = None) -> int:
+    """``check_host(props)`` (the broker's node-shape rules, given by the ``timewarp``
+    command) checks the Kubernetes properties a platform's hosts get from the flags;
+    it raises ValueError with a message naming the property."""
     try:
         if args.tool == "from-swf":
             jobs, header = read_swf(args.trace)
@@ -372,32 +402,85 @@ def run(args: argparse.Namespace) -> int:
             )
             _dump_workload(workload, args.output)
         else:
-            return _platform(args)
+            return _platform(args, check_host)
     except (SwfError, WorkloadError, PlatformError) as exc:
         return _fail(str(exc))
     return 0
 
 
-def _platform(args: argparse.Namespace) -> int:
+def _node_range(spec: str, flag: str, count: int) -> tuple[str, range]:
+    """``VALUE@3`` or ``VALUE@0-7`` → (VALUE, node indices); no ``@``: every node."""
+    value, at, nodes = spec.rpartition("@") if "@" in spec else (spec, "", "")
+    if not at:
+        return spec, range(count)
+    low, dash, high = nodes.partition("-")
+    try:
+        first, last = int(low), int(high) if dash else int(low)
+    except ValueError:
+        raise ValueError(f"{flag} {spec!r}: NODES must be an index or FIRST-LAST") from None
+    if not 0 <= first <= last < count:
+        raise ValueError(f"{flag} {spec!r}: nodes {nodes} are not within 0-{count - 1}")
+    return value, range(first, last + 1)
+
+
+def _shape_props(args: argparse.Namespace, count: int) -> list[dict[str, str]]:
+    """The labels, taints and cordon each generated node gets from the flags."""
+    labels: list[dict[str, str]] = [{} for _ in range(count)]  # key -> "key=value"
+    taints: list[list[str]] = [[] for _ in range(count)]
+    for spec in args.label:
+        value, nodes = _node_range(spec, "--label", count)
+        for item in value.split(","):
+            for i in nodes:  # a later --label of a key overrides an earlier one
+                labels[i][item.partition("=")[0]] = item
+    for spec in args.taint:
+        value, nodes = _node_range(spec, "--taint", count)
+        for i in nodes:
+            taints[i].append(value)
+    if not 0 <= args.unschedulable <= count:
+        raise ValueError(f"--unschedulable {args.unschedulable}: the platform has {count} nodes")
+    props: list[dict[str, str]] = []
+    for i in range(count):
+        extra = {}
+        if labels[i]:
+            extra["labels"] = ",".join(labels[i].values())
+        if taints[i]:
+            extra["taints"] = ",".join(taints[i])
+        if i >= count - args.unschedulable:
+            extra["unschedulable"] = "true"
+        props.append(extra)
+    return props
+
+
+def _platform(args: argparse.Namespace, check_host: HostCheck | None) -> int:
     hetero = args.cpu_nodes or args.gpu_nodes
     if args.nodes and hetero:
         return _fail("use either -n/--nodes or --cpu-nodes/--gpu-nodes, not both")
     if args.cpu_nodes < 0 or args.gpu_nodes < 0:
         return _fail("--cpu-nodes/--gpu-nodes must be >= 0")
     if args.nodes:
-        text = generators.homogeneous_platform(
-            args.nodes, cores=args.cores, memory=args.memory, speed=args.speed
-        )
+        nodes = generators.homogeneous_nodes(args.nodes, cores=args.cores, memory=args.memory)
     elif hetero:
-        text = generators.heterogeneous_platform(
+        nodes = generators.heterogeneous_nodes(
             args.cpu_nodes,
             args.gpu_nodes,
             cores=args.cores,
             memory=args.memory,
             gpus_per_node=args.gpus_per_node,
-            speed=args.speed,
         )
     else:
         return _fail("give -n/--nodes, or --cpu-nodes and/or --gpu-nodes")
-    _write_atomically(args.output, text, load_platform)
+    flags = {"labels": "--label", "taints": "--taint", "unschedulable": "--unschedulable"}
+    try:
+        extras = _shape_props(args, len(nodes))
+        for (name, props), extra in zip(nodes, extras, strict=True):
+            props.update(extra)
+            if check_host is not None:
+                try:
+                    check_host(props)
+                except ValueError as exc:
+                    prop = str(exc).partition(":")[0]
+                    raise ValueError(f"{flags.get(prop, prop)} (host {name}): {exc}") from None
+    except ValueError as exc:
+        return _fail(str(exc))
+    _write_atomically(args.output, generators.platform_xml(nodes, args.speed), load_platform)
     return 0

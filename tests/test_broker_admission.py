@@ -122,3 +122,151 @@ def test_a_refused_binding_admits_nothing(world):
     assert _bind(client, ns, name) == 409  # already bound: admitted once only
     assert _phase(facade, ns, name) == "Running"
     assert [type(d).__name__ for d in cluster.take_decisions()] == ["ExecuteJob"]
+
+
+@pytest.mark.parametrize("at_once", [True, False], ids=["deterministic", "lockstep"])
+def test_a_pod_created_then_bound_in_one_step_is_admitted_once(world, at_once):
+    """Issue 17 #4: a pod the API created and a scheduler bound before the broker's next
+    step was admitted on the "created bound" path and again from the binding — Failed
+    OutOfcpu on an empty node, capacity leaked. One admission per pod, in every mode."""
+    facade, cluster = world
+    cluster.dynamic_jobs = True  # the API pod is a Batsim job (REGISTER_JOB)
+    cluster.admit_bindings_at_once(at_once)
+    client = RawClient(facade)
+    pod = {
+        "metadata": {"name": "api-pod", "annotations": {"timewarp.io/duration": "5"}},
+        "spec": {
+            "containers": [
+                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "2"}}}
+            ]
+        },
+    }
+    status, _ = client.request("POST", "/api/v1/namespaces/default/pods", pod)
+    assert status == 201
+    assert _bind(client, "default", "api-pod") == 201
+    while cluster.process():
+        pass
+    assert _phase(facade, "default", "api-pod") == "Running"
+    assert cluster.stats.rejected_by_kubelet == 0 and cluster.stats.bindings == 1
+    kinds = [type(d).__name__ for d in cluster.take_decisions()]
+    assert kinds == ["RegisterProfile", "RegisterJob", "ExecuteJob"]
+    assert cluster.nodes["node-0"].used_cpu_m == 2000  # taken once, not twice
+
+
+# --------------------------------------------------------------------------- shapes
+
+
+def _shaped_world(props: dict, at_once: bool = True):
+    facade = Facade(ManualClock())
+    facade.token = facade.add_token("sched")
+    cluster = Cluster(facade, facade.clock.now_ns)
+    host = {"id": 0, "name": "node-0", "properties": props}
+    cluster.begin(simulation_begins([host], {"job": {"type": "delay", "delay": 10}}))
+    cluster.admit_bindings_at_once(at_once)
+    return facade, cluster
+
+
+def _submit(cluster: Cluster, i: int, **fields) -> tuple[str, str]:
+    job = {"id": f"w0!{i}", "profile": "job", **fields}
+    cluster.submit(p.JobSubmitted(f"w0!{i}", job))
+    cluster.process()
+    jp = cluster.jobs[f"w0!{i}"]
+    return jp.namespace, jp.name
+
+
+def test_a_gpu_pod_beyond_the_nodes_gpus_fails_OutOf_its_resource_with_a_kubelet_event():
+    facade, cluster = _shaped_world({"core": "8", "gpu": "2"})
+    with facade:
+        client = RawClient(facade)
+        pods = [_submit(cluster, i, requests={"nvidia.com/gpu": 2}) for i in range(2)]
+        limits = facade.store.get("pods", *pods[0])["spec"]["containers"][0]["resources"]
+        assert limits == {
+            "requests": {"cpu": "1", "nvidia.com/gpu": "2"},
+            "limits": {"nvidia.com/gpu": "2"},  # an extended resource: limit = request
+        }
+        for ns, name in pods:
+            assert _bind(client, ns, name) == 201
+        assert [_phase(facade, *pod) for pod in pods] == ["Running", "Failed"]
+        failed = facade.store.get("pods", *pods[1])["status"]
+        assert failed["reason"] == "OutOfnvidia.com/gpu"
+        assert failed["message"] == (
+            "Pod was rejected: Node didn't have enough resource: nvidia.com/gpu, "
+            "requested: 2, used: 2, capacity: 2"
+        )
+        events, _ = facade.store.list("events", "default")
+        (event,) = [e for e in events if e["involvedObject"]["name"] == pods[1][1]]
+        assert (event["type"], event["reason"], event["source"]) == (
+            "Warning",
+            "OutOfnvidia.com/gpu",
+            {"component": "kubelet"},
+        )
+        assert [type(d).__name__ for d in cluster.take_decisions()] == ["ExecuteJob", "RejectJob"]
+
+
+def test_a_binding_to_a_cordoned_node_runs_as_on_a_real_cluster():
+    """Cordoning is the scheduler's business (NodeUnschedulable): a kubelet runs what is
+    bound to it, NoSchedule taints included."""
+    facade, cluster = _shaped_world({"unschedulable": "true", "taints": "team=a:NoSchedule"})
+    with facade:
+        node = facade.store.get("nodes", None, "node-0")
+        assert node["spec"]["unschedulable"] is True
+        assert {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"} in node["spec"][
+            "taints"
+        ]
+        ns, name = _submit(cluster, 0)
+        assert _bind(RawClient(facade), ns, name) == 201
+        assert _phase(facade, ns, name) == "Running"
+
+
+def test_a_NoExecute_taint_refuses_a_pod_that_does_not_tolerate_it():
+    facade, cluster = _shaped_world({"taints": "maintenance=yes:NoExecute"})
+    with facade:
+        client = RawClient(facade)
+        plain = _submit(cluster, 0)
+        tolerant = _submit(
+            cluster,
+            1,
+            tolerations=[{"key": "maintenance", "operator": "Exists", "effect": "NoExecute"}],
+        )
+        for ns, name in (plain, tolerant):
+            assert _bind(client, ns, name) == 201
+        status = facade.store.get("pods", *plain)["status"]
+        assert (status["phase"], status["reason"], status["message"]) == (
+            "Failed",
+            "TaintToleration",
+            "Pod was rejected: Predicate TaintToleration failed",
+        )
+        assert _phase(facade, *tolerant) == "Running"
+
+
+def test_the_kubelet_reads_the_node_labels_as_they_are_now():
+    """A scheduler that labels a node through the API (``kubectl label``) then binds a pod
+    with that nodeSelector gets it admitted; one that removed the label gets NodeAffinity."""
+    facade, cluster = _shaped_world({"core": "4", "labels": "env=staging"})
+    with facade:
+        client = RawClient(facade)
+        first = _submit(cluster, 0, nodeSelector={"env": "prod"})
+        second = _submit(cluster, 1, nodeSelector={"env": "staging"})
+        status, _ = client.request(
+            "PATCH",
+            "/api/v1/nodes/node-0",
+            {"metadata": {"labels": {"env": "prod"}}},
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
+        assert status == 200
+        assert _bind(client, *first) == 201 and _bind(client, *second) == 201
+        assert _phase(facade, *first) == "Running"
+        assert facade.store.get("pods", *second)["status"]["reason"] == "NodeAffinity"
+
+
+def test_the_pod_count_is_admitted_against_allocatable_pods_and_released_at_the_end():
+    facade, cluster = _shaped_world({"allocatable": "cpu=4,pods=1"})
+    with facade:
+        client = RawClient(facade)
+        pods = [_submit(cluster, i) for i in range(3)]
+        assert _bind(client, *pods[0]) == 201 and _bind(client, *pods[1]) == 201
+        assert facade.store.get("pods", *pods[1])["status"]["reason"] == "OutOfpods"
+        cluster.complete(p.JobCompleted("w0!0", "COMPLETED_SUCCESSFULLY", 0, []))
+        assert cluster.nodes["node-0"].used == {"cpu": 0, "pods": 0}
+        assert _bind(client, *pods[2]) == 201
+        assert _phase(facade, *pods[2]) == "Running"

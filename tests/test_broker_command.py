@@ -101,6 +101,7 @@ def test_a_scheduler_and_a_simulator_started_by_hand(tmp_path, subprocess_env, i
     out, port = tmp_path / "out", free_port()
     broker, lines, reader = start_broker(terminals, out, port, subprocess_env, "--expect", "sched")
     assert any("source " in ln and "sched.env" in ln for ln in lines)  # the next steps, said
+    assert (out / "sched.env").stat().st_mode & 0o077 == 0  # credentials: the owner's only
     sched_env = {**subprocess_env, **env_file(out / "sched.env")}
     terminals.start(timewarp("run", "--name", "sched", "--", "python", str(POLLER), env=sched_env))
     sim = terminals.start(

@@ -55,7 +55,7 @@ class Peer:
 def _connected(service, name):
     peer = Peer(service.endpoint)
     try:
-        peer.send(cp.hello(name, 1234))
+        peer.send(cp.hello(name, 1234, service.add_token(name)))
         assert peer.recv()["op"] == "welcome"
         yield peer
     finally:
@@ -69,6 +69,56 @@ def test_the_default_endpoint_is_a_unix_socket_removed_on_close():
     assert socket.socket(socket.AF_UNIX).connect_ex(path) == 0
     clock.close()
     assert socket.socket(socket.AF_UNIX).connect_ex(path) != 0
+
+
+def test_a_long_tmpdir_still_gets_a_unix_socket_never_tcp(tmp_path, monkeypatch):
+    deep = tmp_path / ("d" * 120)
+    deep.mkdir()
+    monkeypatch.setenv("TMPDIR", str(deep))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    clock = ClockService()
+    try:
+        assert clock.endpoint.startswith("ipc://")
+        assert len(clock.endpoint) - len("ipc://") <= 100
+        assert not clock.tokens_required
+    finally:
+        clock.close()
+
+
+def _refused(service, hello):
+    """Send ``hello``; return the error message, having checked the connection ends."""
+    peer = Peer(service.endpoint)
+    try:
+        peer.send(hello)
+        msg = peer.recv()
+        assert msg["op"] == "error"
+        assert not peer.poll(TIMEOUT_S), "a refused connection stays open"
+        return msg["message"]
+    finally:
+        peer.close()
+
+
+def test_tcp_hellos_must_carry_the_token_of_their_process():
+    service = ClockService(endpoint="tcp://127.0.0.1:*")
+    try:
+        assert service.tokens_required
+        token = service.expect("sched")
+        assert "without the token" in _refused(service, cp.hello("sched", 1))
+        assert "without the token" in _refused(service, cp.hello("intruder", 1, "guess"))
+        assert "wrong token" in _refused(service, cp.hello("sched", 1, token + "x"))
+        assert service.refused_hellos == 3
+        # refused peers are nobody: not registered, not awaited, never blamed in a report
+        assert [(p.name, p.connected) for p in service.processes()] == [("sched", False)]
+        with contextlib.closing(Peer(service.endpoint)) as peer:
+            peer.send(cp.hello("sched", 1, token))
+            assert peer.recv()["op"] == "welcome"
+    finally:
+        service.close()
+
+
+def test_a_unix_socket_refuses_a_wrong_token_too(service):
+    token = service.add_token("sched")
+    assert "wrong token" in _refused(service, cp.hello("sched", 1, "not-" + token))
 
 
 def test_messages_written_together_or_in_pieces_are_applied_in_order(service):

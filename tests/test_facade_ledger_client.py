@@ -119,11 +119,9 @@ def test_a_parked_official_watch_is_idle_and_a_publish_makes_it_busy(monkeypatch
             facade.store.create(
                 "pods", {"metadata": {"name": f"p{i}"}, "spec": SPEC}, namespace="default"
             )
-            # The frame is counted as written before `create` returns: a client that has
-            # consumed no more than before the publish is never idle, whatever its thread
-            # does. (Its counters *now* may already include the frame: with direct writes
-            # the client can read it and park again before this line runs — idle then is
-            # right, and asserting "busy" on them was the test's race, issue 15 item 7.)
+            # Published: a client that has not consumed it is never idle, whatever its
+            # thread is doing. (With direct writes the event may already be read by now:
+            # the counts of before the publish are the ones that must not be idle.)
             assert not facade.connection_idle(port, *before)
             assert wait_until(facade, lambda i=i: len(received) == i + 1 and parked_idle() == port)
         assert received == ["p0", "p1", "p2"]

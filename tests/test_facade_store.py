@@ -295,13 +295,15 @@ def test_reads_are_private_copies_and_odd_strings_survive():
     store = Store(ManualClock())
     odd = "caf\u00e9 \ud800"  # a lone surrogate, as a "\ud800" JSON escape decodes
     store.create(
-        "pods", {"metadata": {"name": "p", "labels": {"l": odd}}, "spec": SPEC}, namespace="default"
+        "pods",
+        {"metadata": {"name": "p", "annotations": {"l": odd}}, "spec": SPEC},  # (labels: no)
+        namespace="default",
     )
     got = store.get("pods", "default", "p")
-    got["metadata"]["labels"]["l"] = "changed"
+    got["metadata"]["annotations"]["l"] = "changed"
     got["spec"]["containers"].clear()
     again = store.get("pods", "default", "p")
-    assert again["metadata"]["labels"]["l"] == odd
+    assert again["metadata"]["annotations"]["l"] == odd
     assert again["spec"]["containers"][0]["image"] == "busybox"
     bound = store.bind("default", "p", "n1")
     bound["spec"]["nodeName"] = "elsewhere"

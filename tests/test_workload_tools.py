@@ -177,3 +177,32 @@ def test_the_bundled_example_is_made_by_the_documented_commands(tmp_path):
         out = tmp_path / name
         assert workload_cli_main(workload_cli, [*argv, "-o", str(out)]) == 0
         assert out.read_bytes() == (examples / name).read_bytes()
+
+
+def test_platform_flags_label_taint_and_cordon_nodes(tmp_path, subprocess_env):
+    out = tmp_path / "shaped.xml"
+    proc = _tool(subprocess_env, "platform", "-n", 4, "--cores", 2, "-o", out,
+                 "--label", "env=prod,tier=web", "--label", "env=staging@2-3",
+                 "--taint", "dedicated=gpu:NoSchedule@3", "--unschedulable", 1)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    props = [h.properties for h in load_platform(out).compute]
+    assert [p["labels"] for p in props] == ["env=prod,tier=web"] * 2 + ["env=staging,tier=web"] * 2
+    assert [p.get("taints") for p in props] == [None, None, None, "dedicated=gpu:NoSchedule"]
+    assert [p.get("unschedulable") for p in props] == [None, None, None, "true"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--label", "bad key=1"], "--label (host node0): labels: 'bad key=1': key 'bad key'"),
+        (["--label", "env"], "--label (host node0): labels: 'env': expected key=value"),
+        (["--taint", "a=b:Nope@1"], "--taint (host node1): taints: 'a=b:Nope': unsupported"),
+        (["--label", "env=a@4"], "--label 'env=a@4': nodes 4 are not within 0-3"),
+        (["--unschedulable", "5"], "--unschedulable 5: the platform has 4 nodes"),
+    ],
+)
+def test_bad_platform_flags_exit_2_naming_the_flag(tmp_path, subprocess_env, flags, message):
+    out = tmp_path / "x.xml"
+    proc = _tool(subprocess_env, "platform", "-n", 4, "-o", out, *flags)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert not out.exists()

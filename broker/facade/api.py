@@ -9,29 +9,36 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
+import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from . import discovery, errors
+from . import admission, autoscaling, discovery, errors, listoptions
 from .auth import TokenRegistry, TokenStats, bearer_token
 from .clock import Cancellable, Clock
 from .errors import ApiError
-from .metrics import MetricsBoard, node_metrics, pod_metrics
+from .metrics import MetricsBoard, custom_metric_value, node_metrics, pod_metrics
 from .objects import format_time
-from .resources import ResourceType, lookup
+from .patch import apply_patch
+from .resources import CUSTOM_METRICS, CUSTOM_METRICS_GROUP, ResourceType, lookup
 from .selectors import parse_field_selector, parse_label_selector
 from .server import Request, Response, WatchStream
 from .store import Store
 from .watch import Watcher, event_frame
 
 JSON = "application/json"
-_TRUE = {"true", "True", "1"}
-_FALSE = {"false", "False", "0", ""}
+# Deepest JSON nesting a body may have (no Kubernetes object comes near; Python's own
+# recursion would fail first on a deeper one).
+MAX_JSON_DEPTH = 128
+BINDING = lookup("", "v1", "bindings")
+_log = logging.getLogger(__name__)
 _PUBLIC = {"healthz", "livez", "readyz"}
 _NAMESPACE_SUBRESOURCES = {"status", "finalize"}
+IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public")
 
 
 @dataclass
@@ -46,8 +53,16 @@ class Hooks:
       response: what the cluster does about it at once (the kubelet's admission).
     - ``on_evict(namespace, pod)``: before an eviction deletes the pod.
     - ``on_delete_pod(namespace, pod)``: before a DELETE of a pod removes it.
+    - ``on_error(exc)``: a hook raised something other than ``ApiError`` after the
+      facade committed the write (``after_bind``): the client is answered as committed,
+      and the broker hears of its own failure here (also kept in ``Api.hook_failures``).
     - ``on_create(obj)``: after admission defaults, before any API create is stored (under
       the store lock: quick, no waiting on other threads); may edit ``obj``.
+    - ``on_terminate_pod(namespace, pod, grace_period_seconds)``: first, for a DELETE or an
+      eviction of a pod (``grace_period_seconds`` from the DeleteOptions, None if not
+      given): a graceful deletion — it returns the pod marked Terminating
+      (``deletionTimestamp``), which the response carries and which the kubelet removes
+      later; None lets the deletion go on as below (``on_delete_pod``/``on_evict``).
     If a hook removes the pod itself, the facade does not fail on the missing pod. A hook
     that returns a true value has done the write itself (e.g. the kubelet model binds and
     sets the status in one ``Store.update``, or marks a pod terminating and deletes it
@@ -60,6 +75,8 @@ class Hooks:
     on_evict: Callable[[str, str], None] | None = None
     on_delete_pod: Callable[[str, str], None] | None = None
     on_create: Callable[[dict[str, Any]], None] | None = None
+    on_terminate_pod: Callable[[str, str, int | None], dict[str, Any] | None] | None = None
+    on_error: Callable[[Exception], None] | None = None
 
 
 def _json(status: int, obj: Any) -> Response:
@@ -70,39 +87,31 @@ def _error(exc: ApiError) -> Response:
     return _json(exc.code, exc.status())
 
 
-def _flag(query: dict[str, list[str]], name: str) -> bool:
-    values = query.get(name)
-    if not values:
-        return False
-    if values[-1] in _TRUE:
-        return True
-    if values[-1] in _FALSE:
-        return False
-    raise errors.bad_request(
-        f"invalid value for query parameter {name}: {values[-1]!r} (want true or false)"
+_param = listoptions.first  # a parameter given twice counts by its first value
+
+
+def _watching(route: _Route, query: dict[str, list[str]]) -> bool:
+    return route.watch_path or bool(listoptions.flag(query, "watch"))
+
+
+_SERVED = ("application/json", "application/*", "*/*")
+
+
+def _negotiate(accept: str) -> None:
+    """406 unless ``accept`` admits JSON, the only media type served (the API server
+    would also serve YAML and protobuf: those clients are told so)."""
+    if not accept.strip():
+        return
+    for item in accept.split(","):
+        media = item.split(";")[0].strip().lower()
+        params = item.lower().replace(" ", "")
+        if media in _SERVED and ";q=0" not in params.replace(";q=0.", ""):
+            return
+    raise ApiError(
+        406,
+        "only the following media types are accepted: application/json "
+        f"(asked for {accept[:200]!r}: timewarp's API facade serves JSON only)",
     )
-
-
-def _param(query: dict[str, list[str]], name: str) -> str | None:
-    values = query.get(name)
-    return values[-1] if values else None
-
-
-def _int_param(query: dict[str, list[str]], name: str) -> int | None:
-    value = _param(query, name)
-    if value in (None, ""):
-        return None
-    try:
-        number = int(value)
-    except ValueError:
-        raise errors.bad_request(
-            f"invalid value for query parameter {name}: {value!r} (want an integer)"
-        ) from None
-    if number < 0:
-        raise errors.bad_request(
-            f"invalid value for query parameter {name}: {value!r} (must be >= 0)"
-        )
-    return number
 
 
 @dataclass
@@ -124,9 +133,39 @@ def _parse_body(request: Request) -> Any:
     if not request.body:
         raise errors.bad_request("the request body is empty; a JSON object was expected")
     try:
-        return json.loads(request.body)
+        body = json.loads(request.body, parse_constant=_no_constant)
+    except RecursionError:
+        raise errors.bad_request(
+            f"the request body is not valid JSON: nested deeper than {MAX_JSON_DEPTH} levels"
+        ) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise errors.bad_request(f"the request body is not valid JSON: {exc}") from None
+    if _depth_exceeds(body, MAX_JSON_DEPTH):
+        raise errors.bad_request(
+            f"the request body is not valid JSON: nested deeper than {MAX_JSON_DEPTH} levels"
+        )
+    return body
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests containers deeper than ``limit`` (no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
 
 
 class Api:
@@ -140,7 +179,8 @@ class Api:
         server_address: Callable[[], str],
         hooks: Hooks | None = None,
         bookmark_interval_s: float | None = 60.0,
-        default_watch_timeout_s: float | None = None,
+        min_request_timeout_s: float | None = 1800.0,
+        seed: int = 0,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -150,14 +190,27 @@ class Api:
         self.bookmark_interval_ns = (
             None if bookmark_interval_s is None else int(bookmark_interval_s * 1e9)
         )
-        self.default_watch_timeout_s = default_watch_timeout_s
+        self.min_request_timeout_s = min_request_timeout_s  # None: watches never time out
+        self._timeout_rng = random.Random(f"watch-timeouts-{seed}")
+        self._timeout_lock = threading.Lock()
         self._server_address = server_address
+        self.hook_failures: list[Exception] = []
         self._policy_lock = threading.Lock()  # bindings, evictions, pod deletions: one at a time
 
     # --- entry point ---------------------------------------------------------------
 
     def authenticate(self, request: Request) -> TokenStats | None:
         return self.tokens.lookup(bearer_token(request.headers.get("authorization")))
+
+    def admit_head(self, method: str, target: str, headers: dict[str, str]) -> Response | None:
+        """The check made on a request's head, before its body is read: no work for a
+        client without a valid bearer token (the public health paths excepted)."""
+        path = target.split("?", 1)[0].strip("/")
+        if path in _PUBLIC:
+            return None
+        if self.tokens.lookup(bearer_token(headers.get("authorization"))) is None:
+            return _json(401, ApiError(401, "Unauthorized").status())
+        return None
 
     def handle(self, request: Request) -> Response | WatchStream:
         try:
@@ -173,16 +226,7 @@ class Api:
             return Response(200, b"ok", "text/plain; charset=utf-8")
         if self.authenticate(request) is None:
             return _json(401, ApiError(401, "Unauthorized").status())
-        accept = request.headers.get("accept", "")
-        if (
-            accept
-            and "protobuf" in accept
-            and not any(t in accept for t in ("json", "*/*", "application/*"))
-        ):
-            raise ApiError(
-                406,
-                f"only application/json is served (asked for {accept!r}); timewarp's API facade does not speak protobuf",
-            )
+        _negotiate(request.headers.get("accept", ""))
         if not segments:
             paths = ["/api", "/api/v1", "/apis", "/version", "/healthz"]
             return _json(200, {"paths": paths})
@@ -261,6 +305,8 @@ class Api:
         """A request on a resource: route it, check the method is allowed there, then
         hand it to the reads (GET: get, list, watch), the creates (POST: objects,
         bindings, evictions) or the writes to one named object (PUT, PATCH, DELETE)."""
+        if group == CUSTOM_METRICS_GROUP:
+            return self._custom_metrics(request, query, version, rest)
         route = self._route(group, version, rest)
         self._check_method(route, request.method, query)
         if route.rt.group == "metrics.k8s.io":
@@ -285,9 +331,11 @@ class Api:
                 f"{rt.plural}/{route.subresource} supports only POST (create)",
                 "MethodNotAllowed",
             )
-        if route.subresource == "status" and method not in ("GET", "PUT", "PATCH"):
+        if route.subresource in ("status", "scale") and method not in ("GET", "PUT", "PATCH"):
             raise ApiError(
-                405, f"{rt.plural}/status supports GET, PUT and PATCH", "MethodNotAllowed"
+                405,
+                f"{rt.plural}/{route.subresource} supports GET, PUT and PATCH",
+                "MethodNotAllowed",
             )
         if route.subresource is None:
             verb = self._verb(method, route, query)
@@ -304,13 +352,16 @@ class Api:
         """GET: a list or a watch of a collection, a watch of one object (the old
         ``/watch/.../name`` path), or one object."""
         if route.name is None:
-            if route.watch_path or _flag(query, "watch"):
+            if _watching(route, query):
                 return self._watch(request, route, query)
             return self._list(route, query)
         if route.watch_path:
             query.setdefault("fieldSelector", []).append(f"metadata.name={route.name}")
             return self._watch(request, route, query)
-        return _json(200, self.store.get(route.rt.key, route.namespace, route.name))
+        obj = self.store.get(route.rt.key, route.namespace, route.name)
+        if route.subresource == "scale":
+            return _json(200, autoscaling.scale_of(obj))
+        return _json(200, obj)
 
     def _post(self, request: Request, route: _Route) -> Response:
         """POST: a binding (pods/binding or the legacy ``bindings``), an eviction, or a
@@ -340,6 +391,8 @@ class Api:
                 404,
                 f"{rt.plural} are namespaced: use /.../namespaces/<ns>/{rt.plural}/{route.name}",
             )
+        if route.subresource == "scale" and method in ("PUT", "PATCH"):
+            return self._write_scale(request, route)
         if method == "PUT":
             body = _parse_body(request)
             self._check_kind(rt, body)
@@ -362,12 +415,32 @@ class Api:
             return self._delete(route, request)
         raise ApiError(405, f"method {method} is not supported")
 
+    def _write_scale(self, request: Request, route: _Route) -> Response:
+        """PUT or PATCH of ``.../scale``: the parent's ``spec.replicas`` (see
+        ``autoscaling.py``); answers the new Scale."""
+        assert route.name is not None
+        body = _parse_body(request)
+        if request.method == "PATCH":
+            current = autoscaling.scale_of(
+                self.store.get(route.rt.key, route.namespace, route.name)
+            )
+            ctype = request.headers.get("content-type", "") or "application/merge-patch+json"
+            body = apply_patch(ctype, current, body)
+            wanted_rv = (body.get("metadata") or {}).get("resourceVersion")
+            if wanted_rv == current["metadata"]["resourceVersion"]:
+                body["metadata"].pop("resourceVersion")  # untouched by the patch: no precondition
+        replicas, rv = autoscaling.wanted_replicas(body, route.name)
+        stored = self.store.set_replicas(
+            route.rt.key, route.namespace, route.name, replicas, resource_version=rv
+        )
+        return _json(200, autoscaling.scale_of(stored))
+
     @staticmethod
     def _verb(method: str, route: _Route, query: dict[str, list[str]]) -> str:
         if method == "GET":
             if route.name is not None:
                 return "watch" if route.watch_path else "get"
-            return "watch" if route.watch_path or _flag(query, "watch") else "list"
+            return "watch" if _watching(route, query) else "list"
         if method == "DELETE":
             return "delete"  # deletecollection is allowed where delete is
         return {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
@@ -399,26 +472,49 @@ class Api:
         return _json(201, created)
 
     def _list(self, route: _Route, query: dict[str, list[str]]) -> Response:
+        """A list, with kube-apiserver's reading of resourceVersion, resourceVersionMatch,
+        limit and continue (``docs/facade.md``, "List and watch parameters")."""
         rt = route.rt
-        labels = parse_label_selector(_param(query, "labelSelector"))
-        fields = parse_field_selector(_param(query, "fieldSelector"), rt.key)
-        entries, rv = self.store.list_entries(rt.key, route.namespace, labels, fields)
-        limit = _int_param(query, "limit")
-        token = _param(query, "continue")
-        meta: dict[str, Any] = {"resourceVersion": str(rv)}
-        if token:
+        opts = listoptions.parse(query)
+        labels = parse_label_selector(opts.label_selector)
+        fields = parse_field_selector(opts.field_selector, rt.key)
+        version, limit, after = opts.resource_version, opts.limit, None
+        if opts.continue_token:  # the rest of a list, exactly as it was then
+            if version not in ("", "0"):
+                raise errors.bad_request(
+                    "specifying resource version is not allowed when using continue"
+                )
+            after, rv = _continue_state(opts.continue_token)
+            if rv > self.store.resource_version:  # a list this server never made
+                raise errors.bad_request(
+                    "continue key is not valid: incorrect encoded start resourceVersion "
+                    "(version meta.k8s.io/v1)"
+                )
             try:
-                state = json.loads(base64.urlsafe_b64decode(token.encode()))
-                after, rv = tuple(state["after"]), state["rv"]
-            except (ValueError, KeyError, TypeError, binascii.Error):
-                raise errors.bad_request(f"invalid continue token {token!r}") from None
-            meta["resourceVersion"] = str(rv)
+                entries = self.store.list_entries_at(rt.key, route.namespace, labels, fields, rv)
+            except ApiError as exc:
+                if exc.code == 410:
+                    raise errors.gone(CONTINUE_TOO_OLD) from None
+                raise
             entries = [e for e in entries if _entry_key(e) > after]
-        if limit and len(entries) > limit:
+        elif opts.match == listoptions.EXACT or (
+            not opts.match and limit > 0 and version not in ("", "0")
+        ):
+            rv = listoptions.resource_version(version)  # a page of the list as it was at rv
+            entries = self.store.list_entries_at(rt.key, route.namespace, labels, fields, rv)
+        else:  # the most recent state ("0": any state — the watch cache ignores limit)
+            floor = listoptions.resource_version(version) if version not in ("", "0") else 0
+            entries, rv = self.store.list_entries(rt.key, route.namespace, labels, fields)
+            if floor > rv:
+                raise errors.too_large_resource_version(floor, rv)
+            if version == "0":
+                limit = 0
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        if limit > 0 and len(entries) > limit:
             last = _entry_key(entries[limit - 1])
             meta["remainingItemCount"] = len(entries) - limit
             meta["continue"] = base64.urlsafe_b64encode(
-                json.dumps({"after": list(last), "rv": int(meta["resourceVersion"])}).encode()
+                json.dumps({"after": list(last), "rv": rv}).encode()
             ).decode()
             entries = entries[:limit]
         head = json.dumps(
@@ -428,49 +524,50 @@ class Api:
         body = head[:-1] + b',"items":[' + b",".join(e.json() for e in entries) + b"]}"
         return Response(200, body)
 
+    def _watch_timeout_s(self, given: int | None) -> float | None:
+        """``timeoutSeconds`` absent or 0 is "not given": the server's own limit, a
+        random duration in [minRequestTimeout, 2 x minRequestTimeout) — 30 to 60 min with
+        the default 1800 s — drawn from the facade's seeded generator (virtual time)."""
+        if given:
+            return float(given)
+        if self.min_request_timeout_s is None:
+            return None
+        with self._timeout_lock:
+            return self.min_request_timeout_s * (self._timeout_rng.random() + 1.0)
+
     def _watch(self, request: Request, route: _Route, query: dict[str, list[str]]) -> WatchStream:
         rt = route.rt
-        timeout = _int_param(query, "timeoutSeconds")
-        if timeout is None and self.default_watch_timeout_s is not None:
-            timeout = self.default_watch_timeout_s
-        bookmarks = _flag(query, "allowWatchBookmarks")
-        initial = _param(query, "sendInitialEvents")
+        opts = listoptions.parse(query, watch_path=route.watch_path)
+        timeout = self._watch_timeout_s(opts.timeout_s)
         stats = self.authenticate(request)
         try:
+            if timeout is not None and timeout < 0:  # the stream ends at once
+                return self._ended_watch(rt, request, None)
             watcher = self.store.watch(
                 rt.key,
                 namespace=route.namespace,
-                resource_version=_param(query, "resourceVersion"),
-                label_selector=_param(query, "labelSelector"),
-                field_selector=_param(query, "fieldSelector"),
-                bookmarks=bookmarks,
-                send_initial_events=None if initial is None else _flag(query, "sendInitialEvents"),
+                resource_version=opts.resource_version,
+                label_selector=opts.label_selector,
+                field_selector=opts.field_selector,
+                bookmarks=opts.bookmarks,
+                send_initial_events=opts.send_initial_events,
                 on_queued=request.on_queued,
             )
         except ApiError as exc:
             if exc.code != 410:
-                raise
-            # A real server answers 200 and reports expiry as an ERROR event.
-            watcher = Watcher(
-                rt,
-                None,
-                parse_label_selector(None),
-                parse_field_selector(None, rt.key),
-                on_queued=request.on_queued,
-            )
-            watcher.push(
-                event_frame("ERROR", json.dumps(exc.status(), separators=(",", ":")).encode())
-            )
-            watcher.end()
-            return WatchStream(watcher, lambda: None)
+                raise  # e.g. 504 "Too large resource version", answered at once
+            # Past the parameters, a real server answers 200 and reports expiry as an ERROR
+            # event.
+            return self._ended_watch(rt, request, exc)
 
         timers: list[Cancellable] = []
         lock = threading.Lock()
         finished = False
+        now = self.clock.now_ns()
         if timeout is not None:
-            deadline = self.clock.now_ns() + int(timeout * 1e9)
+            deadline = now + int(timeout * 1e9)
             timers.append(self.clock.call_at(deadline, lambda: self.store.stop_watch(watcher)))
-        if bookmarks and self.bookmark_interval_ns:
+        if opts.bookmarks and self.bookmark_interval_ns:
             interval = self.bookmark_interval_ns
 
             def bookmark() -> None:
@@ -480,7 +577,15 @@ class Api:
                     if self.store.bookmark(watcher):
                         timers.append(self.clock.call_at(self.clock.now_ns() + interval, bookmark))
 
-            timers.append(self.clock.call_at(self.clock.now_ns() + interval, bookmark))
+            timers.append(self.clock.call_at(now + interval, bookmark))
+            if timeout is not None and timeout > 2:  # and one 2 s before the end (the cacher's)
+
+                def last_bookmark() -> None:
+                    with lock:
+                        if not finished:
+                            self.store.bookmark(watcher)
+
+                timers.append(self.clock.call_at(deadline - 2 * 10**9, last_bookmark))
         if stats is not None:
             self.tokens.adjust(stats, watches=1)
 
@@ -496,11 +601,29 @@ class Api:
 
         return WatchStream(watcher, cleanup)
 
+    @staticmethod
+    def _ended_watch(rt: ResourceType, request: Request, error: ApiError | None) -> WatchStream:
+        """A watch stream that is over at once: empty, or one ERROR event."""
+        watcher = Watcher(
+            rt,
+            None,
+            parse_label_selector(None),
+            parse_field_selector(None, rt.key),
+            on_queued=request.on_queued,
+        )
+        if error is not None:
+            watcher.push(
+                event_frame("ERROR", json.dumps(error.status(), separators=(",", ":")).encode())
+            )
+        watcher.end()
+        return WatchStream(watcher, lambda: None)
+
     def _bind(self, route: _Route, body: Any, pod_name: str | None) -> Response:
         if not isinstance(body, dict):
             raise errors.bad_request("the body of a binding must be a JSON object (a Binding)")
         if body.get("kind") not in (None, "", "Binding"):
             raise errors.bad_request(f"the body is a {body.get('kind')}, not a Binding")
+        admission.decode(BINDING, body)
         meta = body.get("metadata") or {}
         name = pod_name or meta.get("name")
         if pod_name and meta.get("name") not in (None, "", pod_name):
@@ -544,8 +667,21 @@ class Api:
             if not handled:
                 self.store.bind(namespace, name, node, uid=uid, copy=False)
                 if self.hooks.after_bind:
-                    self.hooks.after_bind(namespace, name, node)
+                    try:
+                        self.hooks.after_bind(namespace, name, node)
+                    except ApiError:
+                        raise
+                    except Exception as exc:
+                        # Committed: the client is told so (never a 500 for a binding that
+                        # happened); the failure is the broker's, and goes to the broker.
+                        self._hook_failed("after_bind", exc)
         return _json(201, errors.success_status(201))
+
+    def _hook_failed(self, hook: str, exc: Exception) -> None:
+        _log.error("facade: the %s hook failed after its write was committed", hook, exc_info=exc)
+        self.hook_failures.append(exc)
+        if self.hooks.on_error is not None:
+            self.hooks.on_error(exc)
 
     def _evict(self, route: _Route, body: Any) -> Response:
         if not isinstance(body, dict):
@@ -556,6 +692,7 @@ class Api:
             raise errors.bad_request(
                 f"eviction apiVersion {body.get('apiVersion')!r} is not policy/v1 or policy/v1beta1"
             )
+        admission.decode_as(admission.EVICTION, "Eviction", "policy/v1", body)
         name = route.name or ""
         meta = body.get("metadata") or {}
         if meta.get("name") not in (None, "", name):
@@ -563,8 +700,11 @@ class Api:
                 f"name in URL does not match name in Eviction object ({meta.get('name')!r} != {name!r})"
             )
         namespace = route.namespace or "default"
+        grace = _grace_period(body.get("deleteOptions") or {}, None)
         with self._policy_lock:
             self.store.get("pods", namespace, name)
+            if self.hooks.on_terminate_pod and self.hooks.on_terminate_pod(namespace, name, grace):
+                return _json(201, errors.success_status(201))
             handled = self.hooks.on_evict(namespace, name) if self.hooks.on_evict else None
             if not handled and self.store.get_or_none("pods", namespace, name) is not None:
                 self.store.delete("pods", namespace, name)
@@ -574,7 +714,10 @@ class Api:
         if not request.body:
             return {}
         body = _parse_body(request)
-        return body if isinstance(body, dict) else {}
+        if not isinstance(body, dict):
+            return {}
+        admission.decode_as(admission.DELETE_OPTIONS, "DeleteOptions", "v1", body)
+        return body
 
     def _delete(self, route: _Route, request: Request) -> Response:
         rt = route.rt
@@ -582,31 +725,13 @@ class Api:
         pre = options.get("preconditions") or {}
         if rt.key == "pods":
             with self._policy_lock:
-                last = self.store.get("pods", route.namespace, route.name)
-                for field, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
-                    if pre.get(field) and last["metadata"][field] != pre[field]:
-                        raise errors.conflict(
-                            "pods",
-                            route.name,
-                            f"Precondition failed: {label} in precondition: {pre[field]}, "
-                            f"{label} in object meta: {last['metadata'][field]}",
-                        )
-                handled = (
-                    self.hooks.on_delete_pod(route.namespace or "default", route.name)
-                    if self.hooks.on_delete_pod
-                    else None
+                grace = _grace_period(
+                    options, _param(parse_qs(urlsplit(request.target).query), "gracePeriodSeconds")
                 )
-                if handled:
-                    last = self.store.get_or_none("pods", route.namespace, route.name) or last
-                elif self.store.get_or_none("pods", route.namespace, route.name) is not None:
-                    last = self.store.delete(
-                        "pods",
-                        route.namespace,
-                        route.name,
-                        uid=pre.get("uid"),
-                        resource_version=pre.get("resourceVersion"),
-                    )
+                last = self._delete_pod(route.namespace or "default", route.name or "", pre, grace)
             return _json(200, last)
+        if rt.key == "namespaces":
+            return _json(200, self._delete_namespace(route.name or "", pre))
         gone = self.store.delete(
             rt.key,
             route.namespace,
@@ -619,6 +744,91 @@ class Api:
             errors.success_status(
                 200, name=route.name, group=rt.group, kind=rt.plural, uid=gone["metadata"]["uid"]
             ),
+        )
+
+    def _delete_pod(
+        self, namespace: str, name: str, pre: dict[str, Any], grace: int | None
+    ) -> dict[str, Any]:
+        """A pod's deletion (caller holds the policy lock): preconditions, then the
+        cluster's hooks — a graceful deletion (the pod marked Terminating, its containers
+        stopped later) or one at once (its job killed, its node's capacity released) —
+        then the store. Returns the pod as the response carries it."""
+        last = self.store.get("pods", namespace, name)
+        for field, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+            if pre.get(field) and last["metadata"][field] != pre[field]:
+                raise errors.conflict(
+                    "pods",
+                    name,
+                    f"Precondition failed: {label} in precondition: {pre[field]}, "
+                    f"{label} in object meta: {last['metadata'][field]}",
+                )
+        if self.hooks.on_terminate_pod:
+            marked = self.hooks.on_terminate_pod(namespace, name, grace)
+            if marked:
+                return marked
+        handled = self.hooks.on_delete_pod(namespace, name) if self.hooks.on_delete_pod else None
+        if handled:
+            return self.store.get_or_none("pods", namespace, name) or last
+        if self.store.get_or_none("pods", namespace, name) is not None:
+            last = self.store.delete(
+                "pods",
+                namespace,
+                name,
+                uid=pre.get("uid"),
+                resource_version=pre.get("resourceVersion"),
+            )
+        return last
+
+    def _delete_namespace(self, name: str, pre: dict[str, Any]) -> dict[str, Any]:
+        """A namespace's deletion in the real server's order: the namespace turns
+        Terminating (``deletionTimestamp``, ``status.phase``; API creates in it are refused
+        from then on) and the namespace controller empties it (:meth:`_sweep_namespace`);
+        the DELETE answers the Terminating namespace, as the real server does. The
+        built-in namespaces may not be deleted (the NamespaceLifecycle admission plugin)."""
+        if name in IMMORTAL_NAMESPACES:
+            raise ApiError(
+                403,
+                f'namespaces "{name}" is forbidden: this namespace may not be deleted',
+                "Forbidden",
+                kind="namespaces",
+                name=name,
+            )
+        with self._policy_lock:
+            terminating = self.store.terminate_namespace(
+                name, uid=pre.get("uid"), resource_version=pre.get("resourceVersion")
+            )
+        self._sweep_namespace(name)
+        return terminating
+
+    def _sweep_namespace(self, name: str) -> None:
+        """The namespace controller's pass over a Terminating namespace: its content is
+        deleted — controllers and other objects at once, pods as a DELETE with default
+        options deletes them (through the cluster's hooks: gracefully when they run, their
+        jobs killed and capacity released once their containers stopped) — and once no
+        pod is left the ``kubernetes`` finalizer is removed and the namespace is gone.
+        Else the controller looks again when the longest grace period has passed (its
+        estimate), in virtual time."""
+        with self._policy_lock:
+            namespace = self.store.get_or_none("namespaces", None, name)
+            if namespace is None or not namespace["metadata"].get("deletionTimestamp"):
+                return
+            self.store.delete_namespace_content(name, keep=("pods",))
+            pods, _ = self.store.list("pods", name)
+            for pod in pods:
+                meta = pod["metadata"]
+                if not meta.get("deletionTimestamp") and self.store.get_or_none(
+                    "pods", name, meta["name"]
+                ):
+                    self._delete_pod(name, meta["name"], {}, None)
+            pods, _ = self.store.list("pods", name)
+            if not pods:
+                self.store.finalize_namespace(name)
+                return
+            wait_s = max(
+                [int(p["metadata"].get("deletionGracePeriodSeconds") or 0) for p in pods] + [1]
+            )
+        self.clock.call_at(
+            self.clock.now_ns() + wait_s * 10**9, lambda: self._sweep_namespace(name)
         )
 
     def _delete_collection(self, route: _Route, query: dict[str, list[str]]) -> Response:
@@ -634,6 +844,10 @@ class Api:
             field_selector=_param(query, "fieldSelector"),
         )
         for obj in objs:
+            if rt.key == "namespaces":
+                if obj["metadata"]["name"] not in IMMORTAL_NAMESPACES:
+                    self._delete_namespace(obj["metadata"]["name"], {})
+                continue
             self.store.delete(rt.key, obj["metadata"].get("namespace"), obj["metadata"]["name"])
         return _json(200, errors.success_status(200))
 
@@ -667,6 +881,93 @@ class Api:
                 "items": items,
             },
         )
+
+    # --- custom.metrics.k8s.io -------------------------------------------------------
+
+    def _custom_metrics(
+        self, request: Request, query: dict[str, list[str]], version: str, rest: list[str]
+    ) -> Response:
+        """``GET /apis/custom.metrics.k8s.io/v1beta1/namespaces/<ns>/pods/<name|*>/<metric>``
+        (``labelSelector`` with ``*``): a ``MetricValueList``, as an adapter answers."""
+        if request.method != "GET":
+            raise ApiError(
+                405, f"{request.method} is not supported on custom metrics", "MethodNotAllowed"
+            )
+        # the official client sends the plural "pods/*/<metric>" as one percent-encoded
+        # segment (pods%2F%2A%2Fconcurrency); the real server routes the decoded path
+        rest = "/".join(rest).split("/")
+        if len(rest) != 5 or rest[0] != "namespaces" or rest[2] != "pods":
+            raise ApiError(
+                404,
+                "the server could not find the requested resource (custom metrics are served "
+                "for pods: /apis/custom.metrics.k8s.io/v1beta1/namespaces/<ns>/pods/<name|*>/<metric>)",
+            )
+        namespace, target, metric = rest[1], rest[3], rest[4]
+        if metric not in CUSTOM_METRICS:
+            raise errors.not_found("pods", f"{target}/{metric}", CUSTOM_METRICS_GROUP)
+        labels = parse_label_selector(_param(query, "labelSelector"))
+        epoch = self.clock.wall_epoch_ns()
+        items = [
+            custom_metric_value(namespace, pod, metric, value, format_time(epoch + stamp), window)
+            for pod, value, stamp, window, pod_labels in self.metrics.custom_items(
+                namespace, metric
+            )
+            if (target == "*" or pod == target) and labels.matches(pod_labels)
+        ]
+        if target != "*" and not items:
+            raise errors.not_found("pods", f"{target}/{metric}", CUSTOM_METRICS_GROUP)
+        return _json(
+            200,
+            {
+                "kind": "MetricValueList",
+                "apiVersion": f"{CUSTOM_METRICS_GROUP}/{version}",
+                "metadata": {},
+                "items": items,
+            },
+        )
+
+
+def _grace_period(options: dict[str, Any], query_value: str | None) -> int | None:
+    """``gracePeriodSeconds`` of a deletion: the DeleteOptions', else the query's; 400 for a
+    value that is not an integer (a negative one means 0, as on the real server)."""
+    value: Any = options.get("gracePeriodSeconds")
+    if value is None and query_value not in (None, ""):
+        value = query_value
+    if value is None:
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise errors.bad_request(
+            f"invalid value for gracePeriodSeconds: {value!r} (want an integer)"
+        ) from None
+    return max(0, number)
+
+
+CONTINUE_TOO_OLD = (
+    "The provided continue parameter is too old to display a consistent list result. You "
+    "can start a new list without the continue parameter."
+)
+
+
+def _continue_state(token: str) -> tuple[tuple[str, str], int]:
+    """(the last key listed, the list's resourceVersion) of a continue token made by
+    ``_list``; 400 as the API server answers a token it did not make."""
+    try:
+        state = json.loads(base64.urlsafe_b64decode(token.encode()))
+        after, rv = state["after"], state["rv"]
+    except (ValueError, KeyError, TypeError, binascii.Error) as exc:
+        raise errors.bad_request(f"continue key is not valid: {exc}") from None
+    if not (
+        isinstance(after, list)
+        and len(after) == 2
+        and all(isinstance(part, str) for part in after)
+        and isinstance(rv, int)
+        and not isinstance(rv, bool)
+        and rv >= 0
+    ):
+        raise errors.bad_request("continue key is not valid: it was not made by this server")
+    return (after[0], after[1]), rv
 
 
 def _entry_key(entry: Any) -> tuple[str, str]:

@@ -19,8 +19,17 @@ SERVER_VERSION = {
     "platform": "linux/amd64",
 }
 
-_SUB_VERBS = {"status": ("get", "patch", "update"), "binding": ("create",), "eviction": ("create",)}
-_SUB_KINDS = {"binding": ("Binding", "", "v1"), "eviction": ("Eviction", "policy", "v1")}
+_SUB_VERBS = {
+    "status": ("get", "patch", "update"),
+    "scale": ("get", "patch", "update"),
+    "binding": ("create",),
+    "eviction": ("create",),
+}
+_SUB_KINDS = {
+    "binding": ("Binding", "", "v1"),
+    "eviction": ("Eviction", "policy", "v1"),
+    "scale": ("Scale", "autoscaling", "v1"),
+}
 
 
 def _resource(rt: ResourceType) -> dict[str, Any]:

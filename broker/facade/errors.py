@@ -19,6 +19,7 @@ REASONS = {
     422: "Invalid",
     429: "TooManyRequests",
     500: "InternalError",
+    504: "Timeout",
 }
 
 
@@ -95,8 +96,49 @@ def conflict(resource: str, name: str, why: str, group: str = "") -> ApiError:
     )
 
 
+_CAUSE_REASONS = {
+    "Required value": "FieldValueRequired",
+    "Unsupported value": "FieldValueNotSupported",
+    "Forbidden": "FieldValueForbidden",
+    "Duplicate value": "FieldValueDuplicate",
+    "Too long": "FieldValueTooLong",
+}
+
+
 def invalid(kind: str, name: str, causes: list[str]) -> ApiError:
-    return ApiError(422, f'{kind} "{name}" is invalid: {", ".join(causes)}', kind=kind, name=name)
+    """422 Invalid from ``"field.path: Error body"`` strings (the shape of Go's
+    ``field.Error``; see :mod:`.validation` for building them)."""
+    joined = causes[0] if len(causes) == 1 else f"[{', '.join(causes)}]"
+    exc = ApiError(422, f'{kind} "{name}" is invalid: {joined}', kind=kind, name=name)
+    details = []
+    for cause in causes:
+        field, _, body = cause.partition(": ")
+        reason = next(
+            (r for prefix, r in _CAUSE_REASONS.items() if body.startswith(prefix)),
+            "FieldValueInvalid",
+        )
+        details.append({"reason": reason, "message": body, "field": field})
+    exc.details["causes"] = details
+    return exc
+
+
+def too_large_resource_version(asked: int, current: int) -> ApiError:
+    """What the watch cache answers a resourceVersion newer than any it has seen (504
+    Timeout, cause ResourceVersionTooLarge, retry after 1 s). The facade answers at once:
+    waiting for a revision in a simulation would wait for nothing."""
+    exc = ApiError(
+        504, f"Timeout: Too large resource version: {asked}, current: {current}", "Timeout"
+    )
+    exc.details["causes"] = [
+        {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
+    ]
+    exc.details["retryAfterSeconds"] = 1
+    return exc
+
+
+def too_large(limit: int) -> ApiError:
+    """413, as the API server refuses a request body or an object above its limit."""
+    return ApiError(413, f"Request entity too large: limit is {limit}")
 
 
 def bad_request(message: str) -> ApiError:

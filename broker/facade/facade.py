@@ -12,7 +12,7 @@ from .endpoint import Endpoint
 from .interest import SchedulerNameInterest
 from .metrics import MetricsBoard
 from .server import HttpServer, Ledger, Request
-from .store import Store
+from .store import HISTORY_BYTES, Store
 
 
 class Facade:
@@ -39,16 +39,19 @@ class Facade:
         tls_dir: str | Path | None = None,
         endpoint: Endpoint | None = None,
         history_limit: int = 1000,
+        history_bytes: int = HISTORY_BYTES,
         seed: int = 0,
         bookmark_interval_s: float | None = 60.0,
-        default_watch_timeout_s: float | None = None,
+        min_request_timeout_s: float | None = 1800.0,
         hooks: Hooks | None = None,
     ) -> None:
         if endpoint is None:
             endpoint = Endpoint(host=host, port=port, tls=tls, tls_dir=tls_dir)
         self.endpoint = endpoint
         self.clock = clock
-        self.store = Store(clock, history_limit=history_limit, seed=seed)
+        self.store = Store(
+            clock, history_limit=history_limit, history_bytes=history_bytes, seed=seed
+        )
         self.tokens = endpoint.tokens
         self.tls_files = endpoint.tls_files
         self.metrics = MetricsBoard()
@@ -65,7 +68,8 @@ class Facade:
             server_address=lambda: f"{self.host}:{self.port}",
             hooks=hooks,
             bookmark_interval_s=bookmark_interval_s,
-            default_watch_timeout_s=default_watch_timeout_s,
+            min_request_timeout_s=min_request_timeout_s,
+            seed=seed,
         )
         self._server = HttpServer(
             self.api.handle,
@@ -73,6 +77,7 @@ class Facade:
             listener=endpoint.listener,
             ssl_context=self.tls_files.server_context() if self.tls_files else None,
             on_request=self._count_request,
+            admit_head=self.api.admit_head,
         )
 
     # --- life cycle ----------------------------------------------------------------

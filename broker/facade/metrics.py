@@ -1,7 +1,10 @@
-"""``metrics.k8s.io/v1beta1`` in metrics-server's format, from values the broker sets.
+"""``metrics.k8s.io/v1beta1`` in metrics-server's format, and per-pod custom metrics in
+``custom.metrics.k8s.io/v1beta1``'s (what a custom-metrics adapter serves), from values
+the broker sets.
 
 Quantities are written the way metrics-server writes them: cpu in nanocores
-(``"250000000n"``), memory in kibibytes (``"123456Ki"``, rounded down).
+(``"250000000n"``), memory in kibibytes (``"123456Ki"``, rounded down); custom metric
+values in milli-units (``"1500m"``), as the adapters write them.
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ class MetricsBoard:
         self._lock = threading.Lock()
         self._nodes: dict[str, _Sample] = {}
         self._pods: dict[tuple[str, str], _Sample] = {}
+        self._custom: dict[
+            tuple[str, str], tuple[dict[str, float], int, float, dict[str, str]]
+        ] = {}
 
     def set_node(
         self,
@@ -66,6 +72,37 @@ class MetricsBoard:
                 dict(containers), timestamp_ns, window_s, dict(labels or {})
             )
 
+    def set_pod_custom(
+        self,
+        namespace: str,
+        name: str,
+        values: dict[str, float],
+        *,
+        timestamp_ns: int,
+        window_s: float,
+        labels: dict[str, str] | None = None,
+    ) -> None:
+        """Custom metrics of one pod (``custom.metrics.k8s.io``: ``pods/*/<metric>``)."""
+        with self._lock:
+            self._custom[(namespace, name)] = (
+                dict(values),
+                timestamp_ns,
+                window_s,
+                dict(labels or {}),
+            )
+
+    def custom_items(
+        self, namespace: str, metric: str
+    ) -> list[tuple[str, float, int, float, dict[str, str]]]:
+        """(pod, value, timestamp ns, window s, labels) of the pods of ``namespace`` that
+        have ``metric``, by name."""
+        with self._lock:
+            return sorted(
+                (name, values[metric], stamp, window, labels)
+                for (ns, name), (values, stamp, window, labels) in self._custom.items()
+                if ns == namespace and metric in values
+            )
+
     def remove_node(self, name: str) -> None:
         with self._lock:
             self._nodes.pop(name, None)
@@ -73,6 +110,7 @@ class MetricsBoard:
     def remove_pod(self, namespace: str, name: str) -> None:
         with self._lock:
             self._pods.pop((namespace, name), None)
+            self._custom.pop((namespace, name), None)
 
     def node_items(self) -> list[tuple[str, _Sample]]:
         with self._lock:
@@ -120,4 +158,28 @@ def pod_metrics(namespace: str, name: str, sample: _Sample, format_time) -> dict
         "containers": [
             {"name": c, "usage": _usage(cpu, mem)} for c, (cpu, mem) in sorted(sample.usage.items())
         ],
+    }
+
+
+def custom_metric_value(
+    namespace: str,
+    pod: str,
+    metric: str,
+    value: float,
+    timestamp: str,
+    window_s: float,
+) -> dict[str, Any]:
+    """One item of a ``MetricValueList`` (custom.metrics.k8s.io/v1beta1)."""
+    return {
+        "describedObject": {
+            "kind": "Pod",
+            "namespace": namespace,
+            "name": pod,
+            "apiVersion": "/v1",
+        },
+        "metricName": metric,
+        "timestamp": timestamp,
+        "windowSeconds": int(round(window_s)),
+        "value": f"{int(round(value * 1000))}m",
+        "selector": None,
     }

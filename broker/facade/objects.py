@@ -17,6 +17,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+from . import apps, autoscaling
 from .errors import ApiError, invalid
 from .resources import ResourceType
 
@@ -187,22 +188,16 @@ def default_object(rt: ResourceType, obj: dict[str, Any], priority_of: dict[str,
                 raise invalid(rt.kind, name, ["spec.template: Required value"])
             if rt.plural != "daemonsets":
                 spec.setdefault("replicas", 1)
-        if rt.plural == "deployments":
-            spec.setdefault("revisionHistoryLimit", 10)
-            spec.setdefault("progressDeadlineSeconds", 600)
-            spec.setdefault(
-                "strategy",
-                {
-                    "type": "RollingUpdate",
-                    "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"},
-                },
-            )
+        if rt.key in apps.WORKLOADS:
+            apps.default_workload(rt.key, obj)
         if rt.plural == "jobs":
             if not isinstance(spec.get("template"), dict):
                 raise invalid("Job", name, ["spec.template: Required value"])
             default_job(obj)
         if rt.plural == "cronjobs" and not spec.get("schedule"):
             raise invalid("CronJob", name, ["spec.schedule: Required value"])
+    elif rt.key == autoscaling.HPA_KEY:
+        autoscaling.default_hpa(obj)
     elif rt.key == "priorityclasses.scheduling.k8s.io":
         if not isinstance(obj.get("value"), int):
             raise invalid("PriorityClass", name, ["value: Required value"])
@@ -211,6 +206,18 @@ def default_object(rt: ResourceType, obj: dict[str, Any], priority_of: dict[str,
 
 JOB_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid")
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
+
+
+def check_update(rt: ResourceType, obj: dict[str, Any], subresource: str | None) -> None:
+    """The validation an update (PUT or PATCH) must pass for the kinds whose controllers
+    depend on it (422 as on create)."""
+    if subresource is None and rt.key in apps.WORKLOADS:
+        apps.validate_workload(rt.key, obj)
+    elif rt.key == autoscaling.HPA_KEY:
+        if subresource is None:
+            autoscaling.validate_hpa(obj)
+        else:
+            autoscaling.validate_hpa_status(obj)
 
 
 def default_job(job: dict[str, Any]) -> None:

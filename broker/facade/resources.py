@@ -105,7 +105,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         "ReplicaSet",
         True,
         short_names=("rs",),
-        subresources=("status",),
+        subresources=("status", "scale"),
     ),
     _r(
         "apps",
@@ -115,7 +115,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         "Deployment",
         True,
         short_names=("deploy",),
-        subresources=("status",),
+        subresources=("status", "scale"),
     ),
     _r(
         "apps",
@@ -125,7 +125,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         "StatefulSet",
         True,
         short_names=("sts",),
-        subresources=("status",),
+        subresources=("status", "scale"),
     ),
     _r(
         "apps",
@@ -135,6 +135,16 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         "DaemonSet",
         True,
         short_names=("ds",),
+        subresources=("status",),
+    ),
+    _r(
+        "autoscaling",
+        "v2",
+        "horizontalpodautoscalers",
+        "horizontalpodautoscaler",
+        "HorizontalPodAutoscaler",
+        True,
+        short_names=("hpa",),
         subresources=("status",),
     ),
     _r("batch", "v1", "jobs", "job", "Job", True, subresources=("status",)),
@@ -189,7 +199,24 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         verbs=("get", "list"),
         stored=False,
     ),
+    # per-pod custom metrics the traffic model publishes (docs/services.md); listed as a
+    # custom-metrics adapter lists them: one "pods/<metric>" resource per metric
+    *(
+        _r(
+            "custom.metrics.k8s.io",
+            "v1beta1",
+            f"pods/{metric}",
+            "",
+            "MetricValueList",
+            True,
+            verbs=("get",),
+            stored=False,
+        )
+        for metric in ("concurrency", "requests_per_second")
+    ),
 )
+CUSTOM_METRICS_GROUP = "custom.metrics.k8s.io"
+CUSTOM_METRICS = ("concurrency", "requests_per_second")
 
 BY_KEY: dict[str, ResourceType] = {rt.key: rt for rt in RESOURCE_TYPES if rt.stored}
 BY_GROUP_VERSION: dict[tuple[str, str], dict[str, ResourceType]] = {}

@@ -148,6 +148,28 @@ def selector_from_dict(selector: dict[str, Any] | None) -> LabelSelector:
     return LabelSelector(tuple(reqs))
 
 
+def format_selector(selector: dict[str, Any] | None) -> str:
+    """``metav1.LabelSelectorAsSelector(s).String()``: what a Scale's ``status.selector``
+    and ``kubectl`` show — requirements sorted by key, set values sorted
+    (``app=web,tier in (a,b),!canary``)."""
+    if not selector:
+        return ""
+    parts: list[tuple[str, str]] = [
+        (k, f"{k}={v}") for k, v in (selector.get("matchLabels") or {}).items()
+    ]
+    for expr in selector.get("matchExpressions") or []:
+        key, op = expr.get("key", ""), expr.get("operator")
+        values = ",".join(sorted(str(v) for v in expr.get("values") or ()))
+        text = {
+            "In": f"{key} in ({values})",
+            "NotIn": f"{key} notin ({values})",
+            "Exists": key,
+            "DoesNotExist": f"!{key}",
+        }.get(op, key)
+        parts.append((key, text))
+    return ",".join(text for _, text in sorted(parts, key=lambda p: p[0]))
+
+
 # --- field selectors ------------------------------------------------------------------
 
 

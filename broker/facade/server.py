@@ -1,5 +1,9 @@
 """HTTP/1.1 transport with an exact byte ledger per connection.
 
+Parsing and framing are h11's (a sans-I/O HTTP/1.1 state machine: request line and
+headers, Content-Length and chunked bodies, keep-alive, ``Connection: close``, HTTP/1.0,
+size limits); this module owns the sockets, the threads and the ledger.
+
 Why not ``http.server``: the broker must know, per TCP connection, how many request
 bytes were taken in and how many response bytes were handed to the kernel, to decide
 whether the client thread blocked on that socket has consumed everything (see
@@ -13,28 +17,49 @@ Ledger rules (the broker's quiescence test depends on them):
 - ``queued`` counts frames a watch will still deliver; it is incremented by the thread
   that published the event (inside the store call), and turned into ``written`` in one
   locked step by the connection thread;
+- a connection the server closed keeps its counters (until a new connection takes the
+  port): its client may still have a response to read, and must be let go to read it;
 - listeners are called after a response is written, after a watch frame is written with
-  nothing else queued, and when a watch parks.
+  nothing else queued, when a watch parks, and when a connection closes.
+
+Limits (before any work on a request): a head (request line and headers) or a chunk-size
+line longer than ``MAX_HEAD`` is refused (431/400); a body longer than ``MAX_BODY`` (the
+API server's 3 MiB) gets 413 before it is read when its length is declared, as soon as
+it passes the limit when chunked; ``admit_head`` (the facade's bearer-token check) runs
+on the head, before a body byte is read.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import select
 import socket
 import ssl
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import h11
+
 from .watch import END, Watcher
 
 _log = logging.getLogger(__name__)
-MAX_HEAD = 64 * 1024
-MAX_BODY = 64 * 1024 * 1024
+MAX_HEAD = 64 * 1024  # request line + headers; also the longest chunk-size line
+MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's MaxRequestBodyBytes
+# Connections the server closed whose counters are kept for their clients' runtimes
+# (a client may not have read its last response yet): the newest this many.
+CLOSED_KEPT = 4096
+# Out of file descriptors: wait this long (doubling up to the max) and accept again.
+ACCEPT_BACKOFF_S = (0.005, 0.2)
+# After a refusal, how long (and how much) the client's unread bytes are drained.
+LINGER_S = 0.5
+LINGER_BYTES = 8 * MAX_BODY
+_FD_EXHAUSTION = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 _REASONS = {
     200: "OK",
     201: "Created",
@@ -47,12 +72,15 @@ _REASONS = {
     409: "Conflict",
     410: "Gone",
     411: "Length Required",
-    413: "Payload Too Large",
+    413: "Request Entity Too Large",
+    414: "Request-URI Too Long",
     415: "Unsupported Media Type",
     422: "Unprocessable Entity",
     429: "Too Many Requests",
     431: "Request Header Fields Too Large",
     500: "Internal Server Error",
+    501: "Not Implemented",
+    504: "Gateway Timeout",
     505: "HTTP Version Not Supported",
 }
 
@@ -86,6 +114,8 @@ class WatchStream:
 
 
 Handler = Callable[[Request], "Response | WatchStream"]
+# (method, target, headers) of a request whose body is not read yet -> a refusal or None
+HeadCheck = Callable[[str, str, dict[str, str]], "Response | None"]
 
 
 class Connection:
@@ -98,6 +128,7 @@ class Connection:
         "streaming",
         "sock",
         "closed",
+        "refused",
         "last_request",
     )
 
@@ -110,6 +141,7 @@ class Connection:
         self.queued = 0
         self.streaming = False  # the request being answered is a watch
         self.closed = False
+        self.refused = False  # answered without reading all the client sent
         self.last_request = ""  # "GET /api/v1/pods?watch=1", for stall diagnostics
 
 
@@ -119,6 +151,8 @@ class Ledger:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self._conns: dict[int, Connection] = {}
+        # closed by the server, newest last: what their clients may still have to read
+        self._closed: OrderedDict[int, Connection] = OrderedDict()
         self._listeners: list[Callable[[int], None]] = []
 
     def add_listener(self, fn: Callable[[int], None]) -> None:
@@ -133,22 +167,38 @@ class Ledger:
 
     def register(self, conn: Connection) -> None:
         with self.lock:
+            self._closed.pop(conn.peer_port, None)
             self._conns[conn.peer_port] = conn
 
     def unregister(self, conn: Connection) -> None:
+        """The server closed ``conn``: it handles nothing and queues nothing more, and
+        what its client sent but the server never read will never count. Its written
+        bytes stay known, so that its client is let go to read them."""
         with self.lock:
             conn.closed = True
+            conn.handling = False
+            conn.queued = 0
             if self._conns.get(conn.peer_port) is conn:
                 del self._conns[conn.peer_port]
+                self._closed[conn.peer_port] = conn
+                while len(self._closed) > CLOSED_KEPT:
+                    self._closed.popitem(last=False)
+
+    def _lookup(self, peer_port: int) -> Connection | None:
+        conn = self._conns.get(peer_port)
+        return conn if conn is not None else self._closed.get(peer_port)
 
     def idle(self, peer_port: int, sent: int, consumed: int) -> bool:
         """True iff the connection from ``peer_port`` has taken in exactly ``sent`` bytes,
-        written exactly ``consumed`` bytes, handles no request and has nothing queued.
-        An unknown port is idle only if nothing was exchanged on it."""
+        written exactly ``consumed`` bytes, handles no request and has nothing queued (a
+        closed one: its client consumed all it was written). An unknown port is idle only
+        if nothing was exchanged on it."""
         with self.lock:
-            conn = self._conns.get(peer_port)
+            conn = self._lookup(peer_port)
             if conn is None:
                 return sent == 0 and consumed == 0
+            if conn.closed:
+                return consumed >= conn.written
             return (
                 conn.received == sent
                 and conn.written == consumed
@@ -162,11 +212,15 @@ class Ledger:
         queued that the connection's thread has not written yet: it is about to, unless
         it is stuck writing because the client does not read) or ``"ready"`` (nothing
         being handled or queued, and bytes written that the client has not consumed) —
-        ``"streaming"`` when those bytes are watch events rather than a response."""
+        ``"streaming"`` when those bytes are watch events rather than a response. A
+        connection the server closed is ``"ready"`` until its client read everything,
+        then ``"idle"``: closing is normal HTTP, never a reason to wait."""
         with self.lock:
-            conn = self._conns.get(peer_port)
+            conn = self._lookup(peer_port)
             if conn is None:
                 return "idle" if sent == 0 and consumed == 0 else "busy"
+            if conn.closed:
+                return "idle" if consumed >= conn.written else "ready"
             if conn.received != sent or conn.handling:
                 return "busy"
             if conn.queued:
@@ -177,7 +231,7 @@ class Ledger:
 
     def written(self, peer_port: int) -> int:
         with self.lock:
-            conn = self._conns.get(peer_port)
+            conn = self._lookup(peer_port)
             return 0 if conn is None else conn.written
 
     def snapshot(self) -> dict[int, dict[str, Any]]:
@@ -201,6 +255,51 @@ def _chunk(frame: bytes) -> bytes:
 
 
 _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
+_JSON_HEADERS = [(b"Content-Type", b"application/json"), (b"Cache-Control", b"no-cache, private")]
+
+
+class _Closed(Exception):
+    """The client closed its side (or broke the connection) mid-request."""
+
+
+class _Wire:
+    """One connection's h11 state and the bytes it was fed: ``taken()`` is how many of
+    them the requests parsed so far used (what is buffered beyond is not yet taken)."""
+
+    __slots__ = ("h", "sock", "fed", "counted", "method")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.h = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
+        self.sock = sock
+        self.fed = 0
+        self.counted = 0  # bytes already added to the ledger's ``received``
+        self.method = ""  # of the request being answered
+
+    def next_event(self) -> Any:
+        """The next h11 event, reading from the socket as needed; raises _Closed."""
+        while True:
+            event = self.h.next_event()
+            if event is not h11.NEED_DATA:
+                return event
+            try:
+                data = self.sock.recv(65536)
+            except (ConnectionError, ssl.SSLError, OSError) as exc:
+                raise _Closed from exc
+            if not data:
+                self.h.receive_data(b"")
+                raise _Closed
+            self.fed += len(data)
+            self.h.receive_data(data)
+
+    def feed(self, data: bytes) -> None:
+        self.fed += len(data)
+        self.h.receive_data(data)
+
+    def uncounted(self) -> int:
+        """Bytes of the requests read so far not yet in the ledger (and mark them)."""
+        taken = self.fed - len(self.h.trailing_data[0])
+        new, self.counted = taken - self.counted, taken
+        return new
 
 
 def _status_line(status: int) -> bytes:
@@ -221,12 +320,14 @@ class HttpServer:
         ssl_context: ssl.SSLContext | None = None,
         poll_interval: float = 0.5,
         on_request: Callable[[Request], Callable[[], None] | None] | None = None,
+        admit_head: HeadCheck | None = None,
     ) -> None:
         self._handler = handler
         self.ledger = ledger
         self._ssl = ssl_context
         self._poll = poll_interval
         self._on_request = on_request
+        self._admit_head = admit_head
         # a socket bound beforehand (see endpoint.py) may already hold waiting clients
         self._listener = listener if listener is not None else socket.create_server((host, port))
         self.host, self.port = self._listener.getsockname()[:2]
@@ -236,6 +337,7 @@ class HttpServer:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._accept_thread: threading.Thread | None = None
+        self.accept_errors = 0  # accept() failures survived (out of descriptors …)
         # Watch events written by the thread that commits them (deterministic mode, where
         # the broker waits for them before letting a scheduler read): no hop through the
         # stream's thread. Plain sockets only (a TLS record cannot be sent half-way).
@@ -267,18 +369,47 @@ class HttpServer:
             t.join(timeout=5)
 
     def _accept_loop(self) -> None:
+        backoff = ACCEPT_BACKOFF_S[0]
         while not self._stopping.is_set():
             try:
                 sock, addr = self._listener.accept()
-            except OSError:
-                return
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            t = threading.Thread(
-                target=self._serve, args=(sock, addr[1]), name=f"facade-conn-{addr[1]}", daemon=True
-            )
-            with self._lock:
-                self._threads.add(t)
-            t.start()
+            except OSError as exc:
+                if self._stopping.is_set():
+                    return
+                if exc.errno in _FD_EXHAUSTION:
+                    # Out of descriptors: the connection waits in the backlog until one is
+                    # closed. Keep accepting, a little later each time; say so once.
+                    if not self.accept_errors:
+                        _log.warning(
+                            "facade: cannot accept a connection (%s); retrying while "
+                            "descriptors are exhausted",
+                            exc.strerror or exc,
+                        )
+                    self.accept_errors += 1
+                    self._stopping.wait(backoff)
+                    backoff = min(backoff * 2, ACCEPT_BACKOFF_S[1])
+                    continue
+                if exc.errno in (errno.EBADF, errno.EINVAL):  # the listener is closed
+                    return
+                self.accept_errors += 1  # ECONNABORTED and the like: that client only
+                continue
+            backoff = ACCEPT_BACKOFF_S[0]
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                t = threading.Thread(
+                    target=self._serve,
+                    args=(sock, addr[1]),
+                    name=f"facade-conn-{addr[1]}",
+                    daemon=True,
+                )
+                with self._lock:
+                    self._threads.add(t)
+                t.start()
+            except (OSError, RuntimeError) as exc:  # no thread to be had: drop this one
+                _log.warning("facade: dropping a connection: %s", exc)
+                with self._lock:
+                    self._threads.discard(t)
+                sock.close()
 
     # --- one connection ------------------------------------------------------------
 
@@ -292,29 +423,33 @@ class HttpServer:
             if self._ssl is not None:
                 sock = self._ssl.wrap_socket(raw, server_side=True)
                 conn.sock = sock
-            self._request_loop(conn, sock)
-        except (OSError, ssl.SSLError):
+            self._request_loop(conn, _Wire(sock))
+        except (_Closed, OSError, ssl.SSLError):
             pass
         finally:
             self.ledger.unregister(conn)
+            self.ledger.notify(peer_port)
+            if conn.refused:
+                _linger(conn.sock)
             with contextlib.suppress(OSError):
                 conn.sock.close()
             with self._lock:
                 self._conns.discard(conn)
                 self._threads.discard(threading.current_thread())
-            self.ledger.notify(peer_port)
 
-    def _request_loop(self, conn: Connection, sock: socket.socket) -> None:
-        buf = bytearray()
+    def _request_loop(self, conn: Connection, wire: _Wire) -> None:
+        h = wire.h
         while not self._stopping.is_set():
-            parsed = self._read_request(conn, sock, buf)
-            if parsed is None:
+            request = self._read_request(conn, wire)
+            if request is None:  # the client is done (or answered and refused)
                 return
-            request, keep_alive = parsed
-            if isinstance(request, Response):  # malformed: answer and close
-                self._write(conn, self._encode(request, close=True))
+            if isinstance(request, Response):  # refused on its head, nothing left unread
+                self._write(conn, self._encode(wire, request), last=True)
                 self._finish_request(conn)
-                return
+                if h.our_state is not h11.DONE or h.their_state is not h11.DONE:
+                    return
+                h.start_next_cycle()
+                continue
             done = self._on_request(request) if self._on_request else None
             try:
                 result = self._handler(request)
@@ -323,120 +458,133 @@ class HttpServer:
                 result = _plain_error(500, f"internal error: {type(exc).__name__}: {exc}")
             try:
                 if isinstance(result, WatchStream):
-                    keep_alive = self._stream(conn, sock, result, buf, done) and keep_alive
+                    if not self._stream(conn, wire, result, done):
+                        return
                     done = None
                 else:
-                    self._write(conn, self._encode(result, close=not keep_alive), last=True)
+                    self._write(conn, self._encode(wire, result), last=True)
             finally:
                 if done is not None:
                     done()
             self._finish_request(conn)
-            if not keep_alive:
-                return
+            if h.our_state is not h11.DONE or h.their_state is not h11.DONE:
+                return  # HTTP/1.0, Connection: close, or a body left unread: close
+            h.start_next_cycle()
 
     def _finish_request(self, conn: Connection) -> None:
         with self.ledger.lock:
             conn.handling = False
         self.ledger.notify(conn.peer_port)
 
-    def _fill(self, sock: socket.socket, buf: bytearray) -> bool:
-        data = sock.recv(65536)
-        if not data:
-            return False
-        buf += data
-        return True
+    def _refuse(self, conn: Connection, wire: _Wire, response: Response) -> None:
+        """Answer ``response`` to a request that will not be handled, and let the
+        connection close (the request's bytes, read or not, never count)."""
+        try:
+            data = self._encode(wire, response)
+        except h11.LocalProtocolError:  # h11 cannot frame it (e.g. the head was garbage)
+            data = _raw_response(response)
+        conn.refused = True
+        self._write(conn, data, last=True)
 
-    def _read_request(
-        self, conn: Connection, sock: socket.socket, buf: bytearray
-    ) -> tuple[Request | Response, bool] | None:
-        while True:
-            end = buf.find(b"\r\n\r\n")
-            if end >= 0:
-                break
-            if len(buf) > MAX_HEAD:
-                return _plain_error(431, "request head larger than 64 KiB"), False
-            if not self._fill(sock, buf):
-                return None
-        head = bytes(buf[:end]).decode("latin-1")
-        lines = head.split("\r\n")
-        parts = lines[0].split(" ")
-        if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-            return _plain_error(400, f"malformed request line {lines[0][:80]!r}"), False
-        method, target, version = parts
+    def _read_request(self, conn: Connection, wire: _Wire) -> Request | Response | None:
+        """The next request, or the answer to a request refused on its head (its body,
+        if it has one, is never read: the connection then closes), or None when the
+        connection is over (closed, or refused and answered)."""
+        try:
+            event = wire.next_event()
+        except _Closed:
+            return None
+        except h11.RemoteProtocolError as exc:
+            status = exc.error_status_hint if exc.error_status_hint in _REASONS else 400
+            why = f"malformed request: {exc}" if str(exc) else "malformed request"
+            if status == 431:
+                why = f"request head larger than {MAX_HEAD // 1024} KiB"
+            self._refuse(conn, wire, _plain_error(status, why))
+            return None
+        if isinstance(event, h11.ConnectionClosed):
+            return None
+        if not isinstance(event, h11.Request):  # nothing else can come first
+            return None
+        method = wire.method = event.method.decode("latin-1")
+        target = event.target.decode("latin-1")
         headers: dict[str, str] = {}
-        for line in lines[1:]:
-            name, sep, value = line.partition(":")
-            if not sep:
-                return _plain_error(400, f"malformed header line {line[:80]!r}"), False
-            name = name.strip().lower()
-            headers[name] = (
-                f"{headers[name]}, {value.strip()}" if name in headers else value.strip()
-            )
-        consumed = end + 4
-        body = b""
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            pos = consumed
-            chunks = []
-            while True:
-                while (line_end := buf.find(b"\r\n", pos)) < 0:
-                    if not self._fill(sock, buf):
-                        return None
-                try:
-                    size = int(bytes(buf[pos:line_end]).split(b";")[0], 16)
-                except ValueError:
-                    return _plain_error(400, "malformed chunk size in request body"), False
-                if sum(map(len, chunks)) + size > MAX_BODY:
-                    return _plain_error(413, "request body larger than 64 MiB"), False
-                need = line_end + 2 + size + 2
-                while len(buf) < need:
-                    if not self._fill(sock, buf):
-                        return None
-                chunks.append(bytes(buf[line_end + 2 : line_end + 2 + size]))
-                pos = need
-                if size == 0:
-                    break
-            body = b"".join(chunks)
-            consumed = pos
-        else:
-            try:
-                length = int(headers.get("content-length", "0") or 0)
-            except ValueError:
-                return _plain_error(400, "Content-Length is not an integer"), False
-            if length < 0 or length > MAX_BODY:
-                return _plain_error(413, "request body larger than 64 MiB"), False
-            while len(buf) < consumed + length:
-                if not self._fill(sock, buf):
-                    return None
-            body = bytes(buf[consumed : consumed + length])
-            consumed += length
-        del buf[:consumed]
+        for name_b, value_b in event.headers:
+            name, value = name_b.decode("latin-1"), value_b.decode("latin-1")
+            headers[name] = f"{headers[name]}, {value}" if name in headers else value
         with self.ledger.lock:
-            conn.received += consumed
-            conn.handling = True
             conn.last_request = f"{method} {target}"
-        connection = headers.get("connection", "").lower()
-        keep_alive = version == "HTTP/1.1" and "close" not in connection
-        keep_alive = keep_alive or (version == "HTTP/1.0" and "keep-alive" in connection)
-        request = Request(method, target, headers, body, conn.peer_port, lambda: self._queued(conn))
-        return request, keep_alive
+        # Checks on the head, before a body byte is read: its size (h11 bounds only a
+        # head still incomplete), credentials, then the body's declared size.
+        refusal = None
+        if wire.fed - len(wire.h.trailing_data[0]) - wire.counted > MAX_HEAD:
+            refusal = _plain_error(431, f"request head larger than {MAX_HEAD // 1024} KiB")
+        elif self._admit_head is not None:
+            refusal = self._admit_head(method, target, headers)
+        if refusal is None:
+            length = headers.get("content-length")
+            if length is not None and length.isdigit() and int(length) > MAX_BODY:
+                refusal = _too_large()
+        if refusal is not None:
+            bodiless = headers.get("content-length", "0") == "0" and (
+                "transfer-encoding" not in headers
+            )
+            if refusal.status != 431 and bodiless:
+                with contextlib.suppress(_Closed, h11.RemoteProtocolError):
+                    if isinstance(wire.next_event(), h11.EndOfMessage):  # no body: keep alive
+                        with self.ledger.lock:
+                            conn.received += wire.uncounted()
+                            conn.handling = True
+                        return refusal
+            self._refuse(conn, wire, refusal)
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            while True:
+                event = wire.next_event()
+                if isinstance(event, h11.Data):
+                    size += len(event.data)
+                    if size > MAX_BODY:
+                        self._refuse(conn, wire, _too_large())
+                        return None
+                    chunks.append(event.data)
+                elif isinstance(event, h11.EndOfMessage):
+                    break
+                else:
+                    return None
+        except _Closed:
+            return None
+        except h11.RemoteProtocolError as exc:
+            self._refuse(conn, wire, _plain_error(400, f"malformed request body: {exc}"))
+            return None
+        body = b"".join(chunks)
+        with self.ledger.lock:
+            conn.received += wire.uncounted()
+            conn.handling = True
+        return Request(method, target, headers, body, conn.peer_port, lambda: self._queued(conn))
 
     def _queued(self, conn: Connection) -> None:
         with self.ledger.lock:
             conn.queued += 1
 
-    def _encode(self, resp: Response, *, close: bool) -> bytes:
-        head = [
-            _status_line(resp.status),
-            f"Content-Type: {resp.content_type}\r\n".encode(),
-            f"Content-Length: {len(resp.body)}\r\n".encode(),
-            b"Cache-Control: no-cache, private\r\n",
+    def _encode(self, wire: _Wire, resp: Response) -> bytes:
+        """The whole response, framed by h11 (which adds ``Connection: close`` when the
+        connection will not be reused); the answer to a HEAD has its head only."""
+        h = wire.h
+        headers = [
+            (b"Content-Type", resp.content_type.encode()),
+            (b"Content-Length", str(len(resp.body)).encode()),
+            (b"Cache-Control", b"no-cache, private"),
         ]
-        for name, value in resp.extra_headers:
-            head.append(f"{name}: {value}\r\n".encode())
-        if close:
-            head.append(b"Connection: close\r\n")
-        head.append(b"\r\n")
-        return b"".join(head) + resp.body
+        headers += [(n.encode(), v.encode()) for n, v in resp.extra_headers]
+        reason = _REASONS.get(resp.status, "Unknown").encode()
+        # the pieces as h11 frames them, joined once: the body is copied once, as before
+        send = h.send_with_data_passthrough
+        parts = send(h11.Response(status_code=resp.status, headers=headers, reason=reason))
+        if wire.method != "HEAD":
+            parts += send(h11.Data(data=resp.body))
+        parts += send(h11.EndOfMessage())
+        return b"".join(parts)
 
     def _write(
         self,
@@ -471,24 +619,28 @@ class HttpServer:
     def _stream(
         self,
         conn: Connection,
-        sock: socket.socket,
+        wire: _Wire,
         stream: WatchStream,
-        buf: bytearray,
         done: Callable[[], None] | None,
     ) -> bool:
-        """Write a chunked watch response; True if the connection may be reused."""
+        """Write a streamed watch response; True if the connection may be reused.
+
+        Frames are chunks (an HTTP/1.0 client gets them bare, the end of the stream
+        being the end of the connection): framed here rather than by h11, because a
+        direct write frames them in the committing thread."""
         watcher = stream.watcher
+        h = wire.h
+        chunked = h.their_http_version != b"1.0"
+        frame = _chunk if chunked else bytes
         with self._lock:
             self._streams.add(watcher)
         with self.ledger.lock:
             conn.streaming = True
         try:
-            self._write(
-                conn,
-                _status_line(200)
-                + b"Content-Type: application/json\r\nCache-Control: no-cache, private\r\n"
-                b"Transfer-Encoding: chunked\r\n\r\n",
-            )
+            headers = list(_JSON_HEADERS)
+            if chunked:
+                headers.append((b"Transfer-Encoding", b"chunked"))
+            self._write(conn, h.send(h11.Response(status_code=200, headers=headers)))
             parked = False
             while True:
                 if not parked and watcher.pending() == 0:
@@ -502,11 +654,11 @@ class HttpServer:
                     if stream.on_parked is not None:
                         stream.on_parked()
                     if self.direct_watch_writes and self._ssl is None and _DONTWAIT:
-                        watcher.attach_writer(lambda frame: self._write_direct(conn, frame))
+                        watcher.attach_writer(lambda f: self._write_direct(conn, frame(f)))
                     self.ledger.notify(conn.peer_port)
                 batch = watcher.take_batch(self._poll)
                 if batch is None:
-                    if self._stopping.is_set() or self._client_gone(sock, buf):
+                    if self._stopping.is_set() or self._client_gone(wire):
                         return False
                     continue
                 backlog, frames = batch
@@ -515,17 +667,17 @@ class HttpServer:
                     ending = bool(frames) and frames[-1] is END
                     if ending:
                         frames.pop()
-                    data = backlog + b"".join(_chunk(f) for f in frames)
+                    data = backlog + b"".join(frame(f) for f in frames)
                     taken = len(frames) + (1 if backlog else 0)
                     if ending:
                         self._write(
                             conn,
-                            data + b"0\r\n\r\n",
+                            data + h.send(h11.EndOfMessage()),
                             from_queue=taken + 1,
                             ending=True,
                             counted=len(backlog),
                         )
-                        return True
+                        return chunked
                     self._write(conn, data, from_queue=taken, counted=len(backlog))
                 finally:
                     watcher.sent()
@@ -550,11 +702,10 @@ class HttpServer:
             with self.ledger.lock:
                 conn.queued -= left
 
-    def _write_direct(self, conn: Connection, frame: bytes) -> bytes:
-        """Send a watch frame from the thread that committed it (store lock held):
+    def _write_direct(self, conn: Connection, data: bytes) -> bytes:
+        """Send a framed watch event from the thread that committed it (store lock held):
         counted as written, then sent without blocking. Returns what the socket did not
         take, for the stream's thread to send first."""
-        data = _chunk(frame)
         with self.ledger.lock:
             conn.written += len(data)
         try:
@@ -565,9 +716,11 @@ class HttpServer:
             return b""  # the client went away: the stream's thread notices and winds up
         return data[sent:]
 
-    def _client_gone(self, sock: socket.socket, buf: bytearray) -> bool:
+    def _client_gone(self, wire: _Wire) -> bool:
         """Poll the socket without blocking: EOF means the client went away; bytes are
-        kept in ``buf`` (a pipelined request) and mean it is still there."""
+        fed to h11 (a pipelined request, read once the watch is over) and mean it is
+        still there."""
+        sock = wire.sock
         try:
             readable, _, _ = select.select([sock], [], [], 0)
         except (OSError, ValueError):
@@ -586,11 +739,26 @@ class HttpServer:
                 sock.settimeout(None)
         if not data:
             return True
-        buf += data
+        if len(wire.h.trailing_data[0]) + len(data) > MAX_HEAD + MAX_BODY:
+            return True  # a client piling up requests behind a watch: not a client
+        wire.feed(data)
         return False
 
 
-def _plain_error(status: int, message: str) -> Response:
+def _linger(sock: socket.socket) -> None:
+    """Close gently after refusing a request whose bytes were not all read: closing with
+    unread data makes the kernel reset the connection, and the client would lose the
+    answer. Stop sending, then read and drop what still comes (bounded in time and
+    size, as Go's server does)."""
+    with contextlib.suppress(OSError, ssl.SSLError, ValueError):
+        sock.shutdown(socket.SHUT_WR)
+        sock.settimeout(LINGER_S)
+        left = LINGER_BYTES
+        while left > 0 and (data := sock.recv(65536)):
+            left -= len(data)
+
+
+def _status_body(status: int, message: str) -> bytes:
     body = {
         "kind": "Status",
         "apiVersion": "v1",
@@ -604,4 +772,22 @@ def _plain_error(status: int, message: str) -> Response:
         }.get(status, "BadRequest"),
         "code": status,
     }
-    return Response(status, json.dumps(body).encode())
+    return json.dumps(body).encode()
+
+
+def _plain_error(status: int, message: str) -> Response:
+    return Response(status, _status_body(status, message))
+
+
+def _too_large() -> Response:
+    return _plain_error(413, f"Request entity too large: limit is {MAX_BODY}")
+
+
+def _raw_response(resp: Response) -> bytes:
+    """A response framed by hand, for when h11 will not (the request never parsed)."""
+    return (
+        _status_line(resp.status)
+        + f"Content-Type: {resp.content_type}\r\nContent-Length: {len(resp.body)}\r\n".encode()
+        + b"Connection: close\r\n\r\n"
+        + resp.body
+    )

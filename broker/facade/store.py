@@ -10,15 +10,21 @@ Invariants:
   watcher sees events in strictly increasing resourceVersion order with no gaps (for
   the objects it selects) and the bookkeeping of queued frames happens before the
   writing call returns.
-- Per type, the last ``history_limit`` events are kept; a watch may resume from any
-  resourceVersion >= the newest compacted one, older ones get 410 Gone. Memory is
-  bounded by live objects + history, whatever the number of writes.
+- Per type, the last ``history_limit`` events are kept, and no more than
+  ``history_bytes`` of them (their encoded objects); a watch may resume from any
+  resourceVersion >= the newest compacted one, older ones get 410 Gone. An API write
+  stores at most ``MAX_OBJECT_BYTES`` (413 beyond). Memory is bounded by live objects +
+  history, whatever the number and the size of the writes.
+- API writes (create, replace, patch) are admitted as the API server admits them
+  (``admission``: decode, default, validate: 400 and 422 with its messages).
+- A commit reaches every watcher and every listener, whatever one of them raises.
 """
 
 from __future__ import annotations
 
 import bisect
 import json
+import logging
 import random
 import sys
 import threading
@@ -26,16 +32,21 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from . import errors, objects
+from . import admission, errors, listoptions, objects
 from .clock import Clock
 from .patch import apply_patch
 from .resources import BY_KEY, ResourceType, resource_type
 from .selectors import FieldSelector, LabelSelector, parse_field_selector, parse_label_selector
-from .watch import StoredEvent, Watcher, bookmark_object, event_frame
+from .watch import WATCH_QUEUE_BYTES, StoredEvent, Watcher, bookmark_object, event_frame
 
 Obj = dict[str, Any]
 Listener = Callable[[str, str, Obj], None]
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+# The largest object an API write may store (the API server's request limit, 3 MiB:
+# etcd's own limit is below it), and the most bytes of watch history kept per type.
+MAX_OBJECT_BYTES = 3 * 1024 * 1024
+HISTORY_BYTES = 64 * 1024 * 1024
+_log = logging.getLogger(__name__)
 
 
 def _dumps(obj: Any) -> bytes:
@@ -153,6 +164,7 @@ class Store:
         clock: Clock,
         *,
         history_limit: int = 1000,
+        history_bytes: int = HISTORY_BYTES,
         seed: int = 0,
         namespaces: Iterable[str] = DEFAULT_NAMESPACES,
     ) -> None:
@@ -160,11 +172,16 @@ class Store:
             raise ValueError("history_limit must be >= 1")
         self.clock = clock
         self.history_limit = history_limit
+        self.history_bytes = history_bytes
+        self.watch_queue_bytes = WATCH_QUEUE_BYTES
+        self.dropped_watchers = 0  # watchers dropped for holding too much unsent
         self._lock = threading.RLock()
         self._rng = random.Random(seed)
         self._rv = 0
         self._objects: dict[str, dict[tuple[str, str], _Entry]] = {k: {} for k in BY_KEY}
         self._history: dict[str, deque[StoredEvent]] = {k: deque() for k in BY_KEY}
+        self._history_sizes: dict[str, deque[int]] = {k: deque() for k in BY_KEY}
+        self._history_total: dict[str, int] = dict.fromkeys(BY_KEY, 0)
         self._compacted: dict[str, int] = dict.fromkeys(BY_KEY, 0)
         # dicts as ordered sets: events fan out to watchers in the order they started.
         self._watchers: dict[str, dict[Watcher, None]] = {k: {} for k in BY_KEY}
@@ -238,6 +255,39 @@ class Store:
                 out = [e for e in out if fields.matches(e.obj)]
             return out, self._rv
 
+    def list_entries_at(
+        self,
+        key: str,
+        namespace: str | None,
+        labels: LabelSelector,
+        fields: FieldSelector,
+        resource_version: int,
+    ) -> list[_Entry]:
+        """The matching objects as they were at ``resource_version`` (an exact read):
+        the current ones with the later changes of this type undone from the history.
+        410 when that history was compacted, 504 when the store is not there yet."""
+        rt = resource_type(key)
+        with self._lock:
+            if resource_version > self._rv:
+                raise errors.too_large_resource_version(resource_version, self._rv)
+            if resource_version < self._compacted[rt.key]:
+                raise errors.gone("The resourceVersion for the provided list is too old.")
+            table: dict[tuple[str, str], _Entry] = dict(self._objects[rt.key])
+            for event in reversed(self._history[rt.key]):
+                if event.rv <= resource_version:
+                    break
+                object_key = _key_of(event.obj)
+                if event.prev is None:
+                    table.pop(object_key, None)
+                else:
+                    table[object_key] = _Entry(event.prev)
+            out = [table[k] for k in sorted(table) if namespace is None or k[0] == namespace]
+        if labels.requirements:
+            out = [e for e in out if labels.matches(e.obj["metadata"].get("labels"))]
+        if fields.requirements:
+            out = [e for e in out if fields.matches(e.obj)]
+        return out
+
     def count(self, key: str) -> int:
         with self._lock:
             return len(self._objects[resource_type(key).key])
@@ -295,6 +345,7 @@ class Store:
             raise errors.bad_request("metadata must be a JSON object")
         obj["apiVersion"] = rt.api_version
         obj["kind"] = rt.kind
+        admission.decode(rt, obj)
         with self._lock:
             if rt.namespaced:
                 ns = meta.get("namespace") or namespace or "default"
@@ -304,21 +355,31 @@ class Store:
                         f"sent on the request ({ns!r} != {namespace!r})"
                     )
                 meta["namespace"] = ns
-                if ("", ns) not in self._objects["namespaces"]:
+                ns_entry = self._objects["namespaces"].get(("", ns))
+                if ns_entry is None:
                     if not create_namespace:
                         raise errors.not_found("namespaces", ns)
                     self.create("namespaces", {"metadata": {"name": ns}})
+                elif not create_namespace and ns_entry.obj["metadata"].get("deletionTimestamp"):
+                    raise errors.ApiError(
+                        403,
+                        f'{rt.plural} "{meta.get("name") or meta.get("generateName", "")}" is '
+                        f"forbidden: unable to create new content in namespace {ns} because it "
+                        "is being terminated",
+                        "Forbidden",
+                        kind=rt.plural,
+                        name=str(meta.get("name") or ""),
+                    )
             else:
                 meta.pop("namespace", None)
             if not meta.get("name"):
                 prefix = meta.get("generateName")
                 if not prefix:
-                    objects.validate_name(rt, "")
+                    admission.validate(rt, obj)  # names what is missing (and all else)
                 for _ in range(8):
                     meta["name"] = objects.generated_name(prefix, self._rng)
                     if _key_of(obj) not in self._objects[rt.key]:
                         break
-            objects.validate_name(rt, meta["name"])
             if _key_of(obj) in self._objects[rt.key]:
                 raise errors.already_exists(rt.plural, meta["name"], rt.group)
             meta["uid"] = objects.new_uid(self._rng)
@@ -326,8 +387,11 @@ class Store:
             for field in ("deletionTimestamp", "selfLink"):
                 meta.pop(field, None)
             objects.default_object(rt, obj, self._priorities())
+            admission.validate(rt, obj)
             if prepare is not None:
                 prepare(obj)
+            # (no size limit here: an API create is bounded by the request body's limit,
+            # and the broker's own objects may be as large as it likes)
             entry = self._commit(rt, "ADDED", obj, None)
             return entry.thaw() if copy else None
 
@@ -380,6 +444,9 @@ class Store:
             new = canonical(new)
         except TypeError as exc:
             raise errors.bad_request(f"{rt.kind} is not JSON-serialisable: {exc}") from None
+        if not isinstance(new, dict) or not isinstance(new.get("metadata", {}), dict):
+            raise errors.bad_request(f"the body of a {rt.kind} must be a JSON object with metadata")
+        admission.decode(rt, new)
         if subresource == "status":
             merged = entry.thaw()
             if "status" in new:
@@ -418,11 +485,13 @@ class Store:
                         "(use the binding subresource)"
                     ],
                 )
+        objects.check_update(rt, new, subresource)
         if "generation" in old_meta and new.get("spec") != current.get("spec"):
             meta["generation"] = old_meta["generation"] + 1
         if new == current:
             return entry.thaw()  # a no-op write does not bump resourceVersion
-        return self._commit(rt, "MODIFIED", new, current).thaw()
+        admission.validate(rt, new)
+        return self._commit(rt, "MODIFIED", new, current, limit=True).thaw()
 
     def patch(
         self,
@@ -443,6 +512,35 @@ class Store:
             if want_rv not in (None, "", current["metadata"]["resourceVersion"]):
                 raise errors.conflict(rt.plural, name, "the object has been modified", rt.group)
             return self._update_from(rt, entry, new, subresource)
+
+    def set_replicas(
+        self,
+        key: str,
+        namespace: str | None,
+        name: str,
+        replicas: int,
+        *,
+        resource_version: str | None = None,
+    ) -> Obj:
+        """What a write to the ``scale`` subresource does: the object's ``spec.replicas``
+        (its generation moves on), with optimistic concurrency on ``resource_version``.
+        Returns the object as stored."""
+        rt = resource_type(key)
+        with self._lock:
+            entry = self._entry(key, namespace, name)
+            if resource_version is not None and (
+                resource_version != entry.obj["metadata"]["resourceVersion"]
+            ):
+                raise errors.conflict(
+                    rt.plural,
+                    name,
+                    "the object has been modified; please apply your changes to the latest "
+                    "version and try again",
+                    rt.group,
+                )
+            new = entry.thaw()
+            new.setdefault("spec", {})["replicas"] = replicas
+            return self._update_from(rt, entry, new, None)
 
     def update(
         self,
@@ -565,12 +663,67 @@ class Store:
             gone["metadata"]["deletionTimestamp"] = self.timestamp()
             return self._commit(rt, "DELETED", gone, current).thaw()
 
-    def _commit(self, rt: ResourceType, type_: str, obj: Obj, prev: Obj | None) -> _Entry:
+    def terminate_namespace(
+        self, name: str, *, uid: str | None = None, resource_version: str | None = None
+    ) -> Obj:
+        """The first step of a namespace's deletion: ``deletionTimestamp`` set and
+        ``status.phase: Terminating`` (API creates in it are refused from now on).
+        Preconditions as for :meth:`delete`. Returns the namespace as it now is."""
+        with self._lock:
+            entry = self._entry("namespaces", None, name)
+            current = entry.obj
+            for value, field, label in (
+                (uid, "uid", "UID"),
+                (resource_version, "resourceVersion", "ResourceVersion"),
+            ):
+                if value and current["metadata"][field] != value:
+                    raise errors.conflict(
+                        "namespaces",
+                        name,
+                        f"Precondition failed: {label} in precondition: {value}, {label} in "
+                        f"object meta: {current['metadata'][field]}",
+                    )
+            if current["metadata"].get("deletionTimestamp"):
+                return entry.thaw()
+            new = entry.thaw()
+            new["metadata"]["deletionTimestamp"] = self.timestamp()
+            new["metadata"]["deletionGracePeriodSeconds"] = 0
+            new.setdefault("status", {})["phase"] = "Terminating"
+            return self._commit(resource_type("namespaces"), "MODIFIED", new, current).thaw()
+
+    def delete_namespace_content(self, name: str, *, keep: tuple[str, ...] = ()) -> None:
+        """Delete what the namespace ``name`` holds (but the types in ``keep``), type by
+        type, each by name."""
+        with self._lock:
+            for other in BY_KEY.values():
+                if other.namespaced and other.key not in keep:
+                    for key in sorted(k for k in self._objects[other.key] if k[0] == name):
+                        self.delete(other.key, name, key[1])
+
+    def finalize_namespace(self, name: str) -> None:
+        """The namespace controller's end of a deletion: what is left in the namespace is
+        deleted, the ``kubernetes`` finalizer removed, then the namespace is gone."""
+        with self._lock:
+            self.delete_namespace_content(name)
+            entry = self._entry("namespaces", None, name)
+            new = entry.thaw()
+            new.setdefault("spec", {})["finalizers"] = []
+            self._commit(resource_type("namespaces"), "MODIFIED", new, entry.obj)
+            self.delete("namespaces", None, name)
+
+    def _commit(
+        self, rt: ResourceType, type_: str, obj: Obj, prev: Obj | None, *, limit: bool = False
+    ) -> _Entry:
         """Caller holds the lock. Assign the next revision, store, record, fan out.
-        ``obj`` belongs to the store from now on."""
+        ``obj`` belongs to the store from now on. With ``limit`` (an API write), an
+        object larger than ``MAX_OBJECT_BYTES`` is refused (413) and nothing changes."""
         self._rv += 1
         obj["metadata"]["resourceVersion"] = str(self._rv)
         entry = _Entry(obj)
+        size = len(entry.json())  # encoded once: the history's weight, and every reader's
+        if limit and size > MAX_OBJECT_BYTES:
+            self._rv -= 1
+            raise errors.too_large(MAX_OBJECT_BYTES)
         table = self._objects[rt.key]
         if type_ == "DELETED":
             del table[_key_of(obj)]
@@ -580,15 +733,47 @@ class Store:
                 self._sorted[rt.key] = None
             table[_key_of(obj)] = entry
         event = StoredEvent(self._rv, type_, entry, prev)
-        history = self._history[rt.key]
-        history.append(event)
-        while len(history) > self.history_limit:
-            self._compacted[rt.key] = history.popleft().rv
-        for watcher in self._watchers[rt.key]:
-            watcher.offer(event)
-        for listener in self._listeners:
-            listener(rt.key, type_, obj)
+        self._record(rt.key, event, size)
+        self._fan_out(rt, type_, obj, event)
         return entry
+
+    def _record(self, key: str, event: StoredEvent, size: int) -> None:
+        history, sizes = self._history[key], self._history_sizes[key]
+        history.append(event)
+        sizes.append(size)
+        self._history_total[key] += size
+        while len(history) > 1 and (
+            len(history) > self.history_limit or self._history_total[key] > self.history_bytes
+        ):
+            self._compacted[key] = history.popleft().rv
+            self._history_total[key] -= sizes.popleft()
+
+    def _fan_out(self, rt: ResourceType, type_: str, obj: Obj, event: StoredEvent) -> None:
+        """Every watcher and every listener hears of the commit, whatever one of them
+        raises: a watcher that fails is ended (its client re-lists, as after any end);
+        the first listener failure is raised once all have been called."""
+        gone: list[Watcher] = []
+        for watcher in self._watchers[rt.key]:
+            try:
+                watcher.offer(event)
+            except Exception:
+                _log.exception("facade: a %s watcher failed on an event; ending it", rt.key)
+                gone.append(watcher)
+            else:
+                if watcher.overflowed:  # its client stopped reading: dropped, as the
+                    gone.append(watcher)  # watch cache drops an unresponsive watcher
+                    self.dropped_watchers += 1
+        for watcher in gone:
+            self._watchers[rt.key].pop(watcher, None)
+            watcher.end()
+        failure: BaseException | None = None
+        for listener in self._listeners:
+            try:
+                listener(rt.key, type_, obj)
+            except Exception as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
     # --- watches -------------------------------------------------------------------
 
@@ -603,45 +788,60 @@ class Store:
         bookmarks: bool = False,
         send_initial_events: bool | None = None,
         on_queued: Callable[[], None] | None = None,
+        on_overflow: Callable[[], None] | None = None,
     ) -> Watcher:
         """Start a watch. Without a resourceVersion (or "0") the current matching objects
-        come first as ADDED events (``send_initial_events`` forces or suppresses that, and
-        when true ends them with the ``k8s.io/initial-events-end`` bookmark); with one,
-        every later change is replayed from history, or ApiError(410) if compacted."""
+        come first as ADDED events (``send_initial_events`` forces or suppresses that);
+        with one, every later change is replayed from history, or ApiError(410) if
+        compacted — unless ``send_initial_events``: then the state now (not older than
+        it) comes first. With ``bookmarks``, initial events end with the
+        ``k8s.io/initial-events-end`` bookmark. A resourceVersion the store has not
+        reached is ApiError(504) "Too large resource version"."""
         rt = resource_type(key)
         labels, fields = _labels(label_selector), _fields(field_selector, rt.key)
-        watcher = Watcher(rt, namespace, labels, fields, bookmarks=bookmarks, on_queued=on_queued)
+        watcher = Watcher(
+            rt,
+            namespace,
+            labels,
+            fields,
+            bookmarks=bookmarks,
+            on_queued=on_queued,
+            on_overflow=on_overflow,
+            max_queued_bytes=self.watch_queue_bytes,
+        )
         with self._lock:
             if resource_version in (None, "", "0"):
                 initial = True if send_initial_events is None else send_initial_events
                 start = self._rv
             else:
-                try:
-                    start = int(resource_version)
-                except ValueError:
-                    raise errors.bad_request(
-                        f"invalid resource version {resource_version!r}"
-                    ) from None
-                if start < self._compacted[rt.key]:
+                start = listoptions.resource_version(resource_version)
+                if start > self._rv:
+                    raise errors.too_large_resource_version(start, self._rv)
+                if start < self._compacted[rt.key] and not send_initial_events:
                     raise errors.gone(
                         f"too old resource version: {start} ({self._compacted[rt.key] + 1})"
                     )
                 initial = bool(send_initial_events)
+                if initial:
+                    start = self._rv  # "not older than": the state now, then what follows
             if initial:
                 entries, _ = self.list_entries(rt.key, namespace, labels, fields)
-                for entry in entries:
+                for entry in entries:  # the initial state: never a reason to drop
                     watcher.push(
                         event_frame("ADDED", entry.json()),
                         int(entry.obj["metadata"]["resourceVersion"]),
+                        bounded=False,
                     )
-                if send_initial_events:
+                if send_initial_events and bookmarks:  # bookmarks must be allowed
                     watcher.push(
-                        event_frame("BOOKMARK", bookmark_object(rt, self._rv, True)), self._rv
+                        event_frame("BOOKMARK", bookmark_object(rt, self._rv, True)),
+                        self._rv,
+                        bounded=False,
                     )
             else:
-                for event in self._history[rt.key]:
+                for event in self._history[rt.key]:  # replayed: the start, never dropped
                     if event.rv > start:
-                        watcher.offer(event)
+                        watcher.offer(event, bounded=False)
             self._watchers[rt.key][watcher] = None
         return watcher
 

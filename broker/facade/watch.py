@@ -18,6 +18,12 @@ from .resources import ResourceType
 from .selectors import FieldSelector, LabelSelector
 
 END = b""  # the sentinel frame: the stream is over (timeout, store shutdown, error sent)
+# The most bytes of live events a watcher may hold unsent: past that its client is not
+# reading, and the watcher is dropped as the API server's watch cache drops one: it gets
+# nothing more, and its stream ends (cleanly) after what it holds, whenever its client
+# reads again; the client then re-watches. Events sent at the start of a watch do not
+# count.
+WATCH_QUEUE_BYTES = 16 * 1024 * 1024
 
 
 def event_frame(event_type: str, object_json: bytes) -> bytes:
@@ -85,6 +91,8 @@ class Watcher:
         *,
         bookmarks: bool = False,
         on_queued: Callable[[], None] | None = None,
+        on_overflow: Callable[[], None] | None = None,
+        max_queued_bytes: int = WATCH_QUEUE_BYTES,
     ) -> None:
         self.rt = rt
         self.namespace = namespace
@@ -92,6 +100,10 @@ class Watcher:
         self.fields = fields
         self.bookmarks = bookmarks
         self._on_queued = on_queued
+        self._on_overflow = on_overflow
+        self.max_queued_bytes = max_queued_bytes
+        self._queued_bytes = 0
+        self.overflowed = False
         self._frames: deque[bytes] = deque()
         self._cond = threading.Condition()
         self._ended = False
@@ -111,7 +123,7 @@ class Watcher:
             return False
         return self.labels.matches(meta.get("labels")) and self.fields.matches(obj)
 
-    def offer(self, event: StoredEvent) -> None:
+    def offer(self, event: StoredEvent, *, bounded: bool = True) -> None:
         """Queue ``event`` as this watcher sees it: a change that makes an object stop
         (start) matching the selectors arrives as DELETED (ADDED), as on a real server."""
         now_match = self.matches(event.obj)
@@ -127,9 +139,28 @@ class Watcher:
                 (False, True): "ADDED",
             }.get((was_match, now_match))
         if kind is not None:
-            self.push(event.frame(kind), event.rv)
+            self.push(event.frame(kind), event.rv, bounded=bounded)
 
-    def push(self, frame: bytes, rv: int = 0) -> bool:
+    def push(self, frame: bytes, rv: int = 0, *, bounded: bool = True) -> bool:
+        """Queue ``frame`` (False if the watch is over). A ``bounded`` frame that would
+        take the queue past ``max_queued_bytes`` ends the watch instead (``overflowed``;
+        ``on_overflow`` is called): nothing more is queued."""
+        with self._cond:
+            if self._ended:
+                return False
+            if bounded and self._queued_bytes + len(frame) > self.max_queued_bytes:
+                self.overflowed = True
+                self._ended = True
+                self._frames.append(END)
+                if self._on_queued is not None:
+                    self._on_queued()
+                self._cond.notify()
+                overflow = self._on_overflow
+            else:
+                overflow = None
+        if overflow is not None:
+            overflow()
+            return False
         with self._cond:
             if self._ended:
                 return False
@@ -145,6 +176,7 @@ class Watcher:
                     return True
             else:
                 self._frames.append(frame)
+                self._queued_bytes += len(frame)
             if self._on_queued is not None:
                 self._on_queued()
             self._cond.notify()
@@ -169,6 +201,7 @@ class Watcher:
             backlog, self._backlog = self._backlog, b""
             frames = list(self._frames)
             self._frames.clear()
+            self._queued_bytes = 0
             self._consuming = True
             return backlog, frames
 
@@ -211,4 +244,5 @@ class Watcher:
             frames += self._frames
             self._backlog = b""
             self._frames.clear()
+            self._queued_bytes = 0
             return frames

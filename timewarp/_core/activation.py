@@ -65,7 +65,12 @@ def activate_from_env() -> _runtime.Runtime | None:
         name = os.environ.get(clockproto.ENV_NAME) or f"pid{os.getpid()}"
         broker_pid = os.environ.get(clockproto.ENV_BROKER_PID)
         timeout = float(os.environ.get(clockproto.ENV_CONNECT_TIMEOUT, "10"))
-        client = ClockClient(endpoint, name, broker_pid=int(broker_pid) if broker_pid else None)
+        client = ClockClient(
+            endpoint,
+            name,
+            broker_pid=int(broker_pid) if broker_pid else None,
+            token=os.environ.get(clockproto.ENV_TOKEN),
+        )
         try:
             welcome = client.handshake(timeout)
         except BrokerUnreachable as exc:

@@ -34,10 +34,18 @@ class BrokerUnreachable(RuntimeError):
 
 
 class ClockClient:
-    def __init__(self, endpoint: str, name: str, *, broker_pid: int | None = None) -> None:
+    def __init__(
+        self,
+        endpoint: str,
+        name: str,
+        *,
+        broker_pid: int | None = None,
+        token: str | None = None,
+    ) -> None:
         clocknet.parse(endpoint)  # a malformed endpoint fails here, naming it
         self.endpoint = endpoint
         self.name = name
+        self.token = token
         self.broker_pid = broker_pid
         self._sock: socket.socket | None = None
         # The socket's own methods, bound before the runtime's facade byte accounting
@@ -72,7 +80,7 @@ class ClockClient:
         self._sock = sock
         self._sendall, self._recv = sock.sendall, sock.recv
         try:
-            self._sendall(clockproto.pack([clockproto.hello(self.name, os.getpid())]))
+            self._sendall(clockproto.pack([clockproto.hello(self.name, os.getpid(), self.token)]))
             frames: list[bytes] = []
             while not frames:
                 left = give_up - _time.monotonic()

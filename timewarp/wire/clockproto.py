@@ -14,7 +14,7 @@ simulation started. When the connection ends the process is gone for the broker.
 
 Runtime -> broker::
 
-    {"op":"hello","v":1,"name":"sched0","pid":4242}
+    {"op":"hello","v":1,"name":"sched0","pid":4242,"token":"…"}
     {"op":"now","rid":7}                                   round-trip read of the clock
     {"op":"timer","id":3,"deadline":60000000000,"key":[0,2,5]}
     {"op":"cancel","id":3}                                 the waiter woke some other way
@@ -139,7 +139,12 @@ def _rows(msg: Mapping[str, Any], field: str, columns: str) -> list[list[int]]:
 
 # op -> validator of the remaining fields; one table per direction.
 _TO_BROKER = {
-    "hello": lambda m: (_int(m, "v"), _str(m, "name"), _int(m, "pid")),
+    "hello": lambda m: (
+        _int(m, "v"),
+        _str(m, "name"),
+        _int(m, "pid"),
+        "token" not in m or _str(m, "token"),
+    ),
     "now": lambda m: _int(m, "rid"),
     "timer": lambda m: (_int(m, "id"), _int(m, "deadline"), _int_list(m, "key")),
     "cancel": lambda m: _int(m, "id"),
@@ -236,8 +241,11 @@ def decode_to_runtime(frame: bytes) -> dict[str, Any]:
 
 
 # Builders: the only places a message dict is spelled out.
-def hello(name: str, pid: int) -> dict[str, Any]:
-    return {"op": "hello", "v": VERSION, "name": name, "pid": pid}
+def hello(name: str, pid: int, token: str | None = None) -> dict[str, Any]:
+    msg: dict[str, Any] = {"op": "hello", "v": VERSION, "name": name, "pid": pid}
+    if token is not None:
+        msg["token"] = token
+    return msg
 
 
 def now_request(rid: int) -> dict[str, Any]:
@@ -319,6 +327,7 @@ def error(message: str) -> dict[str, Any]:
 # Environment variables through which a launcher hands a process to a broker.
 ENV_ENDPOINT = "TIMEWARP_CLOCK"  # ipc:///tmp/timewarp-x/clock or tcp://127.0.0.1:40123
 ENV_NAME = "TIMEWARP_PROCESS"  # stable process name (orders simultaneous wake-ups)
+ENV_TOKEN = "TIMEWARP_CLOCK_TOKEN"  # the process's credential (its facade bearer token)
 ENV_BROKER_PID = "TIMEWARP_BROKER_PID"  # the runtime exits if this process disappears
 ENV_CONNECT_TIMEOUT = "TIMEWARP_CONNECT_TIMEOUT"  # seconds to wait for the welcome (default 10)
 ENV_FACADE = "TIMEWARP_FACADE"  # host:port of the API facade (I/O accounting)

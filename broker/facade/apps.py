@@ -1,0 +1,255 @@
+"""apps/v1 Deployments and ReplicaSets: what kube-apiserver adds and checks on create and
+update (``pkg/apis/apps/v1/defaults.go``, ``pkg/apis/apps/validation``), so that the
+broker's controllers only ever see objects a real server would have stored.
+
+- the pod template gets the pod-spec defaults a real server writes into it
+  (``restartPolicy: Always``, ``dnsPolicy``, ``terminationGracePeriodSeconds: 30``,
+  ``schedulerName``, ``securityContext``, ``enableServiceLinks``, each container's
+  ``imagePullPolicy``/``terminationMessage*``): the pod-template-hash is computed over it;
+- a Deployment's ``strategy`` defaults to RollingUpdate 25%/25%, and a RollingUpdate
+  without ``maxSurge``/``maxUnavailable`` gets 25% for the missing one;
+- 422 (the server's field paths and words) for: negative ``replicas``/``minReadySeconds``/
+  ``revisionHistoryLimit``, an empty selector, template labels the selector does not
+  select, a template without containers or whose ``restartPolicy`` is not ``Always``,
+  an unknown strategy type, ``rollingUpdate`` with Recreate, ``maxSurge``/
+  ``maxUnavailable`` that are neither integers >= 0 nor percentages, both 0, or
+  ``maxUnavailable`` above 100%, ``progressDeadlineSeconds`` not above ``minReadySeconds``.
+
+:func:`scaled_value` is intstr's ``GetScaledValueFromIntOrPercent``: the controller
+resolves ``maxSurge``/``maxUnavailable`` with it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from .errors import invalid
+from .selectors import selector_from_dict
+
+WORKLOADS = ("replicasets.apps", "deployments.apps")
+DEFAULT_SURGE = DEFAULT_UNAVAILABLE = "25%"
+_PERCENT = re.compile(r"[0-9]+%\Z")
+_PERCENT_MSG = (
+    "a valid percent string must be a numeric string followed by an ending '%' "
+    "(e.g. '1%' or '93%', regex used for validation is '[0-9]+%')"
+)
+
+
+def scaled_value(value: Any, total: int, round_up: bool) -> int:
+    """``intstr.GetScaledValueFromIntOrPercent``: an int as is, ``"N%"`` of ``total``
+    rounded up or down (float arithmetic, as in Go). ValueError for anything else."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"invalid value for IntOrString: {value!r}")
+    if not value.endswith("%"):
+        raise ValueError("invalid value for IntOrString: invalid type: string is not a percentage")
+    try:
+        percent = int(value[:-1])
+    except ValueError:
+        raise ValueError(f"invalid value for IntOrString: invalid value {value!r}") from None
+    scaled = percent * float(total) / 100
+    return int(math.ceil(scaled) if round_up else math.floor(scaled))
+
+
+def _shown(value: Any) -> str:
+    """A value as ``field.Invalid`` prints it: strings quoted, numbers bare."""
+    return json.dumps(value) if isinstance(value, str) else str(value)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def default_template_spec(spec: dict[str, Any]) -> None:
+    """``SetDefaults_PodSpec`` and the container defaults, as on a stored template."""
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("securityContext", {})
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("enableServiceLinks", True)
+    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        if not isinstance(c, dict):
+            continue
+        tag = str(c.get("image") or "").rsplit("/", 1)[-1]
+        if "imagePullPolicy" not in c:
+            latest = ":" not in tag or tag.endswith(":latest")
+            c["imagePullPolicy"] = "Always" if latest else "IfNotPresent"
+        c.setdefault("terminationMessagePath", "/dev/termination-log")
+        c.setdefault("terminationMessagePolicy", "File")
+        c.setdefault("resources", {})
+
+
+def default_workload(kind_key: str, obj: dict[str, Any]) -> None:
+    """Create-time defaults, then the same checks as an update."""
+    spec = obj.setdefault("spec", {})
+    template = spec.get("template")
+    if isinstance(template, dict) and isinstance(template.get("spec"), dict):
+        default_template_spec(template["spec"])
+    if kind_key == "deployments.apps":
+        spec.setdefault("revisionHistoryLimit", 10)
+        spec.setdefault("progressDeadlineSeconds", 600)
+        strategy = spec.setdefault("strategy", {})
+        if isinstance(strategy, dict):
+            strategy.setdefault("type", "RollingUpdate")
+            if strategy["type"] == "RollingUpdate":
+                rolling = strategy.setdefault("rollingUpdate", {})
+                if isinstance(rolling, dict):
+                    rolling.setdefault("maxUnavailable", DEFAULT_UNAVAILABLE)
+                    rolling.setdefault("maxSurge", DEFAULT_SURGE)
+    validate_workload(kind_key, obj)
+
+
+def validate_workload(kind_key: str, obj: dict[str, Any]) -> None:
+    """422 with every problem found (see the module docstring)."""
+    kind = "Deployment.apps" if kind_key == "deployments.apps" else "ReplicaSet.apps"
+    name = obj.get("metadata", {}).get("name", "")
+    spec = obj.get("spec") or {}
+    problems: list[str] = []
+    for key in ("replicas", "minReadySeconds", "revisionHistoryLimit"):
+        value = spec.get(key)
+        if value is not None and (not _is_int(value) or value < 0):
+            problems.append(
+                f"spec.{key}: Invalid value: {_shown(value)}: must be greater than or equal to 0"
+            )
+    problems += _selector_problems(spec, kind_key)
+    problems += _template_problems(spec.get("template"))
+    if kind_key == "deployments.apps":
+        problems += _strategy_problems(spec.get("strategy"))
+        deadline = spec.get("progressDeadlineSeconds")
+        ready = spec.get("minReadySeconds") or 0
+        if deadline is not None and _is_int(deadline) and _is_int(ready) and deadline <= ready:
+            problems.append(
+                f"spec.progressDeadlineSeconds: Invalid value: {deadline}: must be greater "
+                "than minReadySeconds"
+            )
+    if problems:
+        raise invalid(kind, name, problems)
+
+
+def _selector_problems(spec: dict[str, Any], kind_key: str) -> list[str]:
+    selector = spec.get("selector")
+    what = "deployment" if kind_key == "deployments.apps" else "replicaset"
+    if not isinstance(selector, dict):
+        return ["spec.selector: Required value"]
+    if not selector.get("matchLabels") and not selector.get("matchExpressions"):
+        return [
+            f"spec.selector: Invalid value: {json.dumps(selector)}: empty selector is invalid for {what}"
+        ]
+    ops = ("In", "NotIn", "Exists", "DoesNotExist")
+    for i, expr in enumerate(selector.get("matchExpressions") or []):
+        op = expr.get("operator") if isinstance(expr, dict) else None
+        if op not in ops:
+            return [
+                f"spec.selector.matchExpressions[{i}].operator: Unsupported value: "
+                f'{_shown(op)}: supported values: "In", "NotIn", "Exists", "DoesNotExist"'
+            ]
+        values = expr.get("values") or []
+        if op in ("In", "NotIn") and not values:
+            return [
+                f"spec.selector.matchExpressions[{i}].values: Required value: must be "
+                "specified when `operator` is 'In' or 'NotIn'"
+            ]
+        if op in ("Exists", "DoesNotExist") and values:
+            return [
+                f"spec.selector.matchExpressions[{i}].values: Forbidden: may not be "
+                "specified when `operator` is 'Exists' or 'DoesNotExist'"
+            ]
+    template = spec.get("template")
+    labels = ((template or {}).get("metadata") or {}).get("labels") or {}
+    if isinstance(template, dict) and not selector_from_dict(selector).matches(labels):
+        shown = ", ".join(f'"{k}":"{v}"' for k, v in sorted(labels.items()))
+        return [
+            f"spec.template.metadata.labels: Invalid value: map[string]string{{{shown}}}: "
+            "`selector` does not match template `labels`"
+        ]
+    return []
+
+
+def _template_problems(template: Any) -> list[str]:
+    if not isinstance(template, dict):
+        return ["spec.template: Required value"]
+    spec = template.get("spec")
+    if not isinstance(spec, dict):
+        return ["spec.template.spec: Required value"]
+    problems = []
+    containers = spec.get("containers")
+    if not isinstance(containers, list) or not containers:
+        problems.append("spec.template.spec.containers: Required value")
+    else:
+        for i, c in enumerate(containers):
+            if not isinstance(c, dict) or not c.get("name"):
+                problems.append(f"spec.template.spec.containers[{i}].name: Required value")
+            elif not c.get("image"):
+                problems.append(f"spec.template.spec.containers[{i}].image: Required value")
+    policy = spec.get("restartPolicy", "Always")
+    if policy != "Always":
+        problems.append(
+            f"spec.template.spec.restartPolicy: Unsupported value: {_shown(policy)}: "
+            'supported values: "Always"'
+        )
+    return problems
+
+
+def _strategy_problems(strategy: Any) -> list[str]:
+    if not isinstance(strategy, dict):
+        return ["spec.strategy: Invalid value: must be an object"]
+    kind = strategy.get("type")
+    rolling = strategy.get("rollingUpdate")
+    if kind == "Recreate":
+        if rolling is not None:
+            return [
+                "spec.strategy.rollingUpdate: Forbidden: may not be specified when strategy "
+                "`type` is 'Recreate'"
+            ]
+        return []
+    if kind != "RollingUpdate":
+        return [
+            f"spec.strategy.type: Unsupported value: {_shown(kind)}: supported values: "
+            '"Recreate", "RollingUpdate"'
+        ]
+    if not isinstance(rolling, dict):
+        return [
+            "spec.strategy.rollingUpdate: Required value: this should be defaulted and never be nil"
+        ]
+    path = "spec.strategy.rollingUpdate"
+    problems = []
+    values = {}
+    for key in ("maxUnavailable", "maxSurge"):
+        value = rolling.get(key, 0)
+        values[key] = value
+        if isinstance(value, str):
+            if not _PERCENT.match(value):
+                problems.append(f"{path}.{key}: Invalid value: {_shown(value)}: {_PERCENT_MSG}")
+        elif _is_int(value):
+            if value < 0:
+                problems.append(
+                    f"{path}.{key}: Invalid value: {value}: must be greater than or equal to 0"
+                )
+        else:
+            problems.append(
+                f"{path}.{key}: Invalid value: {_shown(value)}: must be an integer or "
+                "percentage (e.g '5%')"
+            )
+    if problems:
+        return problems
+
+    def plain(value: Any) -> int:
+        return int(value[:-1]) if isinstance(value, str) else value
+
+    if plain(values["maxUnavailable"]) == 0 and plain(values["maxSurge"]) == 0:
+        problems.append(
+            f"{path}.maxUnavailable: Invalid value: {_shown(values['maxUnavailable'])}: may "
+            "not be 0 when `maxSurge` is 0"
+        )
+    unavailable = values["maxUnavailable"]
+    if isinstance(unavailable, str) and plain(unavailable) > 100:
+        problems.append(
+            f"{path}.maxUnavailable: Invalid value: {_shown(unavailable)}: must not be "
+            "greater than 100%"
+        )
+    return problems

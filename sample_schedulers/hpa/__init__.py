@@ -1,0 +1,1 @@
+"""The Horizontal Pod Autoscaler, written the ordinary way (see README.md)."""

@@ -1,0 +1,1 @@
+"""A Knative-style autoscaler (KPA) on request concurrency, written the ordinary way."""

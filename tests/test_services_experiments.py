@@ -1,0 +1,34 @@
+"""experiments/autoscaling.py, one scenario with both autoscalers (slow: ~1 min)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from experiments import autoscaling
+
+
+@pytest.mark.slow
+def test_the_step_scenario_with_hpa_and_kpa(tmp_path) -> None:
+    code = autoscaling.main(["--scenario", "step", "-o", str(tmp_path)])
+    assert code == 0
+    results = {r["autoscaler"]: r for r in json.loads((tmp_path / "results.json").read_text())}
+    assert set(results) == {"hpa", "kpa"}
+    hpa = results["hpa"]
+    assert 20 <= min(hpa["steady_high"]) and max(hpa["steady_high"]) <= 25
+    assert 300 <= hpa["scale_down_after_s"] <= 345
+    assert results["kpa"]["time_to_scale_s"] < 300
+
+
+def test_the_scenarios_figures_from_rows() -> None:
+    rows = [
+        {"time": str(15 * i), "ready_replicas": str(r), "request_rate": str(q),
+         "failed_requests": str(f), "desired_replicas": str(r)}
+        for i, (r, q, f) in enumerate([(1, 20, 0), (1, 200, 50), (20, 200, 0), (25, 20, 0)], 1)
+    ]  # fmt: skip
+    fig = autoscaling.figures(rows, "ramp")
+    # need: 2, 20, 20, 2 → under at ticks 1-2 (30 s), over by 23 pods at the last (345 s)
+    assert fig["time_to_scale_s"] == 30
+    assert fig["overprovisioned_replica_s"] == 23 * 15
+    assert fig["failed"] == 50
