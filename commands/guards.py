@@ -46,6 +46,15 @@ class NoProgressGuard:
         self._next_look_s = after_s
 
     def check(self, now_s: float) -> None:
+        if self.after_s <= 0:
+            return
+        try:
+            self._check(now_s)
+        except Exception as exc:  # a report must never be what ends a run
+            self.after_s = 0
+            self.warn(f"the no-progress report is off for this run (it failed: {exc!r})")
+
+    def _check(self, now_s: float) -> None:
         bindings = self.broker.cluster.stats.bindings
         if bindings != self._bindings:
             self._bindings = bindings
@@ -63,14 +72,18 @@ class NoProgressGuard:
 
     def report(self, now_s: float) -> str | None:
         """The report, or None when nothing is wrong (no pod waits, or none could fit)."""
+        from broker.kubelet_admission import NodeView, insufficient_resources
+
         cluster = self.broker.cluster
         with cluster.state_lock:
             waiting = [jp for jp in cluster.pods.values() if jp.state == "pending" and not jp.node]
-            free = [
-                (n.cpu_m - n.used_cpu_m, n.memory - n.used_memory) for n in cluster.nodes.values()
+            nodes = [
+                NodeView(n.name, n.labels, [], dict(n.allocatable), dict(n.used))
+                for n in cluster.nodes.values()
             ]
+        # would the kubelet take it somewhere, resources-wise, as things stand?
         fits = [
-            jp for jp in waiting if any(cpu >= jp.cpu_m and mem >= jp.memory for cpu, mem in free)
+            jp for jp in waiting if any(not insufficient_resources(jp.requests, n) for n in nodes)
         ]
         if not fits:
             return None

@@ -108,3 +108,17 @@ def test_quiet_means_only_warnings_and_errors(tmp_path, subprocess_env, platform
     r = run_simulate(out, subprocess_env, POLLER, platform, workload)  # -q
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stderr.strip() == ""
+
+
+def test_a_failing_no_progress_report_is_switched_off_not_fatal():
+    """The report reads the cluster model; should that ever fail, the run goes on."""
+    from types import SimpleNamespace
+
+    from commands.guards import NoProgressGuard
+
+    said = []
+    broken = SimpleNamespace(cluster=SimpleNamespace(stats=None))  # no .bindings
+    guard = NoProgressGuard(broken, 60.0, said.append)
+    guard.check(0.0)
+    guard.check(1000.0)
+    assert len(said) == 1 and "the no-progress report is off" in said[0]
