@@ -28,7 +28,7 @@ import threading
 from pathlib import Path
 
 from commands.outfiles import OutputDirError, check_output_dir, write_text_atomically
-from commands.simulate import OUT_FILES, OUT_PREFIX, _Simulation, _Wiring, sim_duration
+from commands.simulate import OUT_FILES, OUT_PREFIX, _Simulation, _Wiring, add_run_arguments
 from timewarp.wire import clockproto
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:28000"
@@ -36,9 +36,6 @@ OUTPUTS_GRACE_S = 30.0  # how long the summary waits for a hand-started simulato
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from broker.modes_cli import add_mode_arguments
-    from commands.run import add_time_arguments
-
     parser.add_argument(
         "-s",
         "--socket-endpoint",
@@ -71,41 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a scheduler started by hand under `timewarp run --name NAME`, with the "
         "environment of DIR/NAME.env (repeatable); time waits until it is connected",
     )
-    add_time_arguments(parser)
-    parser.add_argument(
-        "--mode",
-        choices=("deterministic", "lockstep", "realtime"),
-        default="deterministic",
-        help="how simulated time moves (default deterministic)",
-    )
-    parser.add_argument(
-        "--until",
-        "--max-sim-time",
-        dest="until",
-        type=sim_duration,
-        default=None,
-        metavar="T",
-        help="stop at simulated time T (seconds, or 2h, 90m, ...); exit status 0",
-    )
-    parser.add_argument(
-        "--no-progress-after",
-        type=sim_duration,
-        default=600.0,
-        metavar="T",
-        help="warn when pods wait and none was bound for T of simulated time although one "
-        "would fit (0: never; default 10m)",
-    )
-    add_mode_arguments(parser)
-    parser.add_argument(
-        "--cwd", metavar="DIR", help="working directory of the --scheduler processes"
-    )
-    parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    parser.add_argument(
-        "-q",
-        "--quiet",
-        action="store_true",
-        help="print only warnings and errors (and the summary of a failed or partial run)",
-    )
+    add_run_arguments(parser)
 
 
 def _fail(message: str) -> int:

@@ -66,30 +66,11 @@ def sim_duration(text: str) -> float:
     return value
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--scheduler",
-        action="append",
-        required=True,
-        metavar="CMD",
-        help="a scheduler's ordinary command line, run with its own KUBECONFIG (repeatable: "
-        "several schedulers at once)",
-    )
-    parser.add_argument("-p", "--platform", required=True, help="SimGrid platform XML file")
-    parser.add_argument(
-        "-w",
-        "--workload",
-        action="append",
-        required=True,
-        help="Batsim workload JSON file (repeatable: w0, w1, ... in order)",
-    )
-    parser.add_argument(
-        "-o",
-        "--output",
-        required=True,
-        metavar="DIR",
-        help="output directory, made if missing (an earlier run's CSVs there are replaced)",
-    )
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of a run that ``simulate`` and ``broker`` share: virtual time and
+    rewriting, the mode, when to stop or warn, the schedulers' folder, plots, -q."""
+    from broker.modes_cli import add_mode_arguments
+
     add_time_arguments(parser)
     parser.add_argument(
         "--mode",
@@ -116,24 +97,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="warn when pods wait and none was bound for T of simulated time although one "
         "would fit (seconds, or 10m, 1h, ...; 0: never; default 10m)",
     )
-    from broker.modes_cli import add_mode_arguments
-
     add_mode_arguments(parser)
-    parser.add_argument(
-        "--batsim",
-        metavar="PATH",
-        help="use the real Batsim program at PATH instead of the embedded simulator",
-    )
-    parser.add_argument(
-        "--write-kubeconfig",
-        metavar="PATH",
-        help="also write the (first) scheduler's kubeconfig at PATH",
-    )
-    parser.add_argument(
-        "--incluster",
-        action="store_true",
-        help="serve HTTPS and give the schedulers in-cluster configuration (load_incluster_config)",
-    )
     parser.add_argument(
         "--cwd",
         metavar="DIR",
@@ -150,6 +114,48 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print only warnings and errors: no progress bar, no summary of a run that "
         "went well (a failed or partial run still prints its summary)",
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--scheduler",
+        action="append",
+        required=True,
+        metavar="CMD",
+        help="a scheduler's ordinary command line, run with its own KUBECONFIG (repeatable: "
+        "several schedulers at once)",
+    )
+    parser.add_argument("-p", "--platform", required=True, help="SimGrid platform XML file")
+    parser.add_argument(
+        "-w",
+        "--workload",
+        action="append",
+        required=True,
+        help="Batsim workload JSON file (repeatable: w0, w1, ... in order)",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="DIR",
+        help="output directory, made if missing (an earlier run's CSVs there are replaced)",
+    )
+    add_run_arguments(parser)
+    parser.add_argument(
+        "--batsim",
+        metavar="PATH",
+        help="use the real Batsim program at PATH instead of the embedded simulator",
+    )
+    parser.add_argument(
+        "--write-kubeconfig",
+        metavar="PATH",
+        help="also write the (first) scheduler's kubeconfig at PATH",
+    )
+    parser.add_argument(
+        "--incluster",
+        action="store_true",
+        help="serve HTTPS and give the schedulers in-cluster configuration (load_incluster_config)",
     )
 
 
@@ -196,6 +202,13 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     if args.batsim and shutil.which(args.batsim) is None:
         return _fail(f"--batsim: program not found: {args.batsim!r}")
+    if args.cwd and not Path(args.cwd).is_dir():
+        return _fail(f"--cwd {args.cwd}: not a directory")
+    if args.write_kubeconfig:
+        try:
+            check_output_dir(Path(args.write_kubeconfig).parent, "--write-kubeconfig")
+        except OutputDirError as exc:
+            return _fail(str(exc))
     total_jobs = sum(len(w.jobs) for w in workloads)
     services = [s for w in workloads for s in w.services]
     names = [s.name for s in services]

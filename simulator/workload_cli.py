@@ -405,6 +405,9 @@ def run(args: argparse.Namespace, check_host: HostCheck | None = None) -> int:
             return _platform(args, check_host)
     except (SwfError, WorkloadError, PlatformError) as exc:
         return _fail(str(exc))
+    except OSError as exc:  # an -o that cannot be written (read-only, missing, full)
+        where = args.output if exc.filename in (None, args.output) else exc.filename
+        return _fail(f"-o {args.output}: cannot write {where} ({exc.strerror or exc})")
     return 0
 
 

@@ -287,3 +287,10 @@ def test_staging_folders_left_by_a_killed_patch_are_removed(tree: Path, tmp_path
     assert not stale.exists() and not retired.exists()
     assert busy.exists()
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".build")) == [busy.name]
+
+
+def test_an_output_that_cannot_be_written_is_a_usage_error(tree: Path, tmp_path: Path, capsys):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    assert patch(tree, "-o", a_file / "out") == 2
+    assert f"-o {a_file / 'out'}: cannot write there (File exists)" in capsys.readouterr().err

@@ -92,6 +92,13 @@ def test_an_output_directory_that_cannot_be_written_is_a_usage_error(
         assert r.returncode == 2, r.stderr[-3000:]
         assert f"timewarp simulate: -o {target}: {words}" in r.stderr
         assert "Traceback" not in r.stderr
+    out = tmp_path / "out"
+    for extra, words in (
+        (["--cwd", str(a_file)], f"--cwd {a_file}: not a directory"),
+        (["--write-kubeconfig", str(a_file / "kc")], f"--write-kubeconfig {a_file}: exists and"),
+    ):
+        r = simulate(simulate_argv(inputs, out, *extra), subprocess_env)
+        assert r.returncode == 2 and words in r.stderr, r.stderr[-3000:]
 
 
 def _file_size_limit(limit: int):

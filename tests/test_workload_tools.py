@@ -206,3 +206,12 @@ def test_bad_platform_flags_exit_2_naming_the_flag(tmp_path, subprocess_env, fla
     proc = _tool(subprocess_env, "platform", "-n", 4, "-o", out, *flags)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     assert not out.exists()
+
+
+def test_an_output_that_cannot_be_written_is_a_usage_error(tmp_path, subprocess_env):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    proc = _tool(subprocess_env, "burst", "-n", 2, "--delay", 3, "-o", a_file / "w.json")
+    assert proc.returncode == 2, proc.stderr
+    assert "cannot write" in proc.stderr and "(File exists)" in proc.stderr
+    assert "Traceback" not in proc.stderr
