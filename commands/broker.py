@@ -99,9 +99,12 @@ def run(args: argparse.Namespace) -> int:
     for name in args.expect:
         if not name.replace("-", "").replace("_", "").isalnum():
             return _fail(f"--expect {name!r}: a name of letters, digits, '-' and '_'")
+    from broker.pacing import PacingArgumentError, check_pacing_arguments
+
     try:
         check_mode_arguments(args)
-    except ModeArgumentError as exc:
+        check_pacing_arguments(args)
+    except (ModeArgumentError, PacingArgumentError) as exc:
         return _fail(str(exc))
     out = Path(args.output)
     try:

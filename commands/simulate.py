@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -70,6 +71,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of a run that ``simulate`` and ``broker`` share: virtual time and
     rewriting, the mode, when to stop or warn, the schedulers' folder, plots, -q."""
     from broker.modes_cli import add_mode_arguments
+    from broker.pacing import add_pacing_arguments
 
     add_time_arguments(parser)
     parser.add_argument(
@@ -98,6 +100,13 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "would fit (seconds, or 10m, 1h, ...; 0: never; default 10m)",
     )
     add_mode_arguments(parser)
+    add_pacing_arguments(parser)
+    parser.add_argument(
+        "--no-import-hook",
+        action="store_true",
+        help="rewrite nothing on import: the schedulers were patched ahead of time "
+        "(`timewarp patch`)",
+    )
     parser.add_argument(
         "--cwd",
         metavar="DIR",
@@ -200,6 +209,20 @@ def run(args: argparse.Namespace) -> int:
         check_mode_arguments(args)
     except ModeArgumentError as exc:
         return _fail(str(exc))
+    from broker.pacing import PacingArgumentError, check_pacing_arguments
+
+    try:
+        check_pacing_arguments(args)
+    except PacingArgumentError as exc:
+        return _fail(str(exc))
+    from patcher.launch import LaunchError, parse_launch
+
+    for command in args.scheduler:
+        try:
+            if not parse_launch(shlex.split(command)).argv:
+                return _fail(f"--scheduler: empty command {command!r}")
+        except (LaunchError, ValueError) as exc:  # ValueError: shlex's unbalanced quotes
+            return _fail(f"--scheduler {command!r}: {exc}")
     if args.batsim and shutil.which(args.batsim) is None:
         return _fail(f"--batsim: program not found: {args.batsim!r}")
     if args.cwd and not Path(args.cwd).is_dir():
@@ -261,6 +284,7 @@ class _Simulation:
         self.out = out
         self.total_jobs = total_jobs
         self.node_names = node_names  # resource id -> host name (the plots' labels)
+        self.pacer = None
         self.services = services or []  # the workloads' services with traffic
         self.sim_proc: subprocess.Popen | _EmbeddedSimulator | None = None
 
@@ -356,6 +380,7 @@ class _Simulation:
             incluster_dir=parts.incluster_dir,
             extra_kubeconfig=Path(args.write_kubeconfig) if args.write_kubeconfig else None,
             virtual=args.mode != "realtime",
+            import_hook=not args.no_import_hook,
         )
 
     def _start_schedulers(self, parts: _Wiring) -> None:
@@ -392,6 +417,17 @@ class _Simulation:
             services=self.services,
         )
         self._watch_progress(parts, progress)
+        if args.mode == "deterministic":
+            from broker.pacing import Pacer
+
+            self.pacer = Pacer(
+                parts.clock,
+                api_latency_ns=args.api_latency_ns,
+                poll_threshold=args.poll_threshold,
+                poll_latency_ns=args.poll_latency_ns,
+            ).attach(parts.facade)
+            # the cluster changing is progress for the stall guard; API traffic is not
+            parts.clock.set_progress_probe(parts.facade.revision)
         self.sim_proc = self._start_simulator(parts.broker.endpoint)
         watcher = threading.Thread(target=self._watch_simulator, args=(parts.broker,), daemon=True)
         watcher.start()
@@ -485,6 +521,8 @@ class _Simulation:
         figures["outputs"] = ("complete" if complete else "partial") if written else "none"
         if stopped_at is not None:
             figures["stopped_at_s"] = stopped_at
+        if self.pacer is not None:
+            figures["api_latency"] = self.pacer.figures()
         guard = getattr(self, "no_progress", None)
         warnings = list(guard.reports) if guard is not None else []
         refused: list[str] = []
@@ -524,6 +562,8 @@ class _Simulation:
         if not self.args.quiet or not ok or figures["outputs"] != "complete" or refused:
             report.print_summary(figures, sys.stderr, title=self.prog)
             self._print_services(figures)
+        for line in self.pacer.summary() if self.pacer is not None else ():
+            print(f"{self.prog}: busy polling: {line}", file=sys.stderr)  # a warning: always
         return not refused
 
     def _print_services(self, figures: dict) -> None:
