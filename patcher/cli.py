@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     output = Path(args.output) if args.output else None
     output_is_dir = bool(args.output) and args.output.endswith(("/", os.sep))
     if output is not None:
-        refused = _unwritable(output.parent if not output.exists() else output)
+        refused = _unwritable(output if output.is_dir() else output.parent)
         if refused:
             return _usage(f"-o {output}: cannot write there ({refused})")
     try:
