@@ -9,10 +9,13 @@ and ``KUBECONFIG``. Outputs in ``-o``: Batsim's CSVs (``out_jobs.csv``,
 ``out_schedule.csv``, ``out_machine_states.csv``), ``manifest.json`` (versions,
 arguments, input hashes, figures), ``gantt.png`` and ``utilisation.png``, and one log per
 process. Ctrl-C or any failure stops everything, keeps what was written, and exits
-non-zero with the reason; the embedded simulator then writes *partial* CSVs (the jobs
-that ended so far), marked ``"outputs": "partial"`` in manifest.json and in the summary
-(outputs of an earlier run in the same directory are removed first, so what is there is
-this run's).
+non-zero with the reason (1; 128 + the signal when stopped by one, whatever further
+signals come during the clean-up: see :mod:`commands.stopping`); the embedded simulator
+then writes *partial* CSVs (the jobs that ended so far), marked ``"outputs": "partial"``
+in manifest.json and in the summary (outputs of an earlier run in the same directory are
+removed first, so what is there is this run's). ``--until T`` ends a run at simulated
+time T the same way, by request (exit 0); :mod:`commands.guards` warns when pods wait
+and nothing binds them.
 """
 
 from __future__ import annotations
