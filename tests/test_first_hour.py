@@ -122,3 +122,20 @@ def test_a_failing_no_progress_report_is_switched_off_not_fatal():
     guard.check(0.0)
     guard.check(1000.0)
     assert len(said) == 1 and "the no-progress report is off" in said[0]
+
+
+def test_the_facade_records_which_scheduler_names_each_process_selects():
+    from broker.facade.interest import SchedulerNameInterest
+
+    seen = SchedulerNameInterest()
+    seen.observe(
+        "a", "GET", "/api/v1/pods?fieldSelector=spec.schedulerName%3Dmine%2Cspec.nodeName%3D"
+    )
+    seen.observe(
+        "a", "GET", "/api/v1/namespaces/ns1/pods?watch=1&fieldSelector=spec.schedulerName!=x"
+    )
+    seen.observe("b", "GET", "/api/v1/nodes?fieldSelector=spec.schedulerName=no")  # not pods
+    seen.observe("b", "POST", "/api/v1/namespaces/ns1/pods?fieldSelector=spec.schedulerName=no")
+    seen.observe("c", "GET", "/api/v1/pods?fieldSelector=spec.schedulerName=ok,bad")  # a 400
+    seen.observe("d", "GET", "/api/v1/pods")  # filters pods itself: nothing to record
+    assert seen.snapshot() == {"a": ["mine", "not x"]}
