@@ -10,6 +10,7 @@ fails the test, with its output.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import socket
@@ -65,6 +66,15 @@ def venv() -> Path:
     activate = ROOT / ".venv" / "bin" / "activate"
     if not activate.exists():  # the guide's commands run in it
         pytest.skip("no .venv in the checkout (scripts/setup-venv.sh makes it; CI does)")
+    # The guide's install step re-installs only when pyproject.toml or the script changed
+    # since the venv was made: run from the scratch copy, that would point the venv at
+    # the scratch folder. CI runs the script first; so must a person after such a change.
+    made_for = (ROOT / ".venv" / ".timewarp-installed").read_text().strip()
+    digest = hashlib.sha256(
+        (ROOT / "pyproject.toml").read_bytes() + (ROOT / "scripts" / "setup-venv.sh").read_bytes()
+    ).hexdigest()
+    if made_for != digest:
+        pytest.fail("the .venv is older than pyproject.toml: run `bash scripts/setup-venv.sh`")
     return activate
 
 
