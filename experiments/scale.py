@@ -93,7 +93,7 @@ def nasa_inputs(work: Path, fraction: float, shape: str) -> tuple[Path, Path]:
     timewarp_cli(
         "workload", "from-swf", str(NASA), "-o", str(workload), "--window", f"0:{end:.0f}", *conv,
         "--scheduler", "default",  # the name DEFAULT_LIKE serves (Batkube's)
-    )
+    )  # fmt: skip
     return platform, workload
 
 
