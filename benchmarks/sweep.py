@@ -30,7 +30,7 @@ root: {root}
 replicates: {runs}
 timeout: 300
 schedulers:
-  tiny: python tests/programs/tiny_scheduler.py --scheduler-name default
+  tiny: python tests/programs/tiny_scheduler.py --scheduler-name default-scheduler
 platforms:
   c16: examples/inputs/cluster16.xml
 workloads:

@@ -3,8 +3,9 @@ kubeconfig, watched until the end.
 
 A scheduler that exits (whatever its code) before the simulation ended is a failure:
 :meth:`Launcher.check` raises :class:`SchedulerFailed` naming it, with its exit code and
-the end of its log. At the end every process group is terminated (then killed), so no
-orphan survives the run.
+the end of its log. At the end every process group is terminated (then killed), and so is
+every process that left its group (``setsid``, a daemon's double fork): each carries the
+run's tag in its environment (:mod:`broker.proctree`), so no orphan survives the run.
 
 Command lines are taken as people write them (``env PYTHONPATH=deps python x.py``, a
 nested ``timewarp run [OPTIONS] -- CMD``: see :mod:`patcher.launch`), and every path
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from broker import proctree
 from broker.clock_service import ClockService
 from broker.facade.endpoint import Endpoint
 from patcher import launch
@@ -85,6 +87,8 @@ class Launcher:
         self.virtual = virtual
         self.import_hook = import_hook
         self.processes: list[SchedulerProcess] = []
+        # every process the schedulers start carries it, whatever session it moves to
+        self.run_tag = proctree.new_tag()
         self._finishing = False
         self._lock = threading.Lock()
         self._unjoined: dict[str, str] = {}  # name -> why it was stopped (never joined)
@@ -107,6 +111,7 @@ class Launcher:
         env = parsed.environment(dict(os.environ))
         env["KUBECONFIG"] = str(kubeconfig)
         env["PYTHONUNBUFFERED"] = "1"
+        env[proctree.TAG_ENV] = self.run_tag
         if self.incluster_dir is not None:
             env.update(self.facade.write_incluster(self.incluster_dir.resolve() / name, name))
         wrapped = parsed.argv
@@ -248,6 +253,8 @@ class Launcher:
                 except ProcessLookupError:
                     pass
                 proc.popen.wait()
+        # what left the process groups (setsid, a daemon's double fork): found by its tag
+        proctree.terminate_tagged(self.run_tag, grace_s)
 
 
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish"})

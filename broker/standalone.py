@@ -22,6 +22,7 @@ from broker.clock_service import ClockService, ClockStall
 from timewarp.wire import clockproto
 
 _EXIT_GRACE_S = 2.0
+_GONE_GRACE_S = 60.0  # a program that left the clock has this long (wall) to exit
 
 
 @dataclass
@@ -77,6 +78,17 @@ def run_standalone(
                 break
             if clock.next_deadline() is not None or not clock.quiescent():
                 continue
+            if not clock.alive():
+                # It closed its clock connection: it is exiting (finalizers, a loaded
+                # machine), not deadlocked; time cannot matter to it any more.
+                if not exited.wait(_GONE_GRACE_S):
+                    log.write(
+                        f"timewarp: {name!r} left the clock {_GONE_GRACE_S:g} s ago but has "
+                        "not exited; killing it\n"
+                    )
+                    proc.kill()
+                    exited.wait(5)
+                break
             if any(p.detached for p in clock.alive()):
                 continue  # a thread the stall guard let go is still in its real wait
             deadlock = _report_deadlock(clock, name, log)
@@ -86,8 +98,8 @@ def run_standalone(
     except ClockStall:
         proc.kill()
         exited.wait(5)
-    except KeyboardInterrupt:
-        proc.send_signal(signal.SIGINT)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP raised as one (``signum``)
+        proc.send_signal(getattr(exc, "signum", signal.SIGINT))
         try:
             proc.wait(5)
         except subprocess.TimeoutExpired:

@@ -7,10 +7,16 @@ never loads libcst.
 
 from __future__ import annotations
 
-import argparse
+import difflib
 import gc
 import importlib
 import sys
+import time
+
+STARTED = time.perf_counter()  # the command's start, for "wall time of the whole command"
+
+
+from commands.parsing import CommandParser  # noqa: E402 - after STARTED, on purpose
 
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -18,16 +24,20 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "patch": ("patcher.cli", "rewrite Python sources so their time calls use the virtual clock"),
     "sim": ("simulator.cli", "the embedded Batsim-compatible simulator (batsim's flags)"),
     "workload": ("commands.workload", "import and generate workloads and platforms"),
-    "broker": ("broker.cli", "the broker: Batsim decision process + Kubernetes API facade"),
+    "broker": (
+        "commands.broker",
+        "the broker alone (Batsim decision process + Kubernetes API) for a simulator and "
+        "schedulers started by hand",
+    ),
     "simulate": ("commands.simulate", "simulator + broker + scheduler(s) in one command"),
     "sweep": ("commands.sweep", "parameter studies and replicates on Dask"),
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> CommandParser:
     from timewarp import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="timewarp",
         description="Run unmodified Python schedulers in simulated time.",
     )
@@ -45,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
         if not argv:
             parser.print_help(sys.stderr)
             return 2
+        if not argv[0].startswith("-"):
+            close = difflib.get_close_matches(argv[0], SUBCOMMANDS, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            parser.error(f"unknown command {argv[0]!r}{hint}; commands: {', '.join(SUBCOMMANDS)}")
         parser.parse_args(argv)  # prints usage / version and exits
         return 2
     name, rest = argv[0], argv[1:]
@@ -63,14 +77,14 @@ def main(argv: list[str] | None = None) -> int:
         faulthandler.register(signal.SIGUSR1)
     except (AttributeError, ValueError, OSError):  # no real stderr (embedded, captured)
         pass
-    parser = argparse.ArgumentParser(prog=f"timewarp {name}", description=help_text)
+    parser = CommandParser(prog=f"timewarp {name}", description=help_text)
     module.add_arguments(parser)
     args = parser.parse_args(rest)
     try:
         return int(module.run(args) or 0)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # 128 + the signal (commands.stopping raises with it)
         print(f"timewarp {name}: interrupted", file=sys.stderr)
-        return 130
+        return 128 + getattr(exc, "signum", signal.SIGINT)
 
 
 def entry() -> None:

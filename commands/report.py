@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 import csv
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
+
+# the figures of out_schedule.csv that mean something only once a job has ended
+_JOB_FIGURES = (
+    "makespan",
+    "mean_waiting_time",
+    "mean_slowdown",
+    "max_waiting_time",
+    "mean_turnaround_time",
+)
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -14,31 +24,54 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def summarise(prefix: Path, stats: dict[str, Any], wall_s: float) -> dict[str, Any]:
-    """The figures of a run, from ``PREFIX_schedule.csv``/``_jobs.csv`` and the broker."""
+def speedup(simulated_s: float, wall_s: float) -> float | None:
+    """Simulated seconds per wall-clock second (None when either is not positive)."""
+    if simulated_s > 0 and wall_s > 0:
+        return simulated_s / wall_s
+    return None
+
+
+def format_speedup(value: float | None) -> str:
+    """``1,234x``, ``12.3x``, ``0.42x``: never ``0x`` for a run slower than real time."""
+    if value is None:
+        return ""
+    if value >= 100:
+        return f"{value:,.0f}x"
+    if value >= 1:
+        return f"{value:.1f}x"
+    return f"{value:.2g}x"
+
+
+def summarise(
+    prefix: Path, stats: dict[str, Any], wall_s: float, simulated_s: float | None = None
+) -> dict[str, Any]:
+    """The figures of a run, from ``PREFIX_schedule.csv``/``_jobs.csv`` and the broker.
+
+    ``wall_s``: the simulation's wall time; ``simulated_s``: the simulated time at its end
+    (the speed-up is their ratio; without it, the makespan's). A run in which no job
+    ended has no makespan, waiting time or slowdown (Batsim's zeros would read as
+    figures): its summary says where it stopped instead."""
     schedule = _rows(Path(f"{prefix}_schedule.csv"))
     jobs = _rows(Path(f"{prefix}_jobs.csv"))
     fig: dict[str, Any] = {"wall_s": round(wall_s, 3)}
     if schedule:
         row = schedule[0]
-        for key in (
-            "makespan",
-            "mean_waiting_time",
-            "mean_slowdown",
-            "max_waiting_time",
-            "mean_turnaround_time",
-        ):
-            fig[key] = float(row[key])
         for key in ("nb_jobs", "nb_jobs_success", "nb_jobs_rejected", "nb_jobs_killed"):
             fig[key] = int(float(row[key]))
+        if fig["nb_jobs"] > 0:
+            for key in _JOB_FIGURES:
+                fig[key] = float(row[key])
     elif jobs:
         fig["nb_jobs"] = len(jobs)
     makespan = fig.get("makespan") or 0.0
     capacity = stats.get("capacity_cores") or 0.0
     if makespan > 0 and capacity > 0:
         fig["utilisation"] = round(stats.get("core_seconds", 0.0) / (capacity * makespan), 4)
-    if makespan > 0 and wall_s > 0:
-        fig["speedup"] = round(makespan / wall_s, 1)
+    if simulated_s is not None:
+        fig["simulated_s"] = round(simulated_s, 3)
+    ratio = speedup(simulated_s if simulated_s is not None else makespan, wall_s)
+    if ratio is not None:
+        fig["speedup"] = round(ratio, 3 if ratio < 10 else 1)
     for key in (
         "rejected_by_kubelet",
         "dynamic_jobs",
@@ -68,131 +101,108 @@ _LABELS = [
     ("pods_outside_batsim", "pods outside Batsim (run until deleted)", "{}"),
     ("rejected_by_kubelet", "pods refused by the kubelet (over-allocation)", "{}"),
     ("nondeterministic_advances", "non-deterministic advances", "{}"),
-    ("wall_s", "wall time", "{:.2f} s"),
-    ("speedup", "speed-up (simulated / wall)", "{:,.0f}x"),
 ]
 
 
 _ONLY_IF_NONZERO = {"dynamic_jobs", "pods_outside_batsim"}
 
 
-def print_summary(figures: dict[str, Any], stream: TextIO) -> None:
+def _outputs_row(figures: dict[str, Any]) -> str:
+    outputs = figures.get("outputs", "complete")
+    if outputs == "none":
+        return "none: the simulator wrote no CSV"
+    if outputs == "partial":
+        return "PARTIAL: only the jobs that ended before the stop"
+    return "complete"
+
+
+def print_summary(
+    figures: dict[str, Any], stream: TextIO, title: str = "timewarp simulate"
+) -> None:
     from rich.console import Console
     from rich.table import Table
 
     outputs = figures.get("outputs", "complete")
-    title = "timewarp simulate"
-    if outputs != "complete":
+    if "stopped_at_s" in figures:
+        title += " — stopped at --until (PARTIAL outputs)"
+    elif outputs != "complete":
         title += " — PARTIAL outputs (stopped early)" if outputs == "partial" else " — no outputs"
     table = Table(title=title, show_header=False)
     table.add_column("figure")
     table.add_column("value", justify="right")
-    if outputs == "partial":
-        table.add_row("outputs", "partial: only jobs that ended before the stop")
-    elif outputs == "none":
-        table.add_row("outputs", "none (the simulator wrote no CSV)")
+    table.add_row("outputs", _outputs_row(figures))
+    simulated = figures.get("simulated_s")
+    if "makespan" not in figures and simulated is not None:
+        table.add_row("no job ended", f"stopped at simulated t={simulated:,.1f} s")
     for key, label, fmt in _LABELS:
         if key in _ONLY_IF_NONZERO and not figures.get(key):
             continue
         if key in figures:
             table.add_row(label, fmt.format(figures[key]))
-    Console(file=stream, width=100).print(table)
+    if simulated is not None and "makespan" in figures and simulated != figures["makespan"]:
+        table.add_row("simulated time at the end", f"{simulated:,.1f} s")
+    table.add_row("wall time of the simulation", f"{figures['wall_s']:.2f} s")
+    if "speedup" in figures:
+        table.add_row("speed-up (simulated / that wall time)", format_speedup(figures["speedup"]))
+    if "command_wall_s" in figures:
+        extra = ["start-up", "shut-down"]
+        if "plots_s" in figures:
+            extra.append(f"plots {figures['plots_s']:.1f} s (--no-plots skips them)")
+        table.add_row(
+            "wall time of the whole command",
+            f"{figures['command_wall_s']:.2f} s (with {', '.join(extra)})",
+        )
+    if "plots" in figures:
+        table.add_row("plots", figures["plots"])
+    Console(file=stream, width=110).print(table)
+    if figures.get("outputs_dir"):  # on a line of its own: never cut to fit a table cell
+        print(f"outputs in {figures['outputs_dir']}/", file=stream)
 
 
-def plot(prefix: Path, out_dir: Path) -> list[Path]:
-    """``gantt.png`` (jobs on resources over time) and ``utilisation.png`` (per node)."""
+# --------------------------------------------------------------------------- plots
+
+
+def _job_spans(prefix: Path) -> list[tuple[float, float, list[int], bool]]:
+    """(start, end, resource ids, succeeded) of every job that ran."""
+    spans = []
+    for job in _rows(Path(f"{prefix}_jobs.csv")):
+        if not job.get("starting_time") or not job.get("allocated_resources"):
+            continue
+        start, end = float(job["starting_time"]), float(job["finish_time"])
+        ok = job.get("final_state", "") == "COMPLETED_SUCCESSFULLY"
+        spans.append((start, end, _expand(job["allocated_resources"]), ok))
+    return spans
+
+
+def plot(prefix: Path, out_dir: Path, node_names: Sequence[str] = ()) -> list[Path]:
+    """``gantt.png`` (jobs on nodes over time) and ``utilisation.png`` (running pods,
+    whole cluster and per node); ``node_names[i]`` names resource ``i``. Nothing is
+    drawn (an empty list returned) when no job ran. Each file is written atomically."""
+    spans = _job_spans(prefix)
+    if not spans:
+        return []
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from commands import plots
 
-    jobs = [j for j in _rows(Path(f"{prefix}_jobs.csv")) if j.get("starting_time")]
-    written = []
-    fig, ax = plt.subplots(figsize=(10, 4))
-    lanes: dict[str, list[tuple[float, float]]] = {}
-    for job in jobs:
-        start, end = float(job["starting_time"]), float(job["finish_time"])
-        for res in _expand(job["allocated_resources"]):
-            lanes.setdefault(res, []).append((start, end))
-    ymap = {res: i for i, res in enumerate(sorted(lanes, key=int))}
-    for res, spans in lanes.items():
-        # stack concurrent jobs (compute sharing) inside the resource's lane: one
-        # collection per (lane, slot), not one artist per job
-        ends: list[float] = []
-        slots: dict[int, list[tuple[float, float]]] = {}
-        for start, end in sorted(spans):
-            slot = next((i for i, e in enumerate(ends) if e <= start), None)
-            if slot is None:
-                ends.append(end)
-                slot = len(ends) - 1
-            else:
-                ends[slot] = end
-            slots.setdefault(slot, []).append((start, end - start))
-        depth = 0.8 / max(1, len(ends))
-        for slot, bars in slots.items():
-            ax.broken_barh(
-                bars,
-                (ymap[res] - 0.4 + slot * depth, depth),
-                facecolors=f"C{slot % 10}",
-                edgecolor="black",
-                linewidth=0.2,
-            )
-    ax.set_yticks(list(ymap.values()), [f"res {r}" for r in ymap])
-    ax.set_xlabel("simulated time (s)")
-    ax.set_title("Jobs on resources (Gantt)")
-    fig.tight_layout()
-    path = out_dir / "gantt.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    written.append(path)
-
-    # per-node load: a heat map (nodes x time) under the cluster-wide curve
-    import numpy as np
-
-    horizon = max((e for spans in lanes.values() for _, e in spans), default=0.0) or 1.0
-    bins = 400
-    edges = np.linspace(0.0, horizon, bins + 1)
-    order = sorted(lanes, key=int)
-    grid = np.zeros((len(order), bins))
-    for row, res in enumerate(order):
-        for start, end in lanes[res]:
-            # fraction of each bin covered by [start, end)
-            overlap = np.clip(np.minimum(edges[1:], end) - np.maximum(edges[:-1], start), 0, None)
-            grid[row] += overlap / (edges[1] - edges[0])
-    fig, (top, heat) = plt.subplots(
-        2,
-        1,
-        figsize=(10, 5),
-        sharex=True,
-        gridspec_kw={"height_ratios": [1, 2]},
-        layout="constrained",
-    )
-    top.step(edges[:-1], grid.sum(axis=0), where="post", color="C0")
-    top.set_ylabel("running pods")
-    top.set_title("Load over time: whole cluster (top), per node (bottom)")
-    image = heat.imshow(
-        grid,
-        aspect="auto",
-        interpolation="nearest",
-        cmap="viridis",
-        extent=(0, horizon, len(order) - 0.5, -0.5),
-    )
-    heat.set_yticks(range(len(order)), [f"res {r}" for r in order], fontsize=6)
-    heat.set_xlabel("simulated time (s)")
-    fig.colorbar(image, ax=[top, heat], label="running pods", fraction=0.04)
-    path = out_dir / "utilisation.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    written.append(path)
-    return written
+    lanes: dict[int, list[tuple[float, float, bool]]] = {}
+    for start, end, resources, ok in spans:
+        for res in resources:
+            lanes.setdefault(res, []).append((start, end, ok))
+    names = {res: node_names[res] if res < len(node_names) else f"res {res}" for res in lanes}
+    return [
+        plots.gantt(lanes, names, out_dir / "gantt.png"),
+        plots.utilisation(lanes, names, out_dir / "utilisation.png"),
+    ]
 
 
-def _expand(intervals: str) -> list[str]:
-    out = []
+def _expand(intervals: str) -> list[int]:
+    out: list[int] = []
     for part in intervals.split():
         if "-" in part:
             a, b = part.split("-")
-            out.extend(str(i) for i in range(int(a), int(b) + 1))
+            out.extend(range(int(a), int(b) + 1))
         elif part:
-            out.append(part)
+            out.append(int(part))
     return out

@@ -16,6 +16,9 @@ import os
 import shutil
 import sys
 
+from commands.report import format_speedup
+from commands.report import speedup as _speedup
+from commands.stopping import Interrupted, StopSignals, exit_status
 from patcher.launch import resolve_command, runtime_environment
 from timewarp.wire import clockproto
 
@@ -49,23 +52,16 @@ def positive_seconds(text: str) -> float:
     return value
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--standalone",
-        action="store_true",
-        help="no simulator: start a private clock service; time jumps whenever the program is idle",
-    )
+def add_time_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of the virtual clock and of the rewriting that ``run`` and ``simulate``
+    share (same names, same help, same defaults)."""
     parser.add_argument(
         "--patch-module",
         action="append",
         default=[],
         metavar="PKG",
-        help="also rewrite this installed package on import (repeatable; globs like 'mylib.*')",
-    )
-    parser.add_argument(
-        "--no-import-hook",
-        action="store_true",
-        help="rewrite nothing on import (the program was patched ahead of time)",
+        help="also rewrite this installed package on import, e.g. apscheduler (repeatable; "
+        "globs like 'mylib.*')",
     )
     parser.add_argument(
         "--freeze-unpatched",
@@ -73,26 +69,47 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="modules that were not rewritten read virtual wall-clock time too (freezegun)",
     )
     parser.add_argument(
-        "--name", default="main", help="process name (orders simultaneous wake-ups)"
-    )
-    parser.add_argument(
         "--epoch",
         type=parse_epoch,
         default=None,
-        help="wall-clock time at virtual 0 (ISO date/time or Unix seconds; default 2026-01-01T00:00:00Z)",
+        metavar="WHEN",
+        help="wall-clock date and time at virtual 0: ISO 8601 (2026-01-01T00:00:00Z; UTC if "
+        "no zone is given) or Unix seconds (default 2026-01-01T00:00:00Z)",
     )
     parser.add_argument(
         "--stall-timeout",
         type=positive_seconds,
         default=10.0,
         metavar="SECONDS",
-        help="wall seconds without progress before the stall guard reports (default 10)",
+        help="wall-clock seconds a process may stay busy without the broker seeing progress "
+        "before the stall guard reports its threads' stacks (default 10; at least 60 before "
+        "a process first waits, for slow start-ups)",
     )
     parser.add_argument(
         "--on-stall",
         choices=("advance", "stop"),
         default="advance",
-        help="after a stall report: advance anyway (counted) or stop (default advance)",
+        help="after a stall report: advance virtual time anyway (the advance is counted as "
+        "non-deterministic) or stop the run (default advance)",
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--standalone",
+        action="store_true",
+        help="no simulator: start a private clock service; time jumps whenever the program is idle",
+    )
+    parser.add_argument(
+        "--no-import-hook",
+        action="store_true",
+        help="rewrite nothing on import (the program was patched ahead of time)",
+    )
+    add_time_arguments(parser)
+    parser.add_argument(
+        "--name",
+        default="main",
+        help="process name, which orders simultaneous wake-ups (default main)",
     )
     parser.add_argument(
         "--threads",
@@ -102,7 +119,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "reproducible order; free lets threads run in parallel and reads the clock by "
         "round trip (not reproducible)",
     )
-    parser.add_argument("-q", "--quiet", action="store_true", help="no summary line at the end")
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="print only warnings and errors (here: no summary line at the end)",
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]")
 
 
@@ -148,22 +170,29 @@ def run(args: argparse.Namespace) -> int:
     # a Unix socket: quicker than loopback TCP for the one-machine standalone case
     sockdir = tempfile.mkdtemp(prefix="timewarp-")
     endpoint = os.environ.get("TIMEWARP_STANDALONE_ENDPOINT", f"ipc://{sockdir}/clock")
-    with ClockService(
-        endpoint=endpoint,
-        epoch_ns=args.epoch if args.epoch is not None else DEFAULT_EPOCH_NS,
-        mode="deterministic" if args.threads == "deterministic" else "free",
-        stall_timeout=args.stall_timeout,
-        on_stall=args.on_stall,
-    ) as clock:
+    # the first SIGINT/SIGTERM/SIGHUP is passed on to the program (run_standalone), later
+    # ones only noted: the clock service closes and its folder goes whatever comes
+    with StopSignals("timewarp run") as signals:
         try:
-            result = run_standalone(command, env=env, clock=clock, name=args.name)
+            with ClockService(
+                endpoint=endpoint,
+                epoch_ns=args.epoch if args.epoch is not None else DEFAULT_EPOCH_NS,
+                mode="deterministic" if args.threads == "deterministic" else "free",
+                stall_timeout=args.stall_timeout,
+                on_stall=args.on_stall,
+            ) as clock:
+                result = run_standalone(command, env=env, clock=clock, name=args.name)
+        except Interrupted as exc:
+            signals.shield()
+            print(f"timewarp run: interrupted by {exc}", file=sys.stderr)
+            return exit_status(exc.signum)
         finally:
             shutil.rmtree(sockdir, ignore_errors=True)
     if not args.quiet:
-        speedup = (result.virtual_ns / 1e9) / result.wall_s if result.wall_s > 0 else float("inf")
+        speedup = format_speedup(_speedup(result.virtual_ns / 1e9, result.wall_s)) or "no time"
         print(
             f"timewarp: simulated {_fmt_duration(result.virtual_ns)} in {result.wall_s:.3f} s of "
-            f"wall time ({speedup:,.0f}x); {result.fires} wake-ups, {result.advances} time "
+            f"wall time ({speedup}); {result.fires} wake-ups, {result.advances} time "
             f"advances, {result.nondeterministic_advances} non-deterministic advances; "
             f"exit code {result.returncode}",
             file=sys.stderr,

@@ -9,15 +9,19 @@ and ``KUBECONFIG``. Outputs in ``-o``: Batsim's CSVs (``out_jobs.csv``,
 ``out_schedule.csv``, ``out_machine_states.csv``), ``manifest.json`` (versions,
 arguments, input hashes, figures), ``gantt.png`` and ``utilisation.png``, and one log per
 process. Ctrl-C or any failure stops everything, keeps what was written, and exits
-non-zero with the reason; the embedded simulator then writes *partial* CSVs (the jobs
-that ended so far), marked ``"outputs": "partial"`` in manifest.json and in the summary
-(outputs of an earlier run in the same directory are removed first, so what is there is
-this run's).
+non-zero with the reason (1; 128 + the signal when stopped by one, whatever further
+signals come during the clean-up: see :mod:`commands.stopping`); the embedded simulator
+then writes *partial* CSVs (the jobs that ended so far), marked ``"outputs": "partial"``
+in manifest.json and in the summary (outputs of an earlier run in the same directory are
+removed first, so what is there is this run's). ``--until T`` ends a run at simulated
+time T the same way, by request (exit 0); :mod:`commands.guards` warns when pods wait
+and nothing binds them.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -28,15 +32,101 @@ import sys
 import tempfile
 import threading
 import time as _wall
+import traceback
 from pathlib import Path
 
-from commands.run import parse_epoch, positive_seconds
+from commands.outfiles import (
+    OutputDirError,
+    check_output_dir,
+    write_text_atomically,
+)
+from commands.run import add_time_arguments
 from commands.services_report import SERVICES_CSV, plot_services, write_rows
+from commands.stopping import Interrupted, StopSignals
 from timewarp import __version__
 
 OUT_PREFIX = "out"
 SIGTERM_GRACE_S = 20.0  # time a stopped simulator gets to write partial outputs
 OUT_FILES = tuple(f"{OUT_PREFIX}_{kind}.csv" for kind in ("jobs", "schedule", "machine_states"))
+PLOT_FILES = ("gantt.png", "utilisation.png")
+
+
+def sim_duration(text: str) -> float:
+    """Simulated seconds: a number of seconds (``3600``) or a duration with units
+    (``1h``, ``90m``, ``1h30m``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        from broker.lockstep_params import parse_duration_ns
+
+        try:
+            value = parse_duration_ns(text) / 1e9
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected seconds (3600) or a duration like 1h, 90m or 1h30m, got {text!r}"
+            ) from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a duration >= 0, got {text!r}")
+    return value
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of a run that ``simulate`` and ``broker`` share: virtual time and
+    rewriting, the mode, when to stop or warn, the schedulers' folder, plots, -q."""
+    from broker.modes_cli import add_mode_arguments
+    from broker.pacing import add_pacing_arguments
+
+    add_time_arguments(parser)
+    parser.add_argument(
+        "--mode",
+        choices=("deterministic", "lockstep", "realtime"),
+        default="deterministic",
+        help="how simulated time moves (default deterministic; lockstep and realtime: see "
+        "docs/broker.md)",
+    )
+    parser.add_argument(
+        "--until",
+        "--max-sim-time",
+        dest="until",
+        type=sim_duration,
+        default=None,
+        metavar="T",
+        help="stop the run at simulated time T (seconds, or 2h, 90m, ...); the outputs are "
+        "then partial (the jobs that ended by T) and the exit status 0",
+    )
+    parser.add_argument(
+        "--no-progress-after",
+        type=sim_duration,
+        default=600.0,
+        metavar="T",
+        help="warn when pods wait and none was bound for T of simulated time although one "
+        "would fit (seconds, or 10m, 1h, ...; 0: never; default 10m)",
+    )
+    add_mode_arguments(parser)
+    add_pacing_arguments(parser)
+    parser.add_argument(
+        "--no-import-hook",
+        action="store_true",
+        help="rewrite nothing on import: the schedulers were patched ahead of time "
+        "(`timewarp patch`)",
+    )
+    parser.add_argument(
+        "--cwd",
+        metavar="DIR",
+        help="working directory of the scheduler processes (default: the current one)",
+    )
+    parser.add_argument(
+        "--no-plots",
+        action="store_true",
+        help="skip gantt.png and utilisation.png (drawing them takes about a second or two)",
+    )
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="print only warnings and errors: no progress bar, no summary of a run that "
+        "went well (a failed or partial run still prints its summary)",
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,63 +135,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         required=True,
         metavar="CMD",
-        help="a scheduler's ordinary command line (repeatable: several schedulers at once)",
+        help="a scheduler's ordinary command line, run with its own KUBECONFIG (repeatable: "
+        "several schedulers at once)",
     )
-    parser.add_argument("-p", "--platform", required=True, help="SimGrid platform XML")
+    parser.add_argument("-p", "--platform", required=True, help="SimGrid platform XML file")
     parser.add_argument(
-        "-w", "--workload", action="append", required=True, help="Batsim workload JSON (repeatable)"
-    )
-    parser.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory")
-    parser.add_argument(
-        "--patch-module",
+        "-w",
+        "--workload",
         action="append",
-        default=[],
-        metavar="PKG",
-        help="also rewrite this installed package on import (e.g. apscheduler)",
+        required=True,
+        help="Batsim workload JSON file (repeatable: w0, w1, ... in order)",
     )
     parser.add_argument(
-        "--mode",
-        choices=("deterministic", "lockstep", "realtime"),
-        default="deterministic",
-        help="time mode (lockstep and realtime: see docs/broker.md)",
+        "-o",
+        "--output",
+        required=True,
+        metavar="DIR",
+        help="output directory, made if missing (an earlier run's CSVs there are replaced)",
     )
-    from broker.modes_cli import add_mode_arguments
-    from broker.pacing import add_pacing_arguments
-
-    add_mode_arguments(parser)
-    add_pacing_arguments(parser)
+    add_run_arguments(parser)
     parser.add_argument(
-        "--batsim", metavar="PATH", help="use real Batsim at PATH instead of the embedded simulator"
+        "--batsim",
+        metavar="PATH",
+        help="use the real Batsim program at PATH instead of the embedded simulator",
     )
     parser.add_argument(
         "--write-kubeconfig",
         metavar="PATH",
-        help="also write the (first) scheduler's kubeconfig here",
+        help="also write the (first) scheduler's kubeconfig at PATH",
     )
     parser.add_argument(
         "--incluster",
         action="store_true",
-        help="serve HTTPS and give schedulers in-cluster configuration",
+        help="serve HTTPS and give the schedulers in-cluster configuration (load_incluster_config)",
     )
-    parser.add_argument(
-        "--freeze-unpatched",
-        action="store_true",
-        help="unpatched modules read virtual wall-clock time too",
-    )
-    parser.add_argument(
-        "--no-import-hook",
-        action="store_true",
-        help="rewrite nothing on import: the schedulers were patched ahead of time "
-        "(`timewarp patch`)",
-    )
-    parser.add_argument(
-        "--epoch", type=parse_epoch, default=None, help="wall-clock time at virtual 0"
-    )
-    parser.add_argument("--stall-timeout", type=positive_seconds, default=10.0, metavar="SECONDS")
-    parser.add_argument("--on-stall", choices=("advance", "stop"), default="advance")
-    parser.add_argument("--cwd", metavar="DIR", help="working directory of the scheduler processes")
-    parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -116,10 +183,14 @@ def _sha256(path: Path) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from simulator.mixups import input_mixup
     from simulator.platform import PlatformError, load_platform, real_batsim_refusals
     from simulator.workload import WorkloadError, load_workload
 
     out = Path(args.output)
+    mixup = input_mixup(args.platform, args.workload)
+    if mixup:
+        return _fail(mixup)
     try:
         platform = load_platform(args.platform)
         workloads = [
@@ -170,6 +241,13 @@ def run(args: argparse.Namespace) -> int:
             "run this platform with --batsim)",
             file=sys.stderr,
         )
+    if args.cwd and not Path(args.cwd).is_dir():
+        return _fail(f"--cwd {args.cwd}: not a directory")
+    if args.write_kubeconfig:
+        try:
+            check_output_dir(Path(args.write_kubeconfig).parent, "--write-kubeconfig")
+        except OutputDirError as exc:
+            return _fail(str(exc))
     total_jobs = sum(len(w.jobs) for w in workloads)
     services = [s for w in workloads for s in w.services]
     names = [s.name for s in services]
@@ -177,10 +255,11 @@ def run(args: argparse.Namespace) -> int:
     if duplicate is not None:
         return _fail(f"service {duplicate!r} is declared in more than one workload file")
     try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        return _fail(f"cannot create output directory {out}: {exc.strerror}")
-    simulation = _Simulation(args, out, total_jobs, services)
+        check_output_dir(out)
+    except OutputDirError as exc:
+        return _fail(str(exc))
+    node_names = [host.name for host in platform.compute]
+    simulation = _Simulation(args, out, total_jobs, node_names, services)
     simulation.master_flags = _master_flags(platform)
     return simulation.run()
 
@@ -216,8 +295,6 @@ class _Wiring:
 
 
 class _Simulation:
-    _parts: _Wiring | None = None
-
     """One ``timewarp simulate`` run, in the order a reader would name its steps:
     wire the parts (:meth:`_wire`), start the schedulers (:meth:`_start_schedulers`),
     start the facade, broker and simulator (:meth:`_start_broker`), let the broker drive
@@ -225,64 +302,95 @@ class _Simulation:
     (:meth:`_take_down`), judge the run (:meth:`_verdict`) and report it
     (:meth:`_report`)."""
 
+    prog = "timewarp simulate"
+    _parts: _Wiring | None = None
+
     def __init__(
-        self, args: argparse.Namespace, out: Path, total_jobs: int, services: list | None = None
+        self,
+        args: argparse.Namespace,
+        out: Path,
+        total_jobs: int,
+        node_names: list[str],
+        services: list | None = None,
     ) -> None:
         self.args = args
         self.out = out
         self.total_jobs = total_jobs
+        self.node_names = node_names  # resource id -> host name (the plots' labels)
         self.pacer = None
         self.services = services or []  # the workloads' services with traffic
         self.sim_proc: subprocess.Popen | _EmbeddedSimulator | None = None
 
     def run(self) -> int:
-        for name in (*OUT_FILES, SERVICES_CSV):  # an earlier run's outputs must not pass
-            (self.out / name).unlink(missing_ok=True)  # for this run's
+        for name in (*OUT_FILES, *PLOT_FILES, SERVICES_CSV):  # an earlier run's must not
+            # pass for this one's
+            (self.out / name).unlink(missing_ok=True)
         from broker.launcher import SchedulerFailed
+        from commands.guards import StopAt
 
-        started = _wall.perf_counter()
-        parts = self._parts = self._wire()
+        started = self.started = _wall.perf_counter()
+        parts = self._parts = _Wiring()
         result = None
         reason = ""
-        interrupted = False
-
-        def _terminated(signum, frame):  # type: ignore[no-untyped-def]
-            raise KeyboardInterrupt  # SIGTERM stops everything like Ctrl-C does
-
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, _terminated)
-        try:
-            self._start_schedulers(parts)
-            progress = self._start_broker(parts)
-            with progress:
-                result = parts.broker.run()
-            self.sim_wall = _wall.perf_counter() - started
-            reason = result.reason
-        except SchedulerFailed as exc:
-            reason = str(exc)
-            self._scheduler_failed = True
-        except KeyboardInterrupt:
-            interrupted = True
-            reason = "interrupted (Ctrl-C or SIGTERM)"
-        finally:
-            sim_code = self._take_down(parts, result)
-        wall = getattr(self, "sim_wall", None) or (_wall.perf_counter() - started)
-        ok, reason = self._verdict(result, sim_code, reason)
-        self._report(result, ok, reason, wall)
+        stopped_at: StopAt | None = None
+        with StopSignals(self.prog) as signals:
+            try:
+                self._wire(parts)
+                self._start_schedulers(parts)
+                progress = self._start_broker(parts)
+                with progress:
+                    result = parts.broker.run()
+                    self.sim_wall = _wall.perf_counter() - started
+                    progress.finish(result.virtual_s, self.sim_wall)
+                reason = result.reason
+            except SchedulerFailed as exc:
+                reason = str(exc)
+                self._scheduler_failed = True
+            except Interrupted as exc:
+                reason = f"interrupted by {signal.Signals(exc.signum).name}"
+            except StopAt as exc:
+                stopped_at = exc
+                reason = str(exc)
+            except OSError as exc:  # a full disk, a file that cannot be made: not a bug
+                reason = f"cannot go on: {exc}"
+                self.traceback = traceback.format_exc()
+            except Exception as exc:  # a bug: end with a manifest and the traceback's gist
+                reason = _internal_error(exc)
+                self.traceback = traceback.format_exc()
+            finally:
+                signals.shield()  # from here on a signal is noted: the clean-up must end
+                if result is None and parts.broker is not None:
+                    result = _stopped_result(parts.broker, reason)
+                sim_code = self._take_down(parts, result)
+            wall = getattr(self, "sim_wall", None) or (_wall.perf_counter() - started)
+            if stopped_at is not None:
+                ok, reason = True, reason  # stopped where asked: a good, partial run
+                self.stopped_at_s = stopped_at.t_s
+            else:
+                ok, reason = self._verdict(result, sim_code, reason)
+            if signals.interrupted:
+                ok, reason = (
+                    False,
+                    reason or "interrupted by " + signal.Signals(signals.received[0]).name,
+                )
+            kept = self._report(result, ok, reason, wall)
         if not ok:
-            print(f"timewarp simulate: FAILED: {reason}", file=sys.stderr)
-            return 130 if interrupted else 1
-        return 0
+            print(f"{self.prog}: FAILED: {reason}", file=sys.stderr)
+        if signals.interrupted:
+            return signals.exit_code or 130
+        if not kept:
+            return 1
+        return 0 if ok else 1
 
-    def _wire(self) -> _Wiring:
+    def _wire(self, parts: _Wiring) -> None:
         """The clock service, the facade's endpoint (bound now, so schedulers can start
-        before the facade exists) and the launcher."""
+        before the facade exists) and the launcher, into ``parts`` as each is made (so a
+        signal half-way leaves nothing behind: :meth:`_take_down` closes what exists)."""
         from broker.clock_service import DEFAULT_EPOCH_NS, ClockService
         from broker.facade.endpoint import Endpoint
         from broker.launcher import Launcher
 
         args = self.args
-        parts = _Wiring()
         epoch_ns = args.epoch if args.epoch is not None else DEFAULT_EPOCH_NS
         parts.clock = ClockService(
             mode=args.mode,
@@ -308,7 +416,6 @@ class _Simulation:
             virtual=args.mode != "realtime",
             import_hook=not args.no_import_hook,
         )
-        return parts
 
     def _start_schedulers(self, parts: _Wiring) -> None:
         """Schedulers first: their start-up (importing a Kubernetes client) is the
@@ -331,19 +438,19 @@ class _Simulation:
         args = self.args
         facade_clock = parts.rt_clock if parts.rt_clock is not None else FacadeClock(parts.clock)
         parts.facade = Facade(facade_clock, endpoint=parts.endpoint).start()
-        progress = _ProgressView(self.total_jobs, disabled=args.quiet)
+        progress = _ProgressView(
+            self.total_jobs, disabled=args.quiet, started=self.started, prog=self.prog
+        )
         parts.broker = make_broker(
             args,
-            # the embedded simulator runs in a thread of this process (see
-            # _EmbeddedSimulator); real Batsim connects over TCP
-            endpoint="tcp://127.0.0.1:*" if args.batsim else f"inproc://batsim-{os.getpid()}",
+            endpoint=self._broker_endpoint(),
             clock=parts.clock,
             facade=parts.facade,
             launcher=parts.launcher,
             rt_clock=parts.rt_clock,
             services=self.services,
         )
-        parts.broker.on_progress = progress.update
+        self._watch_progress(parts, progress)
         if args.mode == "deterministic":
             from broker.pacing import Pacer
 
@@ -360,22 +467,64 @@ class _Simulation:
         watcher.start()
         return progress
 
+    def _watch_progress(self, parts: _Wiring, progress: _ProgressView) -> None:
+        """After each Batsim message: the progress bar, the no-progress report and
+        ``--until`` (see :mod:`commands.guards`)."""
+        from commands.guards import NoProgressGuard, StopAtGuard
+
+        checks = [lambda p: progress.update(p)]
+        if self.args.no_progress_after > 0:
+            self.no_progress = NoProgressGuard(
+                parts.broker, self.args.no_progress_after, progress.warn
+            )
+            checks.append(lambda p: self.no_progress.check(p.now_s))
+        if self.args.until is not None:
+            until = StopAtGuard(self.args.until)
+            if parts.rt_clock is None:  # realtime: Batsim is called back every step anyway
+                until.arm(parts.clock)
+            checks.append(lambda p: until.check(p.now_s))
+
+        def on_progress(p) -> None:  # type: ignore[no-untyped-def]
+            for check in checks:
+                check(p)
+
+        parts.broker.on_progress = on_progress
+
+    def _broker_endpoint(self) -> str:
+        """Where the broker waits for the simulator: the embedded one runs in a thread of
+        this process (see _EmbeddedSimulator); real Batsim connects over TCP."""
+        return "tcp://127.0.0.1:*" if self.args.batsim else f"inproc://batsim-{os.getpid()}"
+
     def _take_down(self, parts: _Wiring, result) -> int | None:  # type: ignore[no-untyped-def]
         """Stop the schedulers, the simulator (waiting for its outputs after a good run),
-        the broker, the facade and the clock; returns the simulator's exit code."""
+        the broker, the facade and the clock, and remove the temporary folders; returns
+        the simulator's exit code. Every step runs whatever the others did (a failing
+        step is reported, never a reason to leave processes or folders behind)."""
         self._taking_down = True  # the simulator's exit from now on is ours
-        parts.launcher.stop_all()
-        sim_code = self._stop_simulator(wait=result is not None and result.ok)
-        if parts.broker is not None:
-            parts.broker.close()
-        if parts.facade is not None:
-            parts.facade.stop()
-        parts.endpoint.close()
-        parts.clock.close()
-        if parts.rt_clock is not None:
-            parts.rt_clock.close()
+        sim_code = None
+
+        def stop_simulator() -> None:
+            nonlocal sim_code
+            sim_code = self._stop_simulator(wait=result is not None and result.ok)
+
+        steps = [
+            ("schedulers", parts.launcher and parts.launcher.stop_all),
+            ("simulator", stop_simulator),
+            ("broker", parts.broker and parts.broker.close),
+            ("facade", parts.facade and parts.facade.stop),
+            ("facade endpoint", parts.endpoint and parts.endpoint.close),
+            ("clock", parts.clock and parts.clock.close),
+            ("realtime clock", parts.rt_clock and parts.rt_clock.close),
+        ]
         if parts.incluster_dir is not None:
-            shutil.rmtree(parts.incluster_dir, ignore_errors=True)
+            steps.append(("in-cluster files", lambda: shutil.rmtree(parts.incluster_dir)))
+        for what, step in steps:
+            if not step:
+                continue
+            try:
+                step()
+            except Exception as exc:
+                print(f"{self.prog}: stopping the {what}: {exc!r}", file=sys.stderr)
         return sim_code
 
     def _verdict(self, result, sim_code: int | None, reason: str) -> tuple[bool, str]:  # type: ignore[no-untyped-def]
@@ -396,30 +545,71 @@ class _Simulation:
             )
         return ok, reason
 
-    def _report(self, result, ok: bool, reason: str, wall: float) -> None:  # type: ignore[no-untyped-def]
-        """Figures from the outputs, the manifest, the plots and the summary."""
+    def _report(self, result, ok: bool, reason: str, wall: float) -> bool:  # type: ignore[no-untyped-def]
+        """Figures from the outputs, the manifest, the plots and the summary. Returns
+        False when the disk refused an output (the summary then says what was kept)."""
         from commands import report
+        from commands.cli import STARTED
 
-        figures = report.summarise(self.out / OUT_PREFIX, result.stats if result else {}, wall)
-        written = all((self.out / name).exists() for name in OUT_FILES)
-        figures["outputs"] = ("complete" if ok else "partial") if written else "none"
+        out = self.out
+        figures = report.summarise(
+            out / OUT_PREFIX,
+            result.stats if result else {},
+            wall,
+            simulated_s=result.virtual_s if result is not None else None,
+        )
+        stopped_at = getattr(self, "stopped_at_s", None)
+        written = all((out / name).exists() for name in OUT_FILES)
+        complete = ok and stopped_at is None
+        figures["outputs"] = ("complete" if complete else "partial") if written else "none"
+        if stopped_at is not None:
+            figures["stopped_at_s"] = stopped_at
         if self.pacer is not None:
             figures["api_latency"] = self.pacer.figures()
-        service_plots = self._write_services(figures)
-        self._write_manifest(figures, ok, reason, wall)
-        if not self.args.no_plots and (self.out / f"{OUT_PREFIX}_jobs.csv").exists():
+        guard = getattr(self, "no_progress", None)
+        warnings = list(guard.reports) if guard is not None else []
+        refused: list[str] = []
+        service_plots = None
+        try:
+            service_plots = self._write_services(figures)
+        except OSError as exc:
+            refused.append(f"{SERVICES_CSV} ({exc.strerror or exc})")
+        try:
+            self._write_manifest(figures, ok, reason, wall, warnings)
+        except OSError as exc:
+            refused.append(f"manifest.json ({exc.strerror or exc})")
+        if not self.args.no_plots:
+            started = _wall.perf_counter()
             try:
-                report.plot(self.out / OUT_PREFIX, self.out)
+                if report.plot(out / OUT_PREFIX, out, self.node_names):
+                    figures["plots_s"] = round(_wall.perf_counter() - started, 2)
+                else:
+                    figures["plots"] = "none (no job ran)"
+                if service_plots:
+                    service_plots()
+            except OSError as exc:
+                refused.append(f"plots ({exc.strerror or exc})")
             except Exception as exc:  # plots are a bonus: never lose the run for them
-                print(f"timewarp simulate: plots skipped ({exc})", file=sys.stderr)
-        if service_plots:
-            try:
-                service_plots()
-            except Exception as exc:
-                print(f"timewarp simulate: service plots skipped ({exc})", file=sys.stderr)
-        report.print_summary(figures, sys.stderr)
+                print(f"{self.prog}: plots skipped ({exc!r})", file=sys.stderr)
+        figures["outputs_dir"] = str(out)
+        figures["command_wall_s"] = round(_wall.perf_counter() - STARTED, 2)
+        if refused:
+            if getattr(self, "traceback", None) and "manifest.json" in refused[0]:
+                print(self.traceback, file=sys.stderr)  # it had nowhere else to go
+            kept = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
+            print(
+                f"{self.prog}: could not write {'; '.join(refused)}; kept in {out}: "
+                + (", ".join(kept) or "nothing"),
+                file=sys.stderr,
+            )
+        if not self.args.quiet or not ok or figures["outputs"] != "complete" or refused:
+            report.print_summary(figures, sys.stderr, title=self.prog)
+            self._print_services(figures)
         for line in self.pacer.summary() if self.pacer is not None else ():
-            print(f"timewarp simulate: busy polling: {line}", file=sys.stderr)
+            print(f"{self.prog}: busy polling: {line}", file=sys.stderr)  # a warning: always
+        return not refused
+
+    def _print_services(self, figures: dict) -> None:
         for name, web in sorted((figures.get("services") or {}).items()):
             share = web["failed"] / web["requests"] if web["requests"] else 0.0
             print(
@@ -522,11 +712,13 @@ class _Simulation:
     _facts: dict | None = None
     _facts_thread: threading.Thread | None = None
 
+    def _input_files(self) -> list[str]:
+        return [self.args.platform, *self.args.workload]
+
     def _gather_facts(self) -> None:
         import platform as _platform
         from importlib.metadata import PackageNotFoundError, version
 
-        args = self.args
         try:
             client = version("kubernetes")
         except PackageNotFoundError:
@@ -535,10 +727,12 @@ class _Simulation:
             "timewarp": __version__,
             "python": _platform.python_version(),
             "kubernetes_client": client,
-            "inputs": {path: _sha256(Path(path)) for path in [args.platform, *args.workload]},
+            "inputs": {path: _sha256(Path(path)) for path in self._input_files()},
         }
 
-    def _write_manifest(self, figures: dict, ok: bool, reason: str, wall: float) -> None:
+    def _write_manifest(
+        self, figures: dict, ok: bool, reason: str, wall: float, warnings: list[str]
+    ) -> None:
         from broker.modes_cli import mode_parameters
 
         args = self.args
@@ -560,10 +754,12 @@ class _Simulation:
             "outputs": figures["outputs"],
             "wall_s": round(wall, 3),
             "figures": figures,
+            "warnings": warnings,
         }
-        tmp = self.out / "manifest.json.tmp"
-        tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-        tmp.replace(self.out / "manifest.json")
+        if getattr(self, "traceback", None):
+            manifest["traceback"] = self.traceback
+        text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+        write_text_atomically(self.out / "manifest.json", text)
 
 
 class _EmbeddedSimulator:
@@ -591,23 +787,27 @@ class _EmbeddedSimulator:
             return
 
         def run() -> None:
+            code = 1
             try:
                 code = sim_cli.drive(
                     sim, self.args, stop=self.stop, context=zmq.Context.instance(), err=self._log
                 )
-            except Exception:  # a bug must end the run with its traceback, not hang it
-                import traceback
-
-                traceback.print_exc(file=self._log)
-                code = 1
-            self._finish(code)
+            except BaseException:  # a bug, a full disk: end with the traceback, never hang
+                with contextlib.suppress(Exception):  # the log may be what failed
+                    traceback.print_exc(file=self._log)
+            finally:
+                self._finish(code)  # whatever happened, the run learns that this one ended
 
         threading.Thread(target=run, name="timewarp-sim", daemon=True).start()
 
     def _finish(self, code: int) -> None:
         self.code = code
-        self._log.close()
-        self._done.set()
+        try:
+            self._log.close()
+        except OSError:
+            pass  # a full disk refused the log's last bytes; the exit code still counts
+        finally:
+            self._done.set()
 
     def wait(self, timeout: float | None = None) -> int:
         if not self._done.wait(timeout):
@@ -643,6 +843,33 @@ def simulator_message(log: Path) -> str:
     return last[-1].strip() if last else "(its log is empty)"
 
 
+def _internal_error(exc: BaseException) -> str:
+    """The gist of an unexpected exception: ``internal error: KeyError: 'x' at
+    broker/cluster.py:123 in _admit`` (the full traceback goes to the manifest)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = ""
+    if frames:
+        last = frames[-1]
+        try:
+            name = Path(last.filename).resolve().relative_to(Path(__file__).resolve().parents[1])
+        except ValueError:
+            name = Path(last.filename)
+        where = f" at {name}:{last.lineno} in {last.name}"
+    return (
+        f"internal error: {type(exc).__name__}: {exc}{where} (a bug in timewarp; the full "
+        "traceback is in manifest.json)"
+    )
+
+
+def _stopped_result(broker, reason: str):  # type: ignore[no-untyped-def]
+    """The broker's figures so far, for a run whose broker loop ended by an exception
+    (a signal, --until, a bug) instead of returning its result."""
+    try:
+        return broker._result(False, reason)  # the same figures run() would have returned
+    except Exception:
+        return None
+
+
 def _die_with_parent() -> None:
     """In the simulator's child process: SIGTERM when `timewarp simulate` dies, even by
     SIGKILL (Batsim waits for replies forever; the schedulers watch their broker)."""
@@ -655,17 +882,12 @@ def _die_with_parent() -> None:
 
 
 class _ProgressView:
-    """A rich progress bar: simulated time, jobs done/total, wall time, speed-up."""
+    """A rich progress bar: simulated time, jobs done/total, wall time, speed-up. Its
+    last frame shows the figures of the summary (:meth:`finish`)."""
 
-    def __init__(self, total_jobs: int, disabled: bool) -> None:
+    def __init__(self, total_jobs: int, disabled: bool, started: float, prog: str) -> None:
         from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
         self.console = Console(stderr=True)
         self.disabled = disabled or not self.console.is_terminal
@@ -674,14 +896,18 @@ class _ProgressView:
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("jobs"),
-            TimeElapsedColumn(),
+            TextColumn("{task.fields[wall]} wall"),
             TextColumn("{task.fields[speedup]}"),
             console=self.console,
             disable=self.disabled,
         )
-        self.task = self.progress.add_task("sim", total=total_jobs or None, now="0 s", speedup="")
+        self.task = self.progress.add_task(
+            "sim", total=total_jobs or None, now="0 s", wall="0.0 s", speedup=""
+        )
         self.total_jobs = total_jobs
-        self.started = _wall.perf_counter()
+        self.started = started  # the simulation's start, as for the summary's wall time
+        self.jobs_dynamic = 0
+        self.prog = prog
 
     def __enter__(self):  # type: ignore[no-untyped-def]
         self.progress.__enter__()
@@ -691,9 +917,28 @@ class _ProgressView:
         self.progress.__exit__(*exc)
 
     def update(self, p) -> None:  # type: ignore[no-untyped-def]
-        wall = _wall.perf_counter() - self.started
-        speed = f"{p.now_s / wall:,.0f}x" if wall > 0 else ""
-        total = (self.total_jobs + p.jobs_dynamic) or None  # controller-made pods count too
-        self.progress.update(
-            self.task, completed=p.jobs_done, total=total, now=f"{p.now_s:,.0f} s", speedup=speed
-        )
+        self.jobs_dynamic = p.jobs_dynamic
+        self._show(p.now_s, _wall.perf_counter() - self.started, completed=p.jobs_done)
+
+    def finish(self, now_s: float, wall_s: float) -> None:
+        """The last frame: the end of the simulation and the wall time the summary uses."""
+        self._show(now_s, wall_s)
+
+    def _show(self, now_s: float, wall_s: float, completed: int | None = None) -> None:
+        from commands.report import format_speedup, speedup
+
+        total = (self.total_jobs + self.jobs_dynamic) or None  # controller-made pods too
+        fields = {"now": f"{now_s:,.0f} s", "wall": f"{wall_s:.1f} s"}
+        fields["speedup"] = format_speedup(speedup(now_s, wall_s))
+        if completed is not None:
+            fields["completed"] = completed
+        self.progress.update(self.task, total=total, **fields)  # type: ignore[arg-type]
+
+    def warn(self, text: str) -> None:
+        """A warning above the bar (or on stderr when there is no bar)."""
+        if self.disabled:
+            print(f"{self.prog}: WARNING: {text}", file=sys.stderr, flush=True)
+        else:
+            from rich.markup import escape
+
+            self.progress.console.print(f"[yellow]{self.prog}: WARNING:[/] {escape(text)}")

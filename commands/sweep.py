@@ -9,8 +9,9 @@ is submitted to Dask (a ``LocalCluster`` of ``--workers`` processes, or the clus
 never recomputed once its ``result.json`` exists, so an interrupted sweep resumes where it
 stopped. A failed run is recorded with its error; the others go on. At the end (and after
 each interruption) ``runs.csv``, ``summary.csv`` and ``plots/`` are rewritten from every
-finished run. Exit 0 if every run succeeded, 1 if some failed, 2 for a bad sweep file or
-arguments, 130 on Ctrl-C.
+finished run, whatever signal comes meanwhile (a second Ctrl-C is noted, not obeyed: see
+``commands.stopping``). Exit 0 if every run succeeded, 1 if some failed, 2 for a bad sweep
+file or arguments, 128 + the signal when stopped (130 on Ctrl-C, 143 on SIGTERM).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from commands.outfiles import OutputDirError, check_output_dir, write_text_atomically
+from commands.stopping import Interrupted, StopSignals
 from commands.sweeping.plan import POINT_FILE, RESULT_FILE, Run, finished_result, plan_runs
 from commands.sweeping.spec import SpecError, Sweep, load_sweep
 
@@ -64,7 +67,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dry-run", action="store_true", help="list the runs and whether they would run; run none"
     )
     parser.add_argument("--no-plots", action="store_true", help="write the tables, skip plots/")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="print only warnings and errors: no progress bar, no plan or result line when "
+        "every run succeeded (failed runs are still listed)",
+    )
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -78,10 +87,11 @@ def run(args: argparse.Namespace) -> int:
     except SpecError as exc:
         return _fail(str(exc))
     results = Path(args.output)
-    if results.exists() and not results.is_dir():
-        return _fail(f"-o {results}: exists and is not a directory")
     try:
-        results.mkdir(parents=True, exist_ok=True)
+        check_output_dir(results)
+    except OutputDirError as exc:
+        return _fail(str(exc))
+    try:
         runs = plan_runs(sweep, results)
     except SpecError as exc:
         return _fail(str(exc))
@@ -97,34 +107,37 @@ def run(args: argparse.Namespace) -> int:
         print(f"{len(runs)} runs, {len(pending)} to run", file=sys.stderr)
         return 0
     _write_plan(sweep, runs, results)
-    print(
-        f"timewarp sweep: {len(sweep.points)} points x {sweep.replicates} replicates = "
-        f"{len(runs)} runs; {len(runs) - len(pending)} already finished, {len(pending)} to run",
-        file=sys.stderr,
-    )
-    interrupted = False
-    if pending:
-        try:
-            _execute(pending, sweep, args, total=len(runs))
-        except KeyboardInterrupt:
-            interrupted = True
-            print("timewarp sweep: interrupted; finished runs are kept", file=sys.stderr)
-        except _ClusterError as exc:
-            return _fail(str(exc), 2)
-    rows = _collect(sweep, runs, results, plots=not args.no_plots)
+    if not args.quiet:
+        print(
+            f"timewarp sweep: {len(sweep.points)} points x {sweep.replicates} replicates = "
+            f"{len(runs)} runs; {len(runs) - len(pending)} already finished, "
+            f"{len(pending)} to run",
+            file=sys.stderr,
+        )
+    with StopSignals("timewarp sweep") as signals:
+        if pending:
+            try:
+                _execute(pending, sweep, args, total=len(runs))
+            except Interrupted:
+                print("timewarp sweep: interrupted; finished runs are kept", file=sys.stderr)
+            except _ClusterError as exc:
+                return _fail(str(exc), 2)
+        signals.shield()  # the tables of the finished runs are written whatever comes now
+        rows = _collect(sweep, runs, results, plots=not args.no_plots)
     ok = sum(r["status"] == "ok" for r in rows)
     failed = [r for r in rows if r["status"] == "failed"]
-    print(
-        f"timewarp sweep: {ok} ok, {len(failed)} failed, {len(rows) - ok - len(failed)} not run; "
-        f"tables in {results}/runs.csv and summary.csv",
-        file=sys.stderr,
-    )
+    if not args.quiet or failed or signals.interrupted:
+        print(
+            f"timewarp sweep: {ok} ok, {len(failed)} failed, {len(rows) - ok - len(failed)} "
+            f"not run; tables in {results}/runs.csv and summary.csv",
+            file=sys.stderr,
+        )
     for r in failed[:10]:
         print(f"  FAILED {r['run_id']} {_factors_text(sweep, r)}: {r['error']}", file=sys.stderr)
     if len(failed) > 10:
         print(f"  ... and {len(failed) - 10} more (see runs.csv)", file=sys.stderr)
-    if interrupted:
-        return 130
+    if signals.interrupted:
+        return signals.exit_code or 130
     return 1 if failed else 0
 
 
@@ -150,9 +163,7 @@ def _write_plan(sweep: Sweep, runs: list[Run], results: Path) -> None:
         "factor_columns": sweep.factor_columns,
         "runs": [r.record() for r in runs],
     }
-    tmp = results / "plan.json.tmp"
-    tmp.write_text(json.dumps(plan, indent=2) + "\n")
-    tmp.replace(results / "plan.json")
+    write_text_atomically(results / "plan.json", json.dumps(plan, indent=2) + "\n")
 
 
 CONNECT_TIMEOUT = "10s"
@@ -254,9 +265,7 @@ def _record_lost_run(run: Run, exc: BaseException) -> dict[str, Any]:
     }
     run.directory.mkdir(parents=True, exist_ok=True)
     (run.directory / POINT_FILE).write_text(json.dumps(run.record(), indent=2) + "\n")
-    tmp = run.directory / (RESULT_FILE + ".tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
-    tmp.replace(run.directory / RESULT_FILE)
+    write_text_atomically(run.directory / RESULT_FILE, json.dumps(result, indent=2) + "\n")
     return result
 
 

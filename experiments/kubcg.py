@@ -85,7 +85,7 @@ def make_inputs(work: Path, rate: float, jobs: int, seed: int) -> tuple[dict[str
     raw = work / f"mixed_{rate:g}_{jobs}_{seed}.raw.json"
     timewarp_cli(
         "workload", "mixed", "-n", str(jobs), "--rate", f"{per_second(rate):.9g}",
-        "--seed", str(seed), "-o", str(raw),
+        "--seed", str(seed), "-o", str(raw), "--scheduler", "default",  # as the schedulers
     )  # fmt: skip
     workload = work / f"mixed_{rate:g}_{jobs}_{seed}.json"
     workload.write_text(json.dumps(annotate(json.loads(raw.read_text())), indent=1))

@@ -91,8 +91,9 @@ def nasa_inputs(work: Path, fraction: float, shape: str) -> tuple[Path, Path]:
         timewarp_cli("workload", "platform", "-n", "1", "--cores", "128", "-o", str(platform))
         conv = ["--norm", "128"]
     timewarp_cli(
-        "workload", "from-swf", str(NASA), "-o", str(workload), "--window", f"0:{end:.0f}", *conv
-    )
+        "workload", "from-swf", str(NASA), "-o", str(workload), "--window", f"0:{end:.0f}", *conv,
+        "--scheduler", "default",  # the name DEFAULT_LIKE serves (Batkube's)
+    )  # fmt: skip
     return platform, workload
 
 
@@ -104,6 +105,7 @@ def synthetic_inputs(work: Path, nodes: int, jobs: int, seed: int) -> tuple[Path
     timewarp_cli(
         "workload", "poisson", "-n", str(jobs), "--rate", f"{poisson_rate(nodes):.6g}",
         "--mean-delay", f"{MEAN_DELAY_S:g}", "--seed", str(seed), "-o", str(workload),
+        "--scheduler", "default",  # the name DEFAULT_LIKE serves (Batkube's)
     )  # fmt: skip
     return platform, workload
 

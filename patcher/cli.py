@@ -80,6 +80,18 @@ def _usage(message: str) -> int:
     return 2
 
 
+def _unwritable(directory: Path) -> str | None:
+    """Why files cannot be made in ``directory`` (made if missing), or None."""
+    import tempfile
+
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+
+
 def _locate_package(name: str) -> Path:
     if not name.isidentifier():
         raise TreeError(f"--package takes a top-level package name, got {name!r}")
@@ -108,6 +120,10 @@ def run(args: argparse.Namespace) -> int:
         return _usage("--check changes nothing; it cannot be combined with -o or --in-place")
     output = Path(args.output) if args.output else None
     output_is_dir = bool(args.output) and args.output.endswith(("/", os.sep))
+    if output is not None:
+        refused = _unwritable(output if output.is_dir() else output.parent)
+        if refused:
+            return _usage(f"-o {output}: cannot write there ({refused})")
     try:
         if args.package:
             src = _locate_package(args.package)
@@ -141,6 +157,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"timewarp patch: {exc}", file=sys.stderr)
         return 1
     print_report(report, src, out, in_place=args.in_place)
+    if args.in_place and src.is_symlink() and not src.is_dir():
+        print(
+            f"  {src} is a symbolic link: rewrote {src.resolve()}, kept the link", file=sys.stderr
+        )
     if report.parse_failures and not args.keep_going:
         return 1
     if args.check and report.count("changed"):

@@ -236,7 +236,8 @@ def mirror_tree(
             " choose a new or empty directory"
         )
     out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.staging-", dir=out.parent))
+    remove_stale_work_dirs(out)
+    staging = Path(tempfile.mkdtemp(prefix=_work_prefix(out, "staging"), dir=out.parent))
     try:
         shutil.copymode(src, staging)  # mkdtemp makes it private (0700)
 
@@ -265,11 +266,49 @@ def mirror_tree(
     return report
 
 
+def _work_prefix(out: Path, kind: str) -> str:
+    """``.OUT.staging-PID-``: the pid says whether its writer still runs."""
+    return f".{out.name}.{kind}-{os.getpid()}-"
+
+
+_WORK_DIR = re.compile(r"^\.(?P<out>.+)\.(?:staging|old)-(?P<pid>\d+)-[^/]+$")
+
+
+def remove_stale_work_dirs(out: Path) -> list[Path]:
+    """Staging and retired folders beside ``out`` whose writer is gone (a ``timewarp
+    patch`` killed by SIGKILL or a power cut leaves them): removed. A folder whose writer
+    still runs (a concurrent ``timewarp patch -o`` to the same place) is left alone."""
+    removed = []
+    try:
+        siblings = list(out.parent.iterdir())
+    except OSError:
+        return removed
+    for path in siblings:
+        m = _WORK_DIR.match(path.name)
+        if m is None or m["out"] != out.name or not path.is_dir() or path.is_symlink():
+            continue
+        if _pid_alive(int(m["pid"])):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's: alive
+    return True
+
+
 def _swap_in(staging: Path, out: Path) -> None:
     if not out.exists():
         os.rename(staging, out)
         return
-    retired = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+    retired = Path(tempfile.mkdtemp(prefix=_work_prefix(out, "old"), dir=out.parent))
     retired.rmdir()
     os.rename(out, retired)
     os.rename(staging, out)
@@ -277,11 +316,13 @@ def _swap_in(staging: Path, out: Path) -> None:
 
 
 def patch_in_place(src: Path, excludes: Sequence[str], on_file: Sink | None = None) -> Report:
-    """Rewrite changed Python files under ``src`` (a file or a tree), each atomically."""
+    """Rewrite changed Python files under ``src`` (a file or a tree), each atomically.
+    A ``src`` that is a symbolic link to a file: the file it points to is rewritten and
+    the link kept (a rename over the link would replace it with a copy)."""
 
     def write(outcome: FileOutcome, original: bytes, output: bytes) -> None:
         if outcome.status == "changed":
-            target = src / outcome.rel if src.is_dir() else src
+            target = src / outcome.rel if src.is_dir() else src.resolve()
             atomic_write(target, output, mode_from=target)
         if on_file is not None:
             on_file(outcome, original, output)

@@ -27,6 +27,7 @@ import zmq
 
 from simulator import protocol
 from simulator.engine import Deadlock, Options, Simulator
+from simulator.mixups import input_mixup
 from simulator.outputs import StreamingOutputs
 from simulator.platform import PlatformError, load_platform, real_batsim_refusals
 from simulator.runner import Aborted, ReplyTimeout, print_progress
@@ -46,7 +47,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="WORKLOAD",
         help="workload JSON file (repeatable: w0, w1, … in order)",
     )
-    parser.add_argument("-e", "--export", default="out", metavar="PREFIX", help="output prefix")
+    parser.add_argument(
+        "-e",
+        "--export",
+        default="out",
+        metavar="PREFIX",
+        help="outputs PREFIX_jobs.csv, PREFIX_schedule.csv, PREFIX_machine_states.csv "
+        "(default out)",
+    )
     parser.add_argument(
         "-s",
         "--socket-endpoint",
@@ -54,16 +62,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the decision process's REP endpoint (default: %(default)s)",
     )
     parser.add_argument(
-        "-m", "--master-host", default="master_host", help="master host name if no role=master"
+        "-m",
+        "--master-host",
+        default="master_host",
+        help="the platform's master host, if none has role=master (default master_host)",
     )
-    parser.add_argument("--enable-compute-sharing", action="store_true")
-    parser.add_argument("--disable-storage-sharing", action="store_true")
-    parser.add_argument("--forward-profiles-on-submission", action="store_true")
-    parser.add_argument("--enable-dynamic-jobs", action="store_true")
-    parser.add_argument("--acknowledge-dynamic-jobs", action="store_true")
-    parser.add_argument("--enable-profile-reuse", action="store_true")
-    parser.add_argument("--forward-unknown-events", action="store_true")
-    parser.add_argument("--sched-cfg", default="", help="string given to the decision process")
+    flags = {
+        "--enable-compute-sharing": "let several jobs run on one machine at once (off: a "
+        "job needs machines of its own; timewarp simulate turns it on)",
+        "--disable-storage-sharing": "one job at a time on a storage host",
+        "--forward-profiles-on-submission": "send each job's profile with its JOB_SUBMITTED",
+        "--enable-dynamic-jobs": "accept jobs and profiles the decision process registers "
+        "during the run (REGISTER_JOB, REGISTER_PROFILE); the simulation ends once it "
+        "says registration_finished",
+        "--acknowledge-dynamic-jobs": "answer each REGISTER_JOB with a JOB_SUBMITTED (needs "
+        "--enable-dynamic-jobs)",
+        "--enable-profile-reuse": "let REGISTER_PROFILE redefine a profile name already known",
+        "--forward-unknown-events": "said in SIMULATION_BEGINS' configuration, as Batsim does "
+        "(no event type is unknown to this simulator)",
+    }
+    for flag, text in flags.items():
+        parser.add_argument(flag, action="store_true", help=text)
+    parser.add_argument(
+        "--sched-cfg",
+        default="",
+        metavar="TEXT",
+        help="a string given to the decision process in SIMULATION_BEGINS (default empty)",
+    )
     parser.add_argument(
         "-E", "--energy", action="store_true", help="not supported (no energy model)"
     )
@@ -76,7 +101,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "network would add in real Batsim (default: %(default)s, Batsim's own timing on a "
         "platform without links)",
     )
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="print only warnings and errors (no progress lines, no closing line)",
+    )
     parser.add_argument(
         "--reproducible",
         action="store_true",
@@ -87,7 +117,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         metavar="SECONDS",
-        help="give up when a reply takes longer (Batsim waits forever)",
+        help="give up when a reply takes longer than this many seconds (default: wait "
+        "forever, as Batsim does)",
     )
     parser.add_argument(
         "--message-log", metavar="FILE", help="write every message exchanged to FILE"
@@ -118,6 +149,9 @@ def prepare(args: argparse.Namespace, err: TextIO | None = None) -> Simulator | 
         return _fail("--submission-latency must be within [0, 1) seconds", 2, err)
     if args.reply_timeout is not None and args.reply_timeout <= 0:
         return _fail("--reply-timeout must be > 0", 2, err)
+    mixup = input_mixup(args.platform, args.workload)
+    if mixup:
+        return _fail(mixup, 2, err)
     try:
         platform = load_platform(args.platform, args.master_host)
         workloads = [

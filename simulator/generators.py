@@ -12,6 +12,10 @@ import random
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
+# the schedulerName a real API server gives a pod that names none: what the sample
+# schedulers serve by default (Batkube's own workloads say "default")
+DEFAULT_SCHEDULER = "default-scheduler"
+
 
 def _job(
     index: int,
@@ -51,7 +55,7 @@ def spaced(
     *,
     cpu: str = "1",
     memory: str | None = None,
-    scheduler: str = "default",
+    scheduler: str = DEFAULT_SCHEDULER,
     walltime: float | None = 1000,
     start: float = 0.0,
     replicaset: str | None = None,
@@ -80,7 +84,7 @@ def poisson(
     fixed_delay: bool = False,
     cpu: str = "1",
     memory: str | None = None,
-    scheduler: str = "default",
+    scheduler: str = DEFAULT_SCHEDULER,
     walltime: float | None = None,
     replicaset: str | None = None,
     groups: int = 1,
@@ -110,7 +114,7 @@ def mixed(
     cpu_image_durations: tuple[float, float] = (300.0, 300.0),
     cpu: str = "1",
     memory: str = "1Gi",
-    scheduler: str = "default",
+    scheduler: str = DEFAULT_SCHEDULER,
     sharing_slowdown: bool = True,
 ) -> dict[str, Any]:
     """KubCG-style mix of two image classes with Poisson arrivals.

@@ -78,7 +78,7 @@ def convert(
     cpu_cap: float | None = None,
     trim: float | None = None,
     window: tuple[float, float] | None = None,
-    scheduler: str = "default",
+    scheduler: str = "default-scheduler",
     walltime_from_request: bool = False,
     nb_res: int | None = None,
 ) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from simulator import generators
+from simulator.generators import DEFAULT_SCHEDULER
 from simulator.platform import PlatformError, load_platform
 from simulator.swf import SwfError, convert, read_swf
 from simulator.workload import WorkloadError, load_workload
@@ -67,10 +68,24 @@ def _window(text: str) -> tuple[float, float]:
     return window
 
 
+_SCHEDULER_HELP = (
+    "spec.schedulerName of the pods: the scheduler that must bind them (default "
+    "default-scheduler, a real API server's, and the sample schedulers'; Batkube's "
+    "workloads say 'default')"
+)
+_OUTPUT_HELP = "the file to write (atomically, with the umask's mode); its folder is made"
+
+
 def _pod_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cpu", default="1", help="pod cpu request (default: %(default)s)")
-    parser.add_argument("--memory", default=None, help="pod memory request, e.g. 500Mi")
-    parser.add_argument("--scheduler", default="default", help="schedulerName of the pods")
+    parser.add_argument(
+        "--cpu", default="1", help="cpu request of each pod, a Kubernetes quantity (default 1)"
+    )
+    parser.add_argument(
+        "--memory",
+        default=None,
+        help="memory request of each pod, a Kubernetes quantity like 500Mi (default: none)",
+    )
+    parser.add_argument("--scheduler", default=DEFAULT_SCHEDULER, help=_SCHEDULER_HELP)
     parser.add_argument(
         "--replicaset",
         metavar="NAME",
@@ -81,7 +96,8 @@ def _pod_options(parser: argparse.ArgumentParser) -> None:
         type=_positive_int,
         default=1,
         metavar="K",
-        help="with --replicaset: K ReplicaSets NAME-0..NAME-(K-1), pods dealt round robin",
+        help="with --replicaset: K ReplicaSets NAME-0..NAME-(K-1), pods dealt round robin "
+        "(default 1)",
     )
 
 
@@ -102,64 +118,160 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="tool", metavar="TOOL", required=True)
 
     swf = sub.add_parser("from-swf", help="import a Standard Workload Format trace")
-    swf.add_argument("trace", help="SWF file")
-    swf.add_argument("-o", "--output", required=True)
+    swf.add_argument("trace", help="SWF file (Parallel Workloads Archive format)")
+    swf.add_argument("-o", "--output", required=True, help=_OUTPUT_HELP)
     swf.add_argument(
         "--mode",
         choices=("batkube", "procs"),
         default="batkube",
-        help="batkube: one pod per job with cpu = norm*procs/MaxProcs; procs: res = procs",
+        help="batkube (default): one pod per job with cpu = norm*procs/MaxProcs; procs: "
+        "res = procs",
     )
-    swf.add_argument("--norm", type=_positive, default=1.0, help="cpu of a full-machine job")
-    swf.add_argument("--max-procs", type=_positive_int, help="override the header's MaxProcs")
-    swf.add_argument("--cpu-cap", type=_positive, help="cap each job's cpu (e.g. 5.9)")
-    swf.add_argument("--trim", type=_positive, metavar="SECONDS", help="cap run times")
-    swf.add_argument("--window", type=_window, metavar="START:END", help="trace submit times")
-    swf.add_argument("--walltime-from-request", action="store_true")
-    swf.add_argument("--scheduler", default="default")
+    swf.add_argument(
+        "--norm",
+        type=_positive,
+        default=1.0,
+        help="cpu (cores) of a job that takes all MaxProcs processors (default 1)",
+    )
+    swf.add_argument(
+        "--max-procs", type=_positive_int, help="override the header's MaxProcs (processors)"
+    )
+    swf.add_argument("--cpu-cap", type=_positive, help="cap each job's cpu, in cores (e.g. 5.9)")
+    swf.add_argument(
+        "--trim", type=_positive, metavar="SECONDS", help="cap each job's run time (seconds)"
+    )
+    swf.add_argument(
+        "--window",
+        type=_window,
+        metavar="START:END",
+        help="keep the jobs submitted in [START, END) seconds of the trace (either may be "
+        "left out); subtimes then count from the first kept job",
+    )
+    swf.add_argument(
+        "--walltime-from-request",
+        action="store_true",
+        help="give each job its requested time (SWF field 9) as walltime (default: none)",
+    )
+    swf.add_argument("--scheduler", default=DEFAULT_SCHEDULER, help=_SCHEDULER_HELP)
 
     for name, text in (("burst", "N jobs at once"), ("spaced", "N jobs at a fixed interval")):
         gen = sub.add_parser(name, help=text)
-        gen.add_argument("-n", "--count", type=_positive_int, required=True)
-        gen.add_argument("--delay", type=_non_negative, required=True, help="seconds per job")
+        gen.add_argument("-n", "--count", type=_positive_int, required=True, help="jobs")
+        gen.add_argument(
+            "--delay",
+            type=_non_negative,
+            required=True,
+            metavar="SECONDS",
+            help="run time of each job, in seconds",
+        )
         if name == "spaced":
-            gen.add_argument("--interval", type=_non_negative, required=True)
-        gen.add_argument("--walltime", type=_positive, default=1000.0)
-        gen.add_argument("-o", "--output", required=True)
+            gen.add_argument(
+                "--interval",
+                type=_non_negative,
+                required=True,
+                metavar="SECONDS",
+                help="seconds between two submissions (the first at 0)",
+            )
+        gen.add_argument(
+            "--walltime",
+            type=_positive,
+            default=1000.0,
+            metavar="SECONDS",
+            help="Batsim walltime of each job: killed if still running after it (default 1000)",
+        )
+        gen.add_argument("-o", "--output", required=True, help=_OUTPUT_HELP)
         _pod_options(gen)
 
     poisson = sub.add_parser("poisson", help="Poisson arrivals at rate λ")
-    poisson.add_argument("-n", "--count", type=_positive_int, required=True)
-    poisson.add_argument("--rate", type=_positive, required=True, help="jobs per second")
-    poisson.add_argument("--mean-delay", type=_positive, required=True)
-    poisson.add_argument("--fixed-delay", action="store_true", help="every job runs mean-delay")
-    poisson.add_argument("--seed", type=int, required=True)
-    poisson.add_argument("-o", "--output", required=True)
+    poisson.add_argument("-n", "--count", type=_positive_int, required=True, help="jobs")
+    poisson.add_argument(
+        "--rate", type=_positive, required=True, help="mean arrivals per second (λ)"
+    )
+    poisson.add_argument(
+        "--mean-delay",
+        type=_positive,
+        required=True,
+        metavar="SECONDS",
+        help="mean run time: each job's is drawn from an exponential distribution with "
+        "this mean, rounded to whole seconds, at least 1 (see --fixed-delay)",
+    )
+    poisson.add_argument(
+        "--fixed-delay", action="store_true", help="every job runs exactly --mean-delay"
+    )
+    poisson.add_argument(
+        "--seed", type=int, required=True, help="random seed (same seed, same file)"
+    )
+    poisson.add_argument("-o", "--output", required=True, help=_OUTPUT_HELP)
     _pod_options(poisson)
 
     mixed = sub.add_parser("mixed", help="KubCG-style CPU/GPU image classes")
-    mixed.add_argument("-n", "--count", type=_positive_int, required=True)
-    mixed.add_argument("--rate", type=_positive, required=True, help="jobs per second")
-    mixed.add_argument("--gpu-fraction", type=float, default=0.5)
-    mixed.add_argument("--gpu-on-gpu", type=_non_negative, default=100.0)
-    mixed.add_argument("--gpu-on-cpu", type=_non_negative, default=600.0)
-    mixed.add_argument("--cpu-on-gpu", type=_non_negative, default=300.0)
-    mixed.add_argument("--cpu-on-cpu", type=_non_negative, default=300.0)
-    mixed.add_argument("--no-sharing-slowdown", action="store_true")
-    mixed.add_argument("--seed", type=int, required=True)
-    mixed.add_argument("-o", "--output", required=True)
-    mixed.add_argument("--cpu", default="1")
-    mixed.add_argument("--memory", default="1Gi")
-    mixed.add_argument("--scheduler", default="default")
+    mixed.add_argument("-n", "--count", type=_positive_int, required=True, help="jobs")
+    mixed.add_argument(
+        "--rate", type=_positive, required=True, help="mean arrivals per second (Poisson)"
+    )
+    mixed.add_argument(
+        "--gpu-fraction",
+        type=float,
+        default=0.5,
+        help="share of GPU-image jobs, within [0, 1] (default 0.5)",
+    )
+    for flag, default, what in (
+        ("--gpu-on-gpu", 100.0, "a GPU-image job on a GPU node"),
+        ("--gpu-on-cpu", 600.0, "a GPU-image job on a CPU node"),
+        ("--cpu-on-gpu", 300.0, "a CPU-image job on a GPU node"),
+        ("--cpu-on-cpu", 300.0, "a CPU-image job on a CPU node"),
+    ):
+        mixed.add_argument(
+            flag,
+            type=_non_negative,
+            default=default,
+            metavar="SECONDS",
+            help=f"run time of {what} (default {default:g})",
+        )
+    mixed.add_argument(
+        "--no-sharing-slowdown",
+        action="store_true",
+        help="jobs sharing a node run at full speed (default: they slow each other down)",
+    )
+    mixed.add_argument("--seed", type=int, required=True, help="random seed (same seed, same file)")
+    mixed.add_argument("-o", "--output", required=True, help=_OUTPUT_HELP)
+    mixed.add_argument(
+        "--cpu", default="1", help="cpu request of each pod, a Kubernetes quantity (default 1)"
+    )
+    mixed.add_argument(
+        "--memory",
+        default="1Gi",
+        help="memory request of each pod, a Kubernetes quantity (default 1Gi)",
+    )
+    mixed.add_argument("--scheduler", default=DEFAULT_SCHEDULER, help=_SCHEDULER_HELP)
 
     plat = sub.add_parser("platform", help="generate a SimGrid platform")
-    plat.add_argument("-n", "--nodes", type=_positive_int, help="homogeneous nodes")
-    plat.add_argument("--cpu-nodes", type=int, default=0, help="heterogeneous: CPU nodes")
-    plat.add_argument("--gpu-nodes", type=int, default=0, help="heterogeneous: GPU nodes")
-    plat.add_argument("--gpus-per-node", type=_positive_int, default=1)
-    plat.add_argument("--cores", type=_positive_int, default=1)
-    plat.add_argument("--memory", default="4Gi")
-    plat.add_argument("--speed", default="1Gf")
+    plat.add_argument(
+        "-n", "--nodes", type=_positive_int, help="homogeneous: this many nodes node0, node1, ..."
+    )
+    plat.add_argument(
+        "--cpu-nodes", type=int, default=0, help="heterogeneous: CPU nodes cpu0, ... (default 0)"
+    )
+    plat.add_argument(
+        "--gpu-nodes", type=int, default=0, help="heterogeneous: GPU nodes gpu0, ... (default 0)"
+    )
+    plat.add_argument(
+        "--gpus-per-node", type=_positive_int, default=1, help="GPUs of a GPU node (default 1)"
+    )
+    plat.add_argument(
+        "--cores", type=_positive_int, default=1, help="cpu cores per node (default 1)"
+    )
+    plat.add_argument(
+        "--memory",
+        default="4Gi",
+        help="memory per node, a Kubernetes quantity (default 4Gi)",
+    )
+    plat.add_argument(
+        "--speed",
+        default="1Gf",
+        help="SimGrid host speed in flop/s with a unit, e.g. 1Gf (default 1Gf; delay "
+        "profiles do not depend on it)",
+    )
     plat.add_argument(
         "--label",
         action="append",
@@ -181,14 +293,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=0,
         metavar="N",
-        help="cordon the last N nodes (spec.unschedulable, as kubectl cordon)",
+        help="cordon the last N nodes (spec.unschedulable, as kubectl cordon; default 0)",
     )
-    plat.add_argument("-o", "--output", required=True)
+    plat.add_argument("-o", "--output", required=True, help=_OUTPUT_HELP)
 
 
 def _fail(text: str) -> int:
     print(f"{PROG}: {text}", file=sys.stderr)
     return 2
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # reading it means setting it: put it back at once
+    os.umask(mask)
+    return mask
 
 
 def _write_atomically(path: str, text: str, check) -> None:
@@ -199,6 +317,9 @@ def _write_atomically(path: str, text: str, check) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
+        # mkstemp makes 0600; inputs are meant to be shared: the mode an ordinary
+        # `open(path, "w")` gives, i.e. 0666 less the umask
+        os.chmod(tmp, 0o666 & ~_umask())
         check(tmp)
         os.replace(tmp, target)
     finally:
@@ -284,6 +405,9 @@ def run(args: argparse.Namespace, check_host: HostCheck | None = None) -> int:
             return _platform(args, check_host)
     except (SwfError, WorkloadError, PlatformError) as exc:
         return _fail(str(exc))
+    except OSError as exc:  # an -o that cannot be written (read-only, missing, full)
+        where = args.output if exc.filename in (None, args.output) else exc.filename
+        return _fail(f"-o {args.output}: cannot write {where} ({exc.strerror or exc})")
     return 0
 
 

@@ -7,10 +7,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_simulate(out, env, scheduler, platform, workload, *extra, timeout=240):
-    """`timewarp simulate -q --no-plots` from the checkout's root; returns the process."""
+def run_simulate(out, env, scheduler, platform, workload, *extra, timeout=240, quiet=True):
+    """`timewarp simulate [-q] --no-plots` from the checkout's root; returns the process.
+    (-q: only warnings, errors and the summary of a failed or partial run.)"""
     return subprocess.run(
-        [sys.executable, "-m", "timewarp", "simulate", "-q", "--no-plots",
+        [sys.executable, "-m", "timewarp", "simulate", *(["-q"] if quiet else []), "--no-plots",
          "--scheduler", scheduler, "-p", str(platform), "-w", str(workload), "-o", str(out),
          *extra],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
@@ -20,16 +21,19 @@ def run_simulate(out, env, scheduler, platform, workload, *extra, timeout=240):
 OUT_CSVS = ("out_jobs.csv", "out_schedule.csv", "out_machine_states.csv")
 
 
-def run_twice(tmp_path, env, scheduler, platform, workload, *extra, cwd=None, timeout=240):
+def run_twice(
+    tmp_path, env, scheduler, platform, workload, *extra, cwd=None, timeout=240, quiet=True
+):
     """`timewarp simulate` twice on the same inputs (into ``tmp_path/run1`` and
     ``run2``); both must succeed with byte-identical CSVs. Returns (first run's outputs
-    directory, its process). ``cwd``: where the command runs (default the checkout)."""
+    directory, its process). ``cwd``: where the command runs (default the checkout).
+    ``quiet`` (-q): only warnings and errors on stderr, no summary of a good run."""
     runs = []
     for n in (1, 2):
         out = tmp_path / f"run{n}"
         r = subprocess.run(
-            [sys.executable, "-m", "timewarp", "simulate", "-q", "--no-plots",
-             "--scheduler", scheduler, "-p", str(platform), "-w", str(workload),
+            [sys.executable, "-m", "timewarp", "simulate", *(["-q"] if quiet else []),
+             "--no-plots", "--scheduler", scheduler, "-p", str(platform), "-w", str(workload),
              "-o", str(out), *extra],
             cwd=cwd or ROOT, env=env, capture_output=True, text=True, timeout=timeout,
         )  # fmt: skip

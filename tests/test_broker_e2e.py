@@ -17,8 +17,12 @@ PLATFORM = ROOT / "examples" / "inputs" / "cluster16.xml"
 BURST = ROOT / "examples" / "inputs" / "burst_40_delay170.json"
 
 
-def simulate(out, env, *extra, scheduler=TINY, workload=BURST, platform=PLATFORM, timeout=240):
-    return run_simulate(out, env, scheduler, platform, workload, *extra, timeout=timeout)
+def simulate(
+    out, env, *extra, scheduler=TINY, workload=BURST, platform=PLATFORM, timeout=240, quiet=True
+):
+    return run_simulate(
+        out, env, scheduler, platform, workload, *extra, timeout=timeout, quiet=quiet
+    )
 
 
 def jobs(out):
@@ -29,7 +33,7 @@ def jobs(out):
 @pytest.fixture(scope="module")
 def burst_run(tmp_path_factory, subprocess_env):
     out = tmp_path_factory.mktemp("burst")
-    proc = simulate(out, subprocess_env)
+    proc = simulate(out, subprocess_env, quiet=False)  # with its summary
     assert proc.returncode == 0, proc.stderr
     return out, proc
 
@@ -212,8 +216,8 @@ def test_sigterm_stops_every_process_and_keeps_the_files(tmp_path, subprocess_en
     ) as proc:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
-    assert "interrupted (Ctrl-C or SIGTERM)" in err
+    assert proc.returncode == 143, err  # 128 + SIGTERM, as `timewarp sim` (issue 15 item 6)
+    assert "interrupted by SIGTERM" in err
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["ok"] is False
     leftovers = subprocess.run(

@@ -397,7 +397,7 @@ def test_the_finished_job_and_its_events_deserialize_in_both_client_versions(
 # ------------------------------------------------------------------ timewarp simulate, end to end
 
 
-def _simulate_one_job(tmp_path, out, env, completions, *extra):
+def _simulate_one_job(tmp_path, out, env, completions, *extra, quiet=True):
     """`timewarp simulate` of one static job plus Job ``pi`` (10 s pods, parallelism 2),
     created and bound by tests/programs/job_scheduler.py."""
     from simrun import run_simulate
@@ -411,7 +411,7 @@ def _simulate_one_job(tmp_path, out, env, completions, *extra):
     return run_simulate(
         out, env,
         f"python tests/programs/job_scheduler.py --jobs {tmp_path / 'jobs.json'}",
-        platform, workload, *extra, timeout=120,
+        platform, workload, *extra, timeout=120, quiet=quiet,
     )  # fmt: skip
 
 
@@ -421,7 +421,7 @@ def test_simulate_runs_a_job_to_complete_with_a_real_scheduler_process(tmp_path,
     import csv
 
     out = tmp_path / "out"
-    r = _simulate_one_job(tmp_path, out, subprocess_env, completions=3)
+    r = _simulate_one_job(tmp_path, out, subprocess_env, completions=3, quiet=False)
     assert r.returncode == 0, r.stderr[-3000:]
     rows = list(csv.DictReader((out / "out_jobs.csv").open()))
     k8s = [row for row in rows if row["workload_name"] == "k8s"]

@@ -254,3 +254,43 @@ def test_vcs_caches_and_virtualenvs_are_neither_scanned_nor_copied(
     assert not (out / ".git").exists() and not (out / "venv").exists()
     assert not (out / ".tox").exists()
     assert "3 Python file(s) scanned" in capsys.readouterr().err
+
+
+def test_in_place_on_a_symlink_rewrites_its_target_and_keeps_the_link(
+    tmp_path: Path, capsys
+) -> None:
+    """(issue 17 item 17) A rename over the link used to replace it with a patched copy,
+    leaving the real file unpatched."""
+    real = tmp_path / "real" / "sched.py"
+    real.parent.mkdir()
+    real.write_text(UNPATCHED)
+    link = tmp_path / "sched.py"
+    link.symlink_to(real)
+    assert patch(link, "--in-place") == 0
+    assert link.is_symlink() and link.resolve() == real
+    assert real.read_text() == PATCHED
+    assert f"{link} is a symbolic link: rewrote {real}, kept the link" in capsys.readouterr().err
+    assert not list(real.parent.glob("*.tmp")) and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_staging_folders_left_by_a_killed_patch_are_removed(tree: Path, tmp_path: Path) -> None:
+    """`-o` builds in `.OUT.staging-PID-*` beside OUT; SIGKILL leaves it behind. The next
+    run removes those whose writer is gone, and leaves a running writer's alone."""
+    # pids are below pid_max: no process can have this one (a dead writer's, for sure)
+    dead_pid = int(Path("/proc/sys/kernel/pid_max").read_text())
+    stale = tmp_path / f".build.staging-{dead_pid}-x1y2"
+    retired = tmp_path / f".build.old-{dead_pid}-z3"
+    busy = tmp_path / f".build.staging-{os.getpid()}-w4"  # this process: still running
+    for d in (stale, retired, busy):
+        (d / "pkg").mkdir(parents=True)
+    assert patch(tree, "-o", tmp_path / "build") == 0
+    assert not stale.exists() and not retired.exists()
+    assert busy.exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".build")) == [busy.name]
+
+
+def test_an_output_that_cannot_be_written_is_a_usage_error(tree: Path, tmp_path: Path, capsys):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    assert patch(tree, "-o", a_file / "out") == 2
+    assert f"-o {a_file / 'out'}: cannot write there (File exists)" in capsys.readouterr().err

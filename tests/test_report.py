@@ -31,3 +31,93 @@ def test_figures_and_plots(tmp_path):
     assert [p.name for p in written] == ["gantt.png", "utilisation.png"]
     for path in written:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_speed_ups_below_one_are_decimals_never_0x():
+    assert [report.format_speedup(x) for x in (0.42, 0.0421, 5, 291.3, 1234.5)] == [
+        "0.42x", "0.042x", "5.0x", "291x", "1,234x",
+    ]  # fmt: skip
+    assert report.format_speedup(None) == ""
+
+
+PARTIAL_NOTHING_ENDED = (
+    SCHEDULE.splitlines()[0]
+    + "\n"
+    + ("4.2.1-timewarp-partial,0,0,0,0,0,0,0,0,2,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0\n")
+)
+
+
+def test_a_run_where_no_job_ended_says_where_it_stopped(tmp_path):
+    """Not "makespan 0.0 s / mean slowdown 0.000" (issue 15 item 8)."""
+    import io
+
+    (tmp_path / "out_schedule.csv").write_text(PARTIAL_NOTHING_ENDED)
+    (tmp_path / "out_jobs.csv").write_text(JOBS.splitlines()[0] + "\n")
+    fig = report.summarise(tmp_path / "out", {}, wall_s=2.0, simulated_s=4321.0)
+    assert "makespan" not in fig and "mean_slowdown" not in fig
+    fig["outputs"], fig["outputs_dir"] = "partial", str(tmp_path)
+    text = io.StringIO()
+    report.print_summary(fig, text)
+    assert "stopped at simulated t=4,321.0 s" in text.getvalue()
+    assert f"outputs in {tmp_path}/" in text.getvalue().splitlines()
+    assert "makespan" not in text.getvalue()
+
+
+def test_an_empty_run_draws_no_plot_and_warns_nothing(tmp_path):
+    import warnings
+
+    (tmp_path / "out_jobs.csv").write_text(JOBS.splitlines()[0] + "\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert report.plot(tmp_path / "out", tmp_path) == []
+    assert caught == [] and not list(tmp_path.glob("*.png"))
+
+
+def test_the_running_pods_curve_is_exact_whole_numbers():
+    from commands.plots import _running_steps
+
+    spans = [(0.0, 10.0, True), (0.0, 5.0, True), (5.0, 7.5, True), (10.0, 12.0, True)]
+    times, counts = _running_steps(spans)
+    # an end and a start at one instant count once, as what runs right after it
+    assert list(zip(times.tolist(), counts.tolist(), strict=True)) == [
+        (0.0, 2), (5.0, 2), (7.5, 1), (10.0, 1), (12.0, 0),
+    ]  # fmt: skip
+
+
+def test_the_plots_name_the_nodes_and_start_at_zero(tmp_path, monkeypatch):
+    from commands import plots
+
+    seen = {}
+    real_save = plots._save
+
+    def save(fig, path):
+        seen[path.name] = [
+            ([t.get_text() for t in ax.get_yticklabels()], ax.get_ylabel(), ax.get_ylim())
+            for ax in fig.axes
+        ]
+        return real_save(fig, path)
+
+    monkeypatch.setattr(plots, "_save", save)
+    (tmp_path / "out_jobs.csv").write_text(JOBS)
+    written = report.plot(tmp_path / "out", tmp_path, ["alpha", "beta"])
+    assert [p.name for p in written] == ["gantt.png", "utilisation.png"]
+    [(gantt_labels, gantt_axis, _)] = seen["gantt.png"]
+    assert gantt_labels == ["alpha", "beta"] and gantt_axis == "node"
+    (top_ticks, top_axis, top_ylim), (heat_labels, _, _), _bar = seen["utilisation.png"]
+    assert top_axis == "running pods" and top_ylim[0] == 0
+    assert all(float(t.replace("−", "-")).is_integer() for t in top_ticks if t)
+    assert heat_labels == ["alpha", "beta"]
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in written)
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_the_progress_bar_ends_on_the_summarys_figures():
+    """The last frame: the simulated time at the end and the speed-up of the summary,
+    from the same wall time (issue 15 item 11: it showed 600 s / 291x beside 207x)."""
+    from commands.simulate import _ProgressView
+
+    view = _ProgressView(40, disabled=True, started=0.0, prog="timewarp simulate")
+    view.finish(600.0, 2.9)
+    fields = view.progress.tasks[0].fields
+    assert fields["now"] == "600 s" and fields["wall"] == "2.9 s"
+    assert fields["speedup"] == report.format_speedup(report.speedup(600.0, 2.9)) == "207x"

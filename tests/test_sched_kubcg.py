@@ -690,7 +690,10 @@ class FakeKubeApi:
             self.events.append((self.rv, kind, json.loads(json.dumps(pod))))
             self.cond.notify_all()
 
-    def wait_for(self, predicate, timeout=15.0):
+    def wait_for(self, predicate, timeout=120.0):
+        # a bound for a scheduler process in real time that must first import its client:
+        # generous, so that a loaded machine only makes it slower (it costs nothing when
+        # the predicate comes true, the usual case)
         with self.cond:
             return self.cond.wait_for(lambda: predicate(self), timeout)
 

@@ -236,3 +236,11 @@ def test_bad_arguments_are_rejected_clearly(args, message, subprocess_env):
     proc = tw_run(args, subprocess_env)
     assert proc.returncode == 2
     assert message in proc.stderr
+
+
+def test_a_program_slow_to_exit_after_leaving_the_clock_is_not_a_deadlock(subprocess_env):
+    """Its finalizers run after the goodbye; on a loaded machine an ordinary exit can take
+    that long too. It used to be killed as deadlocked 2 s after leaving (exit 1)."""
+    proc = standalone("slow_exit.py", subprocess_env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "done\n" and "deadlock" not in proc.stderr

@@ -25,7 +25,7 @@ SPEC = {
     # a loaded CI machine must not turn a slow thread into a non-deterministic advance
     "simulate_args": ["--stall-timeout", "60"],
     "schedulers": {
-        "tiny": "python tests/programs/tiny_scheduler.py --scheduler-name default",
+        "tiny": "python tests/programs/tiny_scheduler.py --scheduler-name default-scheduler",
         "broken": "python -c \"raise SystemExit('deliberately broken scheduler')\"",
     },
     "platforms": {"c16": "examples/inputs/cluster16.xml"},
@@ -40,7 +40,8 @@ SPEC = {
 
 
 def sweep_cmd(spec: Path, out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "timewarp", "sweep", str(spec), "-o", str(out), "-q", *extra]
+    # not -q: the tests read the plan and result lines a good run prints
+    return [sys.executable, "-m", "timewarp", "sweep", str(spec), "-o", str(out), *extra]
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:

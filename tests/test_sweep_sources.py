@@ -91,7 +91,7 @@ def test_commands_that_are_not_python_files_hash_nothing_but_do_not_fail(tmp_pat
 
 def run_sweep(spec: Path, out: Path, env: dict) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "timewarp", "sweep", str(spec), "-o", str(out), "-q"]
+        [sys.executable, "-m", "timewarp", "sweep", str(spec), "-o", str(out)]
         + ["--workers", "1", "--no-plots"],
         capture_output=True,
         text=True,
@@ -115,8 +115,8 @@ def test_an_edited_scheduler_reruns_its_points_and_an_unchanged_one_is_skipped(
                 "timeout": 120,
                 "simulate_args": ["--stall-timeout", "60"],
                 "schedulers": {
-                    "a": "python a/sched.py --scheduler-name default",
-                    "b": "python b/sched.py --scheduler-name default",
+                    "a": "python a/sched.py --scheduler-name default-scheduler",
+                    "b": "python b/sched.py --scheduler-name default-scheduler",
                 },
                 "platforms": {"c16": "c16.xml"},
                 "workloads": {"two": {"generator": "burst", "count": 2, "delay": 10}},

@@ -12,6 +12,7 @@ from .api import Api, Hooks
 from .auth import TokenStats
 from .clock import Clock
 from .endpoint import Endpoint
+from .interest import SchedulerNameInterest
 from .metrics import MetricsBoard
 from .server import Hold, HttpServer, Ledger, Request
 from .store import HISTORY_BYTES, Store
@@ -58,6 +59,8 @@ class Facade:
         self.tls_files = endpoint.tls_files
         self.metrics = MetricsBoard()
         self.ledger = Ledger()
+        # which spec.schedulerName each process selects pods by (no-progress reports)
+        self.scheduler_names = SchedulerNameInterest()
         self.host: str = endpoint.host
         self.port: int = endpoint.port
         self.api = Api(
@@ -151,6 +154,7 @@ class Facade:
         if stats is None:
             return None
         self.tokens.adjust(stats, in_flight=1, requests=1)
+        self.scheduler_names.observe(stats.name, request.method, request.target)
         return lambda: self.tokens.adjust(stats, in_flight=-1)
 
     def write_kubeconfig(self, path: str | Path, name: str, *, namespace: str = "default") -> Path:

@@ -5,7 +5,7 @@ A sweep file (YAML or TOML) names its inputs once and says how to combine them::
     replicates: 3            # runs per point
     base_seed: 1             # replicate r runs with seed base_seed + r
     schedulers:              # name -> command line (or a list: several schedulers at once)
-      tiny: python tests/programs/tiny_scheduler.py --scheduler-name default
+      tiny: python tests/programs/tiny_scheduler.py --scheduler-name default-scheduler
       kse:                   # or a mapping: {placeholders} in the command take its parameters
         command: python -m sample_schedulers.kse_rebalancer --interval {interval} --seed {seed}
         interval: [30, 60]

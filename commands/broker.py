@@ -1,0 +1,248 @@
+"""``timewarp broker``: the broker alone, for a simulator started by hand (as Batkube
+was used: Batsim in one terminal, the broker in another, the scheduler in a third).
+
+    timewarp broker -o out/ --expect sched            # 1. prints what to start next
+    source out/sched.env && timewarp run --name sched -- python mysched.py    # 2.
+    batsim -p platform.xml -w workload.json -e out/out \\
+        --enable-compute-sharing --enable-dynamic-jobs -s tcp://127.0.0.1:28000     # 3.
+
+The broker binds Batsim's socket (``-s``, default ``tcp://127.0.0.1:28000``, Batsim's own
+default port) and serves the Kubernetes API; the simulator — real Batsim, ``timewarp
+sim``, anything that speaks Batsim's protocol, under a debugger if need be — connects
+when started. Schedulers are either launched by the broker (``--scheduler CMD``, as in
+``timewarp simulate``) or started by hand (``--expect NAME``: the broker writes
+``NAME.kubeconfig`` and ``NAME.env`` in ``-o`` and waits for ``NAME`` to connect before
+time moves). Everything else is ``timewarp simulate``'s: modes, the stall guard, the
+no-progress report, ``--until``, the manifest and summary, signals. The simulator's CSVs
+are where its ``-e`` prefix says; with ``-e OUT/out`` the summary reads them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import socket
+import sys
+import threading
+from pathlib import Path
+
+from commands.outfiles import OutputDirError, check_output_dir, write_text_atomically
+from commands.simulate import OUT_FILES, OUT_PREFIX, _Simulation, _Wiring, add_run_arguments
+from timewarp.wire import clockproto
+
+DEFAULT_ENDPOINT = "tcp://127.0.0.1:28000"
+OUTPUTS_GRACE_S = 30.0  # how long the summary waits for a hand-started simulator's CSVs
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-s",
+        "--socket-endpoint",
+        default=DEFAULT_ENDPOINT,
+        metavar="ENDPOINT",
+        help="where the simulator connects: tcp://127.0.0.1:PORT (loopback only; default "
+        "%(default)s, Batsim's default port)",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="DIR",
+        help="directory for the manifest, the logs, the kubeconfigs and NAME.env files "
+        "(give the simulator -e DIR/out to have its CSVs there too)",
+    )
+    parser.add_argument(
+        "--scheduler",
+        action="append",
+        default=[],
+        metavar="CMD",
+        help="a scheduler's command line, started by the broker as in timewarp simulate "
+        "(repeatable)",
+    )
+    parser.add_argument(
+        "--expect",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a scheduler started by hand under `timewarp run --name NAME`, with the "
+        "environment of DIR/NAME.env (repeatable); time waits until it is connected",
+    )
+    add_run_arguments(parser)
+
+
+def _fail(message: str) -> int:
+    print(f"timewarp broker: {message}", file=sys.stderr)
+    return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    from broker.modes_cli import ModeArgumentError, check_mode_arguments
+
+    host, _, port = args.socket_endpoint.removeprefix("tcp://").rpartition(":")
+    if not args.socket_endpoint.startswith("tcp://") or host not in ("127.0.0.1", "localhost"):
+        return _fail(
+            f"-s {args.socket_endpoint}: the broker listens on loopback only (tcp://127.0.0.1:PORT)"
+        )
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        return _fail(f"-s {args.socket_endpoint}: expected a port number after the last ':'")
+    args.socket_endpoint = f"tcp://127.0.0.1:{port}"
+    probe = socket.socket()
+    try:  # said now, before any scheduler starts, rather than as a failure later
+        probe.bind(("127.0.0.1", int(port)))
+    except OSError as exc:
+        return _fail(f"-s {args.socket_endpoint}: {exc.strerror} (another broker or Batsim?)")
+    finally:
+        probe.close()
+    if not args.scheduler and not args.expect:
+        return _fail("give at least one --scheduler CMD or --expect NAME")
+    for name in args.expect:
+        if not name.replace("-", "").replace("_", "").isalnum():
+            return _fail(f"--expect {name!r}: a name of letters, digits, '-' and '_'")
+    from broker.pacing import PacingArgumentError, check_pacing_arguments
+
+    try:
+        check_mode_arguments(args)
+        check_pacing_arguments(args)
+    except (ModeArgumentError, PacingArgumentError) as exc:
+        return _fail(str(exc))
+    out = Path(args.output)
+    try:
+        check_output_dir(out)
+    except OutputDirError as exc:
+        return _fail(str(exc))
+    # what simulate's steps read and a broker alone does not have
+    args.batsim = "external (started by hand)"
+    args.platform, args.workload = None, []
+    args.write_kubeconfig, args.incluster = None, False
+    return _BrokerRun(args, out, total_jobs=0, node_names=[]).run()
+
+
+class _BrokerRun(_Simulation):
+    """``timewarp simulate``'s steps with the simulator left to the user: the broker
+    binds Batsim's endpoint and says what to start; schedulers may be started by hand."""
+
+    prog = "timewarp broker"
+
+    def _broker_endpoint(self) -> str:
+        return self.args.socket_endpoint
+
+    def _start_schedulers(self, parts: _Wiring) -> None:
+        super()._start_schedulers(parts)
+        for name in self.args.expect:
+            self._expect_by_hand(parts, name)
+        # the broker asks the launcher whether a scheduler died; one started by hand is
+        # not the launcher's child, but the clock knows when it said goodbye
+        launched_check = parts.launcher.check
+
+        def check() -> None:
+            launched_check()
+            self._check_by_hand(parts)
+
+        parts.launcher.check = check  # type: ignore[method-assign]
+
+    def _check_by_hand(self, parts: _Wiring) -> None:
+        from broker.launcher import SchedulerFailed
+
+        for proc in parts.clock.processes():
+            if proc.name in self.args.expect and proc.gone:
+                code = "" if proc.returncode is None else f" (exit code {proc.returncode})"
+                raise SchedulerFailed(
+                    f"scheduler {proc.name!r}, started by hand, ended{code} before the "
+                    "simulation did; see its terminal"
+                )
+
+    def _expect_by_hand(self, parts: _Wiring, name: str) -> None:
+        """``NAME.kubeconfig`` and ``NAME.env`` for a scheduler started by hand; time
+        waits for it to connect (the clock expects it, as the launcher's own)."""
+        kubeconfig = self.out / f"{name}.kubeconfig"
+        token = parts.endpoint.add_token(name)
+        parts.endpoint.write_kubeconfig(kubeconfig, name)
+        env = {
+            "KUBECONFIG": str(kubeconfig.resolve()),
+            clockproto.ENV_ENDPOINT: parts.clock.endpoint,
+            # one credential per process, as the launcher gives: its facade token
+            clockproto.ENV_TOKEN: parts.clock.expect(name, token),
+            clockproto.ENV_BROKER_PID: str(os.getpid()),
+            clockproto.ENV_FACADE: f"{parts.endpoint.host}:{parts.endpoint.port}",
+        }
+        text = "".join(f"export {key}={shlex.quote(value)}\n" for key, value in env.items())
+        # it holds credentials: readable by its owner only, as the kubeconfig
+        write_text_atomically(self.out / f"{name}.env", text, private=True)
+
+    def _start_simulator(self, endpoint: str):  # type: ignore[no-untyped-def]
+        import zmq
+
+        # Not our child: its end is seen on the socket (see _watch_simulator). The monitor
+        # is made here, in the thread that owns the broker's socket (ZeroMQ sockets are
+        # not thread-safe), before the simulator can connect.
+        self._monitor = self._parts.broker._sock.get_monitor_socket(
+            zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED
+        )
+        steps = []
+        for name in self.args.expect:
+            env = self.out / f"{name}.env"
+            steps.append(
+                f"source {shlex.quote(str(env))} && timewarp run --name {name} -- "
+                "python YOUR_SCHEDULER.py"
+            )
+        steps.append(
+            f"batsim -p PLATFORM.xml -w WORKLOAD.json -e {shlex.quote(str(self.out / OUT_PREFIX))} "
+            f"--enable-compute-sharing --enable-dynamic-jobs -s {endpoint}   "
+            "(or: timewarp sim with the same flags)"
+        )
+        lines = [f"timewarp broker: waiting for the simulator on {endpoint}; start, in order:"]
+        lines += [f"  {i}. {step}" for i, step in enumerate(steps, 1)]
+        print("\n".join(lines), file=sys.stderr, flush=True)
+        return None
+
+    def _watch_simulator(self, broker) -> None:  # type: ignore[no-untyped-def]
+        """A simulator started by hand that goes away (a crash, Ctrl-C in its terminal)
+        before the end: stop waiting for its messages, as for the embedded one."""
+        import zmq
+        from zmq.utils.monitor import recv_monitor_message
+
+        monitor = self._monitor
+        if monitor is None:
+            return
+        connected = False
+        try:
+            while True:
+                event = recv_monitor_message(monitor)
+                if event["event"] == zmq.EVENT_ACCEPTED:
+                    connected = True
+                elif event["event"] == zmq.EVENT_DISCONNECTED and connected:
+                    self._sim_failure = "the simulator disconnected before the simulation ended"
+                    broker.batsim_timeout_s = 0.5
+                    return
+                elif event["event"] == zmq.EVENT_MONITOR_STOPPED:
+                    return
+        except zmq.ZMQError:  # the broker closed its socket: the run is over
+            return
+
+    def _verdict(self, result, sim_code: int | None, reason: str) -> tuple[bool, str]:  # type: ignore[no-untyped-def]
+        ok, reason = super()._verdict(result, sim_code, reason)
+        if not ok and self._sim_failure:  # the cause, not its symptom (the silence after)
+            reason = self._sim_failure
+        return ok, reason
+
+    def _stop_simulator(self, wait: bool) -> int | None:
+        """Nothing to stop; after a good run, give the simulator a moment to write its
+        CSVs where the summary can read them (if its -e points into -o)."""
+        if not wait:
+            return None
+        done = threading.Event()
+        for _ in range(int(OUTPUTS_GRACE_S / 0.1)):
+            if all((self.out / name).exists() for name in OUT_FILES):
+                break
+            done.wait(0.1)
+        return 0
+
+    def _take_down(self, parts: _Wiring, result):  # type: ignore[no-untyped-def]
+        if parts.broker is not None:  # node names for the plots, from SIMULATION_BEGINS
+            nodes = sorted(parts.broker.cluster.nodes.items(), key=lambda kv: kv[1].resource_id)
+            self.node_names = [name for name, _ in nodes]
+        return super()._take_down(parts, result)
+
+    def _input_files(self) -> list[str]:
+        return []  # the simulator's, unknown here

@@ -1,0 +1,88 @@
+"""Stopping a command from outside without losing what it made.
+
+The first SIGINT (Ctrl-C), SIGTERM or SIGHUP raises :class:`Interrupted` in the main
+thread, so the work in progress unwinds to its clean-up; every later one — a second
+Ctrl-C, or the copy ``timeout`` and terminals send to the whole process group — is only
+noted (once, on stderr): clean-up runs to its end, outputs are written, temporary
+folders removed. :meth:`StopSignals.shield` makes the first signal noted too, for the
+stretch where there is nothing left to unwind (the clean-up itself). The exit status is
+the shell's convention for the first signal: 128 + its number (130 for SIGINT, 143 for
+SIGTERM, 129 for SIGHUP).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from types import FrameType, TracebackType
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Interrupted(KeyboardInterrupt):
+    """Raised by the first stop signal; ``signum`` says which."""
+
+    def __init__(self, signum: int = signal.SIGINT) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def exit_status(signum: int) -> int:
+    return 128 + signum
+
+
+class StopSignals:
+    """A context manager for the stop signals (see the module docstring). Outside the
+    main thread (tests driving a command in a thread) it installs nothing."""
+
+    def __init__(self, prog: str) -> None:
+        self.prog = prog
+        self.received: list[int] = []
+        self._raised = False
+        self._told = False
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in STOP_SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
+        self._previous.clear()
+
+    def shield(self) -> None:
+        """From now on every stop signal is noted, none raised."""
+        self._raised = True
+
+    @property
+    def interrupted(self) -> bool:
+        return bool(self.received)
+
+    @property
+    def exit_code(self) -> int | None:
+        """128 + the first signal, or None if none came."""
+        return exit_status(self.received[0]) if self.received else None
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        self.received.append(signum)
+        if not self._raised:
+            self._raised = True
+            raise Interrupted(signum)
+        if not self._told:
+            self._told = True
+            name = signal.Signals(signum).name
+            text = f"{self.prog}: {name} noted; finishing the clean-up so that no output is lost\n"
+            # os.write, not print: a handler that wrote through sys.stderr's buffer while
+            # the main thread was writing there would raise "reentrant call"
+            with contextlib.suppress(OSError):
+                os.write(2, text.encode())

@@ -1,0 +1,186 @@
+"""`timewarp broker`: the broker alone, with the simulator and the scheduler started by
+hand as Batkube was used (issue 15 item 4) — three terminals, here three processes."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from simulator.testing import write_platform, write_workload
+
+ROOT = Path(__file__).resolve().parent.parent
+POLLER = ROOT / "tests" / "programs" / "polling_scheduler.py"
+PROFILES = {
+    "short": {"type": "delay", "delay": 10, "cpu": "1", "scheduler": "default-scheduler"},
+    "endless": {"type": "delay", "delay": 10**7, "cpu": "1", "scheduler": "default-scheduler"},
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def timewarp(*args: str, env: dict, **kw) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "timewarp", *args],
+        cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True, **kw,
+    )  # fmt: skip
+
+
+def wait_for(predicate, what: str, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    pause = threading.Event()
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        pause.wait(0.1)
+
+
+def env_file(path: Path) -> dict[str, str]:
+    """The `export KEY=VALUE` lines of NAME.env, as `source` would read them."""
+    out = {}
+    for line in path.read_text().splitlines():
+        key, _, value = line.removeprefix("export ").partition("=")
+        out[key] = shlex.split(value)[0]
+    return out
+
+
+@pytest.fixture
+def inputs(tmp_path):
+    platform = write_platform(tmp_path / "p.xml", 2, 1)
+    jobs = [{"id": str(i), "subtime": 0, "res": 1, "profile": "short"} for i in (1, 2, 3)]
+    return platform, write_workload(tmp_path / "w.json", jobs, PROFILES)
+
+
+class Terminals:
+    """The processes a test starts, killed at the end whatever happened."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self, proc: subprocess.Popen) -> subprocess.Popen:
+        self.procs.append(proc)
+        return proc
+
+    def close(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
+
+
+@pytest.fixture
+def terminals():
+    t = Terminals()
+    yield t
+    t.close()
+
+
+def start_broker(terminals, out, port, env, *extra):
+    broker = terminals.start(
+        timewarp("broker", "-o", str(out), "-s", f"tcp://127.0.0.1:{port}", *extra, env=env)
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(broker.stderr), daemon=True)
+    reader.start()
+    wait_for(lambda: any("waiting for the simulator" in ln for ln in lines), "the broker")
+    return broker, lines, reader
+
+
+def test_a_scheduler_and_a_simulator_started_by_hand(tmp_path, subprocess_env, inputs, terminals):
+    platform, workload = inputs
+    out, port = tmp_path / "out", free_port()
+    broker, lines, reader = start_broker(terminals, out, port, subprocess_env, "--expect", "sched")
+    assert any("source " in ln and "sched.env" in ln for ln in lines)  # the next steps, said
+    assert (out / "sched.env").stat().st_mode & 0o077 == 0  # credentials: the owner's only
+    sched_env = {**subprocess_env, **env_file(out / "sched.env")}
+    terminals.start(timewarp("run", "--name", "sched", "--", "python", str(POLLER), env=sched_env))
+    sim = terminals.start(
+        timewarp("sim", "-q", "-p", str(platform), "-w", str(workload), "-e", str(out / "out"),
+                 "--enable-compute-sharing", "--enable-dynamic-jobs",
+                 "-s", f"tcp://127.0.0.1:{port}", env=subprocess_env)
+    )  # fmt: skip
+    assert sim.wait(180) == 0, sim.stderr.read()
+    assert broker.wait(120) == 0
+    reader.join(10)
+    text = "".join(lines)
+    assert "timewarp broker" in text and "outputs in " in text
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["ok"] is True and manifest["outputs"] == "complete"
+    assert manifest["figures"]["nb_jobs_success"] == 3
+
+
+def test_a_launched_scheduler_and_a_simulator_that_goes_away(tmp_path, subprocess_env, terminals):
+    """A simulator killed in its terminal: the broker notices, ends (exit 1) with a
+    manifest, and stops the scheduler it launched."""
+    platform = write_platform(tmp_path / "p.xml", 2, 1)
+    jobs = [{"id": "1", "subtime": 0, "res": 1, "profile": "endless"}]
+    workload = write_workload(tmp_path / "w.json", jobs, PROFILES)
+    out, port = tmp_path / "out", free_port()
+    broker, lines, reader = start_broker(
+        terminals, out, port, subprocess_env, "--scheduler", f"python {POLLER}"
+    )
+    sim = terminals.start(
+        timewarp("sim", "-q", "-p", str(platform), "-w", str(workload), "-e", str(out / "out"),
+                 "--enable-compute-sharing", "--enable-dynamic-jobs",
+                 "-s", f"tcp://127.0.0.1:{port}", env=subprocess_env)
+    )  # fmt: skip
+    log = out / "scheduler-0.log"
+    wait_for(lambda: log.exists() and "cycle 3:" in log.read_text(), "the 3rd cycle")
+    sim.kill()
+    assert broker.wait(120) == 1
+    reader.join(10)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["ok"] is False
+    assert "the simulator disconnected before the simulation ended" in manifest["reason"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["-s", "tcp://0.0.0.0:28000", "--expect", "x"], "loopback only"),
+        (["-s", "tcp://127.0.0.1:notaport", "--expect", "x"], "expected a port number"),
+        ([], "give at least one --scheduler CMD or --expect NAME"),
+        (["--expect", "a b"], "--expect 'a b': a name of letters"),
+    ],
+)
+def test_bad_arguments_are_usage_errors(tmp_path, subprocess_env, argv, words):
+    proc = timewarp("broker", "-o", str(tmp_path / "out"), *argv, env=subprocess_env)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and words in err, err
+
+
+def test_a_port_in_use_is_said_before_anything_starts(tmp_path, subprocess_env):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = timewarp(
+            "broker", "-o", str(tmp_path / "out"), "-s", f"tcp://127.0.0.1:{port}",
+            "--expect", "x", env=subprocess_env,
+        )  # fmt: skip
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "Address already in use" in err, err
+    assert not (tmp_path / "out" / "x.env").exists()
+
+
+def test_the_broker_is_a_listed_command(subprocess_env):
+    top = subprocess.run(
+        [sys.executable, "-m", "timewarp", "--help"],
+        env=subprocess_env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert "broker" in top.stdout
+    proc = subprocess.run(
+        [sys.executable, "-m", "timewarp", "broker", "--help"],
+        env=subprocess_env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "--expect NAME" in proc.stdout, proc.stderr
