@@ -22,7 +22,11 @@ processes are released one at a time, waiting for quiescence in between.
 Stall guard: when some process stays non-quiescent with no clock traffic for
 ``stall_timeout`` wall seconds, the service asks it for its threads' stacks, reports them,
 and counts a non-deterministic advance; with ``on_stall="stop"`` it raises
-:class:`ClockStall` instead.
+:class:`ClockStall` instead. Traffic is not progress: a process that keeps talking (API
+requests, clock messages) while virtual time stands still and nothing changes — no
+advance, no write to the cluster (the ``progress_probe``), no process arriving or going —
+is reported the same way after ``TRAFFIC_STALL_FACTOR`` times as long. (API polling is
+normally charged virtual time long before that: ``broker/pacing.py``.)
 """
 
 from __future__ import annotations
@@ -56,6 +60,10 @@ STARTUP_GRACE_S = 60.0
 FLUSH_GRACE_S = 0.02
 _UNBOUNDED = 1 << 62  # the reading limit when the facade's byte counts are not known
 MAX_MESSAGE_BYTES = 64 << 20  # a longer line is not a clock message (stacks are ~100 kB)
+# Traffic without progress (requests and clock messages at one virtual instant, nothing
+# changing) is a stall too, after this many stall timeouts: a legitimately heavy reader at
+# one instant gets a while before it is called stuck (60 s with the default 10 s).
+TRAFFIC_STALL_FACTOR = 6
 # A Unix socket path must fit in sockaddr_un (108 bytes on Linux): a long TMPDIR gets a
 # private directory in /tmp instead, and only if that fails too, loopback TCP (where every
 # hello must carry the process's token: any local user can reach a TCP port).
@@ -78,6 +86,9 @@ class _Connection:
 
 
 _WAKES_DRIVER = frozenset({"state", "hello", "stacks", "bye"})
+# API connection states that leave a reader durably blocked: nothing owed now ("held": a
+# response kept back until a virtual deadline, see broker/pacing.py)
+_PARKED = frozenset({"idle", "held"})
 
 
 class ClockStall(RuntimeError):
@@ -101,6 +112,7 @@ class ProcessState:
     detached: int = 0
     settled: bool = False  # has been idle at least once (start-up is over)
     gone: bool = False
+    said_bye: bool = False  # gone by its own word (exiting), not a dropped connection
     returncode: int | None = None
     stacks: str | None = None
 
@@ -164,6 +176,11 @@ class ClockService:
         self._driver_waiting = False  # the driver waits in wait_quiescent, its work done
         self._flushing_since: float | None = None
         self._last_activity = _wall.monotonic()
+        self._last_progress = self._last_activity
+        self._progress_probe: Callable[[], object] | None = None
+        self._progress_seen: object = None
+        self._traffic = [0, 0]  # clock messages, facade notifications since the last progress
+        self._wait_listeners: list[Callable[[str], None]] = []
         self._closed = False
         self._autopilot = False
         self._loop_ident: int | None = None
@@ -271,6 +288,7 @@ class ClockService:
         ``fire`` and ``io`` messages that wake everyone else carry the time."""
         self._now = t_ns
         self.advances += 1
+        self._progressed_locked()
         pushed = []
         gated = self.mode == "deterministic"
         for proc in self._procs.values():
@@ -279,11 +297,18 @@ class ClockService:
                 pushed.append(proc)
         return pushed
 
-    def call_at(self, deadline_ns: int, fn: Callable[[], None]) -> _Timer:
-        """A broker-side timer: ``fn`` runs in the driver's thread during release_due."""
+    def call_at(
+        self, deadline_ns: int, fn: Callable[[], None], *, key: tuple[str, int] | None = None
+    ) -> _Timer:
+        """A broker-side timer: ``fn`` runs in the driver's thread during release_due.
+        Broker-side timers due at one instant run in the order they were set, unless
+        ``key`` (a process name and its own sequence number) orders them: timers set by
+        concurrent facade threads for different processes must not be ordered by who
+        came first."""
         with self._cond:
             seq = next(self._seq)
-            timer = _Timer((deadline_ns, 0, "", (), seq), None, seq, fn)
+            name, n = key if key is not None else ("", 0)
+            timer = _Timer((deadline_ns, 0, name, (n,), seq), None, seq, fn)
             heapq.heappush(self._heap, timer)
             self._cond.notify_all()
             return timer
@@ -399,6 +424,18 @@ class ClockService:
         if self._autopilot:
             self._poke()  # the others may be quiescent now
 
+    def joined(self, name: str) -> bool:
+        """Process ``name`` connected to the clock at some point."""
+        with self._cond:
+            proc = self._procs.get(name)
+            return proc is not None and proc.connected
+
+    def never_joined(self, name: str) -> bool:
+        """Process ``name`` was launched (``expect``) and has neither connected nor gone."""
+        with self._cond:
+            proc = self._procs.get(name)
+            return proc is not None and not proc.connected and not proc.gone
+
     def processes(self) -> list[ProcessState]:
         with self._cond:
             return list(self._procs.values())
@@ -449,10 +486,40 @@ class ClockService:
             return "busy"
         return state
 
+    def set_progress_probe(self, probe: Callable[[], object] | None) -> None:
+        """``probe()`` (quick, called with the service's lock held) returns a value that
+        changes whenever the world the schedulers act on changed (the facade store's
+        resource version): a change is progress for the stall guard, mere traffic is not."""
+        with self._cond:
+            self._progress_probe = probe
+            self._progress_seen = probe() if probe is not None else None
+
+    def add_wait_listener(self, fn: Callable[[str], None]) -> None:
+        """``fn(name)`` is called (the service's lock held: keep it quick, take no lock of
+        the service's) each time process ``name`` reports itself idle with every API
+        connection parked and nothing held back for it: it waits of its own accord (a
+        virtual wait, a parked watch), as opposed to waiting on a response the broker
+        keeps back. (broker/pacing.py counts busy polling between such waits.)"""
+        with self._cond:
+            self._wait_listeners.append(fn)
+
+    def _progressed_locked(self) -> None:
+        self._last_progress = self._last_activity = _wall.monotonic()
+        self._traffic = [0, 0]
+
+    def _check_progress_locked(self) -> None:
+        probe = self._progress_probe
+        if probe is not None:
+            value = probe()
+            if value != self._progress_seen:
+                self._progress_seen = value
+                self._progressed_locked()
+
     def notify(self) -> None:
         """Something outside (the facade) may have made a process quiescent: re-check."""
         with self._cond:
             self._last_activity = _wall.monotonic()
+            self._traffic[1] += 1
             self._cond.notify_all()
             if self._autopilot:
                 self._poke()
@@ -463,7 +530,7 @@ class ClockService:
             return True
         if not proc.connected or proc.busy or proc.ack != proc.sent:
             return False
-        return all(self._io_state_locked(*item[:3]) == "idle" for item in proc.io)
+        return all(self._io_state_locked(*item[:3]) in _PARKED for item in proc.io)
 
     def _next_io_release_locked(self) -> tuple[ProcessState, list[int]] | None:
         """Deterministic mode: when every process is idle but for threads whose API data
@@ -530,6 +597,8 @@ class ClockService:
             self._wait_quiescent_locked()
 
     def _wait_quiescent_locked(self) -> None:
+        self._last_progress = _wall.monotonic()  # the driver is on to something new
+        self._traffic = [0, 0]
         while True:
             busy = [p for p in self._procs.values() if not self._quiescent_locked(p)]
             if not busy:
@@ -545,15 +614,21 @@ class ClockService:
                     continue
             if self._release_next_io_locked():
                 continue
-            idle_for = _wall.monotonic() - self._last_activity
+            self._check_progress_locked()
+            now = _wall.monotonic()
+            idle_for = now - self._last_activity
             limit = self.stall_timeout
             if not all(p.settled for p in busy):
                 limit = max(limit, STARTUP_GRACE_S)
-            if idle_for >= limit:
-                if self._handle_stall_locked(busy, limit):
+            # talking without progress: a longer limit, then the same report
+            traffic_limit = max(limit, TRAFFIC_STALL_FACTOR * self.stall_timeout)
+            stalled_for = now - self._last_progress
+            if idle_for >= limit or stalled_for >= traffic_limit:
+                traffic = None if idle_for >= limit else (stalled_for, *self._traffic)
+                if self._handle_stall_locked(busy, limit, traffic):
                     return
                 continue
-            wait = min(0.5, limit - idle_for)
+            wait = min(0.5, limit - idle_for, traffic_limit - stalled_for)
             if self._flushing_since is not None:
                 wait = min(wait, FLUSH_GRACE_S)
             self._driver_waiting = True
@@ -562,8 +637,15 @@ class ClockService:
             finally:
                 self._driver_waiting = False
 
-    def _handle_stall_locked(self, busy: list[ProcessState], limit: float) -> bool:
-        """Report the stuck threads; True means: advance anyway."""
+    def _handle_stall_locked(
+        self,
+        busy: list[ProcessState],
+        limit: float,
+        traffic: tuple[float, int, int] | None = None,
+    ) -> bool:
+        """Report the stuck threads; True means: advance anyway. ``traffic``: (seconds,
+        clock messages, API notifications) when the processes kept talking without
+        progress rather than fell silent."""
         for proc in busy:
             proc.stacks = None
             if proc.connected:
@@ -574,9 +656,18 @@ class ClockService:
             if left <= 0:
                 break
             self._cond.wait(left)
+        if traffic is None:
+            head = f"no progress for {limit:g} s of wall time"
+        else:
+            seconds, messages, api = traffic
+            head = (
+                f"no progress for {seconds:.0f} s of wall time while generating traffic "
+                f"({messages} clock messages, {api} API responses and events; virtual time "
+                "stood still and the cluster did not change)"
+            )
         lines = [
-            f"timewarp: stall guard: no progress for {limit:g} s of wall time at "
-            f"virtual t={self._now / 1e9:.9f} s; these processes are not in a virtual wait:"
+            f"timewarp: stall guard: {head} at virtual t={self._now / 1e9:.9f} s; these "
+            "processes are not in a virtual wait:"
         ]
         for proc in busy:
             if not proc.connected:
@@ -597,7 +688,7 @@ class ClockService:
                     state = self._io_state_locked(port, sent, consumed)
                     why.append(
                         f"API connection from port {port}: sent {sent} B, consumed {consumed} B "
-                        f"({ {'idle': 'parked', 'busy': 'a request is in flight', 'ready': 'a response waiting', 'streaming': 'watch events waiting', 'flushing': 'watch events being written'}[state] })"
+                        f"({ {'idle': 'parked', 'busy': 'a request is in flight', 'ready': 'a response waiting', 'streaming': 'watch events waiting', 'flushing': 'watch events being written', 'held': 'a response held back until a virtual deadline'}[state] })"
                     )
                 lines.append(f"- process {proc.name!r} (pid {proc.pid}): {'; '.join(why)}")
                 lines.append(proc.stacks or "  (no stacks received)")
@@ -606,7 +697,7 @@ class ClockService:
         self.nondeterministic_advances += 1
         self.log.write(report + "\n")
         self.log.flush()
-        self._last_activity = _wall.monotonic()
+        self._progressed_locked()
         if self.on_stall == "stop":
             raise ClockStall(report)
         self.log.write("timewarp: advancing anyway (counted as a non-deterministic advance)\n")
@@ -762,7 +853,10 @@ class ClockService:
         with self._cond:
             self.messages_in += 1
             self._last_activity = _wall.monotonic()
+            self._traffic[0] += 1
             op, conn = msg["op"], None
+            if op in ("hello", "bye", "stacks"):
+                self._progressed_locked()
             refusal = self._check_token_locked(msg) if op == "hello" else None
             if refusal is not None:
                 self.refused_hellos += 1
@@ -789,12 +883,20 @@ class ClockService:
                 elif op == "state":
                     proc.busy, proc.ack, proc.io = msg["busy"], msg["ack"], msg["io"]
                     proc.runnable, proc.blocked = msg["runnable"], msg["blocked"]
+                    if proc.detached != msg["detached"]:
+                        self._progressed_locked()
                     proc.detached = msg["detached"]
                     if not proc.busy:
                         proc.settled = True
+                        if self._wait_listeners and all(
+                            self._io_state_locked(*item[:3]) == "idle" for item in proc.io
+                        ):
+                            for fn in self._wait_listeners:
+                                fn(proc.name)
                 elif op == "stacks":
                     proc.stacks = msg["text"]
                 elif op == "bye":
+                    proc.said_bye = True
                     self._mark_gone_locked(proc)
             # Wake the driver only for what can end its waits (a state report: idle, acks;
             # arrivals and departures; stacks): a timer or a now() cannot, and each wake-up
@@ -898,8 +1000,8 @@ class FacadeClock:
     def wall_epoch_ns(self) -> int:
         return self._clock.epoch_ns
 
-    def call_at(self, deadline_ns: int, fn: Callable[[], None]):  # type: ignore[no-untyped-def]
-        return self._clock.call_at(max(deadline_ns, self._clock.now_ns), fn)
+    def call_at(self, deadline_ns: int, fn: Callable[[], None], *, key=None):  # type: ignore[no-untyped-def]
+        return self._clock.call_at(max(deadline_ns, self._clock.now_ns), fn, key=key)
 
 
 def _private_socket_dir() -> str | None:

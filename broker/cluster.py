@@ -48,7 +48,6 @@ record what happened; the driver applies it while time is frozen, in a fixed ord
 from __future__ import annotations
 
 import itertools
-import math
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -465,16 +464,10 @@ class Cluster:
     def pod_duration(pod: dict[str, Any]) -> tuple[float | None, str]:
         """``timewarp.io/duration`` of a pod (or pod template) in seconds, or None and
         why not."""
-        text = ((pod.get("metadata") or {}).get("annotations") or {}).get(DURATION_ANNOTATION)
-        if text is None:
+        value, why = pod_lifecycle.annotation_seconds(pod, DURATION_ANNOTATION)
+        if value is None and not why:
             return None, f"no {DURATION_ANNOTATION} annotation"
-        try:
-            value = float(text)
-        except (TypeError, ValueError):
-            value = math.nan
-        if not (math.isfinite(value) and value >= 0):
-            return None, f"{DURATION_ANNOTATION}={text!r} is not a number of seconds >= 0"
-        return value, ""
+        return value, why
 
     def simulates(self, template: dict[str, Any]) -> bool:
         """Pods from ``template`` would become Batsim jobs (the Job controller asks)."""

@@ -58,12 +58,17 @@ from typing import Any
 
 from broker import k8s_events, podutil
 from broker.facade.apps import scaled_value
-from broker.facade.clock import Cancellable
 from broker.facade.errors import ApiError
 from broker.facade.objects import format_time
 from broker.facade.selectors import LabelSelector, selector_from_dict
 from broker.facade.store import Store
-from broker.replicaset_controller import RS_KEY, is_workload_replicaset
+from broker.replicaset_controller import (
+    RS_KEY,
+    controller_ref,
+    is_workload_replicaset,
+    set_controller,
+)
+from broker.wake_timers import WakeTimers
 
 COMPONENT = "deployment-controller"
 DEPLOY_KEY = "deployments.apps"
@@ -256,7 +261,7 @@ class _Known:
 @dataclass
 class _State:
     uid: str
-    timers: dict[int, Cancellable] = field(default_factory=dict)
+    timers: WakeTimers = field(default_factory=WakeTimers)
 
 
 class DeploymentController:
@@ -375,20 +380,11 @@ class DeploymentController:
             self.cancel_timers(state)
 
     def wake_at(self, state: _State, key: tuple[str, str], deadline_ns: int) -> None:
-        if deadline_ns in state.timers:
-            return
-
-        def wake() -> None:
-            state.timers.pop(deadline_ns, None)
-            self.mark(*key)
-
-        state.timers[deadline_ns] = self.clock.call_at(deadline_ns, wake)
+        state.timers.wake_at(self.clock, deadline_ns, lambda: self.mark(*key))
 
     @staticmethod
     def cancel_timers(state: _State) -> None:
-        for timer in state.timers.values():
-            timer.cancel()
-        state.timers.clear()
+        state.timers.cancel()
 
 
 class _Sync:
@@ -446,29 +442,9 @@ class _Sync:
         return mine
 
     def _set_rs_owner(self, rs: Obj, release: str | None = None, adopt: Obj | None = None) -> Obj:
-        def edit(obj: Obj) -> None:
-            refs = [
-                r for r in obj["metadata"].get("ownerReferences") or () if r.get("uid") != release
-            ]
-            if adopt is not None:
-                meta = adopt["metadata"]
-                refs.append(
-                    {
-                        "apiVersion": "apps/v1",
-                        "kind": "Deployment",
-                        "name": meta["name"],
-                        "uid": meta["uid"],
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                )
-            if refs:
-                obj["metadata"]["ownerReferences"] = refs
-            else:
-                obj["metadata"].pop("ownerReferences", None)
-
         self.did = True
-        return self.store.update(RS_KEY, self.namespace, rs["metadata"]["name"], edit)
+        name = rs["metadata"]["name"]
+        return set_controller(self.store, RS_KEY, self.namespace, name, release, adopt)
 
     def _pods_by_replicaset(self, rs_list: list[Obj]) -> dict[str, list[Obj]]:
         uids = {rs["metadata"]["uid"] for rs in rs_list}
@@ -546,16 +522,7 @@ class _Sync:
             "metadata": {
                 "name": f"{meta['name']}-{hash_}",
                 "namespace": self.namespace,
-                "ownerReferences": [
-                    {
-                        "apiVersion": "apps/v1",
-                        "kind": "Deployment",
-                        "name": meta["name"],
-                        "uid": meta["uid"],
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
+                "ownerReferences": [controller_ref(d)],
                 "labels": dict(labels),
             },
             "spec": {

@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from broker import k8s_events
-from broker.facade.clock import Cancellable
 from broker.facade.objects import format_time
 from broker.facade.store import Store
+from broker.wake_timers import WakeTimers
 
 COMPONENT = "job-controller"
 BACKOFF_BASE_S = 10
@@ -74,7 +74,7 @@ class _JobState:
     failed: int = 0
     last_failure_ns: int | None = None
     active: dict[str, dict[str, Any]] = field(default_factory=dict)  # its pods, last seen
-    timers: dict[int, Cancellable] = field(default_factory=dict)
+    timers: WakeTimers = field(default_factory=WakeTimers)
     finished: bool = False
     simulated: bool = False  # its pods are Batsim jobs: it keeps the simulation going
 
@@ -478,17 +478,8 @@ class JobController:
 
     # ------------------------------------------------------------ timers
     def _wake_at(self, state: _JobState, key: tuple[str, str], deadline_ns: int) -> None:
-        if deadline_ns in state.timers:
-            return
-
-        def wake() -> None:
-            state.timers.pop(deadline_ns, None)
-            self._mark(*key)
-
-        state.timers[deadline_ns] = self.clock.call_at(deadline_ns, wake)
+        state.timers.wake_at(self.clock, deadline_ns, lambda: self._mark(*key))
 
     @staticmethod
     def _cancel_timers(state: _JobState) -> None:
-        for timer in state.timers.values():
-            timer.cancel()
-        state.timers.clear()
+        state.timers.cancel()

@@ -55,6 +55,7 @@ from typing import Any
 
 from broker import k8s_events, podutil
 from broker.facade.objects import format_time
+from broker.facade.podstatus import set_condition
 
 Obj = dict[str, Any]
 
@@ -74,25 +75,10 @@ DEFAULT_PROBE_PERIOD_SECONDS = 10
 NS = 10**9
 
 
-def seconds_annotation(pod: Obj, key: str) -> tuple[float, str]:
-    """(seconds, problem): a lifecycle annotation's value, 0 when absent; a bad value is
-    0 with a message saying why."""
+def annotation_seconds(pod: Obj, key: str) -> tuple[float | None, str]:
+    """A timewarp annotation holding seconds (on a pod or a template): (value, ""),
+    (None, "") when absent, (None, why) when it is not a number >= 0."""
     text = ((pod.get("metadata") or {}).get("annotations") or {}).get(key)
-    if text is None:
-        return 0.0, ""
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        value = math.nan
-    if not (math.isfinite(value) and value >= 0):
-        return 0.0, f"{key}={text!r} is not a number of seconds >= 0; taken as 0"
-    return value, ""
-
-
-def serve_until_s(pod: Obj) -> tuple[float | None, str]:
-    """``timewarp.io/serve-until`` of a pod or template: the simulated second (from the
-    simulation's start) its service ends; (None, "") when absent, (None, why) when bad."""
-    text = ((pod.get("metadata") or {}).get("annotations") or {}).get(SERVE_UNTIL)
     if text is None:
         return None, ""
     try:
@@ -100,8 +86,21 @@ def serve_until_s(pod: Obj) -> tuple[float | None, str]:
     except (TypeError, ValueError):
         value = math.nan
     if not (math.isfinite(value) and value >= 0):
-        return None, f"{SERVE_UNTIL}={text!r} is not a number of seconds >= 0"
+        return None, f"{key}={text!r} is not a number of seconds >= 0"
     return value, ""
+
+
+def seconds_annotation(pod: Obj, key: str) -> tuple[float, str]:
+    """(seconds, problem): a lifecycle annotation's value, 0 when absent; a bad value is
+    0 with a message saying why."""
+    value, why = annotation_seconds(pod, key)
+    return (value or 0.0), (f"{why}; taken as 0" if why else "")
+
+
+def serve_until_s(pod: Obj) -> tuple[float | None, str]:
+    """``timewarp.io/serve-until`` of a pod or template: the simulated second (from the
+    simulation's start) its service ends; (None, "") when absent, (None, why) when bad."""
+    return annotation_seconds(pod, SERVE_UNTIL)
 
 
 def _containers(pod: Obj) -> list[Obj]:
@@ -244,29 +243,6 @@ def grace_seconds(pod: Obj, requested: int | None) -> int:
 # --------------------------------------------------------------------------- statuses
 
 
-def _set_condition(
-    conditions: list[Obj], type_: str, status: str, now: str, reason: str = "", message: str = ""
-) -> None:
-    for cond in conditions:
-        if cond.get("type") == type_:
-            if cond.get("status") != status:
-                cond["lastTransitionTime"] = now
-            cond["status"] = status
-            cond["lastProbeTime"] = None
-            for key, value in (("reason", reason), ("message", message)):
-                if value:
-                    cond[key] = value
-                else:
-                    cond.pop(key, None)
-            return
-    cond = {"type": type_, "status": status, "lastProbeTime": None, "lastTransitionTime": now}
-    if reason:
-        cond["reason"] = reason
-    if message:
-        cond["message"] = message
-    conditions.append(cond)
-
-
 def _order(conditions: list[Obj]) -> list[Obj]:
     rank = {
         t: i
@@ -293,10 +269,9 @@ def _container_status(pod: Obj, c: Obj, state: Obj, ready: bool, started: bool) 
 
 
 def _not_ready(pod: Obj, now: str, names: list[str]) -> None:
-    conditions = pod["status"].setdefault("conditions", [])
     message = f"containers with unready status: [{' '.join(names)}]"
     for type_ in ("Ready", "ContainersReady"):
-        _set_condition(conditions, type_, "False", now, "ContainersNotReady", message)
+        set_condition(pod, type_, "False", now, "ContainersNotReady", message)
 
 
 def admitted_status(pod: Obj, host_ip: str, now: str) -> None:
@@ -305,7 +280,7 @@ def admitted_status(pod: Obj, host_ip: str, now: str) -> None:
     status.update(phase="Pending", hostIP=host_ip, podIP=host_ip, startTime=now)
     conditions = status.setdefault("conditions", [])
     for type_ in ("PodReadyToStartContainers", "Initialized"):
-        _set_condition(conditions, type_, "True", now)
+        set_condition(pod, type_, "True", now)
     containers = _containers(pod)
     _not_ready(pod, now, [c["name"] for c in containers])
     status["conditions"] = _order(conditions)
@@ -322,7 +297,7 @@ def started_status(pod: Obj, host_ip: str, now: str, ready: bool, started: bool)
     status.setdefault("startTime", now)
     conditions = status.setdefault("conditions", [])
     for type_ in ("PodReadyToStartContainers", "Initialized"):
-        _set_condition(conditions, type_, "True", now)
+        set_condition(pod, type_, "True", now)
     containers = _containers(pod)
     status["containerStatuses"] = [
         _container_status(pod, c, {"running": {"startedAt": now}}, ready, started or ready)
@@ -330,7 +305,7 @@ def started_status(pod: Obj, host_ip: str, now: str, ready: bool, started: bool)
     ]
     if ready:
         for type_ in ("Ready", "ContainersReady"):
-            _set_condition(conditions, type_, "True", now)
+            set_condition(pod, type_, "True", now)
     else:
         _not_ready(pod, now, [c["name"] for c in containers])
     status["conditions"] = _order(conditions)
@@ -345,7 +320,7 @@ def ready_status(pod: Obj, now: str, ready: bool = True) -> None:
     if ready:
         conditions = status.setdefault("conditions", [])
         for type_ in ("Ready", "ContainersReady"):
-            _set_condition(conditions, type_, "True", now)
+            set_condition(pod, type_, "True", now)
         status["conditions"] = _order(conditions)
 
 
@@ -362,33 +337,23 @@ def exited_status(pod: Obj, now: str, killed: bool) -> None:
             None,
         )
         started = ((old or {}).get("state") or {}).get("running", {}).get("startedAt")
+        reason = "Completed" if not killed else "Error" if started else "ContainerStatusUnknown"
         entry = _container_status(pod, c, {}, False, False)
-        if started is None:
-            entry["state"] = {
-                "terminated": {
-                    "exitCode": code,
-                    "reason": "ContainerStatusUnknown" if killed else "Completed",
-                    "finishedAt": now,
-                    "startedAt": now,
-                    "containerID": entry["containerID"],
-                }
+        entry["state"] = {
+            "terminated": {
+                "exitCode": code,
+                "reason": reason,
+                "startedAt": started or now,
+                "finishedAt": now,
+                "containerID": entry["containerID"],
             }
-        else:
-            entry["state"] = {
-                "terminated": {
-                    "exitCode": code,
-                    "reason": "Error" if killed else "Completed",
-                    "startedAt": started,
-                    "finishedAt": now,
-                    "containerID": entry["containerID"],
-                }
-            }
+        }
         statuses.append(entry)
     status["containerStatuses"] = statuses
     conditions = status.setdefault("conditions", [])
     reason = "PodFailed" if killed else "PodCompleted"
     for type_ in ("Ready", "ContainersReady"):
-        _set_condition(conditions, type_, "False", now, reason)
+        set_condition(pod, type_, "False", now, reason)
     status["conditions"] = _order(conditions)
 
 

@@ -42,11 +42,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from broker import k8s_events, pod_lifecycle, podutil, victims
-from broker.facade.clock import Cancellable
 from broker.facade.errors import ApiError
 from broker.facade.objects import format_time
 from broker.facade.selectors import LabelSelector, selector_from_dict
 from broker.facade.store import Store
+from broker.wake_timers import WakeTimers
 
 COMPONENT = "replicaset-controller"
 RS_KEY = "replicasets.apps"
@@ -88,7 +88,7 @@ class _Known:
 class _State:
     uid: str
     failures: int = 0
-    timers: dict[int, Cancellable] = field(default_factory=dict)
+    timers: WakeTimers = field(default_factory=WakeTimers)
 
 
 class ReplicaSetController:
@@ -282,18 +282,7 @@ class ReplicaSetController:
         return did, mine
 
     def _set_owner(self, namespace: str, name: str, release: str | None, adopt: Obj | None) -> Obj:
-        def edit(pod: Obj) -> None:
-            refs = [
-                r for r in pod["metadata"].get("ownerReferences") or () if r.get("uid") != release
-            ]
-            if adopt is not None:
-                refs.append(_controller_ref(adopt))
-            if refs:
-                pod["metadata"]["ownerReferences"] = refs
-            else:
-                pod["metadata"].pop("ownerReferences", None)
-
-        return self.store.update("pods", namespace, name, edit)
+        return set_controller(self.store, "pods", namespace, name, release, adopt)
 
     def _manage(self, state: _State, rs: Obj, active: list[Obj]) -> tuple[bool, str | None]:
         """``manageReplicas``: create the missing pods or delete the surplus."""
@@ -327,7 +316,7 @@ class ReplicaSetController:
                     "namespace": meta["namespace"],
                     "labels": dict(tmeta.get("labels") or {}),
                     "annotations": dict(tmeta.get("annotations") or {}),
-                    "ownerReferences": [_controller_ref(rs)],
+                    "ownerReferences": [controller_ref(rs)],
                 },
                 "spec": dict(template.get("spec") or {}),
             }
@@ -438,24 +427,33 @@ class ReplicaSetController:
         self._wake_at(state, rs, self.clock.now_ns() + delay)
 
     def _wake_at(self, state: _State, rs: Obj, deadline_ns: int) -> None:
-        if deadline_ns in state.timers:
-            return
         key = (rs["metadata"]["namespace"], rs["metadata"]["name"])
-
-        def wake() -> None:
-            state.timers.pop(deadline_ns, None)
-            self._mark(*key)
-
-        state.timers[deadline_ns] = self.clock.call_at(deadline_ns, wake)
+        state.timers.wake_at(self.clock, deadline_ns, lambda: self._mark(*key))
 
     @staticmethod
     def _cancel_timers(state: _State) -> None:
-        for timer in state.timers.values():
-            timer.cancel()
-        state.timers.clear()
+        state.timers.cancel()
 
 
-def _controller_ref(owner: Obj) -> Obj:
+def set_controller(
+    store: Store, key: str, namespace: str, name: str, release: str | None, adopt: Obj | None
+) -> Obj:
+    """Release (drop the owner reference with uid ``release``) or adopt (add a controlling
+    one to ``adopt``) the object ``key``/``namespace``/``name``; returns it as stored."""
+
+    def edit(obj: Obj) -> None:
+        refs = [r for r in obj["metadata"].get("ownerReferences") or () if r.get("uid") != release]
+        if adopt is not None:
+            refs.append(controller_ref(adopt))
+        if refs:
+            obj["metadata"]["ownerReferences"] = refs
+        else:
+            obj["metadata"].pop("ownerReferences", None)
+
+    return store.update(key, namespace, name, edit)
+
+
+def controller_ref(owner: Obj) -> Obj:
     meta = owner["metadata"]
     return {
         "apiVersion": owner.get("apiVersion", "apps/v1"),

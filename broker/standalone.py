@@ -72,6 +72,9 @@ def run_standalone(
             clock.wait_settled()
             if exited.wait(_EXIT_GRACE_S):
                 break
+            if any(p.gone for p in clock.processes() if p.name == name):
+                exited.wait()  # it said bye: the interpreter is winding down, in real time
+                break
             if clock.next_deadline() is not None or not clock.quiescent():
                 continue
             if any(p.detached for p in clock.alive()):

@@ -90,22 +90,21 @@ def _less(a: _Key, b: _Key, now: int) -> bool:
     if a.rank != b.rank:
         return a.rank > b.rank
     if a.ready and b.ready and a.ready_ns != b.ready_ns:
-        if a.ready_ns is None or b.ready_ns is None:
-            return _after_or_zero(a.ready_ns, b.ready_ns)
-        diff = _log_rank_diff(a.ready_ns, b.ready_ns, now)
-        if diff == 0:
-            return a.uid < b.uid
-        return diff < 0
+        return _younger(a.ready_ns, b.ready_ns, a, b, now)
     if a.restarts != b.restarts:
         return a.restarts > b.restarts
     if a.created != b.created:
-        if a.created is None or b.created is None:
-            return _after_or_zero(a.created, b.created)
-        diff = _log_rank_diff(a.created, b.created, now)
-        if diff == 0:
-            return a.uid < b.uid
-        return diff < 0
+        return _younger(a.created, b.created, a, b, now)
     return False
+
+
+def _younger(t1: int | None, t2: int | None, a: _Key, b: _Key, now: int) -> bool:
+    """Newer first, in powers-of-two buckets of the age (uid order within one bucket);
+    a missing time first."""
+    if t1 is None or t2 is None:
+        return _after_or_zero(t1, t2)
+    diff = _log_rank_diff(t1, t2, now)
+    return a.uid < b.uid if diff == 0 else diff < 0
 
 
 def deletion_order(pods: Sequence[Obj], related: Sequence[Obj], now_epoch_ns: int) -> list[Obj]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -65,8 +66,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="time mode (lockstep and realtime: see docs/broker.md)",
     )
     from broker.modes_cli import add_mode_arguments
+    from broker.pacing import add_pacing_arguments
 
     add_mode_arguments(parser)
+    add_pacing_arguments(parser)
     parser.add_argument(
         "--batsim", metavar="PATH", help="use real Batsim at PATH instead of the embedded simulator"
     )
@@ -84,6 +87,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--freeze-unpatched",
         action="store_true",
         help="unpatched modules read virtual wall-clock time too",
+    )
+    parser.add_argument(
+        "--no-import-hook",
+        action="store_true",
+        help="rewrite nothing on import: the schedulers were patched ahead of time "
+        "(`timewarp patch`)",
     )
     parser.add_argument(
         "--epoch", type=parse_epoch, default=None, help="wall-clock time at virtual 0"
@@ -132,6 +141,20 @@ def run(args: argparse.Namespace) -> int:
         check_mode_arguments(args)
     except ModeArgumentError as exc:
         return _fail(str(exc))
+    from broker.pacing import PacingArgumentError, check_pacing_arguments
+
+    try:
+        check_pacing_arguments(args)
+    except PacingArgumentError as exc:
+        return _fail(str(exc))
+    from patcher.launch import LaunchError, parse_launch
+
+    for command in args.scheduler:
+        try:
+            if not parse_launch(shlex.split(command)).argv:
+                return _fail(f"--scheduler: empty command {command!r}")
+        except (LaunchError, ValueError) as exc:  # ValueError: shlex's unbalanced quotes
+            return _fail(f"--scheduler {command!r}: {exc}")
     if args.batsim and shutil.which(args.batsim) is None:
         return _fail(f"--batsim: program not found: {args.batsim!r}")
     total_jobs = sum(len(w.jobs) for w in workloads)
@@ -178,6 +201,7 @@ class _Simulation:
         self.args = args
         self.out = out
         self.total_jobs = total_jobs
+        self.pacer = None
         self.services = services or []  # the workloads' services with traffic
         self.sim_proc: subprocess.Popen | _EmbeddedSimulator | None = None
 
@@ -251,6 +275,7 @@ class _Simulation:
             incluster_dir=parts.incluster_dir,
             extra_kubeconfig=Path(args.write_kubeconfig) if args.write_kubeconfig else None,
             virtual=args.mode != "realtime",
+            import_hook=not args.no_import_hook,
         )
         return parts
 
@@ -288,6 +313,17 @@ class _Simulation:
             services=self.services,
         )
         parts.broker.on_progress = progress.update
+        if args.mode == "deterministic":
+            from broker.pacing import Pacer
+
+            self.pacer = Pacer(
+                parts.clock,
+                api_latency_ns=args.api_latency_ns,
+                poll_threshold=args.poll_threshold,
+                poll_latency_ns=args.poll_latency_ns,
+            ).attach(parts.facade)
+            # the cluster changing is progress for the stall guard; API traffic is not
+            parts.clock.set_progress_probe(parts.facade.revision)
         self.sim_proc = self._start_simulator(parts.broker.endpoint)
         watcher = threading.Thread(target=self._watch_simulator, args=(parts.broker,), daemon=True)
         watcher.start()
@@ -327,6 +363,8 @@ class _Simulation:
         figures = report.summarise(self.out / OUT_PREFIX, result.stats if result else {}, wall)
         written = all((self.out / name).exists() for name in OUT_FILES)
         figures["outputs"] = ("complete" if ok else "partial") if written else "none"
+        if self.pacer is not None:
+            figures["api_latency"] = self.pacer.figures()
         service_plots = self._write_services(figures)
         self._write_manifest(figures, ok, reason, wall)
         if not self.args.no_plots and (self.out / f"{OUT_PREFIX}_jobs.csv").exists():
@@ -340,6 +378,8 @@ class _Simulation:
             except Exception as exc:
                 print(f"timewarp simulate: service plots skipped ({exc})", file=sys.stderr)
         report.print_summary(figures, sys.stderr)
+        for line in self.pacer.summary() if self.pacer is not None else ():
+            print(f"timewarp simulate: busy polling: {line}", file=sys.stderr)
         for name, web in sorted((figures.get("services") or {}).items()):
             share = web["failed"] / web["requests"] if web["requests"] else 0.0
             print(

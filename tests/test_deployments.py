@@ -41,24 +41,22 @@ def template(image="nginx:1.25", duration="1000", labels=None, **spec):
     return {"metadata": meta, "spec": pod_spec}
 
 
-def deployment(replicas=3, name="web", **spec):
+def _workload(kind, replicas, name, spec):
     body = {
         "replicas": replicas,
         "selector": {"matchLabels": {"app": "web"}},
         "template": template(),
     }
     body.update(spec)
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name}, "spec": body}
+    return {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name}, "spec": body}
+
+
+def deployment(replicas=3, name="web", **spec):
+    return _workload("Deployment", replicas, name, spec)
 
 
 def replicaset(replicas=3, name="cache", **spec):
-    body = {
-        "replicas": replicas,
-        "selector": {"matchLabels": {"app": "web"}},
-        "template": template(),
-    }
-    body.update(spec)
-    return {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name}, "spec": body}
+    return _workload("ReplicaSet", replicas, name, spec)
 
 
 class Script:
@@ -541,3 +539,98 @@ def test_fenceposts_resolve_like_the_real_controller():
     assert resolve_fenceposts(d(1, "25%", "25%")) == (1, 0)
     assert resolve_fenceposts(d(2, "0%", "1%")) == (0, 1)  # both 0: unavailable 1
     assert resolve_fenceposts(d(3, 0, 2)) == (0, 2)
+
+
+# ------------------------------------------------------------ rolling update properties
+
+int_or_percent = st.one_of(st.integers(0, 3), st.integers(0, 100).map(lambda p: f"{p}%"))
+
+
+@given(
+    replicas=st.integers(1, 5),
+    surge=int_or_percent,
+    unavailable=int_or_percent,
+    ready_after=st.sampled_from([0, 5, 12]),
+)
+@settings(max_examples=25)
+def test_a_rollout_keeps_within_its_bounds_and_ends_on_the_new_template(
+    tmp_path_factory, replicas, surge, unavailable, ready_after
+):
+    """Whatever the sizes (ints or percentages, rounded as the real controller rounds them)
+    and however long pods take to become Ready: during the rollout the ReplicaSets never
+    ask for more than replicas + maxSurge pods, Ready pods never drop below
+    replicas − maxUnavailable, and it ends with every pod on the new template."""
+    if str(surge).rstrip("%") == "0" and str(unavailable).rstrip("%") == "0":
+        unavailable = 1  # both 0 is refused by validation
+    from broker.deployment_controller import resolve_fenceposts
+
+    strategy = {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": surge, "maxUnavailable": unavailable},
+    }
+    probed = template()
+    if ready_after:
+        probed["spec"]["containers"][0]["readinessProbe"] = {
+            "exec": {"command": ["true"]}, "initialDelaySeconds": ready_after, "periodSeconds": 1,
+        }  # fmt: skip
+    manifest = deployment(replicas, strategy=strategy, template=probed)
+    max_surge, max_unavailable = resolve_fenceposts(manifest)
+    max_unavailable = min(max_unavailable, replicas)
+    world = InProcessRun(tmp_path_factory.mktemp("rollout"), nodes=4, cores=8)
+    worst = {"pods": 0, "ready": replicas}
+    rolling = {"on": False}
+
+    def watch(key, _event, _obj):
+        if not rolling["on"] or key not in ("pods", "replicasets.apps"):
+            return
+        rss = world.store.list("replicasets.apps", NS)[0]
+        worst["pods"] = max(worst["pods"], sum(r["spec"]["replicas"] for r in rss))
+        ready = [
+            q for q in active(pods_of(world, app="web"))
+            if any(c["type"] == "Ready" and c["status"] == "True" for c in q["status"].get("conditions", []))
+        ]  # fmt: skip
+        worst["ready"] = min(worst["ready"], len(ready))
+
+    def roll():
+        world.store.add_listener(watch) if not rolling["on"] else None
+        rolling["on"] = True
+        world.store.patch(
+            "deployments.apps", NS, "web",
+            {"spec": {"template": {"metadata": {"labels": {"app": "web", "v": "2"}}}}},
+        )  # fmt: skip
+
+    try:
+        script = Script(world).create(0, "deployments.apps", manifest)
+        script.at(30, roll)
+        script.look(300, lambda: active(pods_of(world, app="web")))
+        script.at(300, lambda: rolling.update(on=False))  # its pods' 1000 s jobs end later
+        script.run(([{"id": "1", "subtime": 0, "res": 1, "profile": "long"}],
+                    {"long": {"type": "delay", "delay": 400, "cpu": "1", "scheduler": "default"}}))  # fmt: skip
+        assert worst["pods"] <= replicas + max_surge
+        assert worst["ready"] >= replicas - max_unavailable
+        final = script.seen[300]
+        assert len(final) == replicas and all(
+            q["metadata"]["labels"].get("v") == "2" for q in final
+        )
+    finally:
+        world.close()
+
+
+def test_a_put_of_the_same_manifest_is_defaulted_again_and_rolls_nothing(world):
+    """``kubectl replace`` with the manifest as first written (no defaults in it): the
+    server defaults it again, so the template is unchanged — no new ReplicaSet, no new
+    generation."""
+    manifest = deployment(2)
+    script = Script(world).create(0, "deployments.apps", manifest)
+    script.at(
+        10,
+        lambda: world.store.replace(
+            "deployments.apps", json.loads(json.dumps(manifest)), namespace=NS
+        ),
+    )
+    script.look(
+        11, lambda: world.store.get("deployments.apps", NS, "web")["metadata"]["generation"]
+    )
+    script.run()
+    assert script.seen[11] == 1
+    assert len(world.store.list("replicasets.apps", NS)[0]) == 1

@@ -81,7 +81,7 @@ def test_asyncio_and_thread_pools_are_virtualised_only_once_imported(subprocess_
         "asyncio loaded: False",
         "futures loaded: False",
         "policy: VirtualEventLoopPolicy",
-        "pool queue: _ModuleShim",
+        "pool queue: ModuleShim",
     ]
 
 

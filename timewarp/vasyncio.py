@@ -7,6 +7,11 @@ with a timeout, the loop thread instead registers a virtual timer with the broke
 blocks in the real selector with no timeout; the broker's wake-up (or
 ``call_soon_threadsafe`` from another thread) interrupts it through the loop's self-pipe.
 
+The loop's waits on API connections are API reads, with the same ledger as a thread's
+(``timewarp._core.aionet``): reported to the broker before the loop blocks, readable only
+as far as the broker allowed, delivered whole and in the broker's order — with or without
+TLS. Timers due at one instant run in the order they were scheduled, as in asyncio.
+
 Under a broker the runtime installs :class:`VirtualEventLoopPolicy` process-wide, so
 loops created by unpatched code are virtual too. Limit: a loop that waits on real sockets
 other than the API facade's (e.g. an external database) is a block the broker cannot see.
@@ -20,6 +25,7 @@ import selectors
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from timewarp._core import aionet
 from timewarp._core import runtime as _runtime
 from timewarp._core.activation import active
 
@@ -61,9 +67,11 @@ class _VirtualSelector(selectors.BaseSelector):
 
     def select(self, timeout: float | None = None):  # type: ignore[no-untyped-def]
         rt = self._loop._tw_rt
-        if timeout is not None and timeout <= 0:
-            return self._real.select(0)
-        events = self._real.select(0)
+        plan = aionet.SelectPlan(self._real, gated_reads=rt.reads_gated())
+        ready = plan.ready()
+        if ready or (timeout is not None and timeout <= 0):
+            return ready + self._select_hidden(plan, 0)
+        events = self._select_hidden(plan, 0)
         if events:
             return events
         deadline = None
@@ -72,13 +80,21 @@ class _VirtualSelector(selectors.BaseSelector):
         waiter = _runtime.Waiter(rt.current())
         waiter.on_wake = self._loop._tw_interrupt
         self._loop._tw_waiter = waiter
-        rt.begin_external_wait(waiter, deadline)
+        rt.begin_external_wait(waiter, deadline, plan.reported, plan.real_io)
         try:
-            events = self._real.select(None)
+            events = self._select_hidden(plan, None)
         finally:
             self._loop._tw_waiter = None
             rt.end_external_wait(waiter)
-        return events
+        return plan.ready() + events
+
+    def _select_hidden(self, plan: aionet.SelectPlan, timeout: float | None):  # type: ignore[no-untyped-def]
+        """The real select, without the read interest the broker decides."""
+        plan.hide()
+        try:
+            return self._real.select(timeout)
+        finally:
+            plan.restore()
 
 
 class VirtualEventLoop(asyncio.SelectorEventLoop):
@@ -147,6 +163,7 @@ def get_event_loop() -> asyncio.AbstractEventLoop:
 
 def install_policy() -> None:
     """Idempotent: a policy already in place keeps its loops."""
+    aionet.patch_asyncio()
     if not isinstance(asyncio.get_event_loop_policy(), VirtualEventLoopPolicy):
         asyncio.set_event_loop_policy(VirtualEventLoopPolicy())
 

@@ -26,7 +26,8 @@ import math
 import re
 from typing import Any
 
-from .errors import invalid
+from . import validation
+from .errors import ApiError
 from .selectors import selector_from_dict
 
 WORKLOADS = ("replicasets.apps", "deployments.apps")
@@ -53,6 +54,34 @@ def scaled_value(value: Any, total: int, round_up: bool) -> int:
         raise ValueError(f"invalid value for IntOrString: invalid value {value!r}") from None
     scaled = percent * float(total) / 100
     return int(math.ceil(scaled) if round_up else math.floor(scaled))
+
+
+class _Problem:
+    """One ``field: Type: …`` problem, formatted as the server formats it, for
+    :func:`validation.invalid` (its message and its ``details.causes`` entry)."""
+
+    REASONS = validation.FieldError.REASONS
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.field, _, self._body = text.partition(": ")
+
+    def __str__(self) -> str:
+        return self.text
+
+    def cause(self) -> dict[str, str]:
+        kind = self._body.split(":", 1)[0]
+        return {
+            "reason": self.REASONS.get(kind, "FieldValueInvalid"),
+            "message": self._body,
+            "field": self.field,
+        }
+
+
+def invalid_from(kind: str, group: str, name: str, problems: list[str]) -> ApiError:
+    """The 422 ``Invalid`` Status of ``problems`` (``field: Type: detail`` texts):
+    ``Kind.group "name" is invalid: …`` (``[a, b]`` for several), ``details.causes``."""
+    return validation.invalid(kind, name, [_Problem(p) for p in problems], group)  # type: ignore[misc]
 
 
 def _shown(value: Any) -> str:
@@ -85,8 +114,13 @@ def default_template_spec(spec: dict[str, Any]) -> None:
 
 
 def default_workload(kind_key: str, obj: dict[str, Any]) -> None:
-    """Create-time defaults, then the same checks as an update."""
+    """The defaults (applied on every write, as decoding does on a real server), then
+    :func:`validate_workload`."""
     spec = obj.setdefault("spec", {})
+    if not isinstance(spec, dict):
+        validate_workload(kind_key, obj)
+        return
+    spec.setdefault("replicas", 1)
     template = spec.get("template")
     if isinstance(template, dict) and isinstance(template.get("spec"), dict):
         default_template_spec(template["spec"])
@@ -128,7 +162,7 @@ def validate_workload(kind_key: str, obj: dict[str, Any]) -> None:
                 "than minReadySeconds"
             )
     if problems:
-        raise invalid(kind, name, problems)
+        raise invalid_from(kind.split(".")[0], "apps", name, problems)
 
 
 def _selector_problems(spec: dict[str, Any], kind_key: str) -> list[str]:

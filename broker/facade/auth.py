@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -24,6 +25,13 @@ class TokenRegistry:
         self._lock = threading.Lock()
         self._by_token: dict[str, TokenStats] = {}
         self._by_name: dict[str, TokenStats] = {}
+        self._first_request_listeners: list[Callable[[str], None]] = []
+
+    def add_first_request_listener(self, fn: Callable[[str], None]) -> None:
+        """``fn(name)`` is called once per token, on the first request that carries it
+        (in the facade's connection thread, before the request is handled)."""
+        with self._lock:
+            self._first_request_listeners.append(fn)
 
     def add(self, name: str, token: str | None = None) -> str:
         """Register ``name`` (idempotent: the same name keeps its token) and return its token."""
@@ -54,9 +62,13 @@ class TokenRegistry:
         self, stats: TokenStats, *, in_flight: int = 0, requests: int = 0, watches: int = 0
     ) -> None:
         with self._lock:
+            first = requests > 0 and stats.requests == 0
             stats.in_flight += in_flight
             stats.requests += requests
             stats.watches += watches
+            listeners = list(self._first_request_listeners) if first else []
+        for fn in listeners:
+            fn(stats.name)
 
     def names(self) -> list[str]:
         with self._lock:

@@ -27,6 +27,7 @@ import json
 from typing import Any
 
 from . import errors
+from .apps import invalid_from
 from .selectors import format_selector
 
 SCALABLE = ("deployments.apps", "replicasets.apps", "statefulsets.apps")
@@ -117,8 +118,9 @@ def wanted_replicas(body: Any, name: str) -> tuple[int, str | None]:
             f"{json.dumps(replicas)} is not an integer"
         )
     if replicas < 0:
-        raise errors.invalid(
-            "Scale.autoscaling",
+        raise invalid_from(
+            "Scale",
+            "autoscaling",
             name,
             [f"spec.replicas: Invalid value: {replicas}: must be greater than or equal to 0"],
         )
@@ -130,8 +132,14 @@ def wanted_replicas(body: Any, name: str) -> tuple[int, str | None]:
 
 
 def default_hpa(hpa: dict[str, Any]) -> None:
-    """``SetDefaults_HorizontalPodAutoscaler`` (v2), the status a create starts from, and
-    ``ValidateHorizontalPodAutoscaler``."""
+    """A create: the defaults, the status it starts from, the validation."""
+    default_hpa_spec(hpa)
+    hpa["status"] = {"desiredReplicas": 0}
+    validate_hpa(hpa)
+
+
+def default_hpa_spec(hpa: dict[str, Any]) -> None:
+    """``SetDefaults_HorizontalPodAutoscaler`` (v2), on every write of the spec."""
     spec = hpa.setdefault("spec", {})
     if isinstance(spec, dict):
         spec.setdefault("minReplicas", 1)
@@ -156,8 +164,6 @@ def default_hpa(hpa: dict[str, Any]) -> None:
                 if isinstance(given, dict):
                     filled.update({k: v for k, v in given.items() if v is not None})
                 behavior[key] = filled
-    hpa["status"] = {"desiredReplicas": 0}
-    validate_hpa(hpa)
 
 
 def validate_hpa(hpa: dict[str, Any]) -> None:
@@ -193,7 +199,7 @@ def validate_hpa(hpa: dict[str, Any]) -> None:
         for key in ("scaleUp", "scaleDown"):
             problems += _rules_problems(behavior.get(key), f"spec.behavior.{key}")
     if problems:
-        raise errors.invalid("HorizontalPodAutoscaler.autoscaling", name, problems)
+        raise invalid_from("HorizontalPodAutoscaler", "autoscaling", name, problems)
 
 
 def validate_hpa_status(hpa: dict[str, Any]) -> None:
@@ -207,7 +213,7 @@ def validate_hpa_status(hpa: dict[str, Any]) -> None:
                 f"status.{key}: Invalid value: {json.dumps(value)}: must be greater than or equal to 0"
             )
     if problems:
-        raise errors.invalid("HorizontalPodAutoscaler.autoscaling", name, problems)
+        raise invalid_from("HorizontalPodAutoscaler", "autoscaling", name, problems)
 
 
 def _reference_problems(ref: Any, path: str) -> list[str]:

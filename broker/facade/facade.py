@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+import threading
+import time as _wall
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,7 +13,7 @@ from .auth import TokenStats
 from .clock import Clock
 from .endpoint import Endpoint
 from .metrics import MetricsBoard
-from .server import HttpServer, Ledger, Request
+from .server import Hold, HttpServer, Ledger, Request
 from .store import HISTORY_BYTES, Store
 
 
@@ -68,14 +71,26 @@ class Facade:
             min_request_timeout_s=min_request_timeout_s,
             seed=seed,
         )
+        self._sequencer = RequestSequencer()
         self._server = HttpServer(
-            self.api.handle,
+            self._handle_in_order,
             self.ledger,
             listener=endpoint.listener,
             ssl_context=self.tls_files.server_context() if self.tls_files else None,
             on_request=self._count_request,
             admit_head=self.api.admit_head,
         )
+
+    def _handle_in_order(self, request: Request):  # type: ignore[no-untyped-def]
+        """The API's handler, one process's numbered requests in the order it sent them."""
+        key = self._sequencer.key(request)
+        if key is None:
+            return self.api.handle(request)
+        self._sequencer.wait_turn(*key)
+        try:
+            return self.api.handle(request)
+        finally:
+            self._sequencer.done(*key)
 
     # --- life cycle ----------------------------------------------------------------
 
@@ -95,6 +110,22 @@ class Facade:
         """Watch events go out from the thread that commits them, not the stream's
         thread (for a driver that waits for them anyway: see HttpServer)."""
         self._server.direct_watch_writes = True
+
+    def hold_responses(self, hook: Callable[[Request], Hold | None] | None) -> None:
+        """``hook(request)`` may return a :class:`~.server.Hold` for the response to a
+        request (decided, not yet written): it is written when the hold is released, and
+        the connection is quiescent meanwhile (modelled API latency: broker/pacing.py)."""
+        self._server.hold_response = hook
+
+    def revision(self) -> int:
+        """The store's revision, read without its lock (an int read is atomic): for
+        callers that hold locks of their own, such as the clock service's progress probe."""
+        return self.store._rv
+
+    def authenticated_name(self, request: Request) -> str | None:
+        """The scheduler process whose token ``request`` carries (None: no valid token)."""
+        stats = self.api.authenticate(request)
+        return None if stats is None else stats.name
 
     def stop(self) -> None:
         self._server.stop()
@@ -194,3 +225,56 @@ class Facade:
             window_s=window_s,
             labels=labels,
         )
+
+
+SEQ_HEADER = "x-timewarp-seq"  # timewarp's runtime: "<pid>-<nonce>.<n>" (timewarp/_core/netio.py)
+# A request whose predecessor never comes (its connection broke mid-send) is handled
+# after this long anyway, with a warning: better out of order than never.
+GAP_TIMEOUT_S = 5.0
+
+
+class RequestSequencer:
+    """Requests that a scheduler process has in flight together, on different
+    connections (two threads', or an event loop's concurrent tasks'), reach the facade in
+    whatever order the kernel lets them; handled in that order, their effects (which
+    binding commits first, which delete) would differ from run to run. The runtime numbers
+    each process's requests in the order it sent them; each is handled once every earlier
+    one of its process was (a watch: once it started)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._next: dict[str, int] = {}
+
+    @staticmethod
+    def key(request: Request) -> tuple[str, int] | None:
+        """(the numbering process, the request's number), or None: not numbered."""
+        value = request.headers.get(SEQ_HEADER)
+        if value is None:
+            return None
+        who, _, n = value.rpartition(".")
+        try:
+            return who, int(n)
+        except ValueError:
+            return None
+
+    def wait_turn(self, key: str, n: int) -> None:
+        give_up = None
+        with self._cond:
+            while self._next.setdefault(key, 1) < n:
+                now = _wall.monotonic()
+                give_up = give_up or now + GAP_TIMEOUT_S
+                if now >= give_up:
+                    sys.stderr.write(
+                        f"timewarp: facade: request {n} of process {key} waited "
+                        f"{GAP_TIMEOUT_S:g} s for its predecessor (request "
+                        f"{self._next[key]}); handling it out of order\n"
+                    )
+                    self._next[key] = n
+                    break
+                self._cond.wait(give_up - now)
+
+    def done(self, key: str, n: int) -> None:
+        with self._cond:
+            if self._next.get(key, 1) <= n:
+                self._next[key] = n + 1
+                self._cond.notify_all()

@@ -209,12 +209,14 @@ JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 
 
 def check_update(rt: ResourceType, obj: dict[str, Any], subresource: str | None) -> None:
-    """The validation an update (PUT or PATCH) must pass for the kinds whose controllers
-    depend on it (422 as on create)."""
+    """What an update (PUT or PATCH) gets for the kinds whose controllers depend on it:
+    the same defaults as on create (a real server defaults every object it decodes) and
+    the same validation (422)."""
     if subresource is None and rt.key in apps.WORKLOADS:
-        apps.validate_workload(rt.key, obj)
+        apps.default_workload(rt.key, obj)
     elif rt.key == autoscaling.HPA_KEY:
         if subresource is None:
+            autoscaling.default_hpa_spec(obj)
             autoscaling.validate_hpa(obj)
         else:
             autoscaling.validate_hpa_status(obj)

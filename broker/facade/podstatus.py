@@ -15,7 +15,16 @@ from typing import Any
 Obj = dict[str, Any]
 
 
-def _set_condition(pod: Obj, type_: str, status: str, now: str, reason: str | None = None) -> None:
+def set_condition(
+    pod: Obj,
+    type_: str,
+    status: str,
+    now: str,
+    reason: str | None = None,
+    message: str | None = None,
+) -> None:
+    """Set (or add) the pod condition ``type_`` as the kubelet does: the transition time
+    moves only when the status changes; reason and message as given (dropped if None)."""
     conditions = pod.setdefault("status", {}).setdefault("conditions", [])
     for cond in conditions:
         if cond.get("type") == type_:
@@ -23,14 +32,17 @@ def _set_condition(pod: Obj, type_: str, status: str, now: str, reason: str | No
                 cond["lastTransitionTime"] = now
             cond["status"] = status
             cond["lastProbeTime"] = None
-            if reason:
-                cond["reason"] = reason
-            else:
-                cond.pop("reason", None)
+            for key, value in (("reason", reason), ("message", message)):
+                if value:
+                    cond[key] = value
+                else:
+                    cond.pop(key, None)
             return
     cond = {"type": type_, "status": status, "lastProbeTime": None, "lastTransitionTime": now}
     if reason:
         cond["reason"] = reason
+    if message:
+        cond["message"] = message
     conditions.append(cond)
 
 
@@ -59,7 +71,7 @@ def mark_running(pod: Obj, *, now: str, host_ip: str, pod_ip: str | None = None)
     status["podIPs"] = [{"ip": pod_ip or host_ip}]
     status.setdefault("startTime", now)
     for type_ in ("Initialized", "Ready", "ContainersReady", "PodScheduled"):
-        _set_condition(pod, type_, "True", now)
+        set_condition(pod, type_, "True", now)
     status["containerStatuses"] = [
         _container_status(c, {"running": {"startedAt": now}}, True, True)
         for c in pod.get("spec", {}).get("containers", [])
@@ -81,7 +93,7 @@ def mark_finished(
     code = exit_code if exit_code is not None else (0 if succeeded else 1)
     term_reason = "Completed" if succeeded else (reason or "Error")
     for type_ in ("Ready", "ContainersReady"):
-        _set_condition(pod, type_, "False", now, "PodCompleted" if succeeded else "PodFailed")
+        set_condition(pod, type_, "False", now, "PodCompleted" if succeeded else "PodFailed")
     started = {}
     for cs in status.get("containerStatuses") or []:
         started[cs["name"]] = (cs.get("state", {}).get("running") or {}).get("startedAt")

@@ -20,7 +20,11 @@ Ledger rules (the broker's quiescence test depends on them):
 - a connection the server closed keeps its counters (until a new connection takes the
   port): its client may still have a response to read, and must be let go to read it;
 - listeners are called after a response is written, after a watch frame is written with
-  nothing else queued, when a watch parks, and when a connection closes.
+  nothing else queued, when a watch parks, and when a connection closes;
+- a response *held* back until a virtual deadline (modelled API latency, see
+  ``broker/pacing.py``) leaves the connection ``held``: not handling, nothing owed yet —
+  quiescent, like a sleep — until the deadline's callback marks it handling again, in
+  the broker's thread, before the response is written.
 
 Limits (before any work on a request): a head (request line and headers) or a chunk-size
 line longer than ``MAX_HEAD`` is refused (431/400); a body longer than ``MAX_BODY`` (the
@@ -130,6 +134,7 @@ class Connection:
         "closed",
         "refused",
         "last_request",
+        "held",
     )
 
     def __init__(self, peer_port: int, sock: socket.socket) -> None:
@@ -143,6 +148,41 @@ class Connection:
         self.closed = False
         self.refused = False  # answered without reading all the client sent
         self.last_request = ""  # "GET /api/v1/pods?watch=1", for stall diagnostics
+        self.held = False  # a response held back until a virtual deadline (Hold)
+
+
+class Hold:
+    """A response kept back until virtual time reaches a deadline (API latency). Made by
+    the server's ``hold_response`` hook; the hook's owner calls :meth:`release` when the
+    deadline is reached (in the broker's thread, with time standing still)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._done = False
+        self._released = threading.Event()
+        self._busy_again: Callable[[], None] | None = None
+
+    def release(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+            busy_again, self._busy_again = self._busy_again, None
+        if busy_again is not None:
+            busy_again()  # busy before the broker can look again: the response is due
+        self._released.set()  # only then may the connection write it (and go idle)
+
+    def _arm(self, busy_again: Callable[[], None]) -> bool:
+        """``busy_again`` runs on release (before anyone may see the connection held).
+        False: released already."""
+        with self._lock:
+            if self._done:
+                return False
+            self._busy_again = busy_again
+            return True
+
+    def _wait(self) -> None:
+        self._released.wait()
 
 
 class Ledger:
@@ -223,6 +263,8 @@ class Ledger:
                 return "idle" if consumed >= conn.written else "ready"
             if conn.received != sent or conn.handling:
                 return "busy"
+            if conn.held:
+                return "held"
             if conn.queued:
                 return "flushing"
             if conn.written == consumed:
@@ -244,6 +286,7 @@ class Ledger:
                     "written": c.written,
                     "handling": c.handling,
                     "queued": c.queued,
+                    "held": c.held,
                     "last_request": c.last_request,
                 }
                 for p, c in self._conns.items()
@@ -334,6 +377,7 @@ class HttpServer:
         self._threads: set[threading.Thread] = set()
         self._conns: set[Connection] = set()
         self._streams: set[Watcher] = set()
+        self._holds: set[Hold] = set()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._accept_thread: threading.Thread | None = None
@@ -342,6 +386,8 @@ class HttpServer:
         # the broker waits for them before letting a scheduler read): no hop through the
         # stream's thread. Plain sockets only (a TLS record cannot be sent half-way).
         self.direct_watch_writes = False
+        # API latency (broker/pacing.py): a Hold for a response to keep back, or None
+        self.hold_response: Callable[[Request], Hold | None] | None = None
 
     def start(self) -> None:
         self._accept_thread = threading.Thread(
@@ -358,8 +404,11 @@ class HttpServer:
             conns = list(self._conns)
             threads = list(self._threads)
             streams = list(self._streams)
+            holds = list(self._holds)
         for watcher in streams:
             watcher.wake()
+        for hold in holds:
+            hold.release()
         for conn in conns:
             with contextlib.suppress(OSError):
                 conn.sock.shutdown(socket.SHUT_RDWR)
@@ -462,6 +511,9 @@ class HttpServer:
                         return
                     done = None
                 else:
+                    hold = self.hold_response(request) if self.hold_response else None
+                    if hold is not None:
+                        self._hold(conn, hold)
                     self._write(conn, self._encode(wire, result), last=True)
             finally:
                 if done is not None:
@@ -470,6 +522,33 @@ class HttpServer:
             if h.our_state is not h11.DONE or h.their_state is not h11.DONE:
                 return  # HTTP/1.0, Connection: close, or a body left unread: close
             h.start_next_cycle()
+
+    def _hold(self, conn: Connection, hold: Hold) -> None:
+        """Keep the decided response back until ``hold`` is released: the connection is
+        held (quiescent) meanwhile, and handling again from the release on — marked by the
+        releasing thread itself, so the broker never sees it held once time has reached
+        the deadline."""
+
+        def busy_again() -> None:
+            with self.ledger.lock:
+                conn.held = False
+                conn.handling = True
+
+        with self._lock:
+            self._holds.add(hold)
+        try:
+            if self._stopping.is_set() or not hold._arm(busy_again):
+                return
+            with self.ledger.lock:
+                conn.handling = False
+                conn.held = True
+            self.ledger.notify(conn.peer_port)
+            if self._stopping.is_set():
+                hold.release()
+            hold._wait()
+        finally:
+            with self._lock:
+                self._holds.discard(hold)
 
     def _finish_request(self, conn: Connection) -> None:
         with self.ledger.lock:

@@ -120,6 +120,19 @@ def _check_json(value: Any, where: str) -> None:
         raise TypeError(f"{type(value).__name__} is not a JSON value (at {where or '/'})")
 
 
+def _check_resource_version(rt: ResourceType, name: str, current: Obj, wanted: Any) -> None:
+    """Optimistic concurrency: a write naming a resourceVersion other than the stored
+    one is a 409 Conflict."""
+    if wanted not in (None, "") and wanted != current["metadata"]["resourceVersion"]:
+        raise errors.conflict(
+            rt.plural,
+            name,
+            "the object has been modified; please apply your changes to the latest "
+            "version and try again",
+            rt.group,
+        )
+
+
 class _Entry:
     """A stored object and its encoding, computed at most once."""
 
@@ -424,16 +437,7 @@ class Store:
             )
         with self._lock:
             entry = self._entry(key, namespace, name)
-            current = entry.obj
-            want_rv = meta.get("resourceVersion")
-            if want_rv not in (None, "") and want_rv != current["metadata"]["resourceVersion"]:
-                raise errors.conflict(
-                    rt.plural,
-                    name,
-                    "the object has been modified; please apply your changes to the latest "
-                    "version and try again",
-                    rt.group,
-                )
+            _check_resource_version(rt, name, entry.obj, meta.get("resourceVersion"))
             return self._update_from(rt, entry, obj, subresource)
 
     def _update_from(
@@ -528,16 +532,7 @@ class Store:
         rt = resource_type(key)
         with self._lock:
             entry = self._entry(key, namespace, name)
-            if resource_version is not None and (
-                resource_version != entry.obj["metadata"]["resourceVersion"]
-            ):
-                raise errors.conflict(
-                    rt.plural,
-                    name,
-                    "the object has been modified; please apply your changes to the latest "
-                    "version and try again",
-                    rt.group,
-                )
+            _check_resource_version(rt, name, entry.obj, resource_version)
             new = entry.thaw()
             new.setdefault("spec", {})["replicas"] = replicas
             return self._update_from(rt, entry, new, None)

@@ -21,6 +21,7 @@ import types
 from collections.abc import Callable
 
 from timewarp._core import runtime as _runtime
+from timewarp._core.shim import ModuleShim
 from timewarp.wire import clockproto
 
 _orig_start = threading.Thread.start
@@ -104,29 +105,22 @@ def activate_from_env() -> _runtime.Runtime | None:
         return rt
 
 
-class _ModuleShim(types.ModuleType):
-    """A stand-in for a module inside one stdlib module: overrides first, then the real."""
-
-    def __init__(self, real: types.ModuleType, overrides: dict) -> None:
-        super().__init__(real.__name__)
-        self.__dict__.update(overrides)
-        self._tw_real = real
-
-    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
-        return getattr(self._tw_real, name)
-
-
 def _virtualize_stdlib() -> None:
     """Standard-library code that schedulers lean on and that waits: concurrent.futures
     (APScheduler's and asyncio's thread pools, ``Future.result(timeout)``) and asyncio's
-    loops. Their waits become virtual; everything else of the stdlib stays real. Each is
+    loops (and anyio's worker threads, which asyncio programs reach through httpx). Their waits become virtual; everything else of the stdlib stays real. Each is
     adjusted when the program first imports it (importing asyncio costs tens of ms that a
-    program without it should not pay)."""
-    _when_imported(
+    program without it should not pay). Log records get virtual timestamps
+    (``timewarp._core.logclock``)."""
+    from timewarp._core import logclock
+
+    when_imported(
         {
             "concurrent.futures._base": _virtualize_futures_base,
             "concurrent.futures.thread": _virtualize_futures_thread,
             "asyncio": _virtualize_asyncio,
+            "anyio._backends._asyncio": _virtualize_anyio,
+            **logclock.HOOKS,
         }
     )
 
@@ -144,7 +138,7 @@ def _virtualize_futures_base(cf_base: types.ModuleType) -> None:
         name: getattr(vthreading, name)
         for name in ("Condition", "Event", "Lock", "RLock", "Semaphore", "BoundedSemaphore")
     }
-    cf_base.threading = _ModuleShim(threading, virtual_threading)  # type: ignore[attr-defined]
+    cf_base.threading = ModuleShim(threading, virtual_threading)  # type: ignore[attr-defined]
 
 
 def _virtualize_futures_thread(cf_thread: types.ModuleType) -> None:
@@ -152,7 +146,13 @@ def _virtualize_futures_thread(cf_thread: types.ModuleType) -> None:
 
     vqueue = _drop_in("vqueue")
     overrides = {"SimpleQueue": vqueue.SimpleQueue, "Queue": vqueue.Queue}
-    cf_thread.queue = _ModuleShim(queue, overrides)  # type: ignore[attr-defined]
+    cf_thread.queue = ModuleShim(queue, overrides)  # type: ignore[attr-defined]
+
+
+def _virtualize_anyio(backend: types.ModuleType) -> None:
+    """anyio's worker threads (``to_thread.run_sync``: httpx's async clients, kr8s) wait
+    for work on a stdlib ``queue.Queue``: a virtual one, like concurrent.futures'."""
+    backend.Queue = _drop_in("vqueue").Queue  # type: ignore[attr-defined]
 
 
 def _virtualize_asyncio(_asyncio: types.ModuleType) -> None:
@@ -201,7 +201,7 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         return spec
 
 
-def _when_imported(hooks: dict[str, Callable[[types.ModuleType], None]]) -> None:
+def when_imported(hooks: dict[str, Callable[[types.ModuleType], None]]) -> None:
     pending = {}
     for name, hook in hooks.items():
         module = sys.modules.get(name)
@@ -244,7 +244,7 @@ def _start(self: threading.Thread) -> None:
         if not parent.tracked:
             ts = None
         else:
-            ts = rt.new_child_locked(parent, self.name)
+            ts = rt.new_child_locked(parent, self.name, daemon=self.daemon)
     if ts is None:
         return _orig_start(self)
     run = self.run

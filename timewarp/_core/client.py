@@ -231,6 +231,7 @@ class ClockClient:
             rt.now_waiters = []
             out.append(clockproto.now_request(self._rid))
             self.round_trips += 1
+        bye = any(msg["op"] == "bye" for msg in out)
         snap = rt.snapshot_locked()
         # (busy, ack, io, detached) decide quiescence; the thread counts only ride along,
         # so a hand-over between two threads does not cost a message
@@ -247,19 +248,18 @@ class ClockClient:
             and self._last_state is not None
             and key[3] == self._last_state[3]
         )
-        if (key != self._last_state or force_state) and not redundant:
+        if (key != self._last_state or force_state) and not redundant and not bye:
             self._last_state = key
             out.append(clockproto.state(*snap))
         if not out or self._closed:
             return
-        bye = any(msg["op"] == "bye" for msg in out)
         if bye:
             self._closed = True  # from now on the broker may close the connection first
         try:
             self._sendall(clockproto.pack(out))
         except OSError as exc:
             self._broker_gone(f"clock connection failed: {exc}")
-        if bye:
+        if bye and self._bye_sent is not None:
             self._bye_sent.set()
 
     def send_bye(self, timeout_s: float = 2.0) -> None:

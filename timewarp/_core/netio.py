@@ -9,12 +9,31 @@ complete requests, written exactly ``consumed`` bytes and owes the connection no
 exact, whatever the client version and whether the stream stays open.
 
 Counts are of plaintext HTTP bytes: under TLS the ``ssl.SSLSocket`` methods are wrapped,
-and data already decrypted in the TLS layer (``pending()``) is never a block.
+and data already decrypted in the TLS layer (``pending()``) is never a block. asyncio does
+TLS itself, through an ``ssl.SSLObject`` over memory buffers (``SSLProtocol``): for such a
+connection (``tls`` set, see ``aionet``) the raw socket's ciphertext is not counted and
+``SSLObject.read``/``write`` count the plaintext instead — the same ledger either way.
+
+Requests are numbered: the first chunk of each request sent to the facade gets a header
+``X-Timewarp-Seq: <pid>-<nonce>.<n>`` after its request line, ``n`` counting the process's
+requests in the order its threads (one at a time, under the baton) or its event loop sent
+them. Requests in flight together on different connections — two threads', or an event
+loop's concurrent tasks' — are handled by the facade in that order, not in the order
+they happen to arrive (``broker/facade/facade.py``). Counts include the header: they are
+the bytes the facade reads.
+
+An event loop never blocks in ``recv``: it waits in its selector (``aionet``), which
+fetches what the broker let the loop read into the connection's ``stash`` before it
+calls the connection readable. A non-blocking read of an API connection under the baton
+is served from there — never more than the broker allowed, never split by timing — and
+would block (``BlockingIOError``, ``SSLWantReadError``) when the stash is empty.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
+import re
 import select
 import socket
 import ssl
@@ -24,13 +43,33 @@ import weakref
 from timewarp._core import runtime as _runtime
 
 _conns: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_by_fd: dict[int, tuple[weakref.ref, _Conn]] = {}  # API connections by file descriptor
+_ssl_conns: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # SSLObject -> _Conn
 _facade: tuple[str, int] | None = None
 _inner = threading.local()  # SSLSocket methods falling back to socket.socket's
 _conn_seq = itertools.count(1)
+_request_no = itertools.count(1)
+# who numbers: the pid alone could be reused by a later process while the facade runs
+_numbering = f"{os.getpid()}-{os.urandom(4).hex()}"
+_REQUEST_LINE = re.compile(
+    rb"(?:GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) [^ \r\n]+ HTTP/1\.[01]\r\n"
+)
+SEQ_HEADER = "X-Timewarp-Seq"
+
+
+def tag_request(data) -> bytes | None:  # type: ignore[no-untyped-def]
+    """``data`` with the request-number header added, if it begins a request (else None)."""
+    view = bytes(data[:8192]) if not isinstance(data, bytes) else data
+    m = _REQUEST_LINE.match(view)
+    if m is None:
+        return None
+    data = bytes(data)
+    header = f"{SEQ_HEADER}: {_numbering}.{next(_request_no)}\r\n".encode()
+    return data[: m.end()] + header + data[m.end() :]
 
 
 class _Conn:
-    __slots__ = ("port", "sent", "consumed", "seq", "allowed")
+    __slots__ = ("port", "sent", "consumed", "seq", "allowed", "stash", "tls", "eof", "go_no")
 
     def __init__(self, port: int) -> None:
         self.port = port
@@ -39,6 +78,10 @@ class _Conn:
         # opening order: reproducible under the baton, unlike the port number
         self.seq = next(_conn_seq)
         self.allowed = 0  # deterministic mode: consumed may grow this far (the broker's go)
+        self.stash = bytearray()  # event loops: allowed bytes fetched, not yet delivered
+        self.tls = None  # asyncio's SSLProtocol, when TLS is done over memory buffers
+        self.eof = False  # event loops: the peer closed (after the stash)
+        self.go_no = 0  # order of the broker's last go (event loops deliver in that order)
 
 
 def _lookup(sock: socket.socket) -> _Conn | None:
@@ -55,8 +98,71 @@ def _lookup(sock: socket.socket) -> _Conn | None:
     conn = None
     if isinstance(peer, tuple) and (peer[0], peer[1]) == _facade:
         conn = _Conn(sock.getsockname()[1])
+        _by_fd[sock.fileno()] = (weakref.ref(sock), conn)
     _conns[sock] = conn
     return conn
+
+
+def conn_for_fd(fd: int) -> _Conn | None:
+    """The API connection on file descriptor ``fd`` (an event loop registers fds), if
+    one was seen sending or receiving there and is still open."""
+    entry = _by_fd.get(fd)
+    if entry is None:
+        return None
+    sock = entry[0]()
+    if sock is None or sock.fileno() != fd:
+        del _by_fd[fd]
+        return None
+    return entry[1]
+
+
+def socket_for_fd(fd: int) -> socket.socket | None:
+    entry = _by_fd.get(fd)
+    sock = entry[0]() if entry is not None else None
+    return sock if sock is not None and sock.fileno() == fd else None
+
+
+def tag_transport_write(sock: socket.socket, data):  # type: ignore[no-untyped-def]
+    """An event loop's transport writes ``data`` to ``sock``: numbered, if it begins a
+    request to the facade in plaintext (asyncio's TLS numbers at the SSLObject)."""
+    if _runtime.ACTIVE is None:
+        return data
+    conn = _lookup(sock)
+    if conn is None or conn.tls is not None:
+        return data
+    tagged = tag_request(data)
+    return data if tagged is None else tagged
+
+
+def adopt_tls(sslobj: ssl.SSLObject, sock: socket.socket, protocol: object) -> _Conn | None:
+    """asyncio's ``SSLProtocol`` does TLS over ``sock`` through ``sslobj``: count that
+    connection's plaintext there (if it is an API connection)."""
+    conn = _lookup(sock)
+    if conn is not None:
+        conn.tls = protocol
+        _ssl_conns[sslobj] = conn
+    return conn
+
+
+def _serve_stash(conn: _Conn, into: bool, args: tuple, kwargs: dict):  # type: ignore[no-untyped-def]
+    """A non-blocking read served from what the selector fetched (see the docstring)."""
+    if not conn.stash:
+        if conn.eof:
+            return 0 if into else b""
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+    args, kwargs = _capped(into, args, kwargs, len(conn.stash))
+    if into:
+        buffer = memoryview(args[0] if args else kwargs["buffer"]).cast("B")
+        n = min(
+            len(conn.stash), (args[1] if len(args) > 1 else kwargs.get("nbytes")) or len(buffer)
+        )
+        buffer[:n] = conn.stash[:n]
+        del conn.stash[:n]
+        return n
+    n = args[0] if args else kwargs.get("bufsize", kwargs.get("buflen", 1024))
+    data = bytes(conn.stash[:n])
+    del conn.stash[:n]
+    return data
 
 
 def _would_block(sock: socket.socket) -> bool:
@@ -93,6 +199,13 @@ def _reading(orig, into: bool):  # type: ignore[no-untyped-def]
         conn = _lookup(self)
         if conn is None:
             return orig(self, *args, **kwargs)
+        if conn.tls is not None:
+            # ciphertext under asyncio's TLS: plaintext is counted at the SSLObject
+            return orig(self, *args, **kwargs)
+        if self.gettimeout() == 0.0 and rt.reads_gated():
+            result = _serve_stash(conn, into, args, kwargs)  # an event loop's read
+            conn.consumed += result if isinstance(result, int) else len(result)
+            return result
         _inner.active = True
         try:
             if rt.reads_gated():
@@ -124,18 +237,86 @@ def _sending(orig, counts_return: bool):  # type: ignore[no-untyped-def]
     def wrapper(self, data, *args, **kwargs):  # type: ignore[no-untyped-def]
         if _runtime.ACTIVE is None or getattr(_inner, "active", False):
             return orig(self, data, *args, **kwargs)
+        if not counts_return:  # sendall: the whole request head goes at once
+            conn = _lookup(self)
+            if conn is not None and conn.tls is None:
+                tagged = tag_request(data)
+                if tagged is not None:
+                    data = tagged
         _inner.active = True
         try:
             result = orig(self, data, *args, **kwargs)
         finally:
             _inner.active = False
         conn = _lookup(self)
-        if conn is not None:
+        if conn is not None and conn.tls is None:
             conn.sent += result if counts_return else memoryview(data).nbytes
         return result
 
     wrapper.__wrapped__ = orig  # type: ignore[attr-defined]
     return wrapper
+
+
+def _ssl_object_read(orig):  # type: ignore[no-untyped-def]
+    def read(self, len=1024, buffer=None):  # type: ignore[no-untyped-def]  # noqa: A002
+        conn = _ssl_conns.get(self) if _runtime.ACTIVE is not None else None
+        if conn is None:
+            return orig(self, len, buffer)
+        if _runtime.ACTIVE.reads_gated():
+            if not conn.stash:
+                if conn.eof:
+                    return 0 if buffer is not None else b""
+                raise ssl.SSLWantReadError("the broker has not let this connection read")
+            n = min(len, _len(conn.stash)) if len else _len(conn.stash)
+            if buffer is not None:
+                n = min(n, memoryview(buffer).nbytes)
+                memoryview(buffer).cast("B")[:n] = conn.stash[:n]
+                result = n
+            else:
+                result = bytes(conn.stash[:n])
+            del conn.stash[:n]
+        else:
+            result = orig(self, len, buffer)
+        conn.consumed += result if isinstance(result, int) else _len(result)
+        return result
+
+    read.__wrapped__ = orig  # type: ignore[attr-defined]
+    return read
+
+
+def _ssl_object_write(orig):  # type: ignore[no-untyped-def]
+    def write(self, data):  # type: ignore[no-untyped-def]
+        conn = _ssl_conns.get(self) if _runtime.ACTIVE is not None else None
+        if conn is None:
+            return orig(self, data)
+        tagged = tag_request(data)
+        if tagged is None:
+            result = orig(self, data)
+            conn.sent += result
+            return result
+        # a memory BIO takes a whole write (the caller's count excludes the header)
+        result = orig(self, tagged)
+        conn.sent += result
+        return max(0, result - (len(tagged) - len(data)))
+
+    write.__wrapped__ = orig  # type: ignore[attr-defined]
+    return write
+
+
+_len = len
+
+
+def raw_recv(sock: socket.socket, n: int) -> bytes:
+    """``sock.recv(n)`` without accounting (the selector's fetch does its own)."""
+    return _unwrapped(socket.socket.recv)(sock, n)
+
+
+def raw_sslobj_read(sslobj: ssl.SSLObject, n: int) -> bytes:
+    return _unwrapped(ssl.SSLObject.read)(sslobj, n)
+
+
+def _unwrapped(fn):  # type: ignore[no-untyped-def]
+    return getattr(fn, "__wrapped__", fn)
 
 
 def install(facade: str) -> None:
@@ -154,3 +335,5 @@ def install(facade: str) -> None:
     # SSLSocket.sendall loops over SSLSocket.send: count only there.
     ssl.SSLSocket.send = _sending(ssl.SSLSocket.send, True)  # type: ignore[method-assign]
     ssl.SSLSocket.sendall = _sending(ssl.SSLSocket.sendall, False)  # type: ignore[method-assign]
+    ssl.SSLObject.read = _ssl_object_read(ssl.SSLObject.read)  # type: ignore[method-assign]
+    ssl.SSLObject.write = _ssl_object_write(ssl.SSLObject.write)  # type: ignore[method-assign]

@@ -20,6 +20,11 @@ a socket other than the facade's) keeps the baton and the process busy; the brok
 guard then asks for stacks and, if told to advance anyway, the runtime detaches that
 thread from the baton so the others can go on (a counted non-deterministic advance).
 
+A process whose main thread ended and whose last non-daemon thread ended is exiting, at
+that virtual instant: it says ``bye`` at once and hands the baton to nobody again, so its
+daemon threads do not run on in virtual time while the interpreter winds down (plain
+Python kills them at exit); the broker counts the process gone from that instant.
+
 Threads that this runtime did not see start (started before activation, or through
 ``_thread.start_new_thread``) are *untracked*: their virtual waits work, but they never
 hold the baton and are not counted as busy; one woken by API data runs without the
@@ -59,9 +64,12 @@ class ThreadState:
         "joiners",
         "tracked",
         "running",
+        "daemon",
     )
 
-    def __init__(self, path: tuple[int, ...], name: str, tracked: bool = True) -> None:
+    def __init__(
+        self, path: tuple[int, ...], name: str, tracked: bool = True, daemon: bool = False
+    ) -> None:
         self.path = path
         self.children = 0
         self.wait_no = 0
@@ -72,6 +80,7 @@ class ThreadState:
         self.joiners: deque[Waiter] = deque()
         self.tracked = tracked
         self.running = False  # free mode: counted in Runtime.running
+        self.daemon = daemon
 
 
 class Waiter:
@@ -129,12 +138,16 @@ class Runtime:
         self.ready: deque[ThreadState] = deque()
         self.running = 0  # free mode (lockstep, realtime): tracked threads not parked
         self.live = 0  # tracked threads started and not exited
+        self.live_nondaemon = 0  # of which non-daemon (the main thread included)
+        self.exiting = False  # the last non-daemon thread ended: said bye, runs nobody
         self.threads: dict[int, ThreadState] = {}
         self.outbox: list[dict] = []
         self.acks = 0
         self.io: dict[int, list[int]] = {}  # io wait id -> [port, sent, consumed, seq]
         self.io_gates: dict[int, _IoGate] = {}
         self._io_ids = count(1)
+        self._go_nos = count(1)
+        self._select_gates: dict[Waiter, list[int]] = {}  # event loops' gates, by wait
         self._timer_ids = count(1)
         self.timers: dict[int, Waiter] = {}
         self._untracked_ids = count(1)
@@ -155,6 +168,7 @@ class Runtime:
         ts = ThreadState((0,), threading.current_thread().name)
         with self.lock:
             self.live += 1
+            self.live_nondaemon += 1
             self.threads[_get_ident()] = ts
             if self.deterministic:
                 self.holder = ts
@@ -163,10 +177,12 @@ class Runtime:
                 self.running += 1
         return ts
 
-    def new_child_locked(self, parent: ThreadState, name: str) -> ThreadState:
-        ts = ThreadState((*parent.path, parent.children), name)
+    def new_child_locked(self, parent: ThreadState, name: str, daemon: bool = False) -> ThreadState:
+        ts = ThreadState((*parent.path, parent.children), name, daemon=daemon)
         parent.children += 1
         self.live += 1
+        if not daemon:
+            self.live_nondaemon += 1
         self.make_ready_locked(ts)
         return ts
 
@@ -180,15 +196,33 @@ class Runtime:
         with self.lock:
             ts.done = True
             self.live -= 1
+            if not ts.daemon:
+                self.live_nondaemon -= 1
+                if self.live_nondaemon == 0:
+                    self._begin_exit_locked()
             while ts.joiners:
                 self.wake_locked(ts.joiners.popleft(), NOTIFIED)
             self.threads.pop(_get_ident(), None)
             self._release_baton_locked(ts)
+            if self.exiting:
+                self._flush()  # bye now, whoever else may still be running (free mode)
+
+    def _begin_exit_locked(self) -> None:
+        """No non-daemon thread is left: the process is exiting now, in virtual time. The
+        broker hears ``bye`` with the next flush (the baton's release just after), and
+        nobody gets the baton again: daemon threads stay where they are until the
+        interpreter ends them."""
+        if self.exiting:
+            return
+        self.exiting = True
+        self.outbox.append(clockproto.bye())
 
     # ------------------------------------------------------------------- baton
     def make_ready_locked(self, ts: ThreadState) -> None:
         """``ts`` may run (the caller's doing): queue it for the baton, or in free mode
         let it go at once."""
+        if self.exiting:
+            return  # the process is ending: nobody runs on in virtual time
         if self.deterministic:
             self.ready.append(ts)
             if self.holder is None:
@@ -199,7 +233,7 @@ class Runtime:
             ts.go.release()
 
     def _hand_off_locked(self) -> None:
-        if self.ready:
+        if self.ready and not self.exiting:
             nxt = self.ready.popleft()
             self.holder = nxt
             nxt.go.release()
@@ -246,7 +280,8 @@ class Runtime:
             return
         ts = waiter.ts
         if deadline_ns is not None:
-            if deadline_ns <= self.now_ns:
+            if deadline_ns <= self.now_ns or self.exiting:
+                # (exiting: an atexit handler's timed wait; the broker fires no more timers)
                 waiter.state = TIMEDOUT
                 return
             self._add_timer_locked(waiter, deadline_ns)
@@ -297,21 +332,48 @@ class Runtime:
             return waiter.state
 
     # ----------------------------------------------- selector waits (asyncio)
-    def begin_external_wait(self, waiter: Waiter, deadline_ns: int | None) -> None:
+    def begin_external_wait(
+        self,
+        waiter: Waiter,
+        deadline_ns: int | None,
+        conns: list[Any] = (),  # type: ignore[assignment]
+        real_io: bool = False,
+    ) -> None:
         """The thread is about to block in a real wait that ``wake_locked`` can interrupt
-        through ``waiter.on_wake`` (an event loop's self-pipe). Gives up the baton."""
+        through ``waiter.on_wake`` (an event loop's self-pipe). Gives up the baton.
+
+        ``conns``: the API connections (``netio._Conn``) the loop waits to read, reported
+        like a reader's: the broker's go for any of them wakes ``waiter``. ``real_io``:
+        the loop also waits for real I/O that completes without the broker (a TLS
+        handshake, a connect, a full send buffer): the process stays busy meanwhile."""
         with self.lock:
             if deadline_ns is not None:
                 self._add_timer_locked(waiter, deadline_ns)
+            ts = waiter.ts
+            ids = self._select_gates[waiter] = []
+            for conn in conns:
+                io_id = next(self._io_ids)
+                self.io[io_id] = [conn.port, conn.sent, conn.consumed, conn.seq]
+                self.io_gates[io_id] = _IoGate(ts, conn, waiter)
+                ids.append(io_id)
+            if real_io:  # a real read: busy until the wait ends
+                io_id = next(self._io_ids)
+                self.io_gates[io_id] = _IoGate(ts, None, None)
+                ids.append(io_id)
             waiter.parked = True
             # parked threads get the baton via go; wake_locked queues us as usual
-            if waiter.ts.tracked:
-                self._release_baton_locked(waiter.ts)
+            if ts.tracked:
+                self._release_baton_locked(ts)
+            elif conns or real_io:
+                self._poke()
 
     def end_external_wait(self, waiter: Waiter) -> None:
         """The real wait returned: rejoin the baton queue (if nobody woke us, real I/O did)."""
         ts = waiter.ts
         with self.lock:
+            for io_id in self._select_gates.pop(waiter, ()):
+                self.io_gates.pop(io_id, None)  # (a released one is gone already)
+                self.io.pop(io_id, None)
             if waiter.state == WAITING:
                 waiter.on_wake = None
                 self.wake_locked(waiter, NOTIFIED)
@@ -426,6 +488,7 @@ class Runtime:
                 gate = self.io_gates[io_id]
                 if item[0] == port and gate.waiter is not None:
                     gate.conn.allowed = max(gate.conn.allowed, upto)
+                    gate.conn.go_no = next(self._go_nos)
                     del self.io[io_id], self.io_gates[io_id]
                     self.wake_locked(gate.waiter, NOTIFIED)
                     break
