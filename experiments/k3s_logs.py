@@ -32,6 +32,7 @@ class Outcome:
     submits: dict[str, float]
     starts: dict[str, float]
     finishes: dict[str, float]
+    idle: tuple[float, ...] = ()  # node idle times before a waiting pod (:func:`idle_gaps`)
 
     @classmethod
     def read(cls, path: Path | str, only: frozenset[str] | None = None) -> Outcome:
@@ -47,6 +48,7 @@ class Outcome:
             {r["job_id"]: float(r["submission_time"]) for r in rows},
             {r["job_id"]: float(r["starting_time"]) for r in rows},
             {r["job_id"]: float(r["finish_time"]) for r in rows},
+            tuple(_gaps(rows, "starting_time")),
         )
 
     @property
@@ -138,6 +140,7 @@ class StartupPhases:
     cold_pull_s: float  # median pulling -> pulled of those first pods
     overrun_s: float  # median execution_time - the profile's delay
     slots: int  # the most pods running at once
+    binding_s: float  # median submission -> scheduled of the pods that found room at once
 
     @property
     def per_pod_s(self) -> float:
@@ -170,7 +173,7 @@ def startup_phases(pattern: str, delay_s: float) -> StartupPhases:
     first: dict[str, list[float]] = {k: [] for k in PHASES}
     later: dict[str, list[float]] = {k: [] for k in PHASES}
     cold_runs, cold = [], []
-    overrun = []
+    overrun, binding = [], []
     for index, rows in enumerate(runs):
         rows = sorted(rows, key=lambda r: float(r["starting_time"]))
         run_cold = []
@@ -180,6 +183,8 @@ def startup_phases(pattern: str, delay_s: float) -> StartupPhases:
             for phase, (a, b) in PHASES.items():
                 if row[a] and row[b]:
                     into[phase].append(float(row[b]) - float(row[a]))
+            if rank < slots and row["scheduled"]:
+                binding.append(float(row["scheduled"]) - float(row["submission_time"]))
             if rank < slots and row["pulling"] and row["pulled"]:
                 pull = float(row["pulled"]) - float(row["pulling"])
                 if pull > COLD_PULL_S:
@@ -196,6 +201,7 @@ def startup_phases(pattern: str, delay_s: float) -> StartupPhases:
         statistics.median(cold) if cold else math.nan,
         statistics.median(overrun),
         slots,
+        statistics.median(binding),
     )
 
 
@@ -203,18 +209,24 @@ def rebind_gaps(pattern: str) -> list[float]:
     """For each pod that was waiting when the previous pod on its node finished: the time
     from that finish to its binding (``scheduled``) — the scheduler's reaction, not the
     kubelet's. Pods whose node or binding the watcher missed are left out."""
+    return [g for p in _paths(pattern) for g in _gaps(read_rows(p), "scheduled")]
+
+
+def _gaps(rows: list[dict[str, str]], until: str) -> list[float]:
+    """For each pod that was waiting when the previous pod on its node finished: the time
+    from that finish to the pod's ``until`` (its binding, its start); rows without a node
+    are left out. Meaningful where a node runs one pod at a time."""
+    by_node: dict[str, list[dict[str, str]]] = {}
+    for row in rows:
+        if row["allocated_resources"] and row.get(until):
+            by_node.setdefault(row["allocated_resources"], []).append(row)
     gaps = []
-    for path in _paths(pattern):
-        by_node: dict[str, list[dict[str, str]]] = {}
-        for row in read_rows(path):
-            if row["allocated_resources"] and row["scheduled"]:
-                by_node.setdefault(row["allocated_resources"], []).append(row)
-        for rows in by_node.values():
-            rows.sort(key=lambda r: float(r["starting_time"]))
-            for before, after in itertools.pairwise(rows):
-                freed = float(before["finish_time"])
-                gap = float(after["scheduled"]) - freed
-                # a gap of a whole pod's run means the watcher missed the pod in between
-                if float(after["submission_time"]) < freed and 0 <= gap < MISSED_POD_S:
-                    gaps.append(gap)
+    for chain in by_node.values():
+        chain.sort(key=lambda r: float(r["starting_time"]))
+        for before, after in itertools.pairwise(chain):
+            freed = float(before["finish_time"])
+            gap = float(after[until]) - freed
+            # a gap of a whole pod's run means the watcher missed the pod in between
+            if float(after["submission_time"]) < freed and 0 <= gap < MISSED_POD_S:
+                gaps.append(gap)
     return gaps

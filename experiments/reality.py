@@ -1,10 +1,10 @@
 """Reality, predicted: timewarp's pod start-up model fitted once on Batkube's spaced k3s
 runs, then predicting burst and realistic (KIT) on k3s without refitting.
 
-    .venv/bin/python -m experiments.reality -o out/reality        # ~70 runs, 15-25 min loaded
+    .venv/bin/python -m experiments.reality -o out/reality     # ~100 runs, ~40 min at load 12
 
 Every simulation is ``default_like`` in timewarp's deterministic mode, so the whole
-command — fit included — gives the same figures every time. Three models of the real
+command — fit included — gives the same figures every time. Four models of the real
 cluster:
 
 - ``default``: timewarp as it is by default (no start-up time; Batkube's platforms);
@@ -17,7 +17,10 @@ cluster:
   of the 16 one-cpu nodes cannot take a one-cpu pod (k3s never ran more than 15 at once in
   any of its 20 burst and spaced runs) and the KIT node has 5.9 of its 6 cpus left (the
   thesis normalised KIT's jobs to 5.9 cpus because a 6-cpu one would not fit). Modelled as
-  100m less allocatable on the platform's last node.
+  100m less allocatable on the platform's last node;
+- ``latency``: ``coredns`` plus ``--api-latency`` set to k3s's median submission-to-binding
+  time of the pods that found room at once (40 ms), not fitted — spaced cannot tell it
+  apart from 0 (every pod is decided alone there) — and (P, S) refitted with it.
 
 The fit minimises the start-time error on spaced by rank: the root mean square, over
 i, of the i-th simulated start minus the mean i-th start of the 10 real runs (the start
@@ -34,9 +37,11 @@ Reported per setup, beside Batkube's real runs (μ ± σ; the noise) and Batkube
 simulation (kube-scheduler under Batkube, 20 runs): makespan and mean wait with their
 error against the real mean, and the two start-time errors.
 
-Not modelled (see docs/experiments.md): API latency (``--api-latency`` is not on this
-branch), kube-scheduler's back-off of unschedulable pods, concurrent image pulls slowing
-one another across nodes.
+Also printed: how long a freed node stood idle before its next (waiting) pod started, on
+spaced and burst; the fitted (P, S) beside what k3s's event columns say. Not modelled (see
+docs/experiments.md): kube-scheduler's own back-off of unschedulable pods (the API-latency
+model only approximates it through default_like's), image pulls slowing one another
+across nodes (burst's cold run 0), kube-scheduler's order (the "by job" column).
 """
 
 from __future__ import annotations
@@ -74,12 +79,20 @@ class Model:
     fitted: bool  # start-up parameters fitted on spaced (else none)
     reserved_cpu_m: int  # CPU the cluster's own pods take on one node
     source: str  # the table's label
+    api_latency: bool = False  # k3s's binding delay as --api-latency (not fitted)
 
 
 MODELS = {
     "default": Model("default", False, 0, "timewarp default (no start-up)"),
     "startup": Model("startup", True, 0, "timewarp + start-up fitted (Batkube's platform)"),
     "coredns": Model("coredns", True, COREDNS_CPU_M, "timewarp + start-up fitted + CoreDNS"),
+    "latency": Model(
+        "latency",
+        True,
+        COREDNS_CPU_M,
+        "timewarp + start-up fitted + CoreDNS + API latency",
+        api_latency=True,
+    ),
 }
 
 
@@ -173,6 +186,7 @@ class Experiment:
     scheduler: str
     timeout_s: float
     jobs: int
+    api_latency_ms: int = 0  # for the models that have one
     runs: dict[str, dict] = field(default_factory=dict)  # key -> record
     failures: list[str] = field(default_factory=list)
 
@@ -188,8 +202,9 @@ class Experiment:
             workload = where / "workload.json"
             doc = with_startup(json.loads(setup.workload.read_text()), pull_s, start_s, self.jobs)
             workload.write_text(json.dumps(doc, indent=1))
+            extra = ["--api-latency", f"{self.api_latency_ms}ms"] if model.api_latency else []
             run = run_simulate(
-                [self.scheduler], platform, [workload], where / "run", timeout_s=self.timeout_s
+                [self.scheduler], platform, [workload], where / "run", extra, self.timeout_s
             )
             self.runs[tag] = {
                 "ok": run.ok,
@@ -264,15 +279,24 @@ HEADERS = [
     "error",
     "start error by rank (s)",
     "by job (s)",
+    "node idle between pods (s)",
 ]
+ONE_POD_PER_NODE = ("spaced", "burst")  # where a node's idle time between pods means something
 
 
 def _pct(value: float, truth: float) -> str:
     return f"{value - truth:+.1f} ({(value - truth) / truth:+.1%})"
 
 
+def mean_idle(runs: list[Outcome]) -> float | None:
+    """A node's mean idle time before a waiting pod, pooled over ``runs``."""
+    gaps = [g for r in runs for g in r.idle]
+    return statistics.fmean(gaps) if gaps else None
+
+
 def table_rows(ref: Reference, ours: list[tuple[str, Outcome]]) -> list[dict]:
     """The real runs (their noise), Batkube's simulation and each of ours, as records."""
+    chains = ref.setup.name in ONE_POD_PER_NODE
     real_m = [r.makespan for r in ref.real]
     real_w = [r.mean_wait for r in ref.real]
     truth_m, truth_w = statistics.fmean(real_m), statistics.fmean(real_w)
@@ -286,6 +310,7 @@ def table_rows(ref: Reference, ours: list[tuple[str, Outcome]]) -> list[dict]:
             "mean_wait": truth_w,
             "mean_wait_sd": statistics.stdev(real_w) if len(real_w) > 1 else None,
             **{f"start_rmse_{by}": statistics.median(v) if v else None for by, v in noise.items()},
+            "node_idle": mean_idle(ref.real) if chains else None,
         }
     ]
 
@@ -302,6 +327,7 @@ def table_rows(ref: Reference, ours: list[tuple[str, Outcome]]) -> list[dict]:
                     f"start_rmse_{by}": statistics.fmean(ref.error(r, by) for r in runs)
                     for by in ("rank", "job")
                 },
+                "node_idle": mean_idle(runs) if chains else None,
             }
         )
 
@@ -329,7 +355,7 @@ def cells(setup: str, row: dict) -> list[str]:
         "-" if real else _pct(row["mean_wait"], truth_w),
         *(
             "-" if row[k] is None else f"{row[k]:.1f}"
-            for k in ("start_rmse_rank", "start_rmse_job")
+            for k in ("start_rmse_rank", "start_rmse_job", "node_idle")
         ),
     ]
 
@@ -343,7 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--model",
         action="append",
         choices=list(MODELS),
-        help="only these models (repeatable; default: all three)",
+        help="only these models (repeatable; default: all four)",
     )
     parser.add_argument(
         "--jobs",
@@ -380,11 +406,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.step < args.min_step:
         parser.error(f"--step {args.step:g} is below --min-step {args.min_step:g}")
     out = Path(args.output)
-    exp = Experiment(out, args.scheduler, args.timeout, args.jobs)
     models = [MODELS[m] for m in (args.model or MODELS)]
     print(f"machine load before: {load_average()}", file=sys.stderr)
 
     logs = k3s_logs.startup_phases(SETUPS[FIT_ON].real_glob, JOB_DELAY_S)
+    latency_ms = round(logs.binding_s * 1000)
+    exp = Experiment(out, args.scheduler, args.timeout, args.jobs, latency_ms)
     gaps = k3s_logs.rebind_gaps(SETUPS["burst"].real_glob)
     start = (logs.first_extra_s, logs.per_pod_s)
     refs = {name: Reference.load(name, args.jobs) for name in (FIT_ON, *PREDICT)}
@@ -402,6 +429,8 @@ def main(argv: list[str] | None = None) -> int:
             "overrun_s": logs.overrun_s,
             "per_pod_s": logs.per_pod_s,
             "first_extra_s": logs.first_extra_s,
+            "binding_s": logs.binding_s,
+            "api_latency_ms": latency_ms,
             "burst_rebind_gap_mean_s": statistics.fmean(gaps),
             "burst_rebind_gap_median_s": statistics.median(gaps),
         },
@@ -416,8 +445,11 @@ def main(argv: list[str] | None = None) -> int:
                 found = fit(exp, model, refs[FIT_ON], start, args.step, args.min_step)
                 params = (found["pull_s"], found["start_s"])
                 record["models"][model.name] = found
+            label = model.source
+            if model.api_latency:
+                label += f" {exp.api_latency_ms} ms"
             for name, ref in refs.items():
-                ours[name].append((model.source, exp.simulate(model, ref.setup, *params)))
+                ours[name].append((label, exp.simulate(model, ref.setup, *params)))
     except RuntimeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         record["runs"] = exp.runs

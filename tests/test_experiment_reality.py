@@ -99,7 +99,7 @@ def test_startup_phases_split_first_pods_per_node_from_later_ones(tmp_path, monk
         rows = []
         for node in (0, 1):
             t = node * 1.0
-            rows.append({"id": f"f{node}", "submit": t, "scheduled": t, "pulling": t + 3,
+            rows.append({"id": f"f{node}", "submit": t, "scheduled": t + 0.04, "pulling": t + 3,
                          "pulled": t + 3 + first_pull, "start": t + 3 + first_pull + 0.1,
                          "node": node, "run": 170.5})  # fmt: skip
             done = t + 3 + first_pull + 0.1 + 170.5
@@ -113,12 +113,16 @@ def test_startup_phases_split_first_pods_per_node_from_later_ones(tmp_path, monk
     assert phases.cold_pull_runs == [0]
     assert phases.cold_pull_s == pytest.approx(5)
     assert phases.later["scheduled→started"] == pytest.approx(1.6)
-    assert phases.first["scheduled→pulling"] == pytest.approx(3)
+    assert phases.first["scheduled→pulling"] == pytest.approx(2.96)
+    assert phases.binding_s == pytest.approx(0.04)
     assert phases.overrun_s == pytest.approx(0.5)
     assert phases.per_pod_s == pytest.approx(2.1)
     assert phases.first_pods == 4 and phases.later_pods == 4
-    # the node frees at `done` and the next pod is bound then: no scheduler delay
+    # the node frees at `done` and the next pod is bound then (no scheduler delay) and
+    # starts 1.6 s later
     assert k3s_logs.rebind_gaps("s_*_jobs.csv") == pytest.approx([0, 0, 0, 0])
+    run = Outcome.read(tmp_path / "results" / "s_0_jobs.csv")
+    assert run.idle == pytest.approx((1.6, 1.6))
 
 
 # ------------------------------------------------------------------ reality: inputs
@@ -213,7 +217,7 @@ def test_bad_arguments_exit_2(argv, subprocess_env):
 def _reality(out: Path, capsys) -> tuple[int, str]:
     code = reality.main(
         ["--jobs", "16", "--step", "1", "--min-step", "0.5", "--model", "default",
-         "--model", "coredns", "--timeout", "300", "-o", str(out)]
+         "--model", "latency", "--timeout", "300", "-o", str(out)]
     )  # fmt: skip
     return code, capsys.readouterr().out
 
@@ -225,7 +229,7 @@ def test_reduced_run_table_is_what_its_runs_wrote_and_is_deterministic(tmp_path,
     code, stdout = _reality(tmp_path / "a", capsys)
     assert code == 0, stdout
     record = json.loads((tmp_path / "a" / "results.json").read_text())
-    fitted = record["models"]["coredns"]
+    fitted = record["models"]["latency"]
     best = (fitted["pull_s"], fitted["start_s"])
     tried = {(t["pull_s"], t["start_s"]): t["start_rmse_s"] for t in fitted["tried"]}
     # the fit is the best point tried, and no grid neighbour at the last step is better
@@ -240,7 +244,7 @@ def test_reduced_run_table_is_what_its_runs_wrote_and_is_deterministic(tmp_path,
     for row in record["rows"]:
         if not row["source"].startswith("timewarp"):
             continue
-        model = "default" if "default" in row["source"] else "coredns"
+        model = "default" if "default" in row["source"] else "latency"
         params = (0, 0) if model == "default" else best
         jobs = tmp_path / "a" / model / row["setup"] / f"p{params[0]:g}-s{params[1]:g}"
         run = Outcome.read(jobs / "run" / "out_jobs.csv")
@@ -252,10 +256,23 @@ def test_reduced_run_table_is_what_its_runs_wrote_and_is_deterministic(tmp_path,
         assert row["makespan_error"] == pytest.approx(run.makespan - truth)
         assert row["start_rmse_rank"] == pytest.approx(ref[row["setup"]].error(run, "rank"))
         assert f"{row['makespan']:.1f}" in stdout
+        if row["setup"] != "realistic":
+            idle = statistics.fmean(run.idle) if run.idle else None  # (no pod waited)
+            assert row["node_idle"] == pytest.approx(idle)
+        # k3s's binding delay (whole ms) as --api-latency for that model only, on the
+        # platform with CoreDNS's 100m off its last node
+        args = json.loads((jobs / "run" / "manifest.json").read_text())["arguments"]
+        if model == "latency":
+            latency = args[args.index("--api-latency") + 1]
+            assert latency == f"{record['k3s_logs']['api_latency_ms']}ms"
+        else:
+            assert "--api-latency" not in args
+        platform = (jobs / "platform.xml").read_text()
+        assert ('value="0.9"' in platform or 'value="5.9"' in platform) == (model == "latency")
         # the workload it ran carries the fitted keys on every profile
         doc = json.loads((jobs / "workload.json").read_text())
         for profile in doc["profiles"].values():
-            if model == "coredns":
+            if model == "latency":
                 assert profile["timewarp"] == {
                     "imagePullSeconds": best[0], "containerStartSeconds": best[1]
                 }  # fmt: skip
