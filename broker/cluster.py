@@ -554,7 +554,11 @@ class Cluster:
         """REGISTER_JOB ``k8s!<namespace>.<pod>`` (and its ``delay-<s>`` profile, once)."""
         meta = pod["metadata"]
         namespace, name = meta.get("namespace", "default"), meta["name"]
+        occurrence = 1
         job_id = naming.api_pod_job_id(namespace, name)
+        while job_id in self.jobs:  # an earlier pod of this name (a name is free once gone)
+            occurrence += 1
+            job_id = naming.api_pod_job_id(namespace, name, occurrence)
         profile = f"delay-{duration:.15g}"
         if profile not in self._profiles:
             self._profiles.add(profile)

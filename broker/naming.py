@@ -91,19 +91,25 @@ def original_job_id(job_id: str) -> str:
     return job_id
 
 
-def api_pod_job_id(namespace: str, pod: str) -> str:
-    """The job id of a pod the API created: ``k8s!<namespace>.<pod>``."""
-    if not namespace or "." in namespace or not pod:
-        raise ValueError(f"not a namespace/pod pair: {namespace!r}/{pod!r}")
-    return f"{API_WORKLOAD}!{namespace}.{pod}"
+def api_pod_job_id(namespace: str, pod: str, occurrence: int = 1) -> str:
+    """The job id of a pod the API created: ``k8s!<namespace>.<pod>``; the ``n``-th pod of
+    that name in a run (a name is free again once its pod is gone) is
+    ``k8s!<namespace>.<pod>~<n>`` — ``~`` is never in a pod name, and a Batsim job id is
+    never used twice."""
+    if not namespace or "." in namespace or not pod or occurrence < 1:
+        raise ValueError(f"not a namespace/pod pair: {namespace!r}/{pod!r} ({occurrence})")
+    suffix = "" if occurrence == 1 else f"~{occurrence}"
+    return f"{API_WORKLOAD}!{namespace}.{pod}{suffix}"
 
 
 def api_pod_of(job_id: str) -> tuple[str, str] | None:
-    """The inverse of :func:`api_pod_job_id`; None for other job ids."""
+    """The inverse of :func:`api_pod_job_id` (without the occurrence); None for other job
+    ids."""
     workload, sep, local = job_id.partition("!")
     if workload != API_WORKLOAD or not sep:
         return None
     namespace, dot, pod = local.partition(".")
+    pod = pod.partition("~")[0]
     if not (namespace and dot and pod):
         return None
     return namespace, pod

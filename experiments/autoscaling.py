@@ -26,7 +26,9 @@ Per run, from ``out_services.csv``, against the pods needed at each tick,
 Also checked: the HPA's steady state at 200/s against the closed form (20 pods) and its
 scale-down delay after the step down (the first tick with at most half-way between the
 high and the low closed forms, 11 pods) against the documented 300 s stabilisation
-window.
+window; on the sinusoid, the share of ticks whose Ready pods are a count the HPA keeps at
+that rate — usage/target within the 0.1 tolerance, ``rate × cost / (1.1 × 0.5 × 1 cpu)``
+to ``rate × cost / (0.9 × 0.5 × 1 cpu)``, rounded outward — and the range of Ready − need.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ EXAMPLE = REPO / "examples" / "inputs" / "service_step"
 DEFAULT_LIKE = "python -m sample_schedulers.default_like"
 AUTOSCALERS = {"hpa": "python -m sample_schedulers.hpa", "kpa": "python -m sample_schedulers.kpa"}
 COST, TARGET, LIMIT = 0.05, 0.5, 1.0
+TOLERANCE = 0.1  # kube-controller-manager's --horizontal-pod-autoscaler-tolerance
 KPA_ANNOTATIONS = {
     "autoscaling.knative.dev/class": "kpa.autoscaling.knative.dev",
     "autoscaling.knative.dev/target": "1",
@@ -82,6 +85,17 @@ def need(rate: float) -> int:
     return max(1, math.ceil(rate * COST / (TARGET * LIMIT) - 1e-9))
 
 
+def within_tolerance(rate: float, ready: int, tolerance: float = TOLERANCE) -> bool:
+    """Whether ``ready`` pods are a count the HPA keeps at ``rate``: usage/target within
+    ``tolerance`` of 1 (the band's ends rounded outward to whole pods)."""
+    work = rate * COST / (TARGET * LIMIT)
+    return (
+        math.floor(work / (1 + tolerance) + 1e-9)
+        <= ready
+        <= math.ceil(work / (1 - tolerance) - 1e-9)
+    )
+
+
 def figures(rows: list[dict[str, str]], scenario: str) -> dict:
     longest = current = 0.0
     over = 0.0
@@ -108,6 +122,15 @@ def figures(rows: list[dict[str, str]], scenario: str) -> dict:
         "failed": failed,
         "failed_share": failed / total if total else 0.0,
     }
+    if scenario == "sinusoid":
+        # a slow cycle is a succession of steady states: the HPA leaves a replica count
+        # alone while usage/target is within its 0.1 tolerance, so Ready should stay in
+        # the band [rate × cost / (1.1 × target × limit), rate × cost / (0.9 × ...)]
+        inside = [within_tolerance(float(r["request_rate"]), int(r["ready_replicas"]))
+                  for r in rows]  # fmt: skip
+        out["in_band_share"] = sum(inside) / len(inside) if inside else 0.0
+        offsets = [int(r["ready_replicas"]) - need(float(r["request_rate"])) for r in rows]
+        out["ready_minus_need"] = [min(offsets), max(offsets)] if offsets else []
     if scenario == "step":
         desired = [(float(r["time"]), int(r["desired_replicas"])) for r in rows]
         high = [n for t, n in desired if 600 <= t <= 1500]
@@ -155,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
                 fig.get("overprovisioned_replica_s", "-"),
                 f"{fig['failed']} ({fig['failed_share']:.2%})" if fig else "-",
                 fig.get("steady_high", ""), fig.get("scale_down_after_s", ""),
+                f"{fig['in_band_share']:.1%}" if "in_band_share" in fig else "",
                 f"{run.wall_s:.0f}",
             ])  # fmt: skip
             print(
@@ -162,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
     headers = ["scenario", "autoscaler", "time to scale (s)", "over-provisioned replica-s",
-               "requests failed", "steady pods at 200/s", "scale-down after fall (s)", "wall (s)"]  # fmt: skip
+               "requests failed", "steady pods at 200/s", "scale-down after fall (s)",
+               "ticks in the tolerance band", "wall (s)"]  # fmt: skip
     return finish(args.output, record, headers, table)
 
 

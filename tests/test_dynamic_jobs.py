@@ -217,6 +217,44 @@ def test_a_bare_api_pod_with_a_duration_is_a_dynamic_job(world):
     assert world.store.get("pods", "default", "solo")["status"]["phase"] == "Succeeded"
 
 
+def test_a_pod_name_used_again_is_a_new_batsim_job(world):
+    """A name is free again once its pod is gone (generateName may even draw it again):
+    the second pod of that name is another Batsim job, not REGISTER_JOB of an id the
+    simulator already has."""
+    jobs = [{"id": "1", "subtime": 0, "res": 1, "profile": "long"}]  # keeps the run going
+    profiles = {"long": {"type": "delay", "delay": 30, "cpu": "1", "scheduler": "default"}}
+
+    def pod() -> dict:
+        return {
+            "metadata": {"name": "solo", "annotations": {DURATION_ANNOTATION: "5"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+        }
+
+    def delete():
+        world.facade.hooks.on_delete_pod("default", "solo")
+        world.store.delete("pods", "default", "solo")
+
+    def before(message):
+        create_at_start(world, ("pods", pod()))(message)
+        if any(isinstance(e.data, p.SimulationBegins) for e in message.events):
+            world.clock.call_at(8 * 10**9, delete)
+            world.clock.call_at(
+                10 * 10**9,
+                lambda: world.store.create("pods", pod(), prepare=world.facade.hooks.on_create),
+            )
+
+    sim = world.run(jobs, profiles, before=before)
+    rows = {r["job_id"]: r for r in world.rows() if r["workload_name"] == naming.API_WORKLOAD}
+    assert sorted(rows) == ["default.solo", "default.solo~2"]
+    assert all(r["final_state"] == "COMPLETED_SUCCESSFULLY" for r in rows.values())
+    assert float(rows["default.solo~2"]["starting_time"]) == 10.0
+    assert float(rows["default.solo~2"]["finish_time"]) == 15.0
+    assert sim.now == pytest.approx(30.0)
+    pod_now = world.store.get("pods", "default", "solo")
+    assert pod_now["metadata"]["annotations"][JOB_ID_ANNOTATION] == "k8s!default.solo~2"
+    assert naming.api_pod_of("k8s!default.solo~2") == ("default", "solo")
+
+
 def test_job_admission_generates_the_selector_and_refuses_restart_always(world):
     created = world.store.create("jobs.batch", job_manifest("x"))
     uid = created["metadata"]["uid"]

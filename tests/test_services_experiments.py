@@ -32,3 +32,18 @@ def test_the_scenarios_figures_from_rows() -> None:
     assert fig["time_to_scale_s"] == 30
     assert fig["overprovisioned_replica_s"] == 23 * 15
     assert fig["failed"] == 50
+
+
+def test_the_sinusoid_is_checked_against_the_hpa_tolerance_band() -> None:
+    # at 100/s the work is 10 pods at 50 %: the HPA keeps 9.09..11.1 → 9 to 12 pods
+    assert [autoscaling.within_tolerance(100, n) for n in (8, 9, 12, 13)] == [
+        False, True, True, False
+    ]  # fmt: skip
+    rows = [
+        {"time": str(15 * i), "ready_replicas": str(r), "request_rate": str(q),
+         "failed_requests": "0", "desired_replicas": str(r)}
+        for i, (r, q) in enumerate([(9, 100), (13, 100), (10, 100), (2, 20)], 1)
+    ]  # fmt: skip
+    fig = autoscaling.figures(rows, "sinusoid")
+    assert fig["in_band_share"] == 3 / 4
+    assert fig["ready_minus_need"] == [-1, 3]
