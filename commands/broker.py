@@ -212,6 +212,8 @@ class _BrokerRun(_Simulation):
                 if event["event"] == zmq.EVENT_ACCEPTED:
                     connected = True
                 elif event["event"] == zmq.EVENT_DISCONNECTED and connected:
+                    if broker.ended or self._taking_down:
+                        return  # it went away after SIMULATION_ENDS, as it should
                     self._sim_failure = "the simulator disconnected before the simulation ended"
                     broker.batsim_timeout_s = 0.5
                     return

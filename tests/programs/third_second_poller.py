@@ -26,7 +26,7 @@ while True:
     for pod in v1.list_pod_for_all_namespaces().items:
         if pod.spec.node_name and pod.status.phase in ("Pending", "Running"):
             free[pod.spec.node_name] -= requested(pod)
-        elif not pod.spec.node_name and pod.spec.scheduler_name == "default":
+        elif not pod.spec.node_name and pod.spec.scheduler_name == "default-scheduler":
             pending.append(pod)
     for pod in sorted(pending, key=lambda p: p.metadata.creation_timestamp):
         node = max(sorted(free), key=free.get)
