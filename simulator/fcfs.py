@@ -27,6 +27,8 @@ from procset import ProcSet
 from simulator import protocol as p
 
 _SLACK = 1e-9  # the tolerance of the fit rule: used + demand <= capacity + 1e-9
+# one encoder for every reply (json.dumps builds a new one per call when given options)
+_encode = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def cpu_quantity(value: Any) -> float:
@@ -66,6 +68,18 @@ class _FreeTree:
         tree, size = self.tree, self.size
         # free >= demand - slack, loosened a hair: the leaf check is the exact rule
         need = demand - _SLACK - 1e-12
+        if start == 0:  # the common case: straight down to the leftmost leaf with room
+            if tree[1] < need:
+                return -1
+            node = 1
+            while node < size:
+                node *= 2
+                if tree[node] < need:
+                    node += 1
+            rid = node - size
+            if rid < len(self.capacity) and self.fits(rid, demand):
+                return rid
+            # (the loosened bound let a leaf through that the exact rule refuses: search)
         stack = [(1, 0, size)]
         while stack:
             node, lo, hi = stack.pop()
@@ -87,7 +101,8 @@ class _FreeTree:
         node //= 2
         tree = self.tree
         while node:
-            tree[node] = max(tree[2 * node], tree[2 * node + 1])
+            left, right = tree[2 * node], tree[2 * node + 1]
+            tree[node] = left if left >= right else right
             node //= 2
 
 
@@ -105,6 +120,7 @@ class Fcfs:
         self.profiles: dict[str, dict[str, Any]] = {}
         self.messages = 0
         self._demand_of: dict[tuple[str, str], float] = {}
+        self._able: dict[float, int] = {}  # demand -> how many resources could ever fit it
 
     def __call__(self, message: p.Message) -> p.Message:
         raw = json.loads(p.encode(message))
@@ -133,6 +149,7 @@ class Fcfs:
                 ]
                 self.free = _FreeTree(capacity)
                 self.sorted_capacity = sorted(capacity)
+                self._able.clear()
                 self.profiles = data["profiles"]
         return {"now": now, "events": self._schedule(now)}
 
@@ -152,10 +169,11 @@ class Fcfs:
         while self.queue:
             head = self.queue[0]
             demand, res = self.demand[head], self.res[head]
-            # resources where it could ever fit: capacity + slack >= demand
-            able = len(self.sorted_capacity) - bisect.bisect_left(
-                self.sorted_capacity, True, key=lambda cap: demand <= cap + _SLACK
-            )
+            able = self._able.get(demand)
+            if able is None:  # resources where it could ever fit: capacity + slack >= demand
+                able = self._able[demand] = len(self.sorted_capacity) - bisect.bisect_left(
+                    self.sorted_capacity, True, key=lambda cap: demand <= cap + _SLACK
+                )
             if able < res:
                 self.queue.popleft()
                 del self.demand[head], self.res[head]
@@ -176,7 +194,7 @@ class Fcfs:
             for rid in chosen:
                 free.add(rid, demand)
             self.running[head] = chosen
-            alloc = str(ProcSet(*chosen))
+            alloc = str(chosen[0]) if res == 1 else str(ProcSet(*chosen))
             out.append(
                 {"timestamp": now, "type": "EXECUTE_JOB", "data": {"job_id": head, "alloc": alloc}}
             )
@@ -197,9 +215,11 @@ def serve(endpoint: str, decide=None) -> int:
         while True:
             raw = socket.recv()
             if fcfs is not None:
-                message = json.loads(raw)
-                socket.send_string(json.dumps(fcfs.decide(message), separators=(",", ":")))
-                ends = any(e["type"] == "SIMULATION_ENDS" for e in message["events"])
+                message = json.loads(raw.decode())
+                socket.send(_encode(fcfs.decide(message)).encode())
+                ends = b"SIMULATION_ENDS" in raw and any(
+                    e["type"] == "SIMULATION_ENDS" for e in message["events"]
+                )
             else:
                 decoded = p.decode(raw, "batsim")
                 socket.send_string(p.encode(decide(decoded)))
