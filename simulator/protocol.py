@@ -31,6 +31,7 @@ sends JOB_COMPLETED is told so.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 from dataclasses import dataclass, field
@@ -111,6 +112,11 @@ class ProtocolError(ValueError):
 # --------------------------------------------------------------------------- helpers
 
 
+@functools.cache
+def _field_set(names: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(names)
+
+
 def _where(where: str, name: str) -> str:
     return f"{where}.{name}" if where else name
 
@@ -158,6 +164,8 @@ def _job_id(value: Any, where: str) -> str:
 
 
 def _fields(data: dict[str, Any], where: str, required: tuple[str, ...], optional=()) -> None:
+    if data.keys() == _field_set(required):  # the usual case, in one set comparison
+        return
     missing = [name for name in required if name not in data]
     if missing:
         raise ProtocolError(f"{where}: missing field(s) {', '.join(missing)}")
@@ -660,9 +668,13 @@ def message(now: float, *payloads: Payload) -> Message:
     return Message(now, [Event(now, payload) for payload in payloads])
 
 
+# one encoder for every message (json.dumps with options builds one at each call)
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
 def encode(message: Message) -> str:
     """Compact JSON text of ``message`` (deterministic: same message, same bytes)."""
-    return json.dumps(message.to_json(), separators=(",", ":"), allow_nan=False)
+    return _ENCODER.encode(message.to_json())
 
 
 def decode(text: str | bytes, sender: Sender) -> Message:

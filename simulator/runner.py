@@ -64,6 +64,8 @@ def run(
         context = zmq.Context()
     socket = context.socket(zmq.REQ)
     socket.setsockopt(zmq.LINGER, 0)
+    if stop is not None:  # a wait for a reply looks at ``stop`` every POLL_S
+        socket.setsockopt(zmq.RCVTIMEO, round(POLL_S * 1000))
     try:
         socket.connect(endpoint)
         message = sim.first_message()
@@ -75,9 +77,8 @@ def run(
             if stop is not None and stop.is_set():
                 raise Aborted(f"stopped at simulated time {sim.now}")
             sent = time.perf_counter()
-            socket.send_string(text)
-            _wait_reply(socket, sent, endpoint, sim, reply_timeout, stop)
-            answer = socket.recv()
+            socket.send(text.encode())
+            answer = _receive(socket, sent, endpoint, sim, reply_timeout, stop)
             stats.scheduling_time += time.perf_counter() - sent
             stats.messages += 1
             if message_log is not None:
@@ -97,16 +98,17 @@ def run(
     return stats
 
 
-def _wait_reply(
+def _receive(
     socket: zmq.Socket,
     sent: float,
     endpoint: str,
     sim: Simulator,
     reply_timeout: float | None,
     stop: threading.Event | None,
-) -> None:
+) -> bytes:
+    """The reply, waited for in ``recv`` itself (its RCVTIMEO bounds each wait: one call
+    per message, no poller), looking at ``stop`` and ``reply_timeout`` between waits."""
     while True:
-        wait = POLL_S if stop is not None else reply_timeout
         if reply_timeout is not None:
             left = reply_timeout - (time.perf_counter() - sent)
             if left <= 0:
@@ -114,9 +116,12 @@ def _wait_reply(
                     f"no reply from the decision process at {endpoint} within "
                     f"{reply_timeout} s (simulated time {sim.now})"
                 )
-            wait = min(wait, left) if wait is not None else left
-        if socket.poll(None if wait is None else max(1, int(wait * 1000))):
-            return
+            wait = min(POLL_S, left) if stop is not None else left
+            socket.setsockopt(zmq.RCVTIMEO, max(1, int(wait * 1000)))
+        try:
+            return socket.recv()
+        except zmq.Again:
+            pass
         if stop is not None and stop.is_set():
             raise Aborted(f"stopped while waiting for a reply, at simulated time {sim.now}")
 
