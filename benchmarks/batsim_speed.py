@@ -11,8 +11,10 @@ the same for both simulators, which run with the same flags. For each: wall time
 spawn to exit, peak resident memory of the simulator and of the decision process
 (``/proc/PID/status``, sampled every 0.2 s), the makespan from ``schedule.csv``. For
 `timewarp sim` also its resident memory against the number of jobs ended (its progress
-lines), to show it stays flat. Goals: `timewarp sim` + FCFS ≤ 45 s and ≤ 250 MiB, ≥ 10×
-faster than real Batsim.
+lines), to show it stays flat. Last, the transport floor: as many ZeroMQ/TCP round trips
+as `timewarp sim` exchanged, between two processes that do no other work (no simulator
+can beat it with this protocol on this machine at this load). Goals: `timewarp sim` +
+FCFS ≤ 45 s and ≤ 250 MiB, ≥ 10× faster than real Batsim.
 """
 
 from __future__ import annotations
@@ -39,6 +41,29 @@ from simulator import generators  # noqa: E402
 
 BATSIM = REPO.parent / "shared" / "tools" / "batsim-4.2.1" / "bin" / "batsim"
 PROGRESS = re.compile(r"(\d+)/(\d+) jobs ended")
+DONE = re.compile(r"(\d+) messages in")
+
+# The transport floor: the same number of REQ/REP round trips over ZeroMQ/TCP between two
+# Python processes that do nothing else (a message and a reply of the usual sizes).
+_ECHO = """
+import sys, zmq
+role, endpoint, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+context = zmq.Context()
+if role == "rep":
+    socket = context.socket(zmq.REP)
+    socket.bind(endpoint)
+    for _ in range(count):
+        socket.send(socket.recv()[:90])
+else:
+    socket = context.socket(zmq.REQ)
+    socket.connect(endpoint)
+    message = b'{"now":1234.567,"events":[' + b" " * 140 + b"]}"
+    for _ in range(count):
+        socket.send(message)
+        socket.recv()
+socket.close(linger=0)
+context.term()
+"""
 
 
 def _free_port() -> int:
@@ -67,6 +92,7 @@ class Result:
     peak_sim_mib: float = 0.0
     peak_decision_mib: float = 0.0
     makespan: float = 0.0
+    messages: int = 0
     ok: bool = False
     memory_by_progress: list[tuple[int, float]] = field(default_factory=list)
 
@@ -98,6 +124,9 @@ def run(name: str, simulator: list[str], out: Path, env: dict[str, str]) -> Resu
         match = PROGRESS.search(line)
         if match:
             result.memory_by_progress.append((int(match.group(1)), _rss_mib(sim.pid)))
+        match = DONE.search(line)
+        if match:
+            result.messages = int(match.group(1))
     _, status, usage = os.wait4(sim.pid, 0)
     code = sim.returncode = os.waitstatus_to_exitcode(status)
     result.cpu_sim_s = usage.ru_utime + usage.ru_stime
@@ -118,6 +147,24 @@ def run(name: str, simulator: list[str], out: Path, env: dict[str, str]) -> Resu
     return result
 
 
+def echo_floor(count: int, env: dict[str, str]) -> Result:
+    """``count`` round trips between two processes that only pass the bytes on: what
+    ZeroMQ/TCP and the machine's scheduling cost alone (wall, CPU of each side)."""
+    endpoint = f"tcp://127.0.0.1:{_free_port()}"
+    result = Result("zmq echo (floor)", messages=count)
+    started = time.perf_counter()
+    rep = subprocess.Popen([sys.executable, "-c", _ECHO, "rep", endpoint, str(count)], env=env)
+    req = subprocess.Popen([sys.executable, "-c", _ECHO, "req", endpoint, str(count)], env=env)
+    codes = []
+    for proc, name in ((req, "cpu_sim_s"), (rep, "cpu_decision_s")):
+        _, status, usage = os.wait4(proc.pid, 0)
+        codes.append(os.waitstatus_to_exitcode(status))
+        setattr(result, name, usage.ru_utime + usage.ru_stime)
+    result.wall_s = time.perf_counter() - started
+    result.ok = codes == [0, 0]
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=100_000)
@@ -126,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mean-delay", type=float, default=600.0, help="mean run time (s)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--skip-real", action="store_true", help="only timewarp sim")
+    parser.add_argument(
+        "--skip-floor", action="store_true", help="no ZeroMQ echo of the same message count"
+    )
     parser.add_argument("-o", "--output", help="keep inputs and outputs here")
     args = parser.parse_args(argv)
     if not args.skip_real and not BATSIM.exists():
@@ -160,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
                     env,
                 )  # fmt: skip
             )
+        if results[0].messages and not args.skip_floor:
+            results.append(echo_floor(results[0].messages, env))
         print(f"machine load after: {load_average()}", file=sys.stderr)
     rows = [
         [r.name, "ok" if r.ok else "FAILED", f"{r.wall_s:.1f}", f"{r.cpu_sim_s:.1f}",
@@ -171,12 +223,19 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.jobs} jobs on {args.hosts} hosts, Poisson {args.rate}/s, mean {args.mean_delay} s"
     )
     print_table(
-        ["simulator", "run", "wall (s)", "CPU simulator (s)", "CPU FCFS (s)",
+        ["simulator", "run", "wall (s)", "CPU simulator/REQ (s)", "CPU FCFS/REP (s)",
          "simulator peak RSS (MiB)", "FCFS peak RSS (MiB)", "sum (MiB)", "makespan (s)"],
         rows,
     )  # fmt: skip
-    if len(results) == 2:
-        print(f"\nspeed-up of timewarp sim: {results[1].wall_s / results[0].wall_s:.1f}x")
+    real = [r for r in results if r.name == "Batsim 4.2.1"]
+    if real:
+        print(f"\nspeed-up of timewarp sim: {real[0].wall_s / results[0].wall_s:.1f}x")
+    if results[-1].name.startswith("zmq echo"):
+        floor = results[-1]
+        print(
+            f"transport floor: {floor.messages} REQ/REP round trips with no work take "
+            f"{floor.wall_s:.1f} s ({floor.wall_s / floor.messages * 1e6:.0f} µs each)"
+        )
     steps = results[0].memory_by_progress
     if steps:
         print("\ntimewarp sim resident memory against jobs ended:")

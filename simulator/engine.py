@@ -115,6 +115,7 @@ class JobRecord:
     start: float | None = None
     finish: float | None = None
     alloc: ProcSet = field(default_factory=ProcSet)
+    hosts: tuple[int, ...] = ()  # alloc's resources, listed once (ProcSet's len is a sum)
     final_state: str = ""
     return_code: int = 0
     metadata: str = ""
@@ -438,7 +439,7 @@ class Simulator:
         profile's parts in order, ``repeat`` times (``path``: where in which composed
         profile, for JOB_KILLED's progress)."""
         workload = self.workloads[record.job.workload]
-        hosts = list(record.alloc)
+        hosts = record.hosts
         speeds = [self._speeds[h] for h in hosts]
         classes = [self._classes[h] for h in hosts]
         tasks: list[_Task] = []
@@ -588,7 +589,7 @@ class Simulator:
         stays flat in the number of jobs that ended (only with streamed outputs: callers
         that read the records afterwards keep them whole)."""
         record.actor = record.task = record.walltime_end = None
-        record.alloc = _NO_RESOURCES
+        record.alloc, record.hosts = _NO_RESOURCES, ()
         record.start = record.finish = None
         record.submission_time = record.last_update = record.deadline = record.task_start = 0.0
         record.work = record.remaining = record.rate = 0.0
@@ -701,25 +702,26 @@ class Simulator:
         record = self._record(data.job_id)
         self._require_submitted(record, "execute")
         alloc = data.alloc
-        if alloc.max >= self.nb_compute:
+        hosts = tuple(alloc)
+        if hosts and hosts[-1] >= self.nb_compute:
             raise DecisionError(
                 f"alloc {alloc}: resource {alloc.max} is not a compute resource "
                 f"(compute resources: 0-{self.nb_compute - 1})"
             )
-        if data.mapping is None and len(alloc) != record.job.res:
+        if data.mapping is None and len(hosts) != record.job.res:
             raise DecisionError(
-                f"alloc {alloc} has {len(alloc)} resource(s) but job {record.job.job_id!r} "
+                f"alloc {alloc} has {len(hosts)} resource(s) but job {record.job.job_id!r} "
                 f"requests res={record.job.res}"
             )
         if not self.options.allow_compute_sharing:
-            for host in alloc:
+            for host in hosts:
                 if self.host_jobs[host]:
                     raise DecisionError(
                         f"machine {host} is busy with {self.host_jobs[host][0]!r} and compute "
                         "sharing is off (run with --enable-compute-sharing to allow it)"
                     )
         record.state = "running"
-        record.alloc = alloc
+        record.alloc, record.hosts = alloc, hosts
         self.running += 1
         return record
 
@@ -801,7 +803,7 @@ class Simulator:
 
     def _start(self, record: JobRecord) -> None:
         """A job actor begins: its start time, its machines, its end (and walltime)."""
-        hosts = list(record.alloc)
+        hosts = record.hosts
         workload = self.workloads[record.job.workload]
         profile = workload.profiles[record.job.profile]
         now = self.now
@@ -839,7 +841,7 @@ class Simulator:
             return record.walltime_end
         return end
 
-    def _sharing_jobs(self, hosts: list[int]) -> list[JobRecord]:
+    def _sharing_jobs(self, hosts: tuple[int, ...]) -> list[JobRecord]:
         """Running jobs with sharing slowdown on ``hosts``, in start order."""
         found: dict[str, JobRecord] = {}
         for host in hosts:
@@ -852,7 +854,7 @@ class Simulator:
     def _rate(self, record: JobRecord) -> float:
         if not record.slowdown:
             return 1.0
-        return 1.0 / max(len(self.host_jobs[h]) for h in record.alloc)
+        return 1.0 / max(len(self.host_jobs[h]) for h in record.hosts)
 
     def _settle(self, record: JobRecord) -> None:
         record.remaining = max(
@@ -871,7 +873,7 @@ class Simulator:
     def _complete(self, record: JobRecord, state: str, return_code: int) -> None:
         """The job actor (or its killer) ends the job: machines, sharing, final state.
         The server reports it when the completion reaches it."""
-        hosts = list(record.alloc)
+        hosts = record.hosts
         record.state = "completed"
         record.finish = self.now
         record.final_state = state
