@@ -843,6 +843,9 @@ class ClockService:
         conn.sock.close()
 
     def _receive(self, identity: bytes, frame: bytes) -> None:
+        """One message from a runtime: decoded (a malformed one is answered with an error),
+        counted as traffic, a hello's token checked, then applied; the driver is woken
+        only for what can end its wait."""
         try:
             msg = clockproto.decode_to_broker(frame)
         except clockproto.ProtocolError as exc:
@@ -871,33 +874,7 @@ class ClockService:
                     text = f"clock message {op!r} from a process that did not say hello"
                     self._write_locked(identity, clockproto.error(text))
                     return
-                if op == "now":
-                    t = self._current_locked()
-                    self._write_locked(identity, clockproto.now_reply(msg["rid"], t))
-                elif op == "timer":
-                    self._add_process_timer_locked(proc, msg)
-                elif op == "cancel":
-                    timer = self._timers.pop((proc.name, msg["id"]), None)
-                    if timer is not None:
-                        timer.cancel()
-                elif op == "state":
-                    proc.busy, proc.ack, proc.io = msg["busy"], msg["ack"], msg["io"]
-                    proc.runnable, proc.blocked = msg["runnable"], msg["blocked"]
-                    if proc.detached != msg["detached"]:
-                        self._progressed_locked()
-                    proc.detached = msg["detached"]
-                    if not proc.busy:
-                        proc.settled = True
-                        if self._wait_listeners and all(
-                            self._io_state_locked(*item[:3]) == "idle" for item in proc.io
-                        ):
-                            for fn in self._wait_listeners:
-                                fn(proc.name)
-                elif op == "stacks":
-                    proc.stacks = msg["text"]
-                elif op == "bye":
-                    proc.said_bye = True
-                    self._mark_gone_locked(proc)
+                self._apply_locked(proc, identity, msg)
             # Wake the driver only for what can end its waits (a state report: idle, acks;
             # arrivals and departures; stacks): a timer or a now() cannot, and each wake-up
             # is a thread fighting the loop for the GIL. Under autopilot the loop itself
@@ -907,6 +884,44 @@ class ClockService:
                     self._cond.notify_all()
         if refusal is not None and conn is not None:
             self._drop(conn)  # never registered: no process to mark gone, none to blame
+
+    def _apply_locked(self, proc: ProcessState, identity: bytes, msg: dict) -> None:
+        """One message of a process that said hello: a question (``now``), a timer set or
+        cancelled, its state, its stacks, its last words."""
+        op = msg["op"]
+        if op == "now":
+            t = self._current_locked()
+            self._write_locked(identity, clockproto.now_reply(msg["rid"], t))
+        elif op == "timer":
+            self._add_process_timer_locked(proc, msg)
+        elif op == "cancel":
+            timer = self._timers.pop((proc.name, msg["id"]), None)
+            if timer is not None:
+                timer.cancel()
+        elif op == "state":
+            self._on_state_locked(proc, msg)
+        elif op == "stacks":
+            proc.stacks = msg["text"]
+        elif op == "bye":
+            proc.said_bye = True
+            self._mark_gone_locked(proc)
+
+    def _on_state_locked(self, proc: ProcessState, msg: dict) -> None:
+        """A state report: what decides whether ``proc`` is quiescent (busy, acks, the API
+        connections its threads block reading) and, when it waits of its own accord with
+        every connection parked, the wait listeners hear of it."""
+        proc.busy, proc.ack, proc.io = msg["busy"], msg["ack"], msg["io"]
+        proc.runnable, proc.blocked = msg["runnable"], msg["blocked"]
+        if proc.detached != msg["detached"]:
+            self._progressed_locked()
+        proc.detached = msg["detached"]
+        if not proc.busy:
+            proc.settled = True
+            if self._wait_listeners and all(
+                self._io_state_locked(*item[:3]) == "idle" for item in proc.io
+            ):
+                for fn in self._wait_listeners:
+                    fn(proc.name)
 
     def _check_token_locked(self, msg: dict) -> str | None:
         """Why a hello is refused (None: accepted)."""
