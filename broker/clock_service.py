@@ -89,6 +89,14 @@ _WAKES_DRIVER = frozenset({"state", "hello", "stacks", "bye"})
 # API connection states that leave a reader durably blocked: nothing owed now ("held": a
 # response kept back until a virtual deadline, see broker/pacing.py)
 _PARKED = frozenset({"idle", "held"})
+_IO_STATE_WORDS = {
+    "idle": "parked",
+    "busy": "a request is in flight",
+    "ready": "a response waiting",
+    "streaming": "watch events waiting",
+    "flushing": "watch events being written",
+    "held": "a response held back until a virtual deadline",
+}
 
 
 class ClockStall(RuntimeError):
@@ -646,6 +654,27 @@ class ClockService:
         """Report the stuck threads; True means: advance anyway. ``traffic``: (seconds,
         clock messages, API notifications) when the processes kept talking without
         progress rather than fell silent."""
+        self._gather_stacks_locked(busy)
+        report = self._stall_report_locked(busy, limit, traffic)
+        self.stall_reports.append(report)
+        self.nondeterministic_advances += 1
+        self.log.write(report + "\n")
+        self.log.flush()
+        self._progressed_locked()
+        if self.on_stall == "stop":
+            raise ClockStall(report)
+        self.log.write("timewarp: advancing anyway (counted as a non-deterministic advance)\n")
+        # The runtime detached the stuck thread from its baton; if that made the process
+        # idle we go on normally, otherwise force this one advance.
+        give_up = _wall.monotonic() + 1.0
+        while _wall.monotonic() < give_up:
+            if all(self._quiescent_locked(p) for p in busy):
+                return True
+            self._cond.wait(0.05)
+        return True
+
+    def _gather_stacks_locked(self, busy: list[ProcessState]) -> None:
+        """Ask every connected stuck process for its threads' stacks; wait up to 2 s."""
         for proc in busy:
             proc.stacks = None
             if proc.connected:
@@ -656,6 +685,15 @@ class ClockService:
             if left <= 0:
                 break
             self._cond.wait(left)
+
+    def _stall_report_locked(
+        self,
+        busy: list[ProcessState],
+        limit: float,
+        traffic: tuple[float, int, int] | None,
+    ) -> str:
+        """The stall guard's report: since when, and for each stuck process why it is not
+        quiescent, with its stacks."""
         if traffic is None:
             head = f"no progress for {limit:g} s of wall time"
         else:
@@ -676,39 +714,28 @@ class ClockService:
                     "(not run under `timewarp run`, or its runtime did not start)"
                 )
             else:
-                why = []
-                if proc.busy:
-                    why.append(
-                        f"a thread runs outside any virtual wait ({proc.runnable} runnable, "
-                        f"{proc.blocked} blocked in virtual waits)"
-                    )
-                if proc.ack != proc.sent:
-                    why.append(f"{proc.sent - proc.ack} wake-up(s) not yet acknowledged")
-                for port, sent, consumed, _seq in proc.io:
-                    state = self._io_state_locked(port, sent, consumed)
-                    why.append(
-                        f"API connection from port {port}: sent {sent} B, consumed {consumed} B "
-                        f"({ {'idle': 'parked', 'busy': 'a request is in flight', 'ready': 'a response waiting', 'streaming': 'watch events waiting', 'flushing': 'watch events being written', 'held': 'a response held back until a virtual deadline'}[state] })"
-                    )
+                why = self._why_busy_locked(proc)
                 lines.append(f"- process {proc.name!r} (pid {proc.pid}): {'; '.join(why)}")
                 lines.append(proc.stacks or "  (no stacks received)")
-        report = "\n".join(lines)
-        self.stall_reports.append(report)
-        self.nondeterministic_advances += 1
-        self.log.write(report + "\n")
-        self.log.flush()
-        self._progressed_locked()
-        if self.on_stall == "stop":
-            raise ClockStall(report)
-        self.log.write("timewarp: advancing anyway (counted as a non-deterministic advance)\n")
-        # The runtime detached the stuck thread from its baton; if that made the process
-        # idle we go on normally, otherwise force this one advance.
-        give_up = _wall.monotonic() + 1.0
-        while _wall.monotonic() < give_up:
-            if all(self._quiescent_locked(p) for p in busy):
-                return True
-            self._cond.wait(0.05)
-        return True
+        return "\n".join(lines)
+
+    def _why_busy_locked(self, proc: ProcessState) -> list[str]:
+        """What keeps a connected process from being quiescent, in words."""
+        why = []
+        if proc.busy:
+            why.append(
+                f"a thread runs outside any virtual wait ({proc.runnable} runnable, "
+                f"{proc.blocked} blocked in virtual waits)"
+            )
+        if proc.ack != proc.sent:
+            why.append(f"{proc.sent - proc.ack} wake-up(s) not yet acknowledged")
+        for port, sent, consumed, _seq in proc.io:
+            state = self._io_state_locked(port, sent, consumed)
+            why.append(
+                f"API connection from port {port}: sent {sent} B, consumed {consumed} B "
+                f"({_IO_STATE_WORDS[state]})"
+            )
+        return why
 
     def collect_stacks(self, name: str, timeout_s: float = 2.0) -> str:
         """Ask process ``name`` for its threads' stacks (deadlock and stall reports)."""
