@@ -485,7 +485,9 @@ class _Simulation:
 
         args = self.args
         facade_clock = parts.rt_clock if parts.rt_clock is not None else FacadeClock(parts.clock)
-        parts.facade = Facade(facade_clock, endpoint=parts.endpoint).start()
+        parts.facade = Facade(
+            facade_clock, endpoint=parts.endpoint, hold_until_cluster=True
+        ).start()
         progress = _ProgressView(
             self.total_jobs, disabled=args.quiet, started=self.started, prog=self.prog
         )
