@@ -89,6 +89,14 @@ _WAKES_DRIVER = frozenset({"state", "hello", "stacks", "bye"})
 # API connection states that leave a reader durably blocked: nothing owed now ("held": a
 # response kept back until a virtual deadline, see broker/pacing.py)
 _PARKED = frozenset({"idle", "held"})
+_IO_STATE_WORDS = {
+    "idle": "parked",
+    "busy": "a request is in flight",
+    "ready": "a response waiting",
+    "streaming": "watch events waiting",
+    "flushing": "watch events being written",
+    "held": "a response held back until a virtual deadline",
+}
 
 
 class ClockStall(RuntimeError):
@@ -646,6 +654,27 @@ class ClockService:
         """Report the stuck threads; True means: advance anyway. ``traffic``: (seconds,
         clock messages, API notifications) when the processes kept talking without
         progress rather than fell silent."""
+        self._gather_stacks_locked(busy)
+        report = self._stall_report_locked(busy, limit, traffic)
+        self.stall_reports.append(report)
+        self.nondeterministic_advances += 1
+        self.log.write(report + "\n")
+        self.log.flush()
+        self._progressed_locked()
+        if self.on_stall == "stop":
+            raise ClockStall(report)
+        self.log.write("timewarp: advancing anyway (counted as a non-deterministic advance)\n")
+        # The runtime detached the stuck thread from its baton; if that made the process
+        # idle we go on normally, otherwise force this one advance.
+        give_up = _wall.monotonic() + 1.0
+        while _wall.monotonic() < give_up:
+            if all(self._quiescent_locked(p) for p in busy):
+                return True
+            self._cond.wait(0.05)
+        return True
+
+    def _gather_stacks_locked(self, busy: list[ProcessState]) -> None:
+        """Ask every connected stuck process for its threads' stacks; wait up to 2 s."""
         for proc in busy:
             proc.stacks = None
             if proc.connected:
@@ -656,6 +685,15 @@ class ClockService:
             if left <= 0:
                 break
             self._cond.wait(left)
+
+    def _stall_report_locked(
+        self,
+        busy: list[ProcessState],
+        limit: float,
+        traffic: tuple[float, int, int] | None,
+    ) -> str:
+        """The stall guard's report: since when, and for each stuck process why it is not
+        quiescent, with its stacks."""
         if traffic is None:
             head = f"no progress for {limit:g} s of wall time"
         else:
@@ -676,39 +714,28 @@ class ClockService:
                     "(not run under `timewarp run`, or its runtime did not start)"
                 )
             else:
-                why = []
-                if proc.busy:
-                    why.append(
-                        f"a thread runs outside any virtual wait ({proc.runnable} runnable, "
-                        f"{proc.blocked} blocked in virtual waits)"
-                    )
-                if proc.ack != proc.sent:
-                    why.append(f"{proc.sent - proc.ack} wake-up(s) not yet acknowledged")
-                for port, sent, consumed, _seq in proc.io:
-                    state = self._io_state_locked(port, sent, consumed)
-                    why.append(
-                        f"API connection from port {port}: sent {sent} B, consumed {consumed} B "
-                        f"({ {'idle': 'parked', 'busy': 'a request is in flight', 'ready': 'a response waiting', 'streaming': 'watch events waiting', 'flushing': 'watch events being written', 'held': 'a response held back until a virtual deadline'}[state] })"
-                    )
+                why = self._why_busy_locked(proc)
                 lines.append(f"- process {proc.name!r} (pid {proc.pid}): {'; '.join(why)}")
                 lines.append(proc.stacks or "  (no stacks received)")
-        report = "\n".join(lines)
-        self.stall_reports.append(report)
-        self.nondeterministic_advances += 1
-        self.log.write(report + "\n")
-        self.log.flush()
-        self._progressed_locked()
-        if self.on_stall == "stop":
-            raise ClockStall(report)
-        self.log.write("timewarp: advancing anyway (counted as a non-deterministic advance)\n")
-        # The runtime detached the stuck thread from its baton; if that made the process
-        # idle we go on normally, otherwise force this one advance.
-        give_up = _wall.monotonic() + 1.0
-        while _wall.monotonic() < give_up:
-            if all(self._quiescent_locked(p) for p in busy):
-                return True
-            self._cond.wait(0.05)
-        return True
+        return "\n".join(lines)
+
+    def _why_busy_locked(self, proc: ProcessState) -> list[str]:
+        """What keeps a connected process from being quiescent, in words."""
+        why = []
+        if proc.busy:
+            why.append(
+                f"a thread runs outside any virtual wait ({proc.runnable} runnable, "
+                f"{proc.blocked} blocked in virtual waits)"
+            )
+        if proc.ack != proc.sent:
+            why.append(f"{proc.sent - proc.ack} wake-up(s) not yet acknowledged")
+        for port, sent, consumed, _seq in proc.io:
+            state = self._io_state_locked(port, sent, consumed)
+            why.append(
+                f"API connection from port {port}: sent {sent} B, consumed {consumed} B "
+                f"({_IO_STATE_WORDS[state]})"
+            )
+        return why
 
     def collect_stacks(self, name: str, timeout_s: float = 2.0) -> str:
         """Ask process ``name`` for its threads' stacks (deadlock and stall reports)."""
@@ -843,6 +870,9 @@ class ClockService:
         conn.sock.close()
 
     def _receive(self, identity: bytes, frame: bytes) -> None:
+        """One message from a runtime: decoded (a malformed one is answered with an error),
+        counted as traffic, a hello's token checked, then applied; the driver is woken
+        only for what can end its wait."""
         try:
             msg = clockproto.decode_to_broker(frame)
         except clockproto.ProtocolError as exc:
@@ -871,33 +901,7 @@ class ClockService:
                     text = f"clock message {op!r} from a process that did not say hello"
                     self._write_locked(identity, clockproto.error(text))
                     return
-                if op == "now":
-                    t = self._current_locked()
-                    self._write_locked(identity, clockproto.now_reply(msg["rid"], t))
-                elif op == "timer":
-                    self._add_process_timer_locked(proc, msg)
-                elif op == "cancel":
-                    timer = self._timers.pop((proc.name, msg["id"]), None)
-                    if timer is not None:
-                        timer.cancel()
-                elif op == "state":
-                    proc.busy, proc.ack, proc.io = msg["busy"], msg["ack"], msg["io"]
-                    proc.runnable, proc.blocked = msg["runnable"], msg["blocked"]
-                    if proc.detached != msg["detached"]:
-                        self._progressed_locked()
-                    proc.detached = msg["detached"]
-                    if not proc.busy:
-                        proc.settled = True
-                        if self._wait_listeners and all(
-                            self._io_state_locked(*item[:3]) == "idle" for item in proc.io
-                        ):
-                            for fn in self._wait_listeners:
-                                fn(proc.name)
-                elif op == "stacks":
-                    proc.stacks = msg["text"]
-                elif op == "bye":
-                    proc.said_bye = True
-                    self._mark_gone_locked(proc)
+                self._apply_locked(proc, identity, msg)
             # Wake the driver only for what can end its waits (a state report: idle, acks;
             # arrivals and departures; stacks): a timer or a now() cannot, and each wake-up
             # is a thread fighting the loop for the GIL. Under autopilot the loop itself
@@ -907,6 +911,44 @@ class ClockService:
                     self._cond.notify_all()
         if refusal is not None and conn is not None:
             self._drop(conn)  # never registered: no process to mark gone, none to blame
+
+    def _apply_locked(self, proc: ProcessState, identity: bytes, msg: dict) -> None:
+        """One message of a process that said hello: a question (``now``), a timer set or
+        cancelled, its state, its stacks, its last words."""
+        op = msg["op"]
+        if op == "now":
+            t = self._current_locked()
+            self._write_locked(identity, clockproto.now_reply(msg["rid"], t))
+        elif op == "timer":
+            self._add_process_timer_locked(proc, msg)
+        elif op == "cancel":
+            timer = self._timers.pop((proc.name, msg["id"]), None)
+            if timer is not None:
+                timer.cancel()
+        elif op == "state":
+            self._on_state_locked(proc, msg)
+        elif op == "stacks":
+            proc.stacks = msg["text"]
+        elif op == "bye":
+            proc.said_bye = True
+            self._mark_gone_locked(proc)
+
+    def _on_state_locked(self, proc: ProcessState, msg: dict) -> None:
+        """A state report: what decides whether ``proc`` is quiescent (busy, acks, the API
+        connections its threads block reading) and, when it waits of its own accord with
+        every connection parked, the wait listeners hear of it."""
+        proc.busy, proc.ack, proc.io = msg["busy"], msg["ack"], msg["io"]
+        proc.runnable, proc.blocked = msg["runnable"], msg["blocked"]
+        if proc.detached != msg["detached"]:
+            self._progressed_locked()
+        proc.detached = msg["detached"]
+        if not proc.busy:
+            proc.settled = True
+            if self._wait_listeners and all(
+                self._io_state_locked(*item[:3]) == "idle" for item in proc.io
+            ):
+                for fn in self._wait_listeners:
+                    fn(proc.name)
 
     def _check_token_locked(self, msg: dict) -> str | None:
         """Why a hello is refused (None: accepted)."""

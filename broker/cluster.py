@@ -231,48 +231,82 @@ class Cluster:
             self.stats.capacity_cores += info.cpu_m / 1000
 
     def submit(self, data: p.JobSubmitted) -> None:
+        """JOB_SUBMITTED: the job becomes a Pending pod (shaped from the job and its
+        profile, owned by its workload ReplicaSet if it names one), tracked as a
+        :class:`JobPod` until its job ends."""
         if data.job_id in self.jobs:
             return  # a job we registered, acknowledged (--acknowledge-dynamic-jobs)
         job = data.job
         workload = data.job_id.split("!", 1)[0]
         profile = data.profile or self.profiles.get(workload, {}).get(str(job.get("profile")), {})
         name = naming.pod_name(data.job_id)
-        pod = build_pod(data.job_id, name, job, profile)
-        pod["metadata"]["annotations"][JOB_ID_ANNOTATION] = data.job_id
+        pod = self._pod_for_job(data.job_id, name, job, profile)
         namespace = pod["metadata"]["namespace"]
-        spec = {k: profile[k] for k in ("replicaset",) if k in profile}
-        spec.update({k: job[k] for k in ("replicaset",) if k in job})
-        extension = profile.get("timewarp") or {}
-        for key, annotation in pod_lifecycle.PROFILE_KEYS.items():
-            if key in extension:  # start-up and shutdown times (broker/pod_lifecycle.py)
-                pod["metadata"]["annotations"][annotation] = f"{float(extension[key]):g}"
-        if "replicaset" in spec:
-            rs_name = str(spec["replicaset"])
-            pod["metadata"]["labels"][RS_LABEL] = rs_name
-            rs = self._ensure_replicaset(namespace, rs_name, pod)
-            pod["metadata"]["ownerReferences"] = [
-                {
-                    "apiVersion": "apps/v1",
-                    "kind": "ReplicaSet",
-                    "name": rs_name,
-                    "uid": rs["metadata"]["uid"],
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ]
-        usage = (profile.get("timewarp") or {}).get("usage")
-        jp = JobPod(data.job_id, namespace, name, admission.pod_requests(pod), usage)
-        jp.host_ports = tuple(admission.host_ports(pod))
-        jp.labels = dict(pod["metadata"]["labels"])
-        jp.raw_job = dict(job)
-        if (profile.get("timewarp") or {}).get("replacement") == "remaining":
-            if profile.get("type") == "delay":
-                jp.service_s = float(profile["delay"])
+        self._own_by_replicaset(pod, namespace, job, profile)
+        jp = self._job_pod(data.job_id, namespace, name, pod, job, profile)
         self.jobs[data.job_id] = jp
         self.pods[(namespace, name)] = jp
         self.open_jobs += 1
         self.stats.jobs_submitted += 1
         self.facade.store.create("pods", pod, namespace=namespace, copy=False)
+
+    @staticmethod
+    def _pod_for_job(
+        job_id: str, name: str, job: dict[str, Any], profile: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The pod of a submitted job (``broker/pod_shape.py``), annotated with its job
+        id and its start-up and shutdown times (``broker/pod_lifecycle.py``)."""
+        pod = build_pod(job_id, name, job, profile)
+        pod["metadata"]["annotations"][JOB_ID_ANNOTATION] = job_id
+        extension = profile.get("timewarp") or {}
+        for key, annotation in pod_lifecycle.PROFILE_KEYS.items():
+            if key in extension:  # start-up and shutdown times (broker/pod_lifecycle.py)
+                pod["metadata"]["annotations"][annotation] = f"{float(extension[key]):g}"
+        return pod
+
+    def _own_by_replicaset(
+        self, pod: dict[str, Any], namespace: str, job: dict[str, Any], profile: dict[str, Any]
+    ) -> None:
+        """A job (or its profile) naming a ``replicaset``: its pod is labelled and owned by
+        that ReplicaSet, made on first use."""
+        spec = {k: profile[k] for k in ("replicaset",) if k in profile}
+        spec.update({k: job[k] for k in ("replicaset",) if k in job})
+        if "replicaset" not in spec:
+            return
+        rs_name = str(spec["replicaset"])
+        pod["metadata"]["labels"][RS_LABEL] = rs_name
+        rs = self._ensure_replicaset(namespace, rs_name, pod)
+        pod["metadata"]["ownerReferences"] = [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "name": rs_name,
+                "uid": rs["metadata"]["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+
+    @staticmethod
+    def _job_pod(
+        job_id: str,
+        namespace: str,
+        name: str,
+        pod: dict[str, Any],
+        job: dict[str, Any],
+        profile: dict[str, Any],
+    ) -> JobPod:
+        """What the kubelet model keeps of a job's pod: requests, host ports, labels, its
+        usage curve and, for ``"replacement": "remaining"``, its service time."""
+        extension = profile.get("timewarp") or {}
+        jp = JobPod(job_id, namespace, name, admission.pod_requests(pod), extension.get("usage"))
+        jp.host_ports = tuple(admission.host_ports(pod))
+        jp.labels = dict(pod["metadata"]["labels"])
+        jp.raw_job = dict(job)
+        if extension.get("replacement") == "remaining":
+            if profile.get("type") == "delay":
+                jp.service_s = float(profile["delay"])
+        return jp
 
     def complete(self, data: p.JobCompleted) -> None:
         jp = self.jobs.get(data.job_id)

@@ -52,23 +52,18 @@ broker's driver thread, Deployments in sorted order.
 from __future__ import annotations
 
 import json
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from broker import k8s_events, podutil
+from broker.controller_base import ControllerState, KeyedController
 from broker.facade.apps import scaled_value
 from broker.facade.errors import ApiError
 from broker.facade.objects import format_time
 from broker.facade.selectors import LabelSelector, selector_from_dict
 from broker.facade.store import Store
-from broker.replicaset_controller import (
-    RS_KEY,
-    controller_ref,
-    is_workload_replicaset,
-    set_controller,
-)
-from broker.wake_timers import WakeTimers
+from broker.ownership import claim, controller_ref
+from broker.replicaset_controller import RS_KEY, is_workload_replicaset
 
 COMPONENT = "deployment-controller"
 DEPLOY_KEY = "deployments.apps"
@@ -258,36 +253,18 @@ class _Known:
     selector: LabelSelector
 
 
-@dataclass
-class _State:
-    uid: str
-    timers: WakeTimers = field(default_factory=WakeTimers)
+class DeploymentController(KeyedController[ControllerState]):
+    """apps/v1 Deployments (see the module docstring). Its ``_garbage`` entries are
+    the deleted Deployments: (namespace, uid)."""
 
-
-class DeploymentController:
-    """apps/v1 Deployments (see the module docstring)."""
+    watches = (DEPLOY_KEY, RS_KEY)
+    state_type = ControllerState
 
     def __init__(self, store: Store, clock: Any) -> None:
-        self.store = store
-        self.clock = clock
-        self._lock = threading.Lock()
-        self._dirty: set[tuple[str, str]] = set()
+        super().__init__(store, clock)
         self._known: dict[tuple[str, str], _Known] = {}
         self._by_namespace: dict[str, set[str]] = {}
         self._rs_owner: dict[tuple[str, str], str] = {}  # ReplicaSet -> Deployment name
-        self._deleted: list[tuple[str, str]] = []  # (namespace, uid) of deleted Deployments
-        self._states: dict[tuple[str, str], _State] = {}
-        self._started = False
-
-    def start(self) -> None:
-        if self._started:
-            return
-        self._started = True
-        self.store.add_listener(self._on_change)
-        for d in self.store.list(DEPLOY_KEY)[0]:
-            self._on_change(DEPLOY_KEY, "ADDED", d)
-        for rs in self.store.list(RS_KEY)[0]:
-            self._on_change(RS_KEY, "ADDED", rs)
 
     # ------------------------------------------------------------ change tracking
     def _on_change(self, key: str, event: str, obj: Obj) -> None:
@@ -300,7 +277,7 @@ class DeploymentController:
                 if event == "DELETED":
                     self._known.pop(dkey, None)
                     self._by_namespace.get(dkey[0], set()).discard(dkey[1])
-                    self._deleted.append((dkey[0], meta["uid"]))
+                    self._garbage.append((dkey[0], meta["uid"]))
                 else:
                     selector = selector_from_dict((obj.get("spec") or {}).get("selector"))
                     self._known[dkey] = _Known(meta["uid"], selector)
@@ -338,25 +315,9 @@ class DeploymentController:
                     if self._known[(namespace, d_name)].selector.matches(labels):
                         self._dirty.add((namespace, d_name))
 
-    def mark(self, namespace: str, name: str) -> None:
-        with self._lock:
-            self._dirty.add((namespace, name))
-
-    def has_work(self) -> bool:
-        with self._lock:
-            return bool(self._dirty or self._deleted)
-
     # ------------------------------------------------------------ reconciliation
-    def reconcile(self) -> bool:
-        with self._lock:
-            dirty, self._dirty = sorted(self._dirty), set()
-            deleted, self._deleted = self._deleted, []
-        did = False
-        for namespace, uid in deleted:
-            did = self._collect_garbage(namespace, uid) or did
-        for namespace, name in dirty:
-            did = _Sync(self, namespace, name).run() or did
-        return did
+    def _sync(self, namespace: str, name: str) -> bool:
+        return _Sync(self, namespace, name).run()
 
     def _collect_garbage(self, namespace: str, uid: str) -> bool:
         did = False
@@ -365,26 +326,6 @@ class DeploymentController:
                 self.store.delete(RS_KEY, namespace, rs["metadata"]["name"])
                 did = True
         return did
-
-    def state_for(self, key: tuple[str, str], uid: str) -> _State:
-        state = self._states.get(key)
-        if state is None or state.uid != uid:
-            if state is not None:
-                self.cancel_timers(state)
-            state = self._states[key] = _State(uid)
-        return state
-
-    def forget(self, key: tuple[str, str]) -> None:
-        state = self._states.pop(key, None)
-        if state is not None:
-            self.cancel_timers(state)
-
-    def wake_at(self, state: _State, key: tuple[str, str], deadline_ns: int) -> None:
-        state.timers.wake_at(self.clock, deadline_ns, lambda: self.mark(*key))
-
-    @staticmethod
-    def cancel_timers(state: _State) -> None:
-        state.timers.cancel()
 
 
 class _Sync:
@@ -424,27 +365,15 @@ class _Sync:
     def _replicasets(self) -> list[Obj]:
         """``getReplicaSetsForDeployment``: claim (adopt / release) and return them."""
         d = self.d
-        uid = d["metadata"]["uid"]
         selector = selector_from_dict(d["spec"].get("selector"))
-        mine = []
-        for rs in self.store.list(RS_KEY, self.namespace)[0]:
-            if is_workload_replicaset(rs):
-                continue
-            ref = podutil.controller_of(rs)
-            matches = selector.matches(rs["metadata"].get("labels"))
-            if ref is not None and ref.get("uid") == uid:
-                if matches:
-                    mine.append(rs)
-                else:
-                    self._set_rs_owner(rs, release=uid)
-            elif ref is None and matches and not podutil.is_terminating(d):
-                mine.append(self._set_rs_owner(rs, adopt=d))
+        candidates = [
+            rs
+            for rs in self.store.list(RS_KEY, self.namespace)[0]
+            if not is_workload_replicaset(rs)
+        ]
+        mine, did = claim(self.store, RS_KEY, d, selector, candidates)
+        self.did = self.did or did
         return mine
-
-    def _set_rs_owner(self, rs: Obj, release: str | None = None, adopt: Obj | None = None) -> Obj:
-        self.did = True
-        name = rs["metadata"]["name"]
-        return set_controller(self.store, RS_KEY, self.namespace, name, release, adopt)
 
     def _pods_by_replicaset(self, rs_list: list[Obj]) -> dict[str, list[Obj]]:
         uids = {rs["metadata"]["uid"] for rs in rs_list}

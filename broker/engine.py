@@ -193,12 +193,27 @@ class Broker:
         self._report_progress()
         return p.Message(t, events)
 
+    def _begin_first(self, message: p.Message) -> list[p.Event]:
+        """Apply the SIMULATION_BEGINS of the first message now, so that the cluster
+        exists while the schedulers are awaited (they may list the nodes once, at start);
+        returns the message's other events."""
+        rest = []
+        for event in message.events:
+            if isinstance(event.data, p.SimulationBegins):
+                with self.cluster.state_lock:
+                    self._apply(event.data)
+            else:
+                rest.append(event)
+        return rest
+
     def _exhausted(self) -> bool:
         return self.cluster.all_done()
 
     def _apply(self, data: object) -> None:
         if isinstance(data, p.SimulationBegins):
             self.cluster.begin(data)
+            if self.facade is not None:
+                self.facade.cluster_ready()  # the nodes exist: held requests go on
         elif isinstance(data, p.JobSubmitted):
             self.cluster.submit(data)
         elif isinstance(data, p.JobCompleted):

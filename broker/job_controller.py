@@ -38,14 +38,14 @@ the broker's driver thread, Jobs in sorted order, so runs are reproducible.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from broker import k8s_events
+from broker.controller_base import ControllerState, KeyedController
 from broker.facade.objects import format_time
 from broker.facade.store import Store
-from broker.wake_timers import WakeTimers
+from broker.ownership import pod_from_template
 
 COMPONENT = "job-controller"
 BACKOFF_BASE_S = 10
@@ -67,14 +67,12 @@ class PodOps(Protocol):
 
 
 @dataclass
-class _JobState:
-    uid: str
+class _JobState(ControllerState):
     start_ns: int | None = None
     succeeded: int = 0
     failed: int = 0
     last_failure_ns: int | None = None
     active: dict[str, dict[str, Any]] = field(default_factory=dict)  # its pods, last seen
-    timers: WakeTimers = field(default_factory=WakeTimers)
     finished: bool = False
     simulated: bool = False  # its pods are Batsim jobs: it keeps the simulation going
 
@@ -115,51 +113,36 @@ def is_finished(job: dict[str, Any]) -> bool:
     return _condition(status, "Complete") or _condition(status, "Failed")
 
 
-class JobController:
-    """batch/v1 Jobs (see the module docstring)."""
+class JobController(KeyedController[_JobState]):
+    """batch/v1 Jobs (see the module docstring); started at SIMULATION_BEGINS."""
+
+    watches = ("jobs.batch",)
+    state_type = _JobState
 
     def __init__(self, store: Store, clock: Any, pods: PodOps) -> None:
-        self.store = store
-        self.clock = clock  # now_ns(), wall_epoch_ns(), call_at(deadline_ns, fn)
+        super().__init__(store, clock)
         self.pods = pods
-        self._lock = threading.Lock()
-        self._dirty: set[tuple[str, str]] = set()
         self._changed: dict[tuple[str, str], set[str]] = {}  # Job -> its pods that changed
         self._pending_changes: dict[tuple[str, str], set[str]] = {}  # being reconciled
-        self._states: dict[tuple[str, str], _JobState] = {}
-        self._started = False
-
-    def start(self) -> None:
-        """Begin watching the store (at SIMULATION_BEGINS); Jobs already there count as
-        changed. Idempotent."""
-        if self._started:
-            return
-        self._started = True
-        self.store.add_listener(self._on_change)
-        for job in self.store.list("jobs.batch")[0]:
-            self._mark(job["metadata"]["namespace"], job["metadata"]["name"])
 
     # ------------------------------------------------------------ change tracking
     def _on_change(self, key: str, _event: str, obj: dict[str, Any]) -> None:
         """Store listener (store lock held): remember which Jobs to look at."""
         if key == "jobs.batch":
             meta = obj["metadata"]
-            self._mark(meta.get("namespace", ""), meta["name"])
+            self.mark(meta.get("namespace", ""), meta["name"])
         elif key == "pods":
             ref = owner_job(obj)
             if ref is not None:
                 meta = obj["metadata"]
-                self._mark(meta.get("namespace", ""), ref.get("name", ""), meta["name"])
+                self.mark(meta.get("namespace", ""), ref.get("name", ""), meta["name"])
 
-    def _mark(self, namespace: str, name: str, pod: str | None = None) -> None:
+    def mark(self, namespace: str, name: str, pod: str | None = None) -> None:
+        """Look at this Job in the next :meth:`reconcile`; ``pod``, its pod that changed."""
         with self._lock:
             self._dirty.add((namespace, name))
             if pod is not None:
                 self._changed.setdefault((namespace, name), set()).add(pod)
-
-    def has_work(self) -> bool:
-        with self._lock:
-            return bool(self._dirty)
 
     def keeps_simulation_alive(self) -> bool:
         """Some Job may still create pods that become Batsim jobs (or is not looked at
@@ -217,16 +200,10 @@ class JobController:
         """The controller's memory of a live, unfinished Job (None otherwise). A Job
         deleted, or deleted and re-created under the same name, is forgotten: its
         timers are cancelled and its pods are orphaned."""
-        state = self._states.get(key)
-        if job is None or (state is not None and state.uid != job["metadata"]["uid"]):
-            if state is not None:
-                self._cancel_timers(state)
-                del self._states[key]
-                state = None
-            if job is None:
-                return None
-        if state is None:
-            state = self._states[key] = _JobState(job["metadata"]["uid"])
+        if job is None:
+            self.forget(key)
+            return None
+        state = self.state_for(key, job["metadata"]["uid"])
         if state.finished or is_finished(job):
             state.finished = True
             return None
@@ -244,12 +221,12 @@ class JobController:
         activeDeadlineSeconds timer) on each resume."""
         if suspended and state.start_ns is not None:
             state.start_ns = None
-            self._cancel_timers(state)
+            state.timers.cancel()
         if state.start_ns is None and not suspended:
             state.start_ns = now
             deadline = spec.get("activeDeadlineSeconds")
             if deadline is not None:
-                self._wake_at(state, key, now + int(deadline) * 10**9)
+                self.wake_at(state, key, now + int(deadline) * 10**9)
 
     def _verdict(
         self, state: _JobState, spec: dict[str, Any], active: list[dict[str, Any]], now: int
@@ -303,7 +280,7 @@ class JobController:
         if missing > 0:
             ready_ns = self._backoff_until(state)
             if ready_ns > now:
-                self._wake_at(state, key, ready_ns)
+                self.wake_at(state, key, ready_ns)
                 return False
             for _ in range(missing):
                 active.append(self._create(state, job))
@@ -321,7 +298,7 @@ class JobController:
     def _finish(self, state: _JobState, job: dict[str, Any], verdict: tuple[str, str, str]) -> None:
         """The Job is over: no more timers, and the event the real controller records."""
         state.finished = True
-        self._cancel_timers(state)
+        state.timers.cancel()
         complete = verdict[0] == "Complete"
         reason, message = ("Completed", "Job completed") if complete else verdict[1:]
         k8s_events.emit(
@@ -366,29 +343,10 @@ class JobController:
         return state.last_failure_ns + delay_s * 10**9
 
     def _create(self, state: _JobState, job: dict[str, Any]) -> dict[str, Any]:
-        meta, template = job["metadata"], job["spec"]["template"]
-        tmeta = template.get("metadata") or {}
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "generateName": f"{meta['name'][:58]}-",
-                "namespace": meta["namespace"],
-                "labels": dict(tmeta.get("labels") or {}),
-                "annotations": dict(tmeta.get("annotations") or {}),
-                "ownerReferences": [
-                    {
-                        "apiVersion": "batch/v1",
-                        "kind": "Job",
-                        "name": meta["name"],
-                        "uid": meta["uid"],
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
-            },
-            "spec": dict(template.get("spec") or {}),
-        }
+        meta = job["metadata"]
+        pod = pod_from_template(
+            job["spec"]["template"], f"{meta['name'][:58]}-", meta["namespace"], job
+        )
         created = self.pods.create_controlled_pod(pod)
         state.active[created["metadata"]["name"]] = created
         k8s_events.emit(
@@ -475,11 +433,3 @@ class JobController:
         before = meta["resourceVersion"]
         after = self.store.update("jobs.batch", meta["namespace"], meta["name"], mutate)
         return after["metadata"]["resourceVersion"] != before
-
-    # ------------------------------------------------------------ timers
-    def _wake_at(self, state: _JobState, key: tuple[str, str], deadline_ns: int) -> None:
-        state.timers.wake_at(self.clock, deadline_ns, lambda: self._mark(*key))
-
-    @staticmethod
-    def _cancel_timers(state: _JobState) -> None:
-        state.timers.cancel()

@@ -83,7 +83,9 @@ class LockstepBroker(Broker):
 
     # ------------------------------------------------------------------ cycle
     def step(self, message: p.Message) -> p.Message:
+        events = message.events
         if self.progress.messages == 0:
+            events = self._begin_first(message)
             self._await_ready()
         self.progress.messages += 1
         t_ns = max(round(message.now * 1e9), self._driven_ns)
@@ -92,7 +94,7 @@ class LockstepBroker(Broker):
             if self._calls and p.answers_call(self._calls[0], message.now):
                 t_ns = max(t_ns, round(self._calls.pop(0) * 1e9))
         self._catch_up(t_ns, due_ns=p.instant_end_ns(message.now))
-        for event in message.events:
+        for event in events:
             self._apply(event.data)  # refreshes metrics too
         stamped, decided = self._listen(t_ns)
         now_ns = self.clock.now_ns

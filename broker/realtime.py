@@ -146,7 +146,9 @@ class RealtimeBroker(Broker):
         )
 
     def step(self, message: p.Message) -> p.Message:
+        events = message.events
         if not self.rt_clock.started:
+            events = self._begin_first(message)
             self._await_ready()
             self.rt_clock.start()
         self.progress.messages += 1
@@ -158,7 +160,7 @@ class RealtimeBroker(Broker):
                 self._calls.pop(0)
         self._hold_until(t_ns)
         self.late_s = max(self.late_s, -self.rt_clock.wall_seconds_until(t_ns))
-        for event in message.events:
+        for event in events:
             self._apply(event.data)
         process_settled(self.facade, self.cluster)
         now = max(self.rt_clock.now_ns() / 1e9, message.now)

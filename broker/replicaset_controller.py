@@ -37,16 +37,16 @@ broker's driver thread, ReplicaSets in sorted order.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from broker import k8s_events, pod_lifecycle, podutil, victims
+from broker.controller_base import ControllerState, KeyedController
 from broker.facade.errors import ApiError
 from broker.facade.objects import format_time
 from broker.facade.selectors import LabelSelector, selector_from_dict
 from broker.facade.store import Store
-from broker.wake_timers import WakeTimers
+from broker.ownership import claim, pod_from_template
 
 COMPONENT = "replicaset-controller"
 RS_KEY = "replicasets.apps"
@@ -85,40 +85,25 @@ class _Known:
 
 
 @dataclass
-class _State:
-    uid: str
+class _State(ControllerState):
     failures: int = 0
-    timers: WakeTimers = field(default_factory=WakeTimers)
 
 
-class ReplicaSetController:
-    """apps/v1 ReplicaSets (see the module docstring)."""
+class ReplicaSetController(KeyedController[_State]):
+    """apps/v1 ReplicaSets (see the module docstring). Its ``_garbage`` entries are
+    the deleted ReplicaSets: (namespace, uid, the pods it controlled)."""
+
+    watches = (RS_KEY, "pods")
+    state_type = _State
 
     def __init__(self, store: Store, clock: Any, pods: PodOps) -> None:
-        self.store = store
-        self.clock = clock  # now_ns(), wall_epoch_ns(), call_at(deadline_ns, fn)
+        super().__init__(store, clock)
         self.pods = pods
-        self._lock = threading.Lock()
-        self._dirty: set[tuple[str, str]] = set()
         self._known: dict[tuple[str, str], _Known] = {}
         self._by_namespace: dict[str, set[str]] = {}  # API ReplicaSets per namespace
-        self._orphaned: list[tuple[str, str, set[str]]] = []  # deleted: (ns, uid, pods)
-        self._states: dict[tuple[str, str], _State] = {}
         # ReplicaSets whose template serves until a given instant (timewarp.io/serve-until):
         # (end ns, spec.replicas); they keep the simulation going until then
         self._services: dict[tuple[str, str], tuple[int, int]] = {}
-        self._started = False
-
-    def start(self) -> None:
-        """Begin watching the store; ReplicaSets already there count as changed."""
-        if self._started:
-            return
-        self._started = True
-        self.store.add_listener(self._on_change)
-        for rs in self.store.list(RS_KEY)[0]:
-            self._on_change(RS_KEY, "ADDED", rs)
-        for pod in self.store.list("pods")[0]:
-            self._on_change("pods", "ADDED", pod)
 
     # ------------------------------------------------------------ change tracking
     def _on_change(self, key: str, event: str, obj: Obj) -> None:
@@ -139,7 +124,7 @@ class ReplicaSetController:
                     del self._known[key]
                     self._by_namespace.get(key[0], set()).discard(key[1])
                     if not known.workload:
-                        self._orphaned.append((key[0], known.uid, set(known.owned)))
+                        self._garbage.append((key[0], known.uid, set(known.owned)))
                 self._dirty.add(key)
                 return
             workload = is_workload_replicaset(rs)
@@ -180,14 +165,6 @@ class ReplicaSetController:
                 if self._known[(namespace, rs_name)].selector.matches(labels):
                     self._dirty.add((namespace, rs_name))  # an orphan it may adopt
 
-    def _mark(self, namespace: str, name: str) -> None:
-        with self._lock:
-            self._dirty.add((namespace, name))
-
-    def has_work(self) -> bool:
-        with self._lock:
-            return bool(self._dirty or self._orphaned)
-
     def keeps_simulation_alive(self, now_ns: int) -> bool:
         """A service's ReplicaSet wants pods until its end (``timewarp.io/serve-until``):
         the broker must not tell Batsim that registration is finished before then."""
@@ -195,18 +172,6 @@ class ReplicaSetController:
             return any(end > now_ns and replicas > 0 for end, replicas in self._services.values())
 
     # ------------------------------------------------------------ reconciliation
-    def reconcile(self) -> bool:
-        """Bring every changed ReplicaSet to its wanted state; True if anything was written."""
-        with self._lock:
-            dirty, self._dirty = sorted(self._dirty), set()
-            orphaned, self._orphaned = self._orphaned, []
-        did = False
-        for namespace, uid, names in orphaned:
-            did = self._collect_garbage(namespace, uid, names) or did
-        for namespace, name in dirty:
-            did = self._sync(namespace, name) or did
-        return did
-
     def _collect_garbage(self, namespace: str, uid: str, names: set[str]) -> bool:
         """The garbage collector's part: a deleted ReplicaSet's pods are deleted."""
         did = False
@@ -223,20 +188,14 @@ class ReplicaSetController:
         the status computed from the pods seen before doing so."""
         key = (namespace, name)
         rs = self.store.get_or_none(RS_KEY, namespace, name)
-        state = self._states.get(key)
         if rs is None or is_workload_replicaset(rs):
-            if state is not None:
-                self._cancel_timers(state)
-                del self._states[key]
+            self.forget(key)
             return False
-        if state is None or state.uid != rs["metadata"]["uid"]:
-            if state is not None:
-                self._cancel_timers(state)
-            state = self._states[key] = _State(rs["metadata"]["uid"])
+        state = self.state_for(key, rs["metadata"]["uid"])
         with self._lock:
             service = self._services.get(key)
         if service is not None and service[0] > self.clock.now_ns():
-            self._wake_at(state, rs, service[0])  # the service ends: look again then
+            self.wake_at(state, key, service[0])  # the service ends: look again then
         did, active = self._claim(rs)
         error = None
         if not podutil.is_terminating(rs):
@@ -250,7 +209,7 @@ class ReplicaSetController:
         """``claimPods`` over the active pods: keep the controlled ones the selector
         selects, release those it no longer selects, adopt active orphans it selects."""
         meta, spec = rs["metadata"], rs.get("spec") or {}
-        namespace, uid = meta["namespace"], meta["uid"]
+        namespace = meta["namespace"]
         selector = selector_from_dict(spec.get("selector"))
         with self._lock:
             known = self._known.get((namespace, meta["name"]))
@@ -263,26 +222,9 @@ class ReplicaSetController:
             pod = self.store.get_or_none("pods", namespace, pod_name)
             if pod is not None:
                 selected[pod_name] = pod
-        did, mine = False, []
-        for pod_name in sorted(selected):
-            pod = selected[pod_name]
-            if not podutil.is_active(pod):
-                continue
-            ref = podutil.controller_of(pod)
-            matches = selector.matches(pod["metadata"].get("labels"))
-            if ref is not None and ref.get("uid") == uid:
-                if matches:
-                    mine.append(pod)
-                else:
-                    self._set_owner(namespace, pod_name, uid, None)
-                    did = True
-            elif ref is None and matches and not podutil.is_terminating(rs):
-                mine.append(self._set_owner(namespace, pod_name, None, rs))
-                did = True
+        active = [selected[n] for n in sorted(selected) if podutil.is_active(selected[n])]
+        mine, did = claim(self.store, "pods", rs, selector, active)
         return did, mine
-
-    def _set_owner(self, namespace: str, name: str, release: str | None, adopt: Obj | None) -> Obj:
-        return set_controller(self.store, "pods", namespace, name, release, adopt)
 
     def _manage(self, state: _State, rs: Obj, active: list[Obj]) -> tuple[bool, str | None]:
         """``manageReplicas``: create the missing pods or delete the surplus."""
@@ -308,18 +250,7 @@ class ReplicaSetController:
         tmeta = template.get("metadata") or {}
         made = False
         for _ in range(count):
-            pod = {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {
-                    "generateName": f"{meta['name']}-",
-                    "namespace": meta["namespace"],
-                    "labels": dict(tmeta.get("labels") or {}),
-                    "annotations": dict(tmeta.get("annotations") or {}),
-                    "ownerReferences": [controller_ref(rs)],
-                },
-                "spec": dict(template.get("spec") or {}),
-            }
+            pod = pod_from_template(template, f"{meta['name']}-", meta["namespace"], rs)
             if tmeta.get("finalizers"):
                 pod["metadata"]["finalizers"] = list(tmeta["finalizers"])
             try:
@@ -375,7 +306,7 @@ class ReplicaSetController:
                 next_available = at
         wanted = int(spec.get("replicas", 1))
         if error is None and next_available is not None and ready == wanted and available != wanted:
-            self._wake_at(state, rs, next_available - self.clock.wall_epoch_ns())
+            self.wake_at(state, _key(rs), next_available - self.clock.wall_epoch_ns())
         stamp = format_time(now)
 
         def mutate(obj: Obj) -> None:
@@ -424,42 +355,8 @@ class ReplicaSetController:
     def _retry_later(self, state: _State, rs: Obj) -> None:
         delay = min(BACKOFF_BASE_NS * 2**state.failures, BACKOFF_MAX_NS)
         state.failures += 1
-        self._wake_at(state, rs, self.clock.now_ns() + delay)
-
-    def _wake_at(self, state: _State, rs: Obj, deadline_ns: int) -> None:
-        key = (rs["metadata"]["namespace"], rs["metadata"]["name"])
-        state.timers.wake_at(self.clock, deadline_ns, lambda: self._mark(*key))
-
-    @staticmethod
-    def _cancel_timers(state: _State) -> None:
-        state.timers.cancel()
+        self.wake_at(state, _key(rs), self.clock.now_ns() + delay)
 
 
-def set_controller(
-    store: Store, key: str, namespace: str, name: str, release: str | None, adopt: Obj | None
-) -> Obj:
-    """Release (drop the owner reference with uid ``release``) or adopt (add a controlling
-    one to ``adopt``) the object ``key``/``namespace``/``name``; returns it as stored."""
-
-    def edit(obj: Obj) -> None:
-        refs = [r for r in obj["metadata"].get("ownerReferences") or () if r.get("uid") != release]
-        if adopt is not None:
-            refs.append(controller_ref(adopt))
-        if refs:
-            obj["metadata"]["ownerReferences"] = refs
-        else:
-            obj["metadata"].pop("ownerReferences", None)
-
-    return store.update(key, namespace, name, edit)
-
-
-def controller_ref(owner: Obj) -> Obj:
-    meta = owner["metadata"]
-    return {
-        "apiVersion": owner.get("apiVersion", "apps/v1"),
-        "kind": owner.get("kind", "ReplicaSet"),
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
+def _key(rs: Obj) -> tuple[str, str]:
+    return rs["metadata"]["namespace"], rs["metadata"]["name"]

@@ -34,6 +34,7 @@ import threading
 import time as _wall
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from commands.outfiles import (
     OutputDirError,
@@ -44,6 +45,11 @@ from commands.run import add_time_arguments
 from commands.services_report import SERVICES_CSV, plot_services, write_rows
 from commands.stopping import Interrupted, StopSignals
 from timewarp import __version__
+
+if TYPE_CHECKING:
+    from simulator.platform import Platform
+    from simulator.services import ServiceSpec
+    from simulator.workload import Workload
 
 OUT_PREFIX = "out"
 SIGTERM_GRACE_S = 20.0  # time a stopped simulator gets to write partial outputs
@@ -182,55 +188,91 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+class _Refused(Exception):
+    """A check before anything starts failed; the text says what and where."""
+
+
 def run(args: argparse.Namespace) -> int:
+    """Check everything a run needs before anything starts (the inputs, the options, the
+    paths), then run it: a refusal exits 2 with a message and leaves nothing behind."""
+    out = Path(args.output)
+    try:
+        platform, workloads = _read_inputs(args)
+        _check_options(args)
+        _check_platform_for_batsim(args, platform)
+        _check_paths(args)
+        services = _services(workloads)
+        _check_output(out)
+    except _Refused as exc:
+        return _fail(str(exc))
+    total_jobs = sum(len(w.jobs) for w in workloads)
+    node_names = [host.name for host in platform.compute]
+    simulation = _Simulation(args, out, total_jobs, node_names, services)
+    simulation.master_flags = _master_flags(platform)
+    return simulation.run()
+
+
+def _read_inputs(args: argparse.Namespace) -> tuple[Platform, list[Workload]]:
+    """The platform and the workloads, parsed, and checked for what Kubernetes needs
+    (node and pod shapes, pods that could never run)."""
     from simulator.mixups import input_mixup
-    from simulator.platform import PlatformError, load_platform, real_batsim_refusals
+    from simulator.platform import PlatformError, load_platform
     from simulator.workload import WorkloadError, load_workload
 
-    out = Path(args.output)
     mixup = input_mixup(args.platform, args.workload)
     if mixup:
-        return _fail(mixup)
+        raise _Refused(mixup)
     try:
         platform = load_platform(args.platform)
         workloads = [
             load_workload(w, f"w{i}", len(platform.compute)) for i, w in enumerate(args.workload)
         ]
     except FileNotFoundError as exc:
-        return _fail(f"no such file: {exc.filename}")
+        raise _Refused(f"no such file: {exc.filename}") from None
     except (PlatformError, WorkloadError) as exc:
-        return _fail(str(exc))
+        raise _Refused(str(exc)) from None
     from broker.input_check import InputError, check_inputs
 
     try:  # the Kubernetes side: node and pod shapes, pods that could never run
         check_inputs(platform, workloads)
     except InputError as exc:
-        return _fail(str(exc))
+        raise _Refused(str(exc)) from None
+    return platform, workloads
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """The mode's and the pacing's parameters, the scheduler commands, ``--batsim``."""
     from broker.modes_cli import ModeArgumentError, check_mode_arguments
 
     try:
         check_mode_arguments(args)
     except ModeArgumentError as exc:
-        return _fail(str(exc))
+        raise _Refused(str(exc)) from None
     from broker.pacing import PacingArgumentError, check_pacing_arguments
 
     try:
         check_pacing_arguments(args)
     except PacingArgumentError as exc:
-        return _fail(str(exc))
+        raise _Refused(str(exc)) from None
     from patcher.launch import LaunchError, parse_launch
 
     for command in args.scheduler:
         try:
             if not parse_launch(shlex.split(command)).argv:
-                return _fail(f"--scheduler: empty command {command!r}")
+                raise _Refused(f"--scheduler: empty command {command!r}")
         except (LaunchError, ValueError) as exc:  # ValueError: shlex's unbalanced quotes
-            return _fail(f"--scheduler {command!r}: {exc}")
+            raise _Refused(f"--scheduler {command!r}: {exc}") from None
     if args.batsim and shutil.which(args.batsim) is None:
-        return _fail(f"--batsim: program not found: {args.batsim!r}")
+        raise _Refused(f"--batsim: program not found: {args.batsim!r}")
+
+
+def _check_platform_for_batsim(args: argparse.Namespace, platform: Platform) -> None:
+    """What real Batsim would abort on: refused with ``--batsim``, a note without."""
+    from simulator.platform import real_batsim_refusals
+
     refused = real_batsim_refusals(platform)
     if refused and args.batsim:
-        return _fail(
+        raise _Refused(
             "real Batsim would abort on this platform:\n  " + "\n  ".join(refused) + "\n"
             "fix these lines (a <config> key can go: SMPI's settings are not used by "
             "Batsim's jobs), or run without --batsim (the embedded simulator accepts them)"
@@ -241,27 +283,33 @@ def run(args: argparse.Namespace) -> int:
             "run this platform with --batsim)",
             file=sys.stderr,
         )
+
+
+def _check_paths(args: argparse.Namespace) -> None:
     if args.cwd and not Path(args.cwd).is_dir():
-        return _fail(f"--cwd {args.cwd}: not a directory")
+        raise _Refused(f"--cwd {args.cwd}: not a directory")
     if args.write_kubeconfig:
         try:
             check_output_dir(Path(args.write_kubeconfig).parent, "--write-kubeconfig")
         except OutputDirError as exc:
-            return _fail(str(exc))
-    total_jobs = sum(len(w.jobs) for w in workloads)
+            raise _Refused(str(exc)) from None
+
+
+def _services(workloads: list[Workload]) -> list[ServiceSpec]:
+    """The workloads' services (docs/services.md); a name is declared once."""
     services = [s for w in workloads for s in w.services]
     names = [s.name for s in services]
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate is not None:
-        return _fail(f"service {duplicate!r} is declared in more than one workload file")
+        raise _Refused(f"service {duplicate!r} is declared in more than one workload file")
+    return services
+
+
+def _check_output(out: Path) -> None:
     try:
         check_output_dir(out)
     except OutputDirError as exc:
-        return _fail(str(exc))
-    node_names = [host.name for host in platform.compute]
-    simulation = _Simulation(args, out, total_jobs, node_names, services)
-    simulation.master_flags = _master_flags(platform)
-    return simulation.run()
+        raise _Refused(str(exc)) from None
 
 
 def _master_flags(platform) -> list[str]:  # type: ignore[no-untyped-def]
@@ -437,7 +485,9 @@ class _Simulation:
 
         args = self.args
         facade_clock = parts.rt_clock if parts.rt_clock is not None else FacadeClock(parts.clock)
-        parts.facade = Facade(facade_clock, endpoint=parts.endpoint).start()
+        parts.facade = Facade(
+            facade_clock, endpoint=parts.endpoint, hold_until_cluster=True
+        ).start()
         progress = _ProgressView(
             self.total_jobs, disabled=args.quiet, started=self.started, prog=self.prog
         )

@@ -32,6 +32,20 @@ def python() -> str:
 
 
 @pytest.fixture
+def facade():
+    """A started Kubernetes API facade on a manual clock, with one node ``n1`` and a
+    bearer token (``facade.token``); a test file may define its own instead."""
+    from broker.facade import Facade, ManualClock
+    from broker.facade.objects import make_node
+
+    f = Facade(ManualClock())
+    f.store.create("nodes", make_node("n1"))
+    f.token = f.add_token("sched")
+    with f:
+        yield f
+
+
+@pytest.fixture
 def shared_data() -> Path:
     path = SHARED / "data"
     if not path.is_dir():

@@ -4,7 +4,26 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from experiments._common import BATKUBE
+
 ROOT = Path(__file__).resolve().parent.parent
+needs_batkube_data = pytest.mark.skipif(
+    not BATKUBE.is_dir(), reason=f"Batkube data not found at {BATKUBE}"
+)
+
+
+def run_module(env, module, *argv, timeout=60):
+    """`python -m module argv…` from the checkout's root; returns the finished process."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *argv],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def run_simulate(out, env, scheduler, platform, workload, *extra, timeout=240, quiet=True):
@@ -56,3 +75,31 @@ def placements(out) -> dict[str, tuple[str, str, str]]:
             row["job_id"]: (row["allocated_resources"], row["starting_time"], row["finish_time"])
             for row in csv.DictReader(f)
         }
+
+
+def one_core_jobs(*arrivals: tuple[float, str]) -> list[dict]:
+    """Batsim jobs of one resource each, ids "1", "2", … in order: ``arrivals`` are
+    (submission time, profile name)."""
+    return [
+        {"id": str(i), "subtime": subtime, "res": 1, "profile": profile}
+        for i, (subtime, profile) in enumerate(arrivals, 1)
+    ]
+
+
+def delay_profiles(scheduler: str = "default", **delays: float) -> dict[str, dict]:
+    """Delay profiles of one cpu each, for pods of ``scheduler``: profile name -> seconds."""
+    return {
+        name: {"type": "delay", "delay": delay, "cpu": "1", "scheduler": scheduler}
+        for name, delay in delays.items()
+    }
+
+
+def write_inputs(tmp_path, jobs, profiles, nodes: int = 2, cores: int = 1):
+    """``tmp_path/p.xml`` (``nodes`` nodes of ``cores`` cores) and ``tmp_path/w.json``;
+    returns (platform, workload)."""
+    from simulator.testing import write_platform, write_workload
+
+    return (
+        write_platform(tmp_path / "p.xml", nodes, cores),
+        write_workload(tmp_path / "w.json", jobs, profiles),
+    )

@@ -7,26 +7,27 @@ from __future__ import annotations
 import json
 
 import pytest
-from simrun import ROOT, placements, run_simulate, run_twice
+from simrun import (
+    ROOT,
+    delay_profiles,
+    one_core_jobs,
+    placements,
+    run_simulate,
+    run_twice,
+    write_inputs,
+)
 from test_launch_commands import PROFILES as STEADY_PROFILES
 
 from simulator.testing import write_platform, write_workload
 
 BUSY = "python tests/programs/busy_poll_binder.py"
-JOBS = [
-    {"id": "1", "subtime": 0, "res": 1, "profile": "j"},
-    {"id": "2", "subtime": 0, "res": 1, "profile": "j"},
-    {"id": "3", "subtime": 3, "res": 1, "profile": "j"},
-]
-PROFILES = {"j": {"type": "delay", "delay": 10, "cpu": "1", "scheduler": "default"}}
+JOBS = one_core_jobs((0, "j"), (0, "j"), (3, "j"))
+PROFILES = delay_profiles(j=10)
 
 
 @pytest.fixture
 def inputs(tmp_path):
-    return (
-        write_platform(tmp_path / "p.xml", 2, 1),
-        write_workload(tmp_path / "w.json", JOBS, PROFILES),
-    )
+    return write_inputs(tmp_path, JOBS, PROFILES)
 
 
 def test_a_busy_poller_is_charged_per_request_and_the_summary_says_so(

@@ -14,21 +14,13 @@ import json
 import re
 
 import pytest
-from simrun import placements, run_twice
+from simrun import delay_profiles, one_core_jobs, placements, run_twice, write_inputs
 
 from simulator.testing import write_platform, write_workload
 
 AIO = "python tests/programs/aio_binder.py"
-JOBS = [
-    {"id": "1", "subtime": 0, "res": 1, "profile": "short"},
-    {"id": "2", "subtime": 0, "res": 1, "profile": "short"},
-    {"id": "3", "subtime": 5, "res": 1, "profile": "long"},
-    {"id": "4", "subtime": 5, "res": 1, "profile": "short"},
-]
-PROFILES = {
-    "short": {"type": "delay", "delay": 10, "cpu": "1", "scheduler": "default"},
-    "long": {"type": "delay", "delay": 100, "cpu": "1", "scheduler": "default"},
-}
+JOBS = one_core_jobs((0, "short"), (0, "short"), (5, "long"), (5, "short"))
+PROFILES = delay_profiles(short=10, long=100)
 # two single-core nodes, the most free cpu first (ties by name): 1 and 2 at once, 3 and 4
 # when they end (in creation order, then name)
 EXPECTED = {
@@ -41,10 +33,7 @@ EXPECTED = {
 
 @pytest.fixture
 def inputs(tmp_path):
-    return (
-        write_platform(tmp_path / "p.xml", 2, 1),
-        write_workload(tmp_path / "w.json", JOBS, PROFILES),
-    )
+    return write_inputs(tmp_path, JOBS, PROFILES)
 
 
 def test_kubernetes_asyncio_binder_with_kubeconfig(tmp_path, subprocess_env, inputs):

@@ -104,6 +104,19 @@ def active(pods):
     ]  # fmt: skip
 
 
+def new_template(world):
+    """Change the Deployment ``web``'s template (a label ``v: "2"``): a new rollout."""
+    world.store.patch(
+        "deployments.apps", NS, "web",
+        {"spec": {"template": {"metadata": {"labels": {"app": "web", "v": "2"}}}}},
+    )  # fmt: skip
+
+
+def rs_sizes(world):
+    """The ``spec.replicas`` of the namespace's ReplicaSets, smallest first."""
+    return sorted(r["spec"]["replicas"] for r in world.store.list("replicasets.apps", NS)[0])
+
+
 def events(world, component):
     found = [e for e in world.store.list("events", NS)[0] if e["source"]["component"] == component]
     return [
@@ -429,21 +442,15 @@ def test_proportional_scaling_during_a_stuck_rollout(world):
     strategy = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 3, "maxUnavailable": 2}}
     script = Script(world).create(0, "deployments.apps", deployment(10, strategy=strategy))
     script.at(10, lambda: setattr(world, "bind_enabled", False))
-    script.at(
-        10,
-        lambda: world.store.patch(
-            "deployments.apps", NS, "web",
-            {"spec": {"template": {"metadata": {"labels": {"app": "web", "v": "2"}}}}},
-        ),
-    )  # fmt: skip
+    script.at(10, lambda: new_template(world))
     script.look(
         11,
-        lambda: sorted(r["spec"]["replicas"] for r in world.store.list("replicasets.apps", NS)[0]),
+        lambda: rs_sizes(world),
     )
     script.at(20, lambda: world.store.set_replicas("deployments.apps", NS, "web", 15))
     script.look(
         21,
-        lambda: sorted(r["spec"]["replicas"] for r in world.store.list("replicasets.apps", NS)[0]),
+        lambda: rs_sizes(world),
     )
     script.run()
     assert script.seen[11] == [5, 8]
@@ -454,13 +461,7 @@ def test_recreate_scales_the_old_replicaset_to_zero_before_making_the_new_one(wo
     script = Script(world).create(
         0, "deployments.apps", deployment(2, strategy={"type": "Recreate"})
     )
-    script.at(
-        10,
-        lambda: world.store.patch(
-            "deployments.apps", NS, "web",
-            {"spec": {"template": {"metadata": {"labels": {"app": "web", "v": "2"}}}}},
-        ),
-    )  # fmt: skip
+    script.at(10, lambda: new_template(world))
     script.run()
     rss = {
         r["metadata"]["annotations"]["deployment.kubernetes.io/revision"]: r
@@ -594,10 +595,7 @@ def test_a_rollout_keeps_within_its_bounds_and_ends_on_the_new_template(
     def roll():
         world.store.add_listener(watch) if not rolling["on"] else None
         rolling["on"] = True
-        world.store.patch(
-            "deployments.apps", NS, "web",
-            {"spec": {"template": {"metadata": {"labels": {"app": "web", "v": "2"}}}}},
-        )  # fmt: skip
+        new_template(world)
 
     try:
         script = Script(world).create(0, "deployments.apps", manifest)

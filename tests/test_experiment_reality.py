@@ -7,21 +7,15 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from simrun import needs_batkube_data, run_module
 
-from experiments import _common, k3s_logs, reality
+from experiments import k3s_logs, reality
 from experiments.k3s_logs import Outcome
-
-ROOT = Path(__file__).resolve().parent.parent
-needs_data = pytest.mark.skipif(
-    not _common.BATKUBE.is_dir(), reason=f"Batkube data not found at {_common.BATKUBE}"
-)
 
 HEADER = (
     "job_id,workload_name,profile,submission_time,requested_number_of_resources,"
@@ -201,14 +195,7 @@ def test_compass_search_refuses_a_step_below_its_resolution():
     [["--jobs", "-1"], ["--model", "nosuch"], ["--min-step", "0"], ["--step", "0.1"]],
 )
 def test_bad_arguments_exit_2(argv, subprocess_env):
-    r = subprocess.run(
-        [sys.executable, "-m", "experiments.reality", *argv],
-        env=subprocess_env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    r = run_module(subprocess_env, "experiments.reality", *argv)
     assert r.returncode == 2
     assert "error:" in r.stderr
 
@@ -224,7 +211,7 @@ def _reality(out: Path, capsys) -> tuple[int, str]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
-@needs_data
+@needs_batkube_data
 def test_reduced_run_table_is_what_its_runs_wrote_and_is_deterministic(tmp_path, capsys):
     code, stdout = _reality(tmp_path / "a", capsys)
     assert code == 0, stdout

@@ -14,14 +14,10 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from simrun import ROOT, needs_batkube_data, run_module
 
 from experiments import _common, batkube, fidelity, kse, kubcg, scale
 from experiments._common import Summary, jobs_figures, role_of
-
-ROOT = Path(__file__).resolve().parent.parent
-needs_data = pytest.mark.skipif(
-    not _common.BATKUBE.is_dir(), reason=f"Batkube data not found at {_common.BATKUBE}"
-)
 
 JOBS_HEADER = (
     "job_id,workload_name,profile,submission_time,requested_number_of_resources,requested_time,"
@@ -43,7 +39,7 @@ def jobs_csv(path: Path, rows: list[tuple[str, str, float, float, float, str]]) 
 
 
 # ------------------------------------------------------------------ Batkube comparison
-@needs_data
+@needs_batkube_data
 @pytest.mark.parametrize(
     "setup, makespan, makespan_sd, wait, wait_sd",
     [
@@ -64,7 +60,7 @@ def test_batkube_simulated_figures_match_their_thesis_table(
     assert simu.mean_wait.stdev == pytest.approx(wait_sd, rel=0.01)
 
 
-@needs_data
+@needs_batkube_data
 def test_batkube_real_cluster_and_batsim_reference_rows():
     real, ref = batkube.reference_rows(batkube.SETUPS["burst"])[1:]
     assert real.makespan.n == 10
@@ -73,7 +69,7 @@ def test_batkube_real_cluster_and_batsim_reference_rows():
     assert (ref.makespan.mean, ref.mean_wait.mean) == (2210.0, 979.2)  # batsim-reference README
 
 
-@needs_data
+@needs_batkube_data
 def test_batkube_wall_times_are_their_table_parameters_rows():
     walls = batkube.batkube_walls("max-timestep_200_delay170.csv")
     assert walls.n == 5  # the rows at max timestep 1000 s
@@ -285,14 +281,7 @@ def test_decisions_are_compared_by_node_order_and_shift():
     ],
 )
 def test_scripts_exit_2_on_bad_arguments(module, argv, subprocess_env):
-    r = subprocess.run(
-        [sys.executable, "-m", module, *argv],
-        env=subprocess_env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    r = run_module(subprocess_env, module, *argv)
     assert r.returncode == 2
     assert "error:" in r.stderr
 
@@ -324,7 +313,7 @@ def _script(args: list[str], env: dict, timeout: float = 280) -> subprocess.Comp
 
 
 @pytest.mark.slow
-@needs_data
+@needs_batkube_data
 def test_batkube_burst_two_deterministic_runs_are_identical(subprocess_env, tmp_path):
     r = _script(
         ["-m", "experiments.batkube", "--runs", "2", "--lockstep-runs", "0", "--setup", "burst",
@@ -374,7 +363,7 @@ def test_kse_smallest_factorial(subprocess_env, tmp_path):
 
 
 @pytest.mark.slow
-@needs_data
+@needs_batkube_data
 def test_fidelity_small_workload(subprocess_env, tmp_path):
     workload = tmp_path / "burst30.json"
     made = _script(
@@ -392,7 +381,7 @@ def test_fidelity_small_workload(subprocess_env, tmp_path):
 
 
 @pytest.mark.slow
-@needs_data
+@needs_batkube_data
 def test_benchmark_one_run_each(subprocess_env, tmp_path):
     r = _script(
         ["benchmarks/simulate.py", "--runs", "1", "--json", str(tmp_path / "b.json")],

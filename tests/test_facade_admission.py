@@ -11,20 +11,10 @@ import json
 
 import pytest
 
-from broker.facade import ApiError, Facade, Hooks, ManualClock
-from broker.facade.objects import make_node
+from broker.facade import ApiError, Hooks
 from broker.quantity import ERR_FORMAT
 
 QUANTITY_ERROR = ERR_FORMAT
-
-
-@pytest.fixture
-def facade():
-    f = Facade(ManualClock())
-    f.store.create("nodes", make_node("n1"))
-    f.token = f.add_token("sched")
-    with f:
-        yield f
 
 
 def call(facade, method, path, body=None, headers=None):

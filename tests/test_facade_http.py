@@ -688,3 +688,38 @@ def test_a_direct_watch_ends_with_its_timeout_after_its_events(facade):
     assert w.chunk() == b""
     assert wait_idle(facade, w)
     assert w.request("GET", "/api/v1/namespaces/default/pods/a")[0] == 200  # reusable
+
+
+def test_requests_wait_for_the_cluster_when_the_facade_is_told_to_hold_them():
+    """Under `timewarp simulate` the schedulers start before SIMULATION_BEGINS brings the
+    nodes: a program that lists the nodes once, at start, must see them, as it would on a
+    real cluster (lightkube_binder saw none, now and then, on a loaded machine)."""
+    import select
+
+    f = Facade(ManualClock(), hold_until_cluster=True)
+    f.token = f.add_token("sched")
+    with f:
+        client = RawClient(f)
+        client.send("GET", "/api/v1/nodes")
+        # held: no answer, and the connection counts as busy (not quiescent) meanwhile
+        assert select.select([client.sock], [], [], 0.5)[0] == []
+        assert not f.connection_idle(client.port, client.sent, client.consumed)
+        f.store.create("nodes", make_node("n1"))
+        f.cluster_ready()
+        status, body = client.response()
+        assert status == 200
+        assert [n["metadata"]["name"] for n in body["items"]] == ["n1"]
+        client.close()
+
+
+def test_a_facade_stopped_before_the_cluster_exists_answers_what_it_held():
+    f = Facade(ManualClock(), hold_until_cluster=True)
+    f.token = f.add_token("sched")
+    f.start()
+    client = RawClient(f)
+    client.send("GET", "/api/v1/nodes")
+    stopper = threading.Thread(target=f.stop)
+    stopper.start()
+    stopper.join(30)
+    assert not stopper.is_alive()
+    client.close()

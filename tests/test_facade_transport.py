@@ -15,21 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from broker.facade import Facade, ManualClock
-from broker.facade.objects import make_node
+from broker.facade import Facade
 from broker.facade.server import MAX_BODY, MAX_HEAD
 
 ROOT = Path(__file__).resolve().parent.parent
 WAIT_S = 30.0  # a bound on waits for answers, not a performance expectation
-
-
-@pytest.fixture
-def facade():
-    f = Facade(ManualClock())
-    f.store.create("nodes", make_node("n1"))
-    f.token = f.add_token("sched")
-    with f:
-        yield f
 
 
 def _connect(facade: Facade) -> socket.socket:

@@ -11,23 +11,22 @@ import sys
 from pathlib import Path
 
 import pytest
-from simrun import ROOT, placements, run_simulate, run_twice
+from simrun import (
+    ROOT,
+    delay_profiles,
+    one_core_jobs,
+    placements,
+    run_simulate,
+    run_twice,
+    write_inputs,
+)
 
 from broker.launcher import unjoined_cause
 from patcher import bootstrap, launch
-from simulator.testing import write_platform, write_workload
 
 PROGRAM = ROOT / "tests" / "programs" / "with_deps"
-JOBS = [
-    {"id": "1", "subtime": 0, "res": 1, "profile": "short"},
-    {"id": "2", "subtime": 0, "res": 1, "profile": "short"},
-    {"id": "3", "subtime": 0, "res": 1, "profile": "short"},
-    {"id": "4", "subtime": 5, "res": 1, "profile": "long"},
-]
-PROFILES = {
-    "short": {"type": "delay", "delay": 10, "cpu": "1", "scheduler": "default"},
-    "long": {"type": "delay", "delay": 20, "cpu": "1", "scheduler": "default"},
-}
+JOBS = one_core_jobs((0, "short"), (0, "short"), (0, "short"), (5, "long"))
+PROFILES = delay_profiles(short=10, long=20)
 # first fit by node name, polling every second (its first poll, at 0, came before the
 # jobs): the three short jobs start at 1 s, the long one on the first node freed, at the
 # first poll after the short ones ended
@@ -41,10 +40,7 @@ EXPECTED = {
 
 @pytest.fixture
 def inputs(tmp_path):
-    return (
-        write_platform(tmp_path / "p.xml", 3, 1),
-        write_workload(tmp_path / "w.json", JOBS, PROFILES),
-    )
+    return write_inputs(tmp_path, JOBS, PROFILES, nodes=3)
 
 
 @pytest.fixture

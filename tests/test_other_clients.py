@@ -6,19 +6,10 @@ anyio's worker threads, virtualised like concurrent.futures'), twice each throug
 from __future__ import annotations
 
 import pytest
-from simrun import placements, run_twice
+from simrun import delay_profiles, one_core_jobs, placements, run_twice, write_inputs
 
-from simulator.testing import write_platform, write_workload
-
-JOBS = [
-    {"id": "1", "subtime": 0, "res": 1, "profile": "short"},
-    {"id": "2", "subtime": 0, "res": 1, "profile": "short"},
-    {"id": "3", "subtime": 5, "res": 1, "profile": "long"},
-]
-PROFILES = {
-    "short": {"type": "delay", "delay": 10, "cpu": "1", "scheduler": "default"},
-    "long": {"type": "delay", "delay": 100, "cpu": "1", "scheduler": "default"},
-}
+JOBS = one_core_jobs((0, "short"), (0, "short"), (5, "long"))
+PROFILES = delay_profiles(short=10, long=100)
 # fewest running pods, ties by name, on two two-core nodes
 EXPECTED = {
     "1": ("0", "0.000000", "10.000000"),
@@ -32,8 +23,7 @@ EXPECTED = {
     [("lightkube", "lightkube_binder.py"), ("kr8s", "kr8s_binder.py")],
 )
 def test_a_scheduler_on_another_client_library(tmp_path, subprocess_env, library, program):
-    platform = write_platform(tmp_path / "p.xml", 2, 2)
-    workload = write_workload(tmp_path / "w.json", JOBS, PROFILES)
+    platform, workload = write_inputs(tmp_path, JOBS, PROFILES, cores=2)
     out, r = run_twice(
         tmp_path, subprocess_env, f"python tests/programs/{program}", platform, workload
     )

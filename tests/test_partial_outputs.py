@@ -14,23 +14,16 @@ from pathlib import Path
 
 import pytest
 import zmq
-from simrun import run_simulate
+from simrun import delay_profiles, one_core_jobs, run_simulate, write_inputs
 
 from simulator import protocol as p
 from simulator.fcfs import Fcfs
 from simulator.outputs import PARTIAL_SUFFIX
-from simulator.testing import free_endpoint, write_platform, write_workload
+from simulator.testing import free_endpoint, write_platform
 
 ROOT = Path(__file__).resolve().parent.parent
-JOBS = [
-    {"id": "1", "subtime": 0, "res": 1, "profile": "short"},
-    {"id": "2", "subtime": 0, "res": 1, "profile": "short"},
-    {"id": "3", "subtime": 0, "res": 1, "profile": "long"},
-]
-PROFILES = {
-    "short": {"type": "delay", "delay": 10, "cpu": "1", "scheduler": "default"},
-    "long": {"type": "delay", "delay": 100, "cpu": "1", "scheduler": "default"},
-}
+JOBS = one_core_jobs((0, "short"), (0, "short"), (0, "long"))
+PROFILES = delay_profiles(short=10, long=100)
 
 
 def read(path: Path) -> list[dict[str, str]]:
@@ -73,9 +66,7 @@ class StallingDecisionProcess:
 
 @pytest.fixture
 def inputs(tmp_path):
-    platform = write_platform(tmp_path / "p.xml", 2, 1)
-    workload = write_workload(tmp_path / "w.json", JOBS, PROFILES)
-    return platform, workload
+    return write_inputs(tmp_path, JOBS, PROFILES)
 
 
 @contextmanager

@@ -9,7 +9,16 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client, config
-from test_deployments import NS, Script, active, deployment, pods_of, template
+from test_deployments import (
+    NS,
+    Script,
+    active,
+    deployment,
+    new_template,
+    pods_of,
+    rs_sizes,
+    template,
+)
 
 from broker import naming
 from broker.inprocess import InProcessRun
@@ -325,19 +334,13 @@ def test_scale_down_leaves_terminating_pods_out_of_the_count_and_recreate_waits(
         world.store.get("deployments.apps", NS, "web")["status"]["replicas"],
         len(pods_of(world, app="web")),
     ))  # fmt: skip
-    script.at(
-        40,
-        lambda: world.store.patch(
-            "deployments.apps", NS, "web",
-            {"spec": {"template": {"metadata": {"labels": {"app": "web", "v": "2"}}}}},
-        ),
-    )  # fmt: skip
+    script.at(40, lambda: new_template(world))
     script.look(
         50, lambda: [r["spec"]["replicas"] for r in world.store.list("replicasets.apps", NS)[0]]
     )
     script.look(
         61,
-        lambda: sorted(r["spec"]["replicas"] for r in world.store.list("replicasets.apps", NS)[0]),
+        lambda: rs_sizes(world),
     )
     script.run()
     assert script.seen[11] == (1, 2)  # one Terminating pod: still there, not counted

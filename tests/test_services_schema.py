@@ -5,17 +5,14 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from simrun import ROOT, run_simulate
 
 from simulator.services import AUTO_EXACT_LIMIT
 from simulator.traffic import patterns
 from simulator.workload import WorkloadError, load_workload
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "inputs" / "service_step"
 
 
@@ -207,26 +204,8 @@ def test_simulate_refuses_a_bad_service_with_exit_2_before_starting(
     file = tmp_path / "w.json"
     file.write_text(json.dumps(doc))
     out = tmp_path / "out"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "timewarp",
-            "simulate",
-            "--scheduler",
-            "python -c pass",
-            "-p",
-            str(EXAMPLE / "platform.xml"),
-            "-w",
-            str(file),
-            "-o",
-            str(out),
-        ],  # fmt: skip
-        cwd=ROOT,
-        env=subprocess_env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    proc = run_simulate(
+        out, subprocess_env, "python -c pass", EXAMPLE / "platform.xml", file, quiet=False
     )
     assert proc.returncode == 2, proc.stderr
     assert f"{file}: services[0].request.timeout: expected a number > 0, got -1" in proc.stderr

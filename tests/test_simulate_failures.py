@@ -14,21 +14,17 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from simulator.testing import write_platform, write_workload
+from simrun import delay_profiles, one_core_jobs, write_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
 POLLER = "python tests/programs/polling_scheduler.py --interval 5"
-JOBS = [{"id": str(i), "subtime": 0, "res": 1, "profile": "p"} for i in (1, 2, 3)]
-PROFILES = {"p": {"type": "delay", "delay": 10, "cpu": "1", "scheduler": "default-scheduler"}}
+JOBS = one_core_jobs((0, "p"), (0, "p"), (0, "p"))
+PROFILES = delay_profiles("default-scheduler", p=10)
 
 
 @pytest.fixture
 def inputs(tmp_path):
-    return (
-        write_platform(tmp_path / "p.xml", 2, 1),
-        write_workload(tmp_path / "w.json", JOBS, PROFILES),
-    )
+    return write_inputs(tmp_path, JOBS, PROFILES)
 
 
 def simulate(argv, env, *, preexec_fn=None, prefix=()):

@@ -54,17 +54,24 @@ def _smpi_platform(tmp_path: Path) -> Path:
     return platform
 
 
+def _simulate_with_batsim(tmp_path: Path, env: dict, platform: Path):
+    """`timewarp simulate --batsim /bin/true` on ``platform`` (a Batsim that would
+    do nothing: the platform check comes first); returns (process, outputs directory)."""
+    out = tmp_path / "out"
+    proc = run_simulate(
+        out, env, DEFAULT_LIKE, platform, EXAMPLES / "burst_40_delay170.json",
+        "--batsim", "/bin/true",
+    )  # fmt: skip
+    return proc, out
+
+
 def test_a_platform_real_batsim_aborts_on_is_refused_before_anything_starts(
     tmp_path, subprocess_env
 ):
     """Batkube's platforms carry smpi/or and smpi/os, which SimGrid 3.32 refuses ("Bad
     config key"): with --batsim, say so before starting, with file, line and remedy."""
     platform = _smpi_platform(tmp_path)
-    out = tmp_path / "out"
-    proc = run_simulate(
-        out, subprocess_env, DEFAULT_LIKE, platform, EXAMPLES / "burst_40_delay170.json",
-        "--batsim", "/bin/true",
-    )  # fmt: skip
+    proc, out = _simulate_with_batsim(tmp_path, subprocess_env, platform)
     assert proc.returncode == 2
     assert f'{platform}:6: <prop id="smpi/or"> in <config>' in proc.stderr
     assert '"Bad config key: smpi/or"' in proc.stderr and "fix these lines" in proc.stderr
@@ -93,11 +100,7 @@ def test_a_platform_without_its_doctype_is_refused_with_batsim(tmp_path, subproc
             if not line.startswith("<!DOCTYPE")
         )
     )
-    out = tmp_path / "out"
-    proc = run_simulate(
-        out, subprocess_env, DEFAULT_LIKE, platform, EXAMPLES / "burst_40_delay170.json",
-        "--batsim", "/bin/true",
-    )  # fmt: skip
+    proc, out = _simulate_with_batsim(tmp_path, subprocess_env, platform)
     assert proc.returncode == 2
     assert f"{platform}: no <!DOCTYPE platform" in proc.stderr
     assert not out.exists()

@@ -47,6 +47,7 @@ class Facade:
         bookmark_interval_s: float | None = 60.0,
         min_request_timeout_s: float | None = 1800.0,
         hooks: Hooks | None = None,
+        hold_until_cluster: bool = False,
     ) -> None:
         if endpoint is None:
             endpoint = Endpoint(host=host, port=port, tls=tls, tls_dir=tls_dir)
@@ -75,6 +76,13 @@ class Facade:
             seed=seed,
         )
         self._sequencer = RequestSequencer()
+        # a real cluster has its nodes before any scheduler starts; here they come with
+        # SIMULATION_BEGINS, after the schedulers may have started: with
+        # hold_until_cluster their requests wait for cluster_ready() (a program that lists
+        # the nodes once, at start, must not see an empty cluster)
+        self._cluster_ready = threading.Event()
+        if not hold_until_cluster:
+            self._cluster_ready.set()
         self._server = HttpServer(
             self._handle_in_order,
             self.ledger,
@@ -85,7 +93,9 @@ class Facade:
         )
 
     def _handle_in_order(self, request: Request):  # type: ignore[no-untyped-def]
-        """The API's handler, one process's numbered requests in the order it sent them."""
+        """The API's handler, one process's numbered requests in the order it sent them,
+        none before the cluster is ready (see ``hold_until_cluster``)."""
+        self._cluster_ready.wait()  # set by cluster_ready() or stop(): never for ever
         key = self._sequencer.key(request)
         if key is None:
             return self.api.handle(request)
@@ -109,6 +119,11 @@ class Facade:
         self._server.start()
         return self
 
+    def cluster_ready(self) -> None:
+        """The simulated cluster exists (its nodes are stored): requests held since the
+        start are handled now, in the order each process sent them."""
+        self._cluster_ready.set()
+
     def write_watch_events_directly(self) -> None:
         """Watch events go out from the thread that commits them, not the stream's
         thread (for a driver that waits for them anyway: see HttpServer)."""
@@ -131,6 +146,7 @@ class Facade:
         return None if stats is None else stats.name
 
     def stop(self) -> None:
+        self._cluster_ready.set()  # requests still held are answered, not left waiting
         self._server.stop()
         self.endpoint.close()
 

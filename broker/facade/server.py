@@ -723,43 +723,15 @@ class HttpServer:
             parked = False
             while True:
                 if not parked and watcher.pending() == 0:
-                    # Initial events written: the request now waits for changes ("parked").
-                    with self.ledger.lock:
-                        conn.handling = False
-                    parked = True
-                    if done is not None:
-                        done()
-                        done = None
-                    if stream.on_parked is not None:
-                        stream.on_parked()
-                    if self.direct_watch_writes and self._ssl is None and _DONTWAIT:
-                        watcher.attach_writer(lambda f: self._write_direct(conn, frame(f)))
-                    self.ledger.notify(conn.peer_port)
+                    self._park(conn, stream, frame, done)
+                    parked, done = True, None
                 batch = watcher.take_batch(self._poll)
                 if batch is None:
                     if self._stopping.is_set() or self._client_gone(wire):
                         return False
                     continue
-                backlog, frames = batch
-                try:
-                    # everything queued in one write: a client let go to read finds it all
-                    ending = bool(frames) and frames[-1] is END
-                    if ending:
-                        frames.pop()
-                    data = backlog + b"".join(frame(f) for f in frames)
-                    taken = len(frames) + (1 if backlog else 0)
-                    if ending:
-                        self._write(
-                            conn,
-                            data + h.send(h11.EndOfMessage()),
-                            from_queue=taken + 1,
-                            ending=True,
-                            counted=len(backlog),
-                        )
-                        return chunked
-                    self._write(conn, data, from_queue=taken, counted=len(backlog))
-                finally:
-                    watcher.sent()
+                if self._send_batch(conn, wire, frame, watcher, batch):
+                    return chunked
                 if parked:
                     with self.ledger.lock:
                         idle_now = conn.queued == 0
@@ -768,18 +740,79 @@ class HttpServer:
         except OSError:
             return False
         finally:
-            watcher.attach_writer(None)
-            with self.ledger.lock:
-                conn.handling = True
-                conn.streaming = False
-            if done is not None:
-                done()
-            with self._lock:
-                self._streams.discard(watcher)
-            stream.cleanup()  # detaches: nothing more can be queued after this
-            left = len(watcher.drain())
-            with self.ledger.lock:
-                conn.queued -= left
+            self._wind_up_stream(conn, stream, done)
+
+    def _park(
+        self,
+        conn: Connection,
+        stream: WatchStream,
+        frame: Callable[[bytes], bytes],
+        done: Callable[[], None] | None,
+    ) -> None:
+        """The initial events are written: the request now waits for changes ("parked").
+        The connection handles nothing, the request is done for its sender, and in
+        deterministic mode later events are written by the thread that commits them."""
+        watcher = stream.watcher
+        with self.ledger.lock:
+            conn.handling = False
+        if done is not None:
+            done()
+        if stream.on_parked is not None:
+            stream.on_parked()
+        if self.direct_watch_writes and self._ssl is None and _DONTWAIT:
+            watcher.attach_writer(lambda f: self._write_direct(conn, frame(f)))
+        self.ledger.notify(conn.peer_port)
+
+    def _send_batch(
+        self,
+        conn: Connection,
+        wire: _Wire,
+        frame: Callable[[bytes], bytes],
+        watcher: Watcher,
+        batch: tuple[bytes, list[bytes]],
+    ) -> bool:
+        """Write what the watcher queued (a direct write's backlog first) in one write: a
+        client let go to read finds it all. True when that was the end of the stream."""
+        backlog, frames = batch
+        try:
+            ending = bool(frames) and frames[-1] is END
+            if ending:
+                frames.pop()
+            data = backlog + b"".join(frame(f) for f in frames)
+            taken = len(frames) + (1 if backlog else 0)
+            if ending:
+                self._write(
+                    conn,
+                    data + wire.h.send(h11.EndOfMessage()),
+                    from_queue=taken + 1,
+                    ending=True,
+                    counted=len(backlog),
+                )
+                return True
+            self._write(conn, data, from_queue=taken, counted=len(backlog))
+            return False
+        finally:
+            watcher.sent()
+
+    def _wind_up_stream(
+        self, conn: Connection, stream: WatchStream, done: Callable[[], None] | None
+    ) -> None:
+        """The stream is over (ended, the client gone, the server stopping): the
+        connection handles its request again, the watch is detached, and what was queued
+        for it and never written leaves the ledger."""
+        watcher = stream.watcher
+        watcher.attach_writer(None)
+        with self.ledger.lock:
+            conn.handling = True
+            conn.streaming = False
+        if done is not None:
+            done()
+        with self._lock:
+            self._streams.discard(watcher)
+        stream.cleanup()  # detaches: nothing more can be queued after this
+        left = len(watcher.drain())
+        with self.ledger.lock:
+            conn.queued -= left
 
     def _write_direct(self, conn: Connection, data: bytes) -> bytes:
         """Send a framed watch event from the thread that committed it (store lock held):

@@ -345,6 +345,28 @@ class Store:
         the commit, under the store lock (the facade's ``on_create`` hook).
         """
         rt = resource_type(key)
+        obj = self._new_object(rt, obj)
+        meta = obj["metadata"]
+        with self._lock:
+            self._place_locked(rt, meta, namespace, create_namespace)
+            self._name_locked(rt, obj)
+            meta["uid"] = objects.new_uid(self._rng)
+            meta["creationTimestamp"] = self.timestamp()
+            for field in ("deletionTimestamp", "selfLink"):
+                meta.pop(field, None)
+            objects.default_object(rt, obj, self._priorities())
+            admission.validate(rt, obj)
+            if prepare is not None:
+                prepare(obj)
+            # (no size limit here: an API create is bounded by the request body's limit,
+            # and the broker's own objects may be as large as it likes)
+            entry = self._commit(rt, "ADDED", obj, None)
+            return entry.thaw() if copy else None
+
+    @staticmethod
+    def _new_object(rt: ResourceType, obj: Obj) -> Obj:
+        """A private, JSON-only copy of a body to create, with its metadata, apiVersion
+        and kind, decoded as the Go types would be (400 for what is not an object)."""
         try:
             obj = canonical(obj)
         except TypeError as exc:
@@ -359,54 +381,54 @@ class Store:
         obj["apiVersion"] = rt.api_version
         obj["kind"] = rt.kind
         admission.decode(rt, obj)
-        with self._lock:
-            if rt.namespaced:
-                ns = meta.get("namespace") or namespace or "default"
-                if namespace is not None and ns != namespace:
-                    raise errors.bad_request(
-                        "the namespace of the provided object does not match the namespace "
-                        f"sent on the request ({ns!r} != {namespace!r})"
-                    )
-                meta["namespace"] = ns
-                ns_entry = self._objects["namespaces"].get(("", ns))
-                if ns_entry is None:
-                    if not create_namespace:
-                        raise errors.not_found("namespaces", ns)
-                    self.create("namespaces", {"metadata": {"name": ns}})
-                elif not create_namespace and ns_entry.obj["metadata"].get("deletionTimestamp"):
-                    raise errors.ApiError(
-                        403,
-                        f'{rt.plural} "{meta.get("name") or meta.get("generateName", "")}" is '
-                        f"forbidden: unable to create new content in namespace {ns} because it "
-                        "is being terminated",
-                        "Forbidden",
-                        kind=rt.plural,
-                        name=str(meta.get("name") or ""),
-                    )
-            else:
-                meta.pop("namespace", None)
-            if not meta.get("name"):
-                prefix = meta.get("generateName")
-                if not prefix:
-                    admission.validate(rt, obj)  # names what is missing (and all else)
-                for _ in range(8):
-                    meta["name"] = objects.generated_name(prefix, self._rng)
-                    if _key_of(obj) not in self._objects[rt.key]:
-                        break
-            if _key_of(obj) in self._objects[rt.key]:
-                raise errors.already_exists(rt.plural, meta["name"], rt.group)
-            meta["uid"] = objects.new_uid(self._rng)
-            meta["creationTimestamp"] = self.timestamp()
-            for field in ("deletionTimestamp", "selfLink"):
-                meta.pop(field, None)
-            objects.default_object(rt, obj, self._priorities())
-            admission.validate(rt, obj)
-            if prepare is not None:
-                prepare(obj)
-            # (no size limit here: an API create is bounded by the request body's limit,
-            # and the broker's own objects may be as large as it likes)
-            entry = self._commit(rt, "ADDED", obj, None)
-            return entry.thaw() if copy else None
+        return obj
+
+    def _place_locked(
+        self, rt: ResourceType, meta: Obj, namespace: str | None, create_namespace: bool
+    ) -> None:
+        """The new object's namespace: the body's, else the request's, else ``default``;
+        it must exist (or be made, for the broker) and not be terminating. A cluster-scoped
+        object has none."""
+        if not rt.namespaced:
+            meta.pop("namespace", None)
+            return
+        ns = meta.get("namespace") or namespace or "default"
+        if namespace is not None and ns != namespace:
+            raise errors.bad_request(
+                "the namespace of the provided object does not match the namespace "
+                f"sent on the request ({ns!r} != {namespace!r})"
+            )
+        meta["namespace"] = ns
+        ns_entry = self._objects["namespaces"].get(("", ns))
+        if ns_entry is None:
+            if not create_namespace:
+                raise errors.not_found("namespaces", ns)
+            self.create("namespaces", {"metadata": {"name": ns}})
+        elif not create_namespace and ns_entry.obj["metadata"].get("deletionTimestamp"):
+            raise errors.ApiError(
+                403,
+                f'{rt.plural} "{meta.get("name") or meta.get("generateName", "")}" is '
+                f"forbidden: unable to create new content in namespace {ns} because it "
+                "is being terminated",
+                "Forbidden",
+                kind=rt.plural,
+                name=str(meta.get("name") or ""),
+            )
+
+    def _name_locked(self, rt: ResourceType, obj: Obj) -> None:
+        """The new object's name: its own, or one made from ``generateName``; 409 when
+        the name is taken."""
+        meta = obj["metadata"]
+        if not meta.get("name"):
+            prefix = meta.get("generateName")
+            if not prefix:
+                admission.validate(rt, obj)  # names what is missing (and all else)
+            for _ in range(8):
+                meta["name"] = objects.generated_name(prefix, self._rng)
+                if _key_of(obj) not in self._objects[rt.key]:
+                    break
+        if _key_of(obj) in self._objects[rt.key]:
+            raise errors.already_exists(rt.plural, meta["name"], rt.group)
 
     def replace(
         self,
@@ -805,28 +827,9 @@ class Store:
             max_queued_bytes=self.watch_queue_bytes,
         )
         with self._lock:
-            if resource_version in (None, "", "0"):
-                initial = True if send_initial_events is None else send_initial_events
-                start = self._rv
-            else:
-                start = listoptions.resource_version(resource_version)
-                if start > self._rv:
-                    raise errors.too_large_resource_version(start, self._rv)
-                if start < self._compacted[rt.key] and not send_initial_events:
-                    raise errors.gone(
-                        f"too old resource version: {start} ({self._compacted[rt.key] + 1})"
-                    )
-                initial = bool(send_initial_events)
-                if initial:
-                    start = self._rv  # "not older than": the state now, then what follows
+            start, initial = self._watch_start_locked(rt, resource_version, send_initial_events)
             if initial:
-                entries, _ = self.list_entries(rt.key, namespace, labels, fields)
-                for entry in entries:  # the initial state: never a reason to drop
-                    watcher.push(
-                        event_frame("ADDED", entry.json()),
-                        int(entry.obj["metadata"]["resourceVersion"]),
-                        bounded=False,
-                    )
+                self._send_initial_locked(watcher, rt, namespace, labels, fields)
                 if send_initial_events and bookmarks:  # bookmarks must be allowed
                     watcher.push(
                         event_frame("BOOKMARK", bookmark_object(rt, self._rv, True)),
@@ -839,6 +842,42 @@ class Store:
                         watcher.offer(event, bounded=False)
             self._watchers[rt.key][watcher] = None
         return watcher
+
+    def _watch_start_locked(
+        self, rt: ResourceType, resource_version: str | None, send_initial_events: bool | None
+    ) -> tuple[int, bool]:
+        """(the revision the watch starts after, whether the state now comes first as
+        initial events), as kube-apiserver reads ``resourceVersion`` and
+        ``sendInitialEvents``; 504 for a revision not reached, 410 for a compacted one."""
+        if resource_version in (None, "", "0"):
+            initial = True if send_initial_events is None else send_initial_events
+            return self._rv, initial
+        start = listoptions.resource_version(resource_version)
+        if start > self._rv:
+            raise errors.too_large_resource_version(start, self._rv)
+        if start < self._compacted[rt.key] and not send_initial_events:
+            raise errors.gone(f"too old resource version: {start} ({self._compacted[rt.key] + 1})")
+        initial = bool(send_initial_events)
+        if initial:
+            start = self._rv  # "not older than": the state now, then what follows
+        return start, initial
+
+    def _send_initial_locked(
+        self,
+        watcher: Watcher,
+        rt: ResourceType,
+        namespace: str | None,
+        labels: LabelSelector,
+        fields: FieldSelector,
+    ) -> None:
+        """The matching objects as they are now, as ADDED events."""
+        entries, _ = self.list_entries(rt.key, namespace, labels, fields)
+        for entry in entries:  # the initial state: never a reason to drop
+            watcher.push(
+                event_frame("ADDED", entry.json()),
+                int(entry.obj["metadata"]["resourceVersion"]),
+                bounded=False,
+            )
 
     def bookmark(self, watcher: Watcher) -> bool:
         """Queue a BOOKMARK at the current revision: resuming from it loses nothing."""

@@ -142,23 +142,25 @@ class _Acc:
 
 
 @dataclass
-class Totals:
+class _Outcomes:
+    """What became of the requests: over the whole run (:class:`Totals`) or one
+    reporting window."""
+
     arrivals: int = 0
     completed: int = 0
     timed_out: int = 0
     dropped: int = 0
     lost: int = 0  # in flight on a replica that went away
+
+
+@dataclass
+class Totals(_Outcomes):
     work_arrived: float = 0.0  # CPU-seconds of cost that arrived
     work_completed: float = 0.0
 
 
 @dataclass
-class _Window:
-    arrivals: int = 0
-    completed: int = 0
-    timed_out: int = 0
-    dropped: int = 0
-    lost: int = 0
+class _Window(_Outcomes):
     latencies: list[float] = field(default_factory=list)
     fluid: list[tuple[float, Regime]] = field(default_factory=list)
     ready_request_area: float = 0.0

@@ -66,7 +66,7 @@ Invariants the broker relies on:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 VERSION = 1
@@ -76,65 +76,66 @@ class ProtocolError(ValueError):
     """A clock message that does not follow this module's format."""
 
 
-def _int(msg: Mapping[str, Any], field: str, *, minimum: int | None = 0) -> int:
+def _error(msg: Mapping[str, Any], field: str, expected: str, value: Any) -> ProtocolError:
+    return ProtocolError(
+        f"clock message {msg.get('op')!r}: field {field!r} must be {expected}, got {value!r}"
+    )
+
+
+def _field(msg: Mapping[str, Any], field: str, expected: str, ok: Callable[[Any], bool]) -> Any:
+    """``msg[field]`` when ``ok`` accepts it; a :class:`ProtocolError` naming the message,
+    the field, what it ``expected`` and what came otherwise."""
     value = msg.get(field)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ProtocolError(
-            f"clock message {msg.get('op')!r}: field {field!r} must be an integer, got {value!r}"
-        )
+    if not ok(value):
+        raise _error(msg, field, expected, value)
+    return value
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int(msg: Mapping[str, Any], field: str, *, minimum: int | None = 0) -> int:
+    value = _field(msg, field, "an integer", _is_int)
     if minimum is not None and value < minimum:
-        raise ProtocolError(
-            f"clock message {msg.get('op')!r}: field {field!r} must be >= {minimum}, got {value}"
-        )
+        raise _error(msg, field, f">= {minimum}", value)
     return value
 
 
 def _str(msg: Mapping[str, Any], field: str) -> str:
-    value = msg.get(field)
-    if not isinstance(value, str):
-        raise ProtocolError(
-            f"clock message {msg.get('op')!r}: field {field!r} must be a string, got {value!r}"
-        )
-    return value
+    return _field(msg, field, "a string", lambda v: isinstance(v, str))
 
 
 def _bool(msg: Mapping[str, Any], field: str) -> bool:
-    value = msg.get(field)
-    if not isinstance(value, bool):
-        raise ProtocolError(
-            f"clock message {msg.get('op')!r}: field {field!r} must be true or false, got {value!r}"
-        )
-    return value
+    return _field(msg, field, "true or false", lambda v: isinstance(v, bool))
 
 
 def _int_list(msg: Mapping[str, Any], field: str) -> list[int]:
-    value = msg.get(field)
-    if not isinstance(value, list) or not all(
-        isinstance(x, int) and not isinstance(x, bool) for x in value
-    ):
-        raise ProtocolError(
-            f"clock message {msg.get('op')!r}: field {field!r} must be a list of integers, "
-            f"got {value!r}"
-        )
-    return value
+    return _field(
+        msg,
+        field,
+        "a list of integers",
+        lambda v: isinstance(v, list) and all(_is_int(x) for x in v),
+    )
 
 
 def _rows(msg: Mapping[str, Any], field: str, columns: str) -> list[list[int]]:
     """A list of rows of non-negative integers, one per ``columns`` name ("port, sent")."""
-    value = msg.get(field)
     width = columns.count(",") + 1
-    ok = isinstance(value, list) and all(
-        isinstance(item, list)
-        and len(item) == width
-        and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in item)
-        for item in value
+    return _field(
+        msg,
+        field,
+        f"a list of [{columns}] non-negative integers",
+        lambda v: (
+            isinstance(v, list)
+            and all(
+                isinstance(row, list)
+                and len(row) == width
+                and all(_is_int(x) and x >= 0 for x in row)
+                for row in v
+            )
+        ),
     )
-    if not ok:
-        raise ProtocolError(
-            f"clock message {msg.get('op')!r}: field {field!r} must be a list of [{columns}] "
-            f"non-negative integers, got {value!r}"
-        )
-    return value
 
 
 # op -> validator of the remaining fields; one table per direction.
