@@ -24,7 +24,9 @@ async def main():
         print(f"{time.monotonic() - started:8.1f}s  dependency timed out after 30 s")
     async with asyncio.timeout(120):
         await asyncio.gather(reconcile("pods", 20, 3, started), reconcile("nodes", 45, 2, started))
-    blocking = await asyncio.get_running_loop().run_in_executor(None, lambda: time.sleep(5) or "done")
+    blocking = await asyncio.get_running_loop().run_in_executor(
+        None, lambda: time.sleep(5) or "done"
+    )
     print(f"{time.monotonic() - started:8.1f}s  blocking call in a thread: {blocking}")
 
 
