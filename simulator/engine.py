@@ -263,11 +263,6 @@ class Simulator:
             key=lambda r: (r.end_seq < 0, r.end_seq, r.job.job_id.encode()),
         )
 
-    def ended_records(self) -> list[JobRecord]:
-        """The jobs that ended (completed, killed or rejected) so far, in Batsim's jobs.csv
-        order: what a run stopped early can report."""
-        return [r for r in self.job_records() if r.state in ("done", "rejected")]
-
     def machines_so_far(self) -> MachineLog:
         """The machine log with each machine's current state credited up to now (a copy:
         the simulation's own accounting is untouched)."""

@@ -158,20 +158,6 @@ class ScheduleSums:
         return values
 
 
-def schedule_values(
-    records: list[JobRecord],
-    machines: MachineLog,
-    nb_compute: int,
-    scheduling_time: float,
-    simulation_time: float,
-    partial: bool = False,
-) -> dict[str, str]:
-    sums = ScheduleSums()
-    for record in records:
-        sums.add(record)
-    return sums.values(machines, nb_compute, scheduling_time, simulation_time, partial)
-
-
 def machine_state_row(time: float, idle: int, computing: int) -> str:
     return f"{time:g},0,0,0,{idle},{computing}"
 
