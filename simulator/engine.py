@@ -190,6 +190,7 @@ class Simulator:
         self.machine_state = ["idle"] * self.nb_compute
         self.machine_since = [0.0] * self.nb_compute
         self.nb_computing = 0
+        self._slowdown_running = 0  # running jobs with timewarp's sharing slowdown
         self.machines = MachineLog()
         self.resource_states: dict[int, str] = {}
         self.events_processed = 0  # messages handled by Batsim's server actor
@@ -280,10 +281,9 @@ class Simulator:
         self._request = message
         return message
 
-    def _send(self, payload: tuple, rate: float = LOCAL_RATE) -> Iterator[Simcall]:
-        """Batsim's ``send_message``: look the server's mailbox up, then a blocking put."""
-        yield _BY_NAME
-        yield (PUT, self._box, payload, rate)
+    # Batsim's ``send_message`` is two simcalls: look the server's mailbox up
+    # (``yield _BY_NAME``), then a blocking put (``yield (PUT, self._box, payload, rate)``);
+    # written out where it happens (a generator per send cost a tenth of the engine)
 
     def _server(self) -> Iterator[Simcall]:
         """Batsim's server actor: receives one message at a time; after each, sends what
@@ -321,23 +321,28 @@ class Simulator:
             yield _BY_NAME
             message = yield (GET, box)
             self.events_processed += 1
-            yield from self._on_message(message)
+            if message[0] == "decision":
+                yield from self._on_decision(message)
+            else:
+                self._on_message(message)
             if self._sched_ready and not self._ack:
                 yield _BY_NAME  # mailbox_empty() looks the mailbox up first
-                if box.empty():
+                if not box.queue:
                     if self._writer:
                         yield from self._generate_and_send()
                     elif self._finished() and not self._end_sent:
                         self._emit(p.SimulationEnds())
-                        yield from self._generate_and_send()
+                        yield from self._generate_and_send(ends=True)
                         self._end_sent = True
 
-    def _generate_and_send(self) -> Iterator[Simcall]:
+    def _generate_and_send(self, ends: bool = False) -> Iterator[Simcall]:
+        """Batsim's generate-and-send: what happened, in one message (``ends``: it
+        carries SIMULATION_ENDS), exchanged by a request-reply actor of its own."""
         now = p.wire_time(self.kernel.clock)
         events = [p.Event(p.wire_time(e.timestamp), e.data) for e in self._writer]
         self._writer = []
         self._sched_ready = False
-        if any(isinstance(e.data, p.SimulationEnds) for e in events):
+        if ends:
             self.ended = True
         yield (CREATE, self._request_reply(p.Message(now, events)), "Scheduler REQ-REP")
         # Batsim forgets the jobs this message reported ended (and their profiles' names)
@@ -358,10 +363,12 @@ class Simulator:
                 self._check_profile_alive(index, event)  # Batsim's reader looks it up now
             if event.timestamp > kernel.clock:
                 yield (SLEEP, event.timestamp - kernel.clock)
-            yield from self._send(("decision", index, event))
+            yield _BY_NAME
+            yield (PUT, self._box, ("decision", index, event), LOCAL_RATE)
         if reply.now > kernel.clock:
             yield (SLEEP, reply.now - kernel.clock)
-        yield from self._send(("ready",))
+        yield _BY_NAME
+        yield (PUT, self._box, ("ready",), LOCAL_RATE)
 
     def _check_profile_alive(self, index: int, event: p.Event) -> None:
         data = event.data
@@ -380,21 +387,25 @@ class Simulator:
         message, sleeping from one subtime to the next (measured from its last wake-up)."""
         kernel = self.kernel
         latency = self.options.submission_latency
-        yield from self._send(("hello",))
+        yield _BY_NAME
+        yield (PUT, self._box, ("hello",), LOCAL_RATE)
         current = kernel.clock
         batch: list[JobRecord] = []
         for record in records:
             subtime = record.job.subtime + latency
             if subtime > current:
                 if batch:
-                    yield from self._send(("submitted", batch))
+                    yield _BY_NAME
+                    yield (PUT, self._box, ("submitted", batch), LOCAL_RATE)
                     batch = []
                 yield (SLEEP, subtime - current)
                 current = kernel.clock
             batch.append(record)
         if batch:
-            yield from self._send(("submitted", batch))
-        yield from self._send(("bye",))
+            yield _BY_NAME
+            yield (PUT, self._box, ("submitted", batch), LOCAL_RATE)
+        yield _BY_NAME
+        yield (PUT, self._box, ("bye",), LOCAL_RATE)
 
     def _job(self, record: JobRecord) -> Iterator[Simcall]:
         """One job's execution actor (on its first allocated host, so its completion
@@ -426,7 +437,8 @@ class Simulator:
             self._complete(record, "COMPLETED_WALLTIME_REACHED", -1)
         else:
             self._complete(record, "COMPLETED_SUCCESSFULLY", 0)
-        yield from self._send(("completed", record), REMOTE_RATE)
+        yield _BY_NAME
+        yield (PUT, self._box, ("completed", record), REMOTE_RATE)
 
     def _tasks(self, record: JobRecord) -> list[_Task]:
         """The job's tasks as Batsim runs them: a delay is a sleep (rate 0), a parallel
@@ -490,7 +502,8 @@ class Simulator:
             yield (SLEEP, max(target - now, WAITER_MIN_SLEEP_S))
         if self._end_sent or self._ack:
             return
-        yield from self._send(("waiting_done",))
+        yield _BY_NAME
+        yield (PUT, self._box, ("waiting_done",), LOCAL_RATE)
 
     def _killer(self, records: list[JobRecord]) -> Iterator[Simcall]:
         progress: dict[str, dict[str, Any]] = {}
@@ -504,22 +517,30 @@ class Simulator:
                 yield (KILL, record.actor)
                 self._complete(record, "COMPLETED_KILLED", code)
                 killed.append(record)
-        yield from self._send(("killing_done", [r.job.job_id for r in records], progress, killed))
+        yield _BY_NAME
+        yield (
+            PUT,
+            self._box,
+            ("killing_done", [r.job.job_id for r in records], progress, killed),
+            LOCAL_RATE,
+        )
 
     # ------------------------------------------------------------------ the server's handlers
 
-    def _on_message(self, message: tuple) -> Iterator[Simcall]:
+    def _on_decision(self, message: tuple) -> Iterator[Simcall]:
+        _, index, event = message
+        try:
+            yield from self._apply(event)
+        except DecisionError as exc:
+            raise DecisionError(
+                f"reply events[{index}] ({event.type}) at {p.wire_time(self.now)}: {exc}"
+            ) from None
+
+    def _on_message(self, message: tuple) -> None:
+        """Every message to the server but a decision (which may start actors)."""
         kind = message[0]
         if kind == "completed":
             self._report_end(message[1])
-        elif kind == "decision":
-            _, index, event = message
-            try:
-                yield from self._apply(event)
-            except DecisionError as exc:
-                raise DecisionError(
-                    f"reply events[{index}] ({event.type}) at {p.wire_time(self.now)}: {exc}"
-                ) from None
         elif kind == "ready":
             self._sched_ready = True
             if self._end_sent:
@@ -804,15 +825,19 @@ class Simulator:
         now = self.now
         record.start = now
         record.start_seq = next(self._start_counter)
-        record.work = base_duration(
-            record.job.profile,
-            workload.profiles,
-            [self._speeds[h] for h in hosts],
-            [self._classes[h] for h in hosts],
-        )
+        if profile["type"] == "delay" and "timewarp" not in profile:  # most jobs
+            record.work = float(profile["delay"])
+        else:
+            record.work = base_duration(
+                record.job.profile,
+                workload.profiles,
+                [self._speeds[h] for h in hosts],
+                [self._classes[h] for h in hosts],
+            )
         record.remaining = record.work
         record.last_update = now
         record.slowdown = has_sharing_slowdown(profile)
+        self._slowdown_running += record.slowdown
         record.walltime_end = now + record.job.walltime if record.job.walltime > 0 else None
         affected = self._sharing_jobs(hosts)
         for other in affected:
@@ -838,6 +863,8 @@ class Simulator:
 
     def _sharing_jobs(self, hosts: tuple[int, ...]) -> list[JobRecord]:
         """Running jobs with sharing slowdown on ``hosts``, in start order."""
+        if not self._slowdown_running:
+            return []
         found: dict[str, JobRecord] = {}
         for host in hosts:
             for job_id in self.host_jobs[host]:
@@ -874,6 +901,7 @@ class Simulator:
         record.final_state = state
         record.return_code = return_code
         affected = [r for r in self._sharing_jobs(hosts) if r is not record]
+        self._slowdown_running -= record.slowdown
         for other in affected:
             self._settle(other)
         for host in hosts:

@@ -141,10 +141,26 @@ def _object(value: Any, where: str) -> dict[str, Any]:
     return value
 
 
+#: One-resource sets, copied out (ProcSet is mutable): a copy costs a fifteenth of a build.
+_ONE_RESOURCE: dict[int, ProcSet] = {}
+_ONE_RESOURCE_CACHED = 1 << 16  # ids below it are kept (a platform's resources)
+
+
+def one_resource(rid: int) -> ProcSet:
+    """``ProcSet(rid)``, a new object, faster (the allocation of most jobs)."""
+    cached = _ONE_RESOURCE.get(rid)
+    if cached is None:
+        cached = ProcSet(rid)
+        if rid >= _ONE_RESOURCE_CACHED:
+            return cached
+        _ONE_RESOURCE[rid] = cached
+    return cached.copy()
+
+
 def _intervals(value: Any, where: str) -> ProcSet:
     text = _string(value, where)
     if text.isdigit() and text.isascii():  # one resource, the common case: 3x faster
-        return ProcSet(int(text))
+        return one_resource(int(text))
     try:
         procs = ProcSet.from_str(text)
     except (ValueError, TypeError) as exc:
@@ -689,8 +705,66 @@ def decode(text: str | bytes, sender: Sender) -> Message:
     return from_json(raw, sender)
 
 
+_ENVELOPE_KEYS = frozenset(("now", "events"))
+_EVENT_KEYS = frozenset(("timestamp", "type", "data"))
+_BARE_EVENT_KEYS = frozenset(("timestamp", "type"))
+_EXECUTE_KEYS = frozenset(("job_id", "alloc"))
+
+
+def _from_json_fast(raw: Any, sender: Sender) -> Message | None:
+    """:func:`from_json` for a well-formed message, without building the names of the
+    fields it checks (most of the cost): ``None`` for anything unusual, which the careful
+    path then checks (and names in its error). Accepts exactly what that path accepts."""
+    if type(raw) is not dict or raw.keys() != _ENVELOPE_KEYS:
+        return None
+    now, raw_events = raw["now"], raw["events"]
+    if (type(now) is not float and type(now) is not int) or not 0 <= now < math.inf:
+        return None
+    if type(raw_events) is not list:
+        return None
+    now = float(now)
+    known = FROM_BATSIM if sender == "batsim" else FROM_DECISION
+    events: list[Event] = []
+    previous = -math.inf
+    for index, item in enumerate(raw_events):
+        if type(item) is not dict:
+            return None
+        keys = item.keys()
+        if keys != _EVENT_KEYS and keys != _BARE_EVENT_KEYS:
+            return None
+        timestamp, kind = item["timestamp"], item["type"]
+        if type(timestamp) is not float and type(timestamp) is not int:
+            return None
+        if not (previous <= timestamp <= now and timestamp > -math.inf) or type(kind) is not str:
+            return None  # (a NaN fails the comparisons too)
+        previous = timestamp = float(timestamp)
+        cls = known.get(kind)
+        data = item.get("data", {})
+        if cls is None or type(data) is not dict:
+            return None
+        if cls is ExecuteJob and data.keys() == _EXECUTE_KEYS:
+            job_id, alloc = data["job_id"], data["alloc"]
+            if type(job_id) is str and "!" in job_id and type(alloc) is str:
+                if alloc.isdigit() and alloc.isascii():
+                    events.append(Event(timestamp, ExecuteJob(job_id, one_resource(int(alloc)))))
+                    continue
+        payload = cls.from_data(data, f"events[{index}] ({kind}).data")
+        if isinstance(payload, Notify):
+            allowed = BATSIM_NOTIFY_TYPES if sender == "batsim" else DECISION_NOTIFY_TYPES
+            if payload.type not in allowed:
+                return None
+        events.append(Event(timestamp, payload))
+    return Message(now, events)
+
+
 def from_json(raw: Any, sender: Sender) -> Message:
     """Validate an already-parsed JSON envelope (see :func:`decode`)."""
+    fast = _from_json_fast(raw, sender)
+    return fast if fast is not None else _from_json_checked(raw, sender)
+
+
+def _from_json_checked(raw: Any, sender: Sender) -> Message:
+    """:func:`from_json` field by field, naming what is wrong."""
     known = FROM_BATSIM if sender == "batsim" else FROM_DECISION
     envelope = _object(raw, f"message from {sender}")
     _fields(envelope, f"message from {sender}", ("now", "events"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from procset import ProcSet
 
@@ -170,3 +170,85 @@ def test_decision_messages_round_trip(message):
 @given(_messages(batsim_payloads))
 def test_batsim_messages_round_trip(message):
     assert p.decode(p.encode(message), "batsim") == message
+
+
+# --------------------------------------------------------------------------- the fast path
+
+# values a broken message might carry where a field is expected
+_odd_values = st.sampled_from(
+    [None, True, -1, -1.5, float("inf"), float("-inf"), float("nan"), "", "7", "x", "0-3",
+     "٣", [], {}, {"job_id": "w0!1"}, 1e300]
+)  # fmt: skip
+
+
+def _mutations(message: p.Message):
+    """The JSON of ``message`` with one field replaced, removed or added (or unchanged)."""
+    raw = json.loads(p.encode(message))
+    paths: list[tuple] = [("now",), ("events",), ("extra",)]
+    for index, event in enumerate(raw["events"]):
+        paths += [("events", index, key) for key in ("timestamp", "type", "data", "extra")]
+        paths += [("events", index, "data", key) for key in [*event.get("data", {}), "extra"]]
+    return st.tuples(st.sampled_from(paths), st.one_of(st.just("delete"), _odd_values)).map(
+        lambda change: _changed(raw, *change)
+    )
+
+
+def _changed(raw, path, value):
+    raw = json.loads(json.dumps(raw))
+    *parents, last = path
+    target = raw
+    for key in parents:
+        target = target[key]
+        if not isinstance(target, dict | list):
+            return raw
+    if value == "delete":
+        if isinstance(target, dict):
+            target.pop(last, None)
+    elif isinstance(target, dict):
+        target[last] = value
+    return raw
+
+
+def _outcome(decode, raw, sender):
+    try:
+        return decode(raw, sender)
+    except p.ProtocolError as exc:
+        return f"ProtocolError: {exc}"
+
+
+@settings(max_examples=400)
+@given(st.data(), st.sampled_from(["decision", "batsim"]))
+def test_the_fast_decoder_accepts_and_refuses_exactly_what_the_careful_one_does(data, sender):
+    payloads = decision_payloads if sender == "decision" else batsim_payloads
+    message = data.draw(_messages(payloads))
+    raw = data.draw(st.one_of(st.just(json.loads(p.encode(message))), _mutations(message)))
+    assert _outcome(p.from_json, raw, sender) == _outcome(p._from_json_checked, raw, sender)
+
+
+_EXECUTE = {"timestamp": 1.0, "type": "EXECUTE_JOB", "data": {"job_id": "w0!1", "alloc": "3"}}
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"now": 2.0, "events": [_EXECUTE]},
+        {"now": 2, "events": [{**_EXECUTE, "timestamp": 1}]},
+        {"now": 2.0, "events": [{**_EXECUTE, "timestamp": float("-inf")}]},
+        {"now": 2.0, "events": [{**_EXECUTE, "timestamp": float("nan")}]},
+        {"now": float("inf"), "events": [_EXECUTE]},
+        {"now": True, "events": []},
+        {"now": 2.0, "events": [{**_EXECUTE, "timestamp": 3.0}]},
+        {"now": 2.0, "events": [_EXECUTE, {**_EXECUTE, "timestamp": 0.5}]},
+        {"now": 2.0, "events": [{**_EXECUTE, "data": {"job_id": "w0!1", "alloc": ""}}]},
+        {"now": 2.0, "events": [{**_EXECUTE, "data": {"job_id": "1", "alloc": "3"}}]},
+        {"now": 2.0, "events": [{**_EXECUTE, "data": {"job_id": "w0!1", "alloc": "٣"}}]},
+        {"now": 2.0, "events": [{**_EXECUTE, "data": {"job_id": "w0!1", "alloc": 3}}]},
+        {"now": 2.0, "events": [{**_EXECUTE, "type": "JOB_COMPLETED"}]},
+        {"now": 2.0, "events": [{"timestamp": 1.0, "type": "NOTIFY", "data": {"type": "x"}}]},
+        {"now": 2.0, "events": [{"timestamp": 1.0, "type": "NOTIFY"}]},
+        {"now": 2.0, "events": [{**_EXECUTE, "extra": 1}]},
+        {"now": 2.0, "events": ({"x": 1},)},
+    ],
+)
+def test_the_fast_decoder_agrees_with_the_careful_one_on_edge_cases(raw):
+    assert _outcome(p.from_json, raw, "decision") == _outcome(p._from_json_checked, raw, "decision")
