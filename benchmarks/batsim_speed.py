@@ -97,16 +97,17 @@ class Result:
     memory_by_progress: list[tuple[int, float]] = field(default_factory=list)
 
 
-def run(name: str, simulator: list[str], out: Path, env: dict[str, str]) -> Result:
+def run(name: str, simulator: list[str], out: Path, env: dict[str, str], pin: list[str]) -> Result:
     port = _free_port()
     endpoint = f"tcp://127.0.0.1:{port}"
     result = Result(name)
     started = time.perf_counter()
     decision = subprocess.Popen(
-        [sys.executable, "-m", "simulator.fcfs", f"tcp://127.0.0.1:{port}"], cwd=REPO, env=env
-    )
+        [*pin, sys.executable, "-m", "simulator.fcfs", f"tcp://127.0.0.1:{port}"],
+        cwd=REPO, env=env,
+    )  # fmt: skip
     sim = subprocess.Popen(
-        [*simulator, "-s", endpoint], cwd=REPO, env=env,
+        [*pin, *simulator, "-s", endpoint], cwd=REPO, env=env,
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     done = threading.Event()
@@ -147,14 +148,18 @@ def run(name: str, simulator: list[str], out: Path, env: dict[str, str]) -> Resu
     return result
 
 
-def echo_floor(count: int, env: dict[str, str]) -> Result:
+def echo_floor(count: int, env: dict[str, str], pin: list[str]) -> Result:
     """``count`` round trips between two processes that only pass the bytes on: what
     ZeroMQ/TCP and the machine's scheduling cost alone (wall, CPU of each side)."""
     endpoint = f"tcp://127.0.0.1:{_free_port()}"
     result = Result("zmq echo (floor)", messages=count)
     started = time.perf_counter()
-    rep = subprocess.Popen([sys.executable, "-c", _ECHO, "rep", endpoint, str(count)], env=env)
-    req = subprocess.Popen([sys.executable, "-c", _ECHO, "req", endpoint, str(count)], env=env)
+    rep = subprocess.Popen(
+        [*pin, sys.executable, "-c", _ECHO, "rep", endpoint, str(count)], env=env
+    )
+    req = subprocess.Popen(
+        [*pin, sys.executable, "-c", _ECHO, "req", endpoint, str(count)], env=env
+    )
     codes = []
     for proc, name in ((req, "cpu_sim_s"), (rep, "cpu_decision_s")):
         _, status, usage = os.wait4(proc.pid, 0)
@@ -176,8 +181,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--skip-floor", action="store_true", help="no ZeroMQ echo of the same message count"
     )
+    parser.add_argument(
+        "--cpus",
+        metavar="LIST",
+        help="run every process on these CPUs (taskset -c LIST, e.g. 0): a simulator and "
+        "its decision process take turns, so one CPU is enough, and on a virtual machine "
+        "waking a thread on another, idle CPU costs an interrupt through the hypervisor "
+        "(default: wherever the kernel puts them)",
+    )
     parser.add_argument("-o", "--output", help="keep inputs and outputs here")
     args = parser.parse_args(argv)
+    pin = ["taskset", "-c", args.cpus] if args.cpus else []
     if not args.skip_real and not BATSIM.exists():
         parser.error(f"real Batsim is not at {BATSIM} (or use --skip-real)")
     env = dict(os.environ)
@@ -199,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
                 [sys.executable, "-m", "timewarp", "sim", *inputs, "-e", str(work / "tw")],
                 work / "tw",
                 env,
+                pin,
             )
         ]
         if not args.skip_real:
@@ -208,10 +223,11 @@ def main(argv: list[str] | None = None) -> int:
                     [str(BATSIM), *inputs, "-e", str(work / "real")],
                     work / "real",
                     env,
+                    pin,
                 )  # fmt: skip
             )
         if results[0].messages and not args.skip_floor:
-            results.append(echo_floor(results[0].messages, env))
+            results.append(echo_floor(results[0].messages, env, pin))
         print(f"machine load after: {load_average()}", file=sys.stderr)
     rows = [
         [r.name, "ok" if r.ok else "FAILED", f"{r.wall_s:.1f}", f"{r.cpu_sim_s:.1f}",
@@ -221,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     ]  # fmt: skip
     print(
         f"{args.jobs} jobs on {args.hosts} hosts, Poisson {args.rate}/s, mean {args.mean_delay} s"
+        + (f", every process on CPU(s) {args.cpus}" if args.cpus else "")
     )
     print_table(
         ["simulator", "run", "wall (s)", "CPU simulator/REQ (s)", "CPU FCFS/REP (s)",
@@ -236,6 +253,11 @@ def main(argv: list[str] | None = None) -> int:
             f"transport floor: {floor.messages} REQ/REP round trips with no work take "
             f"{floor.wall_s:.1f} s ({floor.wall_s / floor.messages * 1e6:.0f} µs each)"
         )
+        if real:  # a simulator that took no time at all would still wait for the transport
+            print(
+                f"so no simulator exchanging these messages with this decision process can be "
+                f"more than {real[0].wall_s / floor.wall_s:.1f}x faster than Batsim here"
+            )
     steps = results[0].memory_by_progress
     if steps:
         print("\ntimewarp sim resident memory against jobs ended:")

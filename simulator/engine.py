@@ -179,7 +179,7 @@ class Simulator:
             records.sort(key=lambda r: (r.job.subtime, r.job.local_id.encode()))
             per_workload.append(records)
         self._start_counter = itertools.count()
-        self._end_counter = itertools.count()
+        self.jobs_ended = 0  # done or rejected, as the server learnt it (jobs.csv rows)
         self.pending_calls = 0  # CALL_ME_LATER received, REQUESTED_CALL not yet sent
         self.unfinished = 0  # submitted, not yet done or rejected (server's view)
         self.running = 0  # executed, completion not yet handled by the server
@@ -446,6 +446,10 @@ class Simulator:
         profile's parts in order, ``repeat`` times (``path``: where in which composed
         profile, for JOB_KILLED's progress)."""
         workload = self.workloads[record.job.workload]
+        name = record.job.profile
+        profile = workload.profiles[name]
+        if profile["type"] == "delay" and "timewarp" not in profile:  # most jobs
+            return [_Task(float(profile["delay"]), 0.0, name, ())]
         hosts = record.hosts
         speeds = [self._speeds[h] for h in hosts]
         classes = [self._classes[h] for h in hosts]
@@ -590,7 +594,8 @@ class Simulator:
         """The server learns a job ended: jobs.csv row order, counts, JOB_COMPLETED."""
         self._ended_since_send.append(record)
         record.state = "done"
-        record.end_seq = next(self._end_counter)
+        record.end_seq = self.jobs_ended
+        self.jobs_ended += 1
         if self._sink is not None:
             self._sink.job_ended(record)
             self._forget(record)
@@ -652,7 +657,8 @@ class Simulator:
             self._ended_since_send.append(record)
             record.state = "rejected"
             record.final_state = "REJECTED"
-            record.end_seq = next(self._end_counter)
+            record.end_seq = self.jobs_ended
+            self.jobs_ended += 1
             if self._sink is not None:
                 self._sink.job_ended(record)
                 self._forget(record)

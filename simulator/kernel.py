@@ -263,6 +263,7 @@ class Kernel:
         append = calls.append
         while True:
             running, pos = self._running, self._pos
+            ready = self._ready
             end = len(running)
             while pos < end:
                 actor = running[pos]
@@ -274,7 +275,15 @@ class Kernel:
                 except StopIteration:
                     actor.alive = False
                     continue
-                if call[0] == PAUSE:
+                kind = call[0]
+                if kind == BY_NAME and not calls:
+                    # handled now, as _handle would first: no earlier call of this
+                    # sub-round can put an actor in ``ready`` before it (most sub-rounds
+                    # are one actor's lookup)
+                    if actor.alive:
+                        ready.append(actor)
+                    continue
+                if kind == PAUSE:
                     self._paused, self._pos = actor, pos - 1
                     return call[1]
                 append((actor, call))

@@ -127,9 +127,9 @@ def _receive(
 
 
 def print_progress(sim: Simulator, stats: RunStats, stream: TextIO = sys.stderr) -> None:
-    done = sum(1 for r in sim.records.values() if r.state in ("done", "rejected"))
     stream.write(
-        f"timewarp sim: t={sim.now:.3f} s simulated, {done}/{len(sim.records)} jobs ended, "
+        f"timewarp sim: t={sim.now:.3f} s simulated, {sim.jobs_ended}/{len(sim.records)} "
+        "jobs ended, "
         f"{stats.messages} messages, {sim.events_processed} events\n"
     )
     stream.flush()
