@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/batsim_speed.py                   # 100,000 jobs, ~10 min
     .venv/bin/python benchmarks/batsim_speed.py --jobs 20000 --skip-real
+    .venv/bin/python benchmarks/batsim_speed.py --cpus 0          # every process on CPU 0
 
 Issue 14's input: 100,000 one-host jobs on 1,000 one-core hosts, Poisson arrivals at 1.5
 jobs/s, exponential run times of mean 600 s (whole seconds): 90 % of the platform busy on

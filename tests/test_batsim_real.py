@@ -60,9 +60,9 @@ def test_random_inputs_and_decisions_give_the_same_messages(batsim, tmp_path, se
 # A parallel task whose run time equals its walltime exactly: real Batsim ends it
 # COMPLETED_WALLTIME_REACHED in these scenarios (in the two traced with --sg-log, SimGrid's
 # walltime had begun 1e-10 and 3e-10 s before the task's computation, so it fired first)
-# and COMPLETED_SUCCESSFULLY in 12 others; the embedded simulator always reports success
-# (docs/simulator.md, "Honest limits"). The test keeps checking that these still differ,
-# so that the list stays true.
+# and COMPLETED_SUCCESSFULLY for 11 other such jobs; the embedded simulator always reports
+# success (docs/simulator.md, "Honest limits"). The test keeps checking that these still
+# differ, so that the list stays true.
 WALLTIME_TIES = (1142, 1847, 1869, 1936, 1971)
 
 
