@@ -49,11 +49,13 @@ from simulator.kernel import (
     BY_NAME,
     CREATE,
     EXEC,
+    EXEC_TIMEOUT,
     GET,
     KILL,
     PAUSE,
     PUT,
     SLEEP,
+    TIMED_OUT,
     Actor,
     Kernel,
     Mailbox,
@@ -421,8 +423,15 @@ class Simulator:
             for task in self._tasks(record):
                 seconds, rate = task.seconds, task.rate
                 record.task, record.task_start = task, self.kernel.clock
-                # a delay must end before the walltime; a parallel task may end with it
-                if left < 0 or seconds < left or (rate > 0 and seconds == left):
+                if rate > 0 and left > 0 and not seconds > left:
+                    # a parallel task under the walltime: SimGrid's timeout detector decides
+                    # a tie (simulator.kernel, EXEC_TIMEOUT)
+                    if (yield (EXEC_TIMEOUT, rate, left)) is TIMED_OUT:
+                        reached = True
+                        break
+                    left -= seconds
+                # a delay must end before the walltime
+                elif left < 0 or seconds < left:
                     if rate > 0:
                         yield (EXEC, rate)
                     elif seconds > 0:  # SimGrid: sleeping 0 is no sleep at all

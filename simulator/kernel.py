@@ -26,7 +26,14 @@ runs the same actors on the same scheduling rules:
   (the mailbox is then not *empty*). A communication is 1 byte at the rate its sender
   gives (Batsim's messages: the master host's loopback, 1e10 B/s, so 1e-10 s; rate 0
   between hosts that no link joins: no time). ``EXEC`` is a computation (1 unit at a
-  rate: a parallel task), updated like a communication.
+  rate: a parallel task), updated like a communication. ``EXEC_TIMEOUT`` is one under a
+  time limit, as Batsim runs a parallel task under a walltime (``set_timeout`` then
+  ``start``): SimGrid starts a *timeout detector* — a sleep, begun when the actor asks,
+  before the computation — and when the detector ends, the execution times out if the
+  computation has work left (more than 1e-14 of it), else it is done. So a task whose run
+  time equals the limit times out when some other event makes a step end within 1e-9 s
+  before its end (the detector's remainder drops below ``PRECISION``, the computation's
+  does not), and is done when the step lands on its end.
 * ``PAUSE`` suspends the whole kernel inside an actor's run (Batsim's blocking ZeroMQ
   exchange, which takes no simulated time): :meth:`Kernel.run` returns the paused value
   and :meth:`Kernel.resume` continues with the answer.
@@ -54,6 +61,8 @@ GET = 4  # (GET, mailbox): returns the payload
 PAUSE = 5  # (PAUSE, value): not a simcall; Kernel.run returns value
 KILL = 6  # (KILL, actor): the actor dies (its pending sleep is dropped)
 EXEC = 7  # (EXEC, rate): a computation of 1 unit at rate units/s (a ptask)
+EXEC_TIMEOUT = 8  # (EXEC_TIMEOUT, rate, limit) -> TIMED_OUT or None (see the docstring)
+TIMED_OUT = "timed out"
 
 Simcall = tuple
 ActorCode = Generator[Simcall, Any, None]
@@ -97,14 +106,15 @@ class _Sleeps:
 
     def __init__(self) -> None:
         self.remaining: Any = []  # by slot; a free slot holds inf
-        self.actor: list[Actor | None] = []
+        self.actor: list[Actor | _Action | None] = []  # whose sleep
         self.order: list[int] = []
         self.free: list[int] = []
         self.count = 0
         self._numpy: Any = None
         self._min: float | None = float("inf")  # None: to be searched
 
-    def add(self, actor: Actor, seconds: float, order: int) -> int:
+    def add(self, actor: Actor | _Action, seconds: float, order: int) -> int:
+        """A sleep of ``actor`` (or a computation's timeout detector): its slot."""
         if self.free:
             slot = self.free.pop()
             self.remaining[slot] = seconds
@@ -158,7 +168,7 @@ class _Sleeps:
                 self._min = float(self.remaining.min())
         return self._min
 
-    def advance(self, delta: float) -> list[tuple[int, Actor]]:
+    def advance(self, delta: float) -> list[tuple[int, Actor | _Action]]:
         """Reduce every remaining time by ``delta``; the sleeps that end, ``(order,
         actor)`` (their slots are freed)."""
         smallest = self.next() - delta
@@ -202,7 +212,9 @@ class _Action:
     = bytes left, ``rate`` bytes/s; rate 0: no link, done at the next step) or a
     computation (1 unit at ``rate``, no receiver)."""
 
-    __slots__ = ("remaining", "rate", "order", "actor", "receiver", "payload", "done")
+    __slots__ = (
+        "remaining", "rate", "order", "actor", "receiver", "payload", "done", "sleep", "ended"
+    )  # fmt: skip
 
     def __init__(self, remaining: float, rate: float, order: int, actor: Actor) -> None:
         self.remaining = remaining
@@ -212,6 +224,8 @@ class _Action:
         self.receiver: Actor | None = None
         self.payload: Any = None
         self.done = False
+        self.sleep = -1  # a computation's timeout detector: its slot in the kernel's _Sleeps
+        self.ended = False  # its end was handled (with its detector's, in one step)
 
 
 class Kernel:
@@ -286,6 +300,10 @@ class Kernel:
                 if kind == PAUSE:
                     self._paused, self._pos = actor, pos - 1
                     return call[1]
+                if kind == EXEC_TIMEOUT:  # the detector first, the computation when handled
+                    action = _Action(1.0, call[1], -1, actor)
+                    action.sleep = self._sleeps.add(action, call[2], next(self._seq))
+                    actor.action = action
                 append((actor, call))
             if calls:
                 self._handle(calls)
@@ -330,11 +348,19 @@ class Kernel:
                 action = _Action(1.0, call[1], next(self._seq), actor)
                 actor.action = action
                 self._actions.append(action)
+            elif kind == EXEC_TIMEOUT:  # its detector was started in run()
+                action = actor.action
+                assert action is not None
+                action.order = next(self._seq)
+                self._actions.append(action)
             elif kind == KILL:
                 victim = call[1]
                 victim.alive = False
                 if victim.action is not None:
                     victim.action.done = True
+                    if victim.action.sleep >= 0:  # its timeout detector goes with it
+                        self._sleeps.remove(victim.action.sleep)
+                        victim.action.sleep = -1
                 if victim.sleep >= 0:
                     self._sleeps.remove(victim.sleep)
                     victim.sleep = -1
@@ -385,7 +411,16 @@ class Kernel:
                     ready.append(what)
                 continue
             actor, receiver = what.actor, what.receiver
-            if receiver is None:  # a computation
+            if receiver is None:  # a computation, or its timeout detector
+                if what.ended:
+                    continue  # (both ended in this step: the detector came first)
+                what.ended = True
+                if what.sleep >= 0:  # done before its detector: the detector is dropped
+                    self._sleeps.remove(what.sleep)
+                    what.sleep = -1
+                elif not what.done or what.remaining > 0.0:  # the detector ended first
+                    what.done = True  # the computation is cancelled
+                    actor.answer = TIMED_OUT
                 actor.action = None
                 if actor.alive:
                     ready.append(actor)
