@@ -69,6 +69,7 @@ from simulator.workload import (
     base_duration,
     has_sharing_slowdown,
     parse_job,
+    plain_delay,
     validate_profile,
 )
 
@@ -457,8 +458,9 @@ class Simulator:
         workload = self.workloads[record.job.workload]
         name = record.job.profile
         profile = workload.profiles[name]
-        if profile["type"] == "delay" and "timewarp" not in profile:  # most jobs
-            return [_Task(float(profile["delay"]), 0.0, name, ())]
+        seconds = plain_delay(profile)
+        if seconds is not None:  # one sleep, no walk through the profile
+            return [_Task(seconds, 0.0, name, ())]
         hosts = record.hosts
         speeds = [self._speeds[h] for h in hosts]
         classes = [self._classes[h] for h in hosts]
@@ -840,16 +842,15 @@ class Simulator:
         now = self.now
         record.start = now
         record.start_seq = next(self._start_counter)
-        if profile["type"] == "delay" and "timewarp" not in profile:  # most jobs
-            record.work = float(profile["delay"])
-        else:
-            record.work = base_duration(
+        work = plain_delay(profile)
+        if work is None:
+            work = base_duration(
                 record.job.profile,
                 workload.profiles,
                 [self._speeds[h] for h in hosts],
                 [self._classes[h] for h in hosts],
             )
-        record.remaining = record.work
+        record.work = record.remaining = work
         record.last_update = now
         record.slowdown = has_sharing_slowdown(profile)
         self._slowdown_running += record.slowdown

@@ -27,8 +27,6 @@ from procset import ProcSet
 from simulator import protocol as p
 
 _SLACK = 1e-9  # the tolerance of the fit rule: used + demand <= capacity + 1e-9
-# one encoder for every reply (json.dumps builds a new one per call when given options)
-_encode = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def cpu_quantity(value: Any) -> float:
@@ -216,7 +214,7 @@ def serve(endpoint: str, decide=None) -> int:
             raw = socket.recv()
             if fcfs is not None:
                 message = json.loads(raw.decode())
-                socket.send(_encode(fcfs.decide(message)).encode())
+                socket.send(p.compact_json(fcfs.decide(message)).encode())
                 ends = b"SIMULATION_ENDS" in raw and any(
                     e["type"] == "SIMULATION_ENDS" for e in message["events"]
                 )

@@ -418,8 +418,8 @@ class Kernel:
                 if what.sleep >= 0:  # done before its detector: the detector is dropped
                     self._sleeps.remove(what.sleep)
                     what.sleep = -1
-                elif not what.done or what.remaining > 0.0:  # the detector ended first
-                    what.done = True  # the computation is cancelled
+                elif not what.done:  # the detector ended, the computation has work left
+                    what.done = True  # it is cancelled
                     actor.answer = TIMED_OUT
                 actor.action = None
                 if actor.alive:

@@ -684,13 +684,14 @@ def message(now: float, *payloads: Payload) -> Message:
     return Message(now, [Event(now, payload) for payload in payloads])
 
 
-# one encoder for every message (json.dumps with options builds one at each call)
-_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+#: Compact JSON text of a JSON value, as the messages are written (one encoder for every
+#: call: ``json.dumps`` with options builds one each time).
+compact_json = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 
 
 def encode(message: Message) -> str:
     """Compact JSON text of ``message`` (deterministic: same message, same bytes)."""
-    return _ENCODER.encode(message.to_json())
+    return compact_json(message.to_json())
 
 
 def decode(text: str | bytes, sender: Sender) -> Message:

@@ -128,8 +128,8 @@ def _receive(
 
 def print_progress(sim: Simulator, stats: RunStats, stream: TextIO = sys.stderr) -> None:
     stream.write(
-        f"timewarp sim: t={sim.now:.3f} s simulated, {sim.jobs_ended}/{len(sim.records)} "
-        "jobs ended, "
+        f"timewarp sim: t={sim.now:.3f} s simulated, "
+        f"{sim.jobs_ended}/{len(sim.records)} jobs ended, "
         f"{stats.messages} messages, {sim.events_processed} events\n"
     )
     stream.flush()

@@ -350,5 +350,13 @@ def base_duration(
     return max(profile["cpu"] / speed for speed in host_speeds)
 
 
+def plain_delay(profile: dict[str, Any]) -> float | None:
+    """A ``delay`` profile without timewarp's extensions (most jobs): its run time on any
+    hosts, known without looking at them; else ``None`` (see :func:`base_duration`)."""
+    if profile["type"] == "delay" and "timewarp" not in profile:
+        return float(profile["delay"])
+    return None
+
+
 def has_sharing_slowdown(profile: dict[str, Any]) -> bool:
     return bool((profile.get("timewarp") or {}).get("sharing_slowdown", False))
