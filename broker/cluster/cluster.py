@@ -155,7 +155,8 @@ class Cluster(ClusterState):
         jp.state = "done"
         self.dynamic.close(jp)
         self.stats.jobs_done += 1
-        if killed or self.facade.store.get_or_none("pods", jp.namespace, jp.name) is None:
+        pods = self.kubelet.store  # a malformed pod status reads as absent
+        if killed or pods.get_or_none("pods", jp.namespace, jp.name) is None:
             return
         now = self.facade.store.timestamp()
         terminating = False
@@ -165,7 +166,7 @@ class Cluster(ClusterState):
             terminating = bool(pod["metadata"].get("deletionTimestamp"))
             _completed_status(pod, data, now)
 
-        self.facade.store.update("pods", jp.namespace, jp.name, finish, copy=False)
+        pods.update("pods", jp.namespace, jp.name, finish, copy=False)
         if terminating:
             # a Terminating pod whose container ends: the kubelet removes it now
             self.facade.store.delete("pods", jp.namespace, jp.name)

@@ -26,6 +26,7 @@ from broker.cluster.pod_shape import DEFAULT_IMAGE
 from broker.cluster.replacements import WorkloadReplicaSets
 from broker.cluster.state import JOB_ID_ANNOTATION, ClusterState, JobPod, NodeInfo, take
 from broker.controllers import events as k8s_events
+from broker.controllers.typed import TypedStore
 from simulator import protocol as p
 
 Obj = dict[str, Any]
@@ -47,6 +48,9 @@ class KubeletModel:
         self.metrics = metrics
         self.replacements = replacements
         self._node_objects: dict[str, Obj] = {}  # the store's Nodes, by name
+        # the kubelet owns pods' status: it reads a malformed one (a client's status
+        # write) as absent, and rewrites it decoded (broker/controllers/typed.py)
+        self.store = TypedStore(state.facade.store, ("pods",))
         state.facade.store.add_listener(self._on_commit)
         self.timeline = pod_lifecycle.Timeline(state.facade.clock)
         self.steps = pod_lifecycle.Kubelet(self)
@@ -66,7 +70,7 @@ class KubeletModel:
         ``NodeAffinity``, ``TaintToleration``…) or it runs — its resources are taken, its
         status says Running and Ready, and its Batsim job is executed."""
         state = self.state
-        pod = state.facade.store.get_or_none("pods", namespace, pod_name)
+        pod = self.store.get_or_none("pods", namespace, pod_name)
         if pod is None or (pod.get("spec") or {}).get("nodeName") != node_name:
             return  # the binding did not go through
         jp = state.pods.get((namespace, pod_name))
@@ -112,7 +116,7 @@ class KubeletModel:
                 obj["metadata"].setdefault("annotations", {})[JOB_ID_ANNOTATION] = job_id
             status(obj)
 
-        self.state.facade.store.update("pods", namespace, pod_name, running, copy=False)
+        self.store.update("pods", namespace, pod_name, running, copy=False)
         self._track_running(namespace, pod_name, jp, node)
         self._service_ended(namespace, pod_name)
 
@@ -124,7 +128,7 @@ class KubeletModel:
             return
         self.release(jp)
         jp.state, jp.service_over = "done", False
-        store = self.state.facade.store
+        store = self.store
         stamp = store.timestamp()
         store.update(
             "pods",
@@ -163,7 +167,7 @@ class KubeletModel:
             status["startTime"] = now
             return obj
 
-        state.facade.store.update("pods", meta["namespace"], meta["name"], refuse, copy=False)
+        self.store.update("pods", meta["namespace"], meta["name"], refuse, copy=False)
         k8s_events.emit(
             state.facade.store,
             pod,

@@ -382,7 +382,7 @@ class Kubelet:
     def __init__(self, host: Any) -> None:
         self.host = host
         self.state = host.state  # the cluster's nodes, pods, clock
-        self.store = host.state.facade.store
+        self.store = host.store  # pods decoded as Go types (broker/controllers/typed.py)
         self.images: dict[str, NodeImages] = {}
 
     # --- start-up

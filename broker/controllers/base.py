@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from broker.clock.wake_timers import WakeTimers
+from broker.controllers.typed import TypedStore
 from broker.facade.store import Store
 
 Obj = dict[str, Any]
@@ -66,10 +67,13 @@ class KeyedController(Generic[S]):
     for the entries it appends to ``_garbage``."""
 
     watches: tuple[str, ...] = ()
+    owns: tuple[str, ...] = ()  # the kinds whose objects it rewrites (decoded first)
     state_type: type[S]
 
     def __init__(self, store: Store, clock: Any, pods: PodOps) -> None:
-        self.store = store
+        # what it reads is decoded as Go types would be (broker/controllers/typed.py):
+        # a malformed stored field reads as absent, never kills the driver thread
+        self.store: Any = TypedStore(store, self.owns)
         self.clock = clock  # now_ns(), wall_epoch_ns(), call_at(deadline_ns, fn)
         self.pods = pods
         self._lock = threading.Lock()

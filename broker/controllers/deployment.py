@@ -259,6 +259,7 @@ class DeploymentController(KeyedController[ControllerState]):
     the deleted Deployments: (namespace, uid)."""
 
     watches = (DEPLOY_KEY, RS_KEY)
+    owns = (DEPLOY_KEY, RS_KEY)
     state_type = ControllerState
 
     def __init__(self, store: Store, clock: Any, pods: PodOps) -> None:

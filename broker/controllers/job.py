@@ -104,6 +104,7 @@ class JobController(KeyedController[_JobState]):
     """batch/v1 Jobs (see the module docstring); started at SIMULATION_BEGINS."""
 
     watches = ("jobs.batch",)
+    owns = ("jobs.batch",)
     state_type = _JobState
 
     def __init__(self, store: Store, clock: Any, pods: PodOps) -> None:

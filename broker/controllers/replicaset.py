@@ -83,6 +83,7 @@ class ReplicaSetController(KeyedController[_State]):
     the deleted ReplicaSets: (namespace, uid, the pods it controlled)."""
 
     watches = (RS_KEY, "pods")
+    owns = (RS_KEY,)
     state_type = _State
 
     def __init__(self, store: Store, clock: Any, pods: PodOps) -> None:
