@@ -76,6 +76,7 @@ def summarise(
         "rejected_by_kubelet",
         "dynamic_jobs",
         "pods_outside_batsim",
+        "replicas_deferred",
         "kills",
         "bindings",
         "nondeterministic_advances",
@@ -99,12 +100,13 @@ _LABELS = [
     ("nb_jobs_rejected", "jobs rejected", "{}"),
     ("dynamic_jobs", "jobs made by controllers (dynamic)", "{}"),
     ("pods_outside_batsim", "pods outside Batsim (run until deleted)", "{}"),
+    ("replicas_deferred", "replicas not created yet (500 per 25 s: CreationsDeferred)", "{:,}"),
     ("rejected_by_kubelet", "pods refused by the kubelet (over-allocation)", "{}"),
     ("nondeterministic_advances", "non-deterministic advances", "{}"),
 ]
 
 
-_ONLY_IF_NONZERO = {"dynamic_jobs", "pods_outside_batsim"}
+_ONLY_IF_NONZERO = {"dynamic_jobs", "pods_outside_batsim", "replicas_deferred"}
 
 
 def _outputs_row(figures: dict[str, Any]) -> str:

@@ -26,6 +26,7 @@ class ControllerPods:
         self.state = state
         self.dynamic = dynamic
         self.kubelet = kubelet
+        self._deferred: dict[tuple[str, str], int] = {}  # ReplicaSet -> pods left for later
 
     def simulates(self, template: Obj) -> bool:
         """Pods from ``template`` would become Batsim jobs (the Job controller asks)."""
@@ -69,3 +70,13 @@ class ControllerPods:
             return
         store.delete("pods", namespace, name)
         self.kubelet.removed_pod(namespace, name, obj)
+
+    def defer_creations(self, namespace: str, name: str, later: int) -> None:
+        """A ReplicaSet leaves ``later`` pods to later bursts: counted in the stats
+        (``replicas_deferred``, the pods still to make)."""
+        key = (namespace, name)
+        if later:
+            self._deferred[key] = later
+        elif self._deferred.pop(key, None) is None:
+            return
+        self.state.stats.replicas_deferred = sum(self._deferred.values())

@@ -47,6 +47,11 @@ class PodOps(Protocol):
         """False when pods from ``template`` should no longer be made (a service over)."""
         ...
 
+    def defer_creations(self, namespace: str, name: str, later: int) -> None:
+        """The ReplicaSet ``name`` leaves ``later`` pods to later bursts (0: none); the
+        run's summary says how many were still to make at the end."""
+        ...
+
 
 @dataclass
 class ControllerState:

@@ -8,7 +8,10 @@ For one ReplicaSet:
   namespace it controls; an active orphan its selector selects is adopted (an
   ``ownerReferences`` entry with ``controller: true``), an owned pod the selector no
   longer selects is released (``claimPods``);
-- too few: it creates the missing ones (at most 500 per round, ``burstReplicas``) from the
+- too few: it creates the missing ones (in slow-start batches of 1, 2, 4, …, at most 500
+  per round, ``burstReplicas``; a ReplicaSet still short after a full burst makes its next
+  one 25 s of virtual time later — the real one waits for its expectations and its
+  client's rate limit, 20 requests/s — with a Warning Event ``CreationsDeferred``) from the
   template, ``generateName: <replicaset>-``, the template's labels and annotations, a
   controlling owner reference; too many: it deletes the surplus in
   :mod:`broker.controllers.victims`' order (unassigned, pending, not ready, cheaper, doubled-up,
@@ -54,6 +57,12 @@ COMPONENT = "replicaset-controller"
 RS_KEY = "replicasets.apps"
 WORKLOAD_LABEL = "timewarp.io/replicaset"  # the selector key of workload-declared ones
 BURST_REPLICAS = 500
+SLOW_START_INITIAL_BATCH = 1  # kube-controller-manager's SlowStartInitialBatchSize
+# A ReplicaSet that lacks more than a burst creates the rest later: its next burst once
+# kube-controller-manager's client could have sent this one (500 creations at its
+# default --kube-api-qps of 20/s), not in the same virtual instant.
+BURST_INTERVAL_NS = BURST_REPLICAS // 20 * 10**9
+THROTTLED = "CreationsDeferred"  # reason of the Warning Event when that begins
 BACKOFF_BASE_NS = 5_000_000  # client-go's default controller rate limiter: 5 ms …
 BACKOFF_MAX_NS = 1000 * 10**9  # … doubling, at most 1000 s
 
@@ -76,6 +85,8 @@ class _Known:
 @dataclass
 class _State(ControllerState):
     failures: int = 0
+    next_burst_ns: int | None = None  # a full burst left pods missing: the next one then
+    warned: bool = False  # the Warning Event about deferred creations was written
 
 
 class ReplicaSetController(KeyedController[_State]):
@@ -179,6 +190,7 @@ class ReplicaSetController(KeyedController[_State]):
         rs = self.store.get_or_none(RS_KEY, namespace, name)
         if rs is None or is_workload_replicaset(rs):
             self.forget(key)
+            self.pods.defer_creations(namespace, name, 0)
             return False
         state = self.state_for(key, rs["metadata"]["uid"])
         with self._lock:
@@ -220,7 +232,8 @@ class ReplicaSetController(KeyedController[_State]):
         wanted = int((rs.get("spec") or {}).get("replicas", 1))
         diff = len(active) - wanted
         if diff < 0:
-            return self._create(state, rs, min(-diff, BURST_REPLICAS))
+            return self._create_burst(state, rs, -diff)
+        self._defer(state, rs, 0)
         if diff > 0:
             related = self._related_pods(rs, active)
             now = self.store.now_epoch_ns()
@@ -231,30 +244,82 @@ class ReplicaSetController(KeyedController[_State]):
             return True, None
         return False, None
 
+    def _create_burst(self, state: _State, rs: Obj, missing: int) -> tuple[bool, str | None]:
+        """At most one burst (``burstReplicas``) of the ``missing`` pods per virtual
+        instant: a burst that leaves pods missing sets the next one
+        ``BURST_INTERVAL_NS`` later (the real controller waits for its expectations —
+        the informer seeing its creations — and its client's rate limit), so time moves
+        and a huge ``spec.replicas`` makes pods at a bounded rate."""
+        now = self.clock.now_ns()
+        if state.next_burst_ns is not None and now < state.next_burst_ns:
+            self._defer(state, rs, missing)
+            return False, None  # the wake-up for the next burst is set
+        state.next_burst_ns = None
+        count = min(missing, BURST_REPLICAS)
+        made, error = self._create(state, rs, count)
+        if error is None and missing > count:
+            state.next_burst_ns = now + BURST_INTERVAL_NS
+            self.wake_at(state, _key(rs), state.next_burst_ns)
+            self._defer(state, rs, missing - count)
+        else:
+            self._defer(state, rs, 0)
+        return made, error
+
+    def _defer(self, state: _State, rs: Obj, later: int) -> None:
+        """Say (once per ReplicaSet, Warning Event) and count (the run's summary) that
+        ``later`` pods wait for later bursts; 0: none (any more)."""
+        if later and not state.warned:
+            state.warned = True
+            wanted = int((rs.get("spec") or {}).get("replicas", 1))
+            k8s_events.emit(
+                self.store,
+                rs,
+                type_="Warning",
+                reason=THROTTLED,
+                message=(
+                    f"timewarp: spec.replicas is {wanted} and {later} pods are still to "
+                    f"create: the controller creates at most {BURST_REPLICAS} per burst, one "
+                    f"burst every {BURST_INTERVAL_NS // 10**9} s of virtual time "
+                    "(kube-controller-manager's burstReplicas at its client's 20 requests/s)"
+                ),
+                component="timewarp-broker",
+            )
+        self.pods.defer_creations(*_key(rs), later)
+
     def _create(self, state: _State, rs: Obj, count: int) -> tuple[bool, str | None]:
+        """``slowStartBatch``: create ``count`` pods in batches of 1, 2, 4, …; a batch
+        with a failure (each one a ``FailedCreate`` Event) ends the round, the rest is
+        retried after the back-off. Returns whether any was made, and the first error."""
         template = (rs.get("spec") or {}).get("template") or {}
         if not self.pods.may_create_for(template):
             return False, None
-        meta = rs["metadata"]
-        tmeta = template.get("metadata") or {}
-        made = False
-        for _ in range(count):
-            pod = pod_from_template(template, f"{meta['name']}-", meta["namespace"], rs)
-            if tmeta.get("finalizers"):
-                pod["metadata"]["finalizers"] = list(tmeta["finalizers"])
-            try:
-                created = self.pods.create_controlled_pod(pod)
-            except ApiError as exc:
-                message = f"Error creating: {exc.message}"
-                self._event(rs, "Warning", "FailedCreate", message)
+        made, batch, remaining = False, SLOW_START_INITIAL_BATCH, count
+        while remaining > 0:
+            size = min(batch, remaining)
+            errors = [e for e in (self._create_one(state, rs, template) for _ in range(size)) if e]
+            made = made or len(errors) < size
+            if errors:
                 self._retry_later(state, rs)
-                return made, exc.message
-            made = True
-            state.failures = 0
-            self._event(
-                rs, "Normal", "SuccessfulCreate", f"Created pod: {created['metadata']['name']}"
-            )
+                return made, errors[0]
+            remaining -= size
+            batch *= 2
         return made, None
+
+    def _create_one(self, state: _State, rs: Obj, template: Obj) -> str | None:
+        """One pod from the template; the error's message if the API refused it."""
+        meta = rs["metadata"]
+        pod = pod_from_template(template, f"{meta['name']}-", meta["namespace"], rs)
+        finalizers = (template.get("metadata") or {}).get("finalizers")
+        if finalizers:
+            pod["metadata"]["finalizers"] = list(finalizers)
+        try:
+            created = self.pods.create_controlled_pod(pod)
+        except ApiError as exc:
+            self._event(rs, "Warning", "FailedCreate", f"Error creating: {exc.message}")
+            return exc.message
+        state.failures = 0
+        self._event(rs, "Normal", "SuccessfulCreate", f"Created pod: {created['metadata']['name']}")
+        return None
 
     def _related_pods(self, rs: Obj, active: list[Obj]) -> list[Obj]:
         """The active pods of every ReplicaSet of the same owner (``getIndirectlyRelatedPods``)."""
