@@ -55,7 +55,7 @@ class Peer:
 def _connected(service, name):
     peer = Peer(service.endpoint)
     try:
-        peer.send(cp.hello(name, 1234, service.add_token(name)))
+        peer.send(cp.hello(name, 1234, service.registry.add_token(name)))
         assert peer.recv()["op"] == "welcome"
         yield peer
     finally:
@@ -80,7 +80,7 @@ def test_a_long_tmpdir_still_gets_a_unix_socket_never_tcp(tmp_path, monkeypatch)
     try:
         assert clock.endpoint.startswith("ipc://")
         assert len(clock.endpoint) - len("ipc://") <= 100
-        assert not clock.tokens_required
+        assert not clock.registry.tokens_required
     finally:
         clock.close()
 
@@ -101,14 +101,14 @@ def _refused(service, hello):
 def test_tcp_hellos_must_carry_the_token_of_their_process():
     service = ClockService(endpoint="tcp://127.0.0.1:*")
     try:
-        assert service.tokens_required
+        assert service.registry.tokens_required
         token = service.expect("sched")
         assert "without the token" in _refused(service, cp.hello("sched", 1))
         assert "without the token" in _refused(service, cp.hello("intruder", 1, "guess"))
         assert "wrong token" in _refused(service, cp.hello("sched", 1, token + "x"))
-        assert service.refused_hellos == 3
+        assert service.registry.refused_hellos == 3
         # refused peers are nobody: not registered, not awaited, never blamed in a report
-        assert [(p.name, p.connected) for p in service.processes()] == [("sched", False)]
+        assert [(p.name, p.connected) for p in service.registry.processes()] == [("sched", False)]
         with contextlib.closing(Peer(service.endpoint)) as peer:
             peer.send(cp.hello("sched", 1, token))
             assert peer.recv()["op"] == "welcome"
@@ -117,7 +117,7 @@ def test_tcp_hellos_must_carry_the_token_of_their_process():
 
 
 def test_a_unix_socket_refuses_a_wrong_token_too(service):
-    token = service.add_token("sched")
+    token = service.registry.add_token("sched")
     assert "wrong token" in _refused(service, cp.hello("sched", 1, "not-" + token))
 
 
@@ -131,7 +131,7 @@ def test_messages_written_together_or_in_pieces_are_applied_in_order(service):
         assert peer.recv() == {"op": "now", "rid": 8, "t": 0}
         peer.sock.sendall(wire[5:])
         service.wait_quiescent()  # the idle report counts once it is whole
-        assert [p.name for p in service.processes()] == ["sched"]
+        assert [p.name for p in service.registry.processes()] == ["sched"]
 
 
 def test_a_process_that_did_not_say_hello_gets_an_error(service):
@@ -155,13 +155,13 @@ def test_a_malformed_message_gets_an_error_naming_it_and_others_are_still_served
 
 
 def test_an_endless_line_is_refused_and_its_connection_closed(service, monkeypatch):
-    monkeypatch.setattr("broker.clock.service.MAX_MESSAGE_BYTES", 1000)
+    monkeypatch.setattr("broker.clock.transport.MAX_MESSAGE_BYTES", 1000)
     with _connected(service, "sched") as peer:
         peer.sock.sendall(b"x" * 5000)  # no newline: no message ever ends
         msg = peer.recv()
         assert msg["op"] == "error" and "longer than 1000 bytes" in msg["message"]
         assert not peer.poll(TIMEOUT_S), "the connection stays open"
-    assert [p.gone for p in service.processes()] == [True]
+    assert [p.gone for p in service.registry.processes()] == [True]
 
 
 def test_a_process_whose_connection_ends_is_gone_and_no_longer_awaited(service):
@@ -170,7 +170,7 @@ def test_a_process_whose_connection_ends_is_gone_and_no_longer_awaited(service):
     done = threading.Event()
     threading.Thread(target=lambda: (service.wait_quiescent(), done.set()), daemon=True).start()
     assert done.wait(TIMEOUT_S)
-    assert [p.gone for p in service.processes()] == [True]
+    assert [p.gone for p in service.registry.processes()] == [True]
 
 
 def test_autopilot_advances_to_each_deadline_without_a_driver(service):
@@ -199,7 +199,7 @@ class FakeFacade:
     def __init__(self, service, states):
         self.states = dict(states)
         self.service = service
-        service.set_io_checker(lambda port, sent, consumed: self.states[port])
+        service.quiescence.set_io_checker(lambda port, sent, consumed: self.states[port])
 
     def set(self, **states):
         self.states.update({int(port[1:]): s for port, s in states.items()})
@@ -237,7 +237,7 @@ def _released_ports(rx):
 def test_a_response_is_let_go_before_watch_events_and_only_once_they_are_written(
     service, monkeypatch
 ):
-    monkeypatch.setattr("broker.clock.service.FLUSH_GRACE_S", 30.0)
+    monkeypatch.setattr("broker.clock.quiescence.FLUSH_GRACE_S", 30.0)
     facade = FakeFacade(service, {100: "flushing", 200: "busy"})
     with _idle_but_for(service, facade, [WATCH, BINDING]) as rx:
         facade.set(p200="ready")  # the binding's answer is there, its watch event is not
@@ -247,7 +247,7 @@ def test_a_response_is_let_go_before_watch_events_and_only_once_they_are_written
 
 
 def test_a_writer_stuck_on_a_full_buffer_does_not_hold_the_reader_back(service, monkeypatch):
-    monkeypatch.setattr("broker.clock.service.FLUSH_GRACE_S", 0.0)
+    monkeypatch.setattr("broker.clock.quiescence.FLUSH_GRACE_S", 0.0)
     facade = FakeFacade(service, {100: "flushing"})  # and it stays so until the client reads
     with _idle_but_for(service, facade, [WATCH]) as rx:
         assert _released_ports(rx) == [100]
@@ -266,7 +266,7 @@ def test_the_broker_reacts_to_what_was_done_before_letting_a_reader_go(service):
             return True
         return False
 
-    service.set_before_io_release(hook)
+    service.quiescence.set_before_io_release(hook)
     with _idle_but_for(service, facade, [WATCH, BINDING]) as rx:
         assert _released_ports(rx) == [200, 100]  # chosen after the hook's change
         assert calls == [{100: "streaming", 200: "idle"}, {100: "streaming", 200: "ready"}]
@@ -277,7 +277,7 @@ def _driver_waits(service, timeout=5.0):
     pause = threading.Event()
     for _ in range(int(timeout / 0.01)):
         with service._cond:
-            if service._driver_waiting:
+            if service.quiescence.driver_waiting:
                 return True
         pause.wait(0.01)
     return False
@@ -291,7 +291,7 @@ def test_a_state_report_lets_readers_go_at_once_when_the_hook_has_nothing_to_do(
     it — unless the broker's hook has work, which the driver must do first."""
     facade = FakeFacade(service, {100: "streaming", 200: "ready"})
     calls = []
-    service.set_before_io_release(
+    service.quiescence.set_before_io_release(
         lambda: calls.append("hook") or False, pending=lambda: hook_has_work
     )
     with _connected(service, "sched") as peer:

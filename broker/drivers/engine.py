@@ -112,8 +112,8 @@ class Broker:
         else:
             self._sock.bind(endpoint)
             self.endpoint = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
-        clock.set_io_checker(facade.connection_state, facade.connection_written)
-        clock.set_before_io_release(
+        clock.quiescence.set_io_checker(facade.connection_state, facade.connection_written)
+        clock.quiescence.set_before_io_release(
             self._process_cluster, pending=lambda: self.cluster.process_pending()
         )
         facade.add_idle_listener(lambda _port: clock.notify())
@@ -269,7 +269,7 @@ class Broker:
 
     def _result(self, ok: bool, reason: str = "") -> BrokerResult:
         stats = dict(vars(self.cluster.stats))
-        stats["nondeterministic_advances"] = self.clock.nondeterministic_advances
+        stats["nondeterministic_advances"] = self.clock.stall.nondeterministic_advances
         stats["timer_fires"] = self.clock.fires
         return BrokerResult(ok, reason, self.progress.messages, self.clock.now_ns / 1e9, stats)
 
