@@ -80,7 +80,6 @@ def test_a_long_tmpdir_still_gets_a_unix_socket_never_tcp(tmp_path, monkeypatch)
     try:
         assert clock.endpoint.startswith("ipc://")
         assert len(clock.endpoint) - len("ipc://") <= 100
-        assert not clock.registry.tokens_required
     finally:
         clock.close()
 
@@ -101,10 +100,9 @@ def _refused(service, hello):
 def test_tcp_hellos_must_carry_the_token_of_their_process():
     service = ClockService(endpoint="tcp://127.0.0.1:*")
     try:
-        assert service.registry.tokens_required
         token = service.expect("sched")
         assert "without the token" in _refused(service, cp.hello("sched", 1))
-        assert "without the token" in _refused(service, cp.hello("intruder", 1, "guess"))
+        assert "wrong token" in _refused(service, cp.hello("intruder", 1, "guess"))
         assert "wrong token" in _refused(service, cp.hello("sched", 1, token + "x"))
         assert service.registry.refused_hellos == 3
         # refused peers are nobody: not registered, not awaited, never blamed in a report
@@ -304,3 +302,56 @@ def test_a_state_report_lets_readers_go_at_once_when_the_hook_has_nothing_to_do(
         facade.set(p100="idle", p200="idle")
         peer.send(cp.state(False, 1, [], 0, 2, 0))
         assert done.wait(5)
+
+
+def test_a_deeply_nested_line_closes_its_connection_and_the_clock_lives_on(service):
+    """Issue 27 item 3: 100,000 '[' then 100,000 ']' once killed the clock's thread
+    (RecursionError in the decoder)."""
+    with _connected(service, "sched") as good:
+        attacker = Peer(service.endpoint)
+        try:
+            attacker.sock.sendall(b"[" * 100_000 + b"]" * 100_000 + b"\n")
+            msg = attacker.recv()
+            assert msg["op"] == "error" and "not JSON" in msg["message"]
+            assert not attacker.poll(TIMEOUT_S), "the connection stays open"
+        finally:
+            attacker.close()
+        assert service.transport._thread.is_alive()
+        good.send(cp.now_request(5))
+        assert good.recv() == {"op": "now", "rid": 5, "t": 0}
+
+
+@pytest.mark.parametrize("token", [None, "guess"])
+def test_an_unknown_name_is_refused_with_or_without_a_token(service, token):
+    """Issue 27 item 4: a hello naming no launched process was welcomed on the Unix
+    socket; its busy state then stalled the run and the stall report blamed it."""
+    service.expect("sched")
+    assert "refused" in _refused(service, cp.hello("intruder", 666, token))
+    assert [p.name for p in service.registry.processes()] == ["sched"]
+
+
+def test_a_known_name_without_its_token_is_refused_on_any_endpoint(service):
+    service.expect("sched")
+    assert "without the token" in _refused(service, cp.hello("sched", 666))
+    assert [(p.name, p.connected) for p in service.registry.processes()] == [("sched", False)]
+
+
+def test_a_frame_that_breaks_its_handler_closes_only_its_connection(service, monkeypatch):
+    """Whatever a frame makes go wrong, the clock's thread survives: the sender gets an
+    error and its connection closes, everyone else is served."""
+    decode = cp.decode_to_broker
+
+    def fragile(frame):
+        if b"boom" in frame:
+            raise KeyError("boom")
+        return decode(frame)
+
+    monkeypatch.setattr("broker.clock.inbox.clockproto.decode_to_broker", fragile)
+    with _connected(service, "a") as a, _connected(service, "b") as b:
+        a.sock.sendall(b'{"op":"stacks","text":"boom"}\n')
+        msg = a.recv()
+        assert msg["op"] == "error" and "KeyError" in msg["message"]
+        assert not a.poll(TIMEOUT_S), "the connection stays open"
+        assert service.transport._thread.is_alive()
+        b.send(cp.now_request(3))
+        assert b.recv() == {"op": "now", "rid": 3, "t": 0}

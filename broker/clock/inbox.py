@@ -57,16 +57,17 @@ class Inbox:
         self.messages_in = 0
 
     def receive(self, identity: bytes, frame: bytes) -> bool:
-        """One frame from connection ``identity``; True when that connection must close
-        (a refused hello: never registered, no process to mark gone, none to blame)."""
+        """One frame from connection ``identity``; True when that connection must close:
+        a frame that is not a clock message, a refused hello (never registered: no
+        process to mark gone, none to blame), a message before the hello."""
         write = self._transport.write_locked
         try:
             msg = clockproto.decode_to_broker(frame)
         except clockproto.ProtocolError as exc:
-            self._guard.log.write(f"timewarp: broker: {exc}\n")
+            self._guard.log.write(f"timewarp: broker: {exc}; connection closed\n")
             with self._cond:
                 write(identity, clockproto.error(str(exc)))
-            return False
+            return True  # not our runtime's (it never sends such a frame): close it
         with self._cond:
             self.messages_in += 1
             self._guard.traffic_locked(0)
@@ -93,7 +94,7 @@ class Inbox:
                 if proc is None:
                     text = f"clock message {op!r} from a process that did not say hello"
                     write(identity, clockproto.error(text))
-                    return False
+                    return True
                 self._apply_locked(proc, identity, msg)
             # Wake the driver only for what can end its waits (a state report: idle, acks;
             # arrivals and departures; stacks): a timer or a now() cannot, and each wake-up

@@ -42,22 +42,20 @@ class ProcessState:
 class Registry:
     """The processes by name and by connection, and their tokens."""
 
-    def __init__(self, cond: threading.Condition, endpoint: str) -> None:
+    def __init__(self, cond: threading.Condition) -> None:
         self._cond = cond
-        self.endpoint = endpoint
         self.procs: dict[str, ProcessState] = {}
         self.by_identity: dict[bytes, ProcessState] = {}
         # name -> token: a process proves it is the one its launcher started (see expect)
         self._tokens: dict[str, str] = {}
-        self.tokens_required = endpoint.startswith("tcp://")
         self.refused_hellos = 0
 
     def expect(self, name: str, token: str | None = None) -> str:
         """A launcher is about to start process ``name``: not quiescent until it connects.
         Returns the token the process must present in its hello (``ENV_TOKEN``): ``token``
         (the launcher passes the process's facade bearer token: one credential per
-        process) or a fresh random one. On a TCP endpoint a hello without the token of
-        its name is refused; on a Unix socket (in a 0700 directory) a wrong token is."""
+        process) or a fresh random one. A hello without the token of its name is refused,
+        on any endpoint."""
         with self._cond:
             self.procs[name] = ProcessState(name)
         return self.add_token(name, token)
@@ -89,19 +87,18 @@ class Registry:
             return [p for p in self.procs.values() if not p.gone]
 
     def refusal_locked(self, msg: dict) -> str | None:
-        """Why a hello is refused (None: accepted)."""
+        """Why a hello is refused (None: accepted): on any endpoint, a hello must carry
+        the token its launcher gave the process of that name (an unknown name has none)."""
         name, token = msg["name"], msg.get("token")
-        expected = self._tokens.get(name)
-        if token is not None and expected is not None:
-            if hmac.compare_digest(token.encode(), expected.encode()):
-                return None
-            return f"clock hello from {name!r} with a wrong token: refused"
-        if self.tokens_required:
+        if token is None:
             return (
                 f"clock hello from {name!r} without the token its launcher gave it "
-                f"({clockproto.ENV_TOKEN}): refused on the TCP endpoint {self.endpoint}"
+                f"({clockproto.ENV_TOKEN}): refused"
             )
-        return None
+        expected = self._tokens.get(name)
+        if expected is not None and hmac.compare_digest(token.encode(), expected.encode()):
+            return None
+        return f"clock hello from {name!r} with a wrong token: refused"
 
     def admit_locked(self, identity: bytes, msg: dict) -> ProcessState:
         """An accepted hello: the process it names (``name#2``… when that name is taken

@@ -83,7 +83,7 @@ class ClockService:
             after_round=self._autopilot_step_locked,
         )
         self.endpoint = self.transport.endpoint
-        self.registry = Registry(self._cond, self.endpoint)
+        self.registry = Registry(self._cond)
         self.stall = StallGuard(
             self._cond,
             self.registry,

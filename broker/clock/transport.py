@@ -173,7 +173,15 @@ class ClockTransport:
             self._drop(conn)
             return
         for frame in conn.unpacker.feed(data):
-            if self._receive(conn.identity, frame):
+            try:
+                close = self._receive(conn.identity, frame)
+            except Exception as exc:  # this thread must never die of what a peer sent
+                text = f"clock message not handled ({type(exc).__name__}: {exc})"
+                self._log.write(f"timewarp: broker: {text}; connection closed\n")
+                with self._cond:
+                    self.write_locked(conn.identity, clockproto.error(text[:1000]))
+                close = True
+            if close:
                 self._drop(conn)  # refused: nothing more is read from it
                 return
         if conn.unpacker.pending > MAX_MESSAGE_BYTES:

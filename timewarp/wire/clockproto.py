@@ -217,7 +217,7 @@ class Unpacker:
 def _decode(frame: bytes, table: Mapping[str, Any], direction: str) -> dict[str, Any]:
     try:
         msg = _DECODER.decode(frame.decode())
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
         raise ProtocolError(f"clock message ({direction}) is not JSON: {frame[:80]!r}") from exc
     if not isinstance(msg, dict):
         raise ProtocolError(f"clock message ({direction}) must be a JSON object: {frame[:80]!r}")
