@@ -79,6 +79,7 @@ def summarise(
         "kills",
         "bindings",
         "nondeterministic_advances",
+        "nondeterministic_causes",
         "timer_fires",
         "lockstep_windows",
         "lockstep_windows_with_decision",
@@ -105,6 +106,14 @@ _LABELS = [
 
 
 _ONLY_IF_NONZERO = {"dynamic_jobs", "pods_outside_batsim"}
+
+
+def _causes(figures: dict[str, Any], key: str) -> str:
+    """What decided the non-deterministic advances, after their count."""
+    causes = figures.get("nondeterministic_causes") if key == "nondeterministic_advances" else None
+    if not causes:
+        return ""
+    return " (" + ", ".join(f"{cause}: {n}" for cause, n in causes.items()) + ")"
 
 
 def _outputs_row(figures: dict[str, Any]) -> str:
@@ -138,7 +147,7 @@ def print_summary(
         if key in _ONLY_IF_NONZERO and not figures.get(key):
             continue
         if key in figures:
-            table.add_row(label, fmt.format(figures[key]))
+            table.add_row(label, fmt.format(figures[key]) + _causes(figures, key))
     if simulated is not None and "makespan" in figures and simulated != figures["makespan"]:
         table.add_row("simulated time at the end", f"{simulated:,.1f} s")
     table.add_row("wall time of the simulation", f"{figures['wall_s']:.2f} s")

@@ -269,7 +269,16 @@ class Broker:
 
     def _result(self, ok: bool, reason: str = "") -> BrokerResult:
         stats = dict(vars(self.cluster.stats))
-        stats["nondeterministic_advances"] = self.clock.stall.nondeterministic_advances
+        # every wall-clock decision, by cause (manifest and summary): the stall guard's,
+        # and requests handled out of their process's order after a wait for a
+        # predecessor that never reached the facade (broker/facade/sequencer.py)
+        causes = {
+            "stall guard": self.clock.stall.nondeterministic_advances,
+            "request order": (self.facade.request_gap_timeouts if self.facade is not None else 0),
+        }
+        stats["nondeterministic_advances"] = sum(causes.values())
+        if stats["nondeterministic_advances"]:
+            stats["nondeterministic_causes"] = {k: n for k, n in causes.items() if n}
         stats["timer_fires"] = self.clock.fires
         return BrokerResult(ok, reason, self.progress.messages, self.clock.now_ns / 1e9, stats)
 
