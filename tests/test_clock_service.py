@@ -249,6 +249,30 @@ def test_a_writer_stuck_on_a_full_buffer_does_not_hold_the_reader_back(service, 
     facade = FakeFacade(service, {100: "flushing"})  # and it stays so until the client reads
     with _idle_but_for(service, facade, [WATCH]) as rx:
         assert _released_ports(rx) == [100]
+    # wall time decided how much the reader got: counted, with its cause
+    assert service.stall.causes == {"watch events still being written": 1}
+
+
+def test_events_written_in_time_are_no_wall_clock_decision(service, monkeypatch):
+    monkeypatch.setattr("broker.clock.quiescence.FLUSH_GRACE_S", 30.0)
+    facade = FakeFacade(service, {100: "flushing"})
+    with _idle_but_for(service, facade, [WATCH]) as rx:
+        facade.set(p100="streaming")
+        assert _released_ports(rx) == [100]
+    assert service.stall.causes == {}
+
+
+def test_time_not_acknowledged_is_a_counted_wall_clock_decision():
+    """Free-running modes push the new time and wait for its acknowledgement; going on
+    without it after the stall timeout is a non-deterministic advance."""
+    with ClockService(mode="lockstep", stall_timeout=0.1) as clock:
+        clock.quiescence.set_io_checker(lambda port, sent, consumed: "idle")
+        with _connected(clock, "sched") as peer:
+            peer.send(cp.state(False, 0, [WATCH], 0, 1, 0))  # reads the API: told the time
+            clock.wait_quiescent()
+            clock.advance_to(5)  # the peer never acknowledges
+            assert peer.recv() == {"op": "time", "t": 5}
+        assert clock.stall.causes == {"time not acknowledged": 1}
 
 
 def test_the_broker_reacts_to_what_was_done_before_letting_a_reader_go(service):

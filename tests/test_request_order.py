@@ -198,9 +198,7 @@ def test_a_wall_clock_gap_is_counted_and_reported_as_a_non_deterministic_advance
     assert facade.request_gap_timeouts == 1
     broker = SimpleNamespace(
         cluster=SimpleNamespace(stats=SimpleNamespace()),
-        clock=SimpleNamespace(
-            stall=SimpleNamespace(nondeterministic_advances=2), fires=0, now_ns=0
-        ),
+        clock=SimpleNamespace(stall=SimpleNamespace(causes={"stall guard": 2}), fires=0, now_ns=0),
         facade=facade,
         progress=SimpleNamespace(messages=0),
     )

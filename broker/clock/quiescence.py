@@ -71,6 +71,7 @@ class Quiescence:
         self._hook_pending: Callable[[], bool] | None = None
         self._wait_listeners: list[Callable[[str], None]] = []
         self._flushing_since: float | None = None
+        self._flush_overdue = False  # the next release lets go readers of unfinished writes
         self.driver_waiting = False  # the driver waits in wait_locked, its work done
         self.io_releases = 0
 
@@ -201,6 +202,7 @@ class Quiescence:
         # Events still being written: wait for them, so that the thread let go reads
         # them all at once — unless the writer is stuck because the client's socket
         # buffer is full, which only the client's reading can end (FLUSH_GRACE_S).
+        self._flush_overdue = False
         if not flushing:
             self._flushing_since = None
         else:
@@ -209,6 +211,7 @@ class Quiescence:
                 self._flushing_since = now
             if now - self._flushing_since < FLUSH_GRACE_S:
                 return None
+            self._flush_overdue = True
         if not candidates:
             return None
         # the first process (by name) lets every reader with data go, in one message: its
@@ -223,6 +226,8 @@ class Quiescence:
         if release is None:
             return False
         proc, ports = release
+        if self._flush_overdue:  # wall time decided how much of the events it reads
+            self._guard.wall_decision_locked("watch events still being written")
         written = self._io_written
         upto = [[port, written(port) if written else _UNBOUNDED] for port in ports]
         self._transport.send_locked(proc, clockproto.io_release(upto, self._now()))

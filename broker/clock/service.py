@@ -159,8 +159,9 @@ class ClockService:
                 if left <= 0:
                     self.stall.log.write(
                         "timewarp: a process did not acknowledge the new time in "
-                        f"{timeout:g} s; going on\n"
+                        f"{timeout:g} s; going on (a non-deterministic advance)\n"
                     )
+                    self.stall.wall_decision_locked("time not acknowledged")
                     break
                 self._cond.wait(min(left, 0.5))
 

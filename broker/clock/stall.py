@@ -68,9 +68,18 @@ class StallGuard:
         self._progress_probe: Callable[[], object] | None = None
         self._progress_seen: object = None
         self._traffic = [0, 0]  # clock messages, facade notifications since the last progress
-        # figures for reports and benchmarks
-        self.nondeterministic_advances = 0
+        # figures for reports and benchmarks: every decision wall time made, by cause
+        self.causes: dict[str, int] = {}
         self.stall_reports: list[str] = []
+
+    @property
+    def nondeterministic_advances(self) -> int:
+        return sum(self.causes.values())
+
+    def wall_decision_locked(self, cause: str) -> None:
+        """Wall time, not the simulation, decided when something happened: a
+        non-deterministic advance, counted under ``cause`` (manifest and summary)."""
+        self.causes[cause] = self.causes.get(cause, 0) + 1
 
     def set_progress_probe(self, probe: Callable[[], object] | None) -> None:
         """``probe()`` (quick, called with the service's lock held) returns a value that
@@ -131,7 +140,7 @@ class StallGuard:
         self._gather_stacks_locked(busy)
         report = _report(busy, limit, traffic, judge.why_busy_locked, now_ns)
         self.stall_reports.append(report)
-        self.nondeterministic_advances += 1
+        self.wall_decision_locked("stall guard")
         self.log.write(report + "\n")
         self.log.flush()
         self.progressed_locked()

@@ -269,11 +269,11 @@ class Broker:
 
     def _result(self, ok: bool, reason: str = "") -> BrokerResult:
         stats = dict(vars(self.cluster.stats))
-        # every wall-clock decision, by cause (manifest and summary): the stall guard's,
-        # and requests handled out of their process's order after a wait for a
-        # predecessor that never reached the facade (broker/facade/sequencer.py)
+        # every wall-clock decision, by cause (manifest and summary): the clock's (see
+        # StallGuard.wall_decision_locked) and requests handled out of their process's
+        # order after a wait for a predecessor that never came (broker/facade/sequencer.py)
         causes = {
-            "stall guard": self.clock.stall.nondeterministic_advances,
+            **self.clock.stall.causes,
             "request order": (self.facade.request_gap_timeouts if self.facade is not None else 0),
         }
         stats["nondeterministic_advances"] = sum(causes.values())
