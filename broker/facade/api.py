@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from . import admission, autoscaling, discovery, errors, listoptions
+from . import admission, discovery, errors, listoptions
 from .auth import TokenRegistry, TokenStats, bearer_token
 from .clock import Cancellable, Clock
 from .errors import ApiError
+from .kinds import autoscaling
 from .metrics import MetricsBoard, custom_metric_value, node_metrics, pod_metrics
 from .objects import format_time
 from .patch import apply_patch
@@ -35,6 +36,7 @@ JSON = "application/json"
 # recursion would fail first on a deeper one).
 MAX_JSON_DEPTH = 128
 BINDING = lookup("", "v1", "bindings")
+assert BINDING is not None
 _log = logging.getLogger(__name__)
 _PUBLIC = {"healthz", "livez", "readyz"}
 _NAMESPACE_SUBRESOURCES = {"status", "finalize"}
@@ -373,7 +375,7 @@ class Api:
             return self._evict(route, _parse_body(request))
         if route.name is not None:
             raise ApiError(405, f"POST is not allowed on a named {rt.singular}")
-        if rt.plural == "bindings":
+        if rt is BINDING:  # the legacy collection of bindings
             return self._bind(route, _parse_body(request), None)
         if rt.namespaced and route.namespace is None:
             raise ApiError(
@@ -477,7 +479,7 @@ class Api:
         rt = route.rt
         opts = listoptions.parse(query)
         labels = parse_label_selector(opts.label_selector)
-        fields = parse_field_selector(opts.field_selector, rt.key)
+        fields = parse_field_selector(opts.field_selector, rt.key, rt.strategy.fields)
         version, limit, after = opts.resource_version, opts.limit, None
         if opts.continue_token:  # the rest of a list, exactly as it was then
             if version not in ("", "0"):
@@ -608,7 +610,7 @@ class Api:
             rt,
             None,
             parse_label_selector(None),
-            parse_field_selector(None, rt.key),
+            parse_field_selector(None, rt.key, rt.strategy.fields),
             on_queued=request.on_queued,
         )
         if error is not None:
@@ -623,7 +625,7 @@ class Api:
             raise errors.bad_request("the body of a binding must be a JSON object (a Binding)")
         if body.get("kind") not in (None, "", "Binding"):
             raise errors.bad_request(f"the body is a {body.get('kind')}, not a Binding")
-        admission.decode(BINDING, body)
+        BINDING.strategy.decode(BINDING, body)
         meta = body.get("metadata") or {}
         name = pod_name or meta.get("name")
         if pod_name and meta.get("name") not in (None, "", pod_name):
@@ -720,17 +722,19 @@ class Api:
         return body
 
     def _delete(self, route: _Route, request: Request) -> Response:
+        """A DELETE of one object, as its kind's strategy says it goes (``deletion``):
+        graceful (a pod), finalized (a namespace), or at once."""
         rt = route.rt
         options = self._delete_options(request)
         pre = options.get("preconditions") or {}
-        if rt.key == "pods":
+        if rt.strategy.deletion == "graceful":
             with self._policy_lock:
                 grace = _grace_period(
                     options, _param(parse_qs(urlsplit(request.target).query), "gracePeriodSeconds")
                 )
                 last = self._delete_pod(route.namespace or "default", route.name or "", pre, grace)
             return _json(200, last)
-        if rt.key == "namespaces":
+        if rt.strategy.deletion == "finalized":
             return _json(200, self._delete_namespace(route.name or "", pre))
         gone = self.store.delete(
             rt.key,
@@ -833,9 +837,10 @@ class Api:
 
     def _delete_collection(self, route: _Route, query: dict[str, list[str]]) -> Response:
         rt = route.rt
-        if rt.key == "pods":
+        if not rt.strategy.delete_collection:
             raise ApiError(
-                405, "deletecollection of pods is not supported (delete pods one by one)"
+                405,
+                f"deletecollection of {rt.plural} is not supported (delete {rt.plural} one by one)",
             )
         objs, _ = self.store.list(
             rt.key,
@@ -844,7 +849,7 @@ class Api:
             field_selector=_param(query, "fieldSelector"),
         )
         for obj in objs:
-            if rt.key == "namespaces":
+            if rt.strategy.deletion == "finalized":
                 if obj["metadata"]["name"] not in IMMORTAL_NAMESPACES:
                     self._delete_namespace(obj["metadata"]["name"], {})
                 continue

@@ -19,7 +19,7 @@ Pure functions over JSON values; no state.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -159,26 +159,20 @@ def validate_annotations(annotations: Mapping[str, str] | None, path: str) -> li
     return errs
 
 
-def name_rule(kind: str):
-    """The name validation of ``kind`` (``path_segment`` for Events, a DNS-1035 label for
-    Services, a DNS-1123 label for Namespaces, a DNS-1123 subdomain otherwise)."""
-    return {
-        "Namespace": is_dns1123_label,
-        "Service": is_dns1035_label,
-        "Event": is_path_segment_name,
-    }.get(kind, is_dns1123_subdomain)
-
-
 def _mask_trailing_dash(name: str) -> str:
     return name[:-1] + "a" if len(name) > 1 and name.endswith("-") else name
 
 
 def validate_object_meta(
-    meta: Mapping[str, Any], kind: str, *, namespaced: bool, path: str = "metadata"
+    meta: Mapping[str, Any],
+    rule: Callable[[str], list[str]],
+    *,
+    namespaced: bool,
+    path: str = "metadata",
 ) -> list[FieldError]:
-    """``ValidateObjectMeta``: name (or generateName), namespace, labels, annotations.
+    """``ValidateObjectMeta``: name (or generateName) by the kind's ``rule`` (a DNS-1123
+    subdomain for most, see each kind's strategy), namespace, labels, annotations.
     Expects the types already checked (strings where strings belong)."""
-    rule = name_rule(kind)
     errs: list[FieldError] = []
     generate = meta.get("generateName") or ""
     if generate:

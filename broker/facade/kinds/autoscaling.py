@@ -26,12 +26,11 @@ import copy
 import json
 from typing import Any
 
-from . import errors
+from .. import errors
+from ..selectors import format_selector
 from .apps import invalid_from
-from .selectors import format_selector
+from .base import Context, Obj, Strategy, TypeNames
 
-SCALABLE = ("deployments.apps", "replicasets.apps", "statefulsets.apps")
-HPA_KEY = "horizontalpodautoscalers.autoscaling"
 DEFAULT_CPU_UTILIZATION = 80
 MAX_PERIOD_SECONDS = 1800
 MAX_STABILIZATION_WINDOW_SECONDS = 3600
@@ -356,3 +355,20 @@ def _rules_problems(rules: Any, path: str) -> list[str]:
                 f"{MAX_PERIOD_SECONDS}"
             )
     return problems
+
+
+class HorizontalPodAutoscalerStrategy(Strategy):
+    """Defaults and validation of the spec on every write of the object, the status
+    emptied on create, the status validated on a status write."""
+
+    def prepare_for_create(self, rt: TypeNames, obj: Obj, ctx: Context) -> None:
+        default_hpa(obj)
+
+    def prepare_for_update(
+        self, rt: TypeNames, new: Obj, old: Obj, subresource: str | None
+    ) -> None:
+        if subresource is None:
+            default_hpa_spec(new)
+            validate_hpa(new)
+        else:
+            validate_hpa_status(new)
