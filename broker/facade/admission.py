@@ -133,10 +133,28 @@ class ListOf(_Type):
             self.item.check(item, path, struct)
 
 
+class _Quantity(_Type):
+    """``resource.Quantity`` outside a ResourceList: it must parse (a string or a
+    number); kept as sent."""
+
+    go = "resource.Quantity"
+
+    def check(self, value: Any, path: str, struct: str) -> None:
+        if value is None:
+            return
+        try:
+            quantity.parse(value)
+        except quantity.QuantityError as exc:
+            raise DecodeError(str(exc)) from None
+
+
 class Struct(_Type):
-    def __init__(self, name: str, fields: dict[str, _Type]) -> None:
+    """A Go struct: its fields' types (those the facade reads); ``package`` names it in
+    messages (``v1.PodSpec``, ``v2.MetricTarget``)."""
+
+    def __init__(self, name: str, fields: dict[str, _Type], package: str = "v1") -> None:
         self.name = name
-        self.go = f"v1.{name}"
+        self.go = f"{package}.{name}"
         self.fields = fields
 
     def check(self, value: Any, path: str, struct: str) -> None:
@@ -154,6 +172,7 @@ class Struct(_Type):
 
 MAP = _Map()
 RESOURCES = _ResourceList()
+QUANTITY = _Quantity()
 
 META = Struct(
     "ObjectMeta",

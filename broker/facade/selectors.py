@@ -154,12 +154,16 @@ def format_selector(selector: dict[str, Any] | None) -> str:
     (``app=web,tier in (a,b),!canary``)."""
     if not selector:
         return ""
+    labels, exprs = selector.get("matchLabels"), selector.get("matchExpressions")
     parts: list[tuple[str, str]] = [
-        (k, f"{k}={v}") for k, v in (selector.get("matchLabels") or {}).items()
+        (str(k), f"{k}={v}") for k, v in (labels if isinstance(labels, dict) else {}).items()
     ]
-    for expr in selector.get("matchExpressions") or []:
-        key, op = expr.get("key", ""), expr.get("operator")
-        values = ",".join(sorted(str(v) for v in expr.get("values") or ()))
+    for expr in exprs if isinstance(exprs, list) else []:
+        if not isinstance(expr, dict):
+            continue  # only a broker's own write could store one: shown as nothing
+        key, op = str(expr.get("key", "")), expr.get("operator")
+        given = expr.get("values")
+        values = ",".join(sorted(str(v) for v in (given if isinstance(given, list) else ())))
         text = {
             "In": f"{key} in ({values})",
             "NotIn": f"{key} notin ({values})",

@@ -29,12 +29,13 @@ import re
 from typing import Any
 
 from .. import admission, validation
-from ..admission import INT32, META, SELECTOR, TEMPLATE, Struct
+from ..admission import BOOL, INT32, INT64, META, SELECTOR, STR, TEMPLATE, ListOf, Struct
 from ..errors import ApiError, invalid
 from ..selectors import COMMON_FIELDS, fields_at, selector_from_dict
 from .base import Context, Obj, Strategy, TypeNames, spec_of
 
 DEFAULT_SURGE = DEFAULT_UNAVAILABLE = "25%"
+NON_NEGATIVE = "must be greater than or equal to 0"
 _PERCENT = re.compile(r"[0-9]+%\Z")
 _PERCENT_MSG = (
     "a valid percent string must be a numeric string followed by an ending '%' "
@@ -42,23 +43,59 @@ _PERCENT_MSG = (
 )
 
 
-def workload_schema(kind: str) -> Struct:
-    """The Go type of an apps/v1 workload, as far as the facade reads it."""
-    return Struct(
-        kind,
-        {
-            "metadata": META,
-            "spec": Struct(
-                f"{kind}Spec",
-                {
-                    "replicas": INT32,
-                    "selector": SELECTOR,
-                    "template": TEMPLATE,
-                    "minReadySeconds": INT32,
-                },
-            ),
-        },
-    )
+def _condition(kind: str, *times: str) -> Struct:
+    return Struct(kind, dict.fromkeys(("type", "status", "reason", "message", *times), STR))
+
+
+REPLICA_SET_STATUS = Struct(
+    "ReplicaSetStatus",
+    {
+        "replicas": INT32,
+        "fullyLabeledReplicas": INT32,
+        "readyReplicas": INT32,
+        "availableReplicas": INT32,
+        "observedGeneration": INT64,
+        "conditions": ListOf(_condition("ReplicaSetCondition", "lastTransitionTime")),
+    },
+)
+DEPLOYMENT_STATUS = Struct(
+    "DeploymentStatus",
+    {
+        "observedGeneration": INT64,
+        "replicas": INT32,
+        "updatedReplicas": INT32,
+        "readyReplicas": INT32,
+        "availableReplicas": INT32,
+        "unavailableReplicas": INT32,
+        "conditions": ListOf(
+            _condition("DeploymentCondition", "lastUpdateTime", "lastTransitionTime")
+        ),
+        "collisionCount": INT32,
+    },
+)
+
+
+def workload_schema(
+    kind: str, spec: dict[str, Any] | None = None, status: Struct | None = None
+) -> Struct:
+    """The Go type of an apps/v1 workload, as far as the facade reads it: the spec
+    fields all share, ``spec``'s, and its ``status``."""
+    fields: dict[str, Any] = {
+        "metadata": META,
+        "spec": Struct(
+            f"{kind}Spec",
+            {
+                "replicas": INT32,
+                "selector": SELECTOR,
+                "template": TEMPLATE,
+                "minReadySeconds": INT32,
+                **(spec or {}),
+            },
+        ),
+    }
+    if status is not None:
+        fields["status"] = status
+    return Struct(kind, fields)
 
 
 def scaled_value(value: Any, total: int, round_up: bool) -> int:
@@ -182,9 +219,18 @@ class ReplicaSetStrategy(PodController):
     """apps/v1 ReplicaSet: the defaults on every write of the object (a real server
     defaults every object it decodes), then :meth:`validate_workload`."""
 
-    schema = workload_schema("ReplicaSet")
+    schema = workload_schema("ReplicaSet", status=REPLICA_SET_STATUS)
     what = "replicaset"  # as the empty-selector message names it
     fields = {**COMMON_FIELDS, **fields_at("status.replicas")}
+    # ValidateReplicaSetStatus: these >= 0, then these <= status.replicas
+    status_counts = (
+        "replicas",
+        "fullyLabeledReplicas",
+        "readyReplicas",
+        "availableReplicas",
+        "observedGeneration",
+    )
+    status_bounded = ("fullyLabeledReplicas", "readyReplicas", "availableReplicas")
 
     def default_spec(self, rt: TypeNames, obj: Obj, spec: Obj) -> None:
         super().default_spec(rt, obj, spec)
@@ -195,6 +241,38 @@ class ReplicaSetStrategy(PodController):
     ) -> None:
         if subresource is None:
             self.default_workload(rt, new)
+        else:  # the status strategy: ValidateReplicaSetStatusUpdate and co
+            old_status = old.get("status")  # as stored: any shape the broker wrote
+            errs = self.status_errors(
+                new.get("status") or {}, old_status if isinstance(old_status, dict) else {}
+            )
+            if errs:
+                raise validation.invalid(rt.kind, new["metadata"]["name"], errs, rt.group)
+
+    def status_errors(self, status: Obj, old: Obj) -> list[validation.FieldError]:
+        """The status validation (after decoding: the counts are integers)."""
+        errs = [
+            validation.invalid_value(f"status.{key}", status[key], NON_NEGATIVE)
+            for key in self.status_counts
+            if status.get(key, 0) < 0
+        ]
+        replicas = status.get("replicas", 0)
+        errs += [
+            validation.invalid_value(
+                f"status.{key}", status.get(key, 0), "cannot be greater than status.replicas"
+            )
+            for key in self.status_bounded
+            if status.get(key, 0) > replicas
+        ]
+        if status.get("availableReplicas", 0) > status.get("readyReplicas", 0):
+            errs.append(
+                validation.invalid_value(
+                    "status.availableReplicas",
+                    status.get("availableReplicas", 0),
+                    "cannot be greater than readyReplicas",
+                )
+            )
+        return errs
 
     def default_workload(self, rt: TypeNames, obj: Obj) -> None:
         spec = obj.setdefault("spec", {})
@@ -234,9 +312,36 @@ class ReplicaSetStrategy(PodController):
 class DeploymentStrategy(ReplicaSetStrategy):
     """apps/v1 Deployment: a ReplicaSet's rules, its rollout strategy and deadlines."""
 
-    schema = workload_schema("Deployment")
+    schema = workload_schema(
+        "Deployment",
+        {"revisionHistoryLimit": INT32, "progressDeadlineSeconds": INT32, "paused": BOOL},
+        DEPLOYMENT_STATUS,
+    )
     what = "deployment"
     fields = COMMON_FIELDS
+    status_counts = (
+        "observedGeneration",
+        "replicas",
+        "updatedReplicas",
+        "readyReplicas",
+        "availableReplicas",
+        "unavailableReplicas",
+        "collisionCount",
+    )
+    status_bounded = ("updatedReplicas", "readyReplicas", "availableReplicas")
+
+    def status_errors(self, status: Obj, old: Obj) -> list[validation.FieldError]:
+        errs = super().status_errors(status, old)
+        before = old.get("collisionCount", 0)
+        if _is_int(before) and status.get("collisionCount", 0) < before:
+            errs.append(
+                validation.invalid_value(
+                    "status.collisionCount",
+                    status.get("collisionCount", 0),
+                    "cannot be decremented",
+                )
+            )
+        return errs
 
     def default_more(self, spec: Obj) -> None:
         spec.setdefault("revisionHistoryLimit", 10)

@@ -26,7 +26,10 @@ import copy
 import json
 from typing import Any
 
+from broker.k8s import quantity
+
 from .. import errors
+from ..admission import INT32, INT64, META, QUANTITY, SELECTOR, STR, ListOf, Struct
 from ..selectors import format_selector
 from .apps import invalid_from
 from .base import Context, Obj, Strategy, TypeNames
@@ -57,6 +60,92 @@ _METRIC_SOURCES = {
 _TARGET_TYPES = ("AverageValue", "Utilization", "Value")
 
 
+def _v2(name: str, fields: dict[str, Any]) -> Struct:
+    return Struct(name, fields, package="v2")
+
+
+_REFERENCE = _v2("CrossVersionObjectReference", {"kind": STR, "name": STR, "apiVersion": STR})
+_TARGET = _v2(
+    "MetricTarget",
+    {"type": STR, "value": QUANTITY, "averageValue": QUANTITY, "averageUtilization": INT32},
+)
+_IDENTIFIER = _v2("MetricIdentifier", {"name": STR, "selector": SELECTOR})
+_RULES = _v2(
+    "HPAScalingRules",
+    {
+        "stabilizationWindowSeconds": INT32,
+        "selectPolicy": STR,
+        "policies": ListOf(
+            _v2("HPAScalingPolicy", {"type": STR, "value": INT32, "periodSeconds": INT32})
+        ),
+    },
+)
+HPA = _v2(
+    "HorizontalPodAutoscaler",
+    {
+        "metadata": META,
+        "spec": _v2(
+            "HorizontalPodAutoscalerSpec",
+            {
+                "scaleTargetRef": _REFERENCE,
+                "minReplicas": INT32,
+                "maxReplicas": INT32,
+                "metrics": ListOf(
+                    _v2(
+                        "MetricSpec",
+                        {
+                            "type": STR,
+                            "resource": _v2(
+                                "ResourceMetricSource", {"name": STR, "target": _TARGET}
+                            ),
+                            "containerResource": _v2(
+                                "ContainerResourceMetricSource",
+                                {"name": STR, "container": STR, "target": _TARGET},
+                            ),
+                            "pods": _v2(
+                                "PodsMetricSource", {"metric": _IDENTIFIER, "target": _TARGET}
+                            ),
+                            "object": _v2(
+                                "ObjectMetricSource",
+                                {
+                                    "describedObject": _REFERENCE,
+                                    "metric": _IDENTIFIER,
+                                    "target": _TARGET,
+                                },
+                            ),
+                            "external": _v2(
+                                "ExternalMetricSource", {"metric": _IDENTIFIER, "target": _TARGET}
+                            ),
+                        },
+                    )
+                ),
+                "behavior": _v2(
+                    "HorizontalPodAutoscalerBehavior", {"scaleUp": _RULES, "scaleDown": _RULES}
+                ),
+            },
+        ),
+        "status": _v2(
+            "HorizontalPodAutoscalerStatus",
+            {
+                "observedGeneration": INT64,
+                "lastScaleTime": STR,
+                "currentReplicas": INT32,
+                "desiredReplicas": INT32,
+                "currentMetrics": ListOf(_v2("MetricStatus", {"type": STR})),
+                "conditions": ListOf(
+                    _v2(
+                        "HorizontalPodAutoscalerCondition",
+                        dict.fromkeys(
+                            ("type", "status", "reason", "message", "lastTransitionTime"), STR
+                        ),
+                    )
+                ),
+            },
+        ),
+    },
+)
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -64,15 +153,26 @@ def _is_int(value: Any) -> bool:
 # --------------------------------------------------------------------------- Scale
 
 
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _count(value: Any) -> int:
+    return value if _is_int(value) else 0
+
+
 def scale_of(obj: dict[str, Any]) -> dict[str, Any]:
     """The autoscaling/v1 Scale of a Deployment, ReplicaSet or StatefulSet."""
     meta = obj["metadata"]
+    # the parent as stored, whatever shape the broker's own writes gave it: a field of
+    # the wrong type reads as its zero value, never as a 500
+    parent_spec, parent_status = _object(obj.get("spec")), _object(obj.get("status"))
     spec: dict[str, Any] = {}
-    replicas = (obj.get("spec") or {}).get("replicas") or 0
+    replicas = _count(parent_spec.get("replicas"))
     if replicas:
         spec["replicas"] = replicas
-    status: dict[str, Any] = {"replicas": (obj.get("status") or {}).get("replicas") or 0}
-    selector = format_selector((obj.get("spec") or {}).get("selector"))
+    status: dict[str, Any] = {"replicas": _count(parent_status.get("replicas"))}
+    selector = format_selector(_object(parent_spec.get("selector")))
     if selector:
         status["selector"] = selector
     return {
@@ -280,7 +380,11 @@ def _target_problems(target: Any, path: str, source: str) -> list[str]:
         return [
             f"{path}.type: Unsupported value: {json.dumps(kind)}: supported values: {supported}"
         ]
-    problems = []
+    problems = [
+        f"{path}.{key}: Invalid value: {json.dumps(str(target[key]))}: must be positive"
+        for key in ("value", "averageValue")
+        if target.get(key) is not None and quantity.parse(target[key]).sign() != 1
+    ]
     utilization = target.get("averageUtilization")
     if utilization is not None and (not _is_int(utilization) or utilization <= 0):
         problems.append(
@@ -360,6 +464,8 @@ def _rules_problems(rules: Any, path: str) -> list[str]:
 class HorizontalPodAutoscalerStrategy(Strategy):
     """Defaults and validation of the spec on every write of the object, the status
     emptied on create, the status validated on a status write."""
+
+    schema = HPA
 
     def prepare_for_create(self, rt: TypeNames, obj: Obj, ctx: Context) -> None:
         default_hpa(obj)
