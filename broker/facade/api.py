@@ -426,12 +426,11 @@ class Api:
             current = autoscaling.scale_of(
                 self.store.get(route.rt.key, route.namespace, route.name)
             )
-            ctype = request.headers.get("content-type", "") or "application/merge-patch+json"
-            body = apply_patch(ctype, current, body)
+            body = apply_patch(request.headers.get("content-type", ""), current, body)
             wanted_rv = (body.get("metadata") or {}).get("resourceVersion")
             if wanted_rv == current["metadata"]["resourceVersion"]:
                 body["metadata"].pop("resourceVersion")  # untouched by the patch: no precondition
-        replicas, rv = autoscaling.wanted_replicas(body, route.name)
+        replicas, rv = autoscaling.wanted_replicas(body, route.name, route.namespace or "")
         stored = self.store.set_replicas(
             route.rt.key, route.namespace, route.name, replicas, resource_version=rv
         )

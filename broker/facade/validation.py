@@ -203,4 +203,37 @@ def validate_object_meta(
         )
     errs.extend(validate_labels(meta.get("labels"), f"{path}.labels"))
     errs.extend(validate_annotations(meta.get("annotations"), f"{path}.annotations"))
+    errs.extend(validate_owner_references(meta.get("ownerReferences"), f"{path}.ownerReferences"))
+    return errs
+
+
+def validate_owner_references(refs: Any, path: str) -> list[FieldError]:
+    """``ValidateOwnerReferences``: each names an apiVersion with a version, a kind, a
+    name and a uid; at most one is the controller. (The Go paths carry no index.)"""
+    errs: list[FieldError] = []
+    controller = ""
+    for ref in refs if isinstance(refs, list) else ():
+        if not isinstance(ref, dict):
+            continue  # not decoded: only a broker write stores one
+        api_version, kind = ref.get("apiVersion") or "", ref.get("kind") or ""
+        if api_version.count("/") > 1 or not api_version.rpartition("/")[2]:
+            errs.append(
+                invalid_value(f"{path}.apiVersion", api_version, "version must not be empty")
+            )
+        for key in ("kind", "name", "uid"):
+            if not ref.get(key):
+                errs.append(invalid_value(f"{path}.{key}", ref.get(key) or "", "must not be empty"))
+        if ref.get("controller") is True:
+            current = f"{kind}/{ref.get('name') or ''}"
+            if controller:
+                errs.append(
+                    invalid_value(
+                        path,
+                        refs,
+                        'Only one reference can have Controller set to true. Found "true" in '
+                        f"references for {controller} and {current}",
+                    )
+                )
+            else:
+                controller = current
     return errs

@@ -190,8 +190,10 @@ def scale_of(obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def wanted_replicas(body: Any, name: str) -> tuple[int, str | None]:
-    """(spec.replicas, resourceVersion or None) of a Scale body; 400/422 as the server."""
+def wanted_replicas(body: Any, name: str, namespace: str) -> tuple[int, str | None]:
+    """(spec.replicas, resourceVersion or None) of a Scale body (as sent by a PUT, or as
+    a PATCH left it); 400/422 as the server (its ``checkName``: the name must be the
+    URL's, a namespace the request's)."""
     if not isinstance(body, dict):
         raise errors.bad_request("the body must be a JSON object (a Scale)")
     if body.get("kind") not in (None, "", "Scale"):
@@ -204,10 +206,14 @@ def wanted_replicas(body: Any, name: str) -> tuple[int, str | None]:
     meta = body.get("metadata") or {}
     if not isinstance(meta, dict):
         raise errors.bad_request("metadata must be a JSON object")
-    if meta.get("name") not in (None, "", name):
+    if meta.get("name") != name:
         raise errors.bad_request(
-            f"the name of the object ({meta.get('name')}) does not match the name on the URL "
-            f"({name})"
+            f"the name of the object ({meta.get('name') or ''}) does not match the name on the "
+            f"URL ({name})"
+        )
+    if meta.get("namespace") not in (None, "", namespace):
+        raise errors.bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request"
         )
     spec = body.get("spec") or {}
     replicas = spec.get("replicas", 0) if isinstance(spec, dict) else None
@@ -383,7 +389,7 @@ def _target_problems(target: Any, path: str, source: str) -> list[str]:
     problems = [
         f"{path}.{key}: Invalid value: {json.dumps(str(target[key]))}: must be positive"
         for key in ("value", "averageValue")
-        if target.get(key) is not None and quantity.parse(target[key]).sign() != 1
+        if target.get(key) is not None and quantity.parse(target[key]).sign != 1
     ]
     utilization = target.get("averageUtilization")
     if utilization is not None and (not _is_int(utilization) or utilization <= 0):
