@@ -171,6 +171,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also write the (first) scheduler's kubeconfig at PATH",
     )
     parser.add_argument(
+        "--check-determinism",
+        action="store_true",
+        help="run the simulation twice and compare every output and every process's log "
+        "byte for byte, naming the first line that differs (exit 3 when they do)",
+    )
+    parser.add_argument(
         "--incluster",
         action="store_true",
         help="serve HTTPS and give the schedulers in-cluster configuration (load_incluster_config)",
@@ -207,9 +213,17 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     total_jobs = sum(len(w.jobs) for w in workloads)
     node_names = [host.name for host in platform.compute]
-    simulation = _Simulation(args, out, total_jobs, node_names, services)
-    simulation.master_flags = _master_flags(platform)
-    return simulation.run()
+
+    def run_into(folder: Path) -> int:
+        simulation = _Simulation(args, folder, total_jobs, node_names, services)
+        simulation.master_flags = _master_flags(platform)
+        return simulation.run()
+
+    if getattr(args, "check_determinism", False):
+        from commands.determinism_check import run_twice
+
+        return run_twice(out, run_into, sys.stderr, "timewarp simulate")
+    return run_into(out)
 
 
 def _read_inputs(args: argparse.Namespace) -> tuple[Platform, list[Workload]]:
