@@ -75,7 +75,7 @@ BAD = [
     (
         f"{S}.traffic.steps",
         [[0, 20], [600, -1]],
-        "services[0].traffic.steps[1]: expected [seconds >= 0, rate >= 0]",
+        "services[0].traffic.steps[1]: expected [seconds in [0, 3.16224e+07], rate in [0, 1e+09]]",
     ),
     (
         f"{S}.traffic.steps",
@@ -101,7 +101,37 @@ BAD = [
     (f"{S}.request.cost.mean", -0.05, "services[0].request.cost.mean: expected a number > 0"),
     (f"{S}.request.timeout", "10s", "services[0].request.timeout: expected a number > 0"),
     (f"{S}.metrics.pipeline", "prometheus", "services[0].metrics.pipeline: expected one of"),
-    (f"{S}.metrics.tick", 0, "services[0].metrics.tick: expected a number > 0"),
+    (f"{S}.metrics.tick", 0, "services[0].metrics.tick: expected a number >= 0.001"),
+    # every rate and interval is bounded (issue 27 item 5: a tick of 1e-6 s ran away)
+    (f"{S}.metrics.tick", 1e-6, "services[0].metrics.tick: expected a number >= 0.001, got 1e-06"),
+    (f"{S}.metrics.tick", 1e6, "services[0].metrics.tick: 1e+06 is over the limit of 86400"),
+    (
+        f"{S}.metrics.tick",
+        0.01,
+        "services[0].metrics.tick: 0.01 s over a 3000 s service makes 3e+05 ticks (rows of "
+        "out_services.csv), over the limit of 200,000: a tick of at least 0.015 s",
+    ),
+    (f"{S}.metrics.lag", 1e300, "services[0].metrics.lag: 1e+300 is over the limit of 3.16224e+07"),
+    (f"{S}.traffic.duration", 1e12, "services[0].traffic.duration: 1e+12 is over the limit"),
+    (f"{S}.startup_delay", 1e300, "services[0].startup_delay: 1e+300 is over the limit"),
+    (f"{S}.readiness_delay", 1e10, "services[0].readiness_delay: 1e+10 is over the limit"),
+    (f"{S}.request.timeout", 1e10, "services[0].request.timeout: 1e+10 is over the limit"),
+    (f"{S}.request.cost.mean", 1e10, "services[0].request.cost.mean: 1e+10 is over the limit"),
+    (
+        f"{S}.traffic",
+        {"type": "constant", "rate": 1e12, "duration": 60},
+        "services[0].traffic.rate: 1e+12 is over the limit of 1e+09",
+    ),
+    (
+        f"{S}.traffic",
+        {"type": "sinusoid", "mean": 5, "amplitude": 1, "period": 1e-3, "duration": 60},
+        "services[0].traffic.period: expected a number >= 10, got 0.001",
+    ),
+    (
+        f"{S}.traffic.steps",
+        [[0, 20], [1e15, 5]],
+        "services[0].traffic.steps[1]: expected [seconds in [0, 3.16224e+07]",
+    ),
     (f"{S}.model", "magic", "services[0].model: expected one of"),
     (f"{S}.startup_delay", -1, "services[0].startup_delay: expected a number >= 0"),
     (
@@ -160,6 +190,22 @@ def test_a_bad_service_is_refused_naming_file_and_field(tmp_path, path, value, m
     assert message in str(err.value)
 
 
+def test_the_exact_model_is_refused_past_its_limit_and_auto_turns_fluid(tmp_path) -> None:
+    doc = example()
+    doc["services"][0]["traffic"]["steps"] = [[0, 24_000]]  # 7.2e7 requests in 3,000 s
+    file = tmp_path / "w.json"
+    file.write_text(json.dumps(doc))
+    assert load_workload(file, "w0", 8).services[0].traffic.model == "fluid"
+    doc["services"][0]["model"] = "exact"
+    file.write_text(json.dumps(doc))
+    with pytest.raises(WorkloadError) as err:
+        load_workload(file, "w0", 8)
+    assert str(err.value) == (
+        f"{file}: services[0].model: 'exact' would serve 7.2e+07 requests one by one, over "
+        "the limit of 50,000,000: use 'fluid' or 'auto'"
+    )
+
+
 def test_two_services_on_one_deployment_are_refused(tmp_path) -> None:
     doc = example()
     second = copy.deepcopy(doc["services"][0])
@@ -196,11 +242,19 @@ def test_a_replayed_series_is_read_and_checked(tmp_path) -> None:
         load_workload(file, "w0", 8)
 
 
+@pytest.mark.parametrize(
+    ("section", "key", "value", "message"),
+    [
+        ("request", "timeout", -1, "services[0].request.timeout: expected a number > 0, got -1"),
+        # issue 27 item 5: this tick ran away in memory and time without a word
+        ("metrics", "tick", 1e-6, "services[0].metrics.tick: expected a number >= 0.001"),
+    ],
+)
 def test_simulate_refuses_a_bad_service_with_exit_2_before_starting(
-    tmp_path, subprocess_env
+    tmp_path, subprocess_env, section, key, value, message
 ) -> None:
     doc = example()
-    doc["services"][0]["request"]["timeout"] = -1
+    doc["services"][0].setdefault(section, {})[key] = value
     file = tmp_path / "w.json"
     file.write_text(json.dumps(doc))
     out = tmp_path / "out"
@@ -208,5 +262,5 @@ def test_simulate_refuses_a_bad_service_with_exit_2_before_starting(
         out, subprocess_env, "python -c pass", EXAMPLE / "platform.xml", file, quiet=False
     )
     assert proc.returncode == 2, proc.stderr
-    assert f"{file}: services[0].request.timeout: expected a number > 0, got -1" in proc.stderr
+    assert f"{file}: {message}" in proc.stderr
     assert not out.exists() or not any(out.iterdir())
