@@ -359,3 +359,39 @@ def test_a_failing_script_generator_is_reported_with_its_message(tmp_path):
     assert "workloads.g: the generator failed" in str(info.value)
     assert "count must be >= 1" in str(info.value)
     assert not list((tmp_path / "results" / "inputs").glob("*.json"))
+
+
+def test_a_relative_results_folder_is_the_callers_whatever_the_root(
+    tmp_path, subprocess_env, monkeypatch
+):
+    """Issue 27 item 6: with ``root: DIR`` and a relative ``-o``, the generated inputs
+    landed in ``DIR/res/inputs`` (the generator runs with its cwd at the root) and the
+    sweep then failed; every path a run or generator is given must be the caller's."""
+    root, here = tmp_path / "root", tmp_path / "here"
+    root.mkdir()
+    here.mkdir()
+    spec = base_spec(
+        root=str(root),
+        platforms={"c16": str(ROOT / PLATFORM)},
+        workloads={"p": {"generator": "poisson", "count": 3, "rate": 0.1, "mean_delay": 20}},
+    )
+    file = tmp_path / "sweep.yaml"
+    file.write_text(yaml.safe_dump(spec))
+    proc = subprocess.run(
+        [sys.executable, "-m", "timewarp", "sweep", str(file), "-o", "res", "--dry-run"],
+        capture_output=True,
+        text=True,
+        env=subprocess_env,
+        cwd=here,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert len(list((here / "res" / "inputs").glob("workload-p-*.json"))) == 1
+    assert not (root / "res").exists()
+    monkeypatch.chdir(here)
+    runs = plan_runs(parse(spec, tmp_path), Path("res"))  # as the command plans, from here…
+    for r in runs:  # …every path a run gets works from the root, where it runs
+        argv = r.simulate_argv
+        for flag in ("-w", "-o"):
+            assert Path(argv[argv.index(flag) + 1]).is_absolute()
+        assert r.directory.is_absolute()
