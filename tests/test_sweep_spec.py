@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from commands.sweeping.plan import plan_runs
-from commands.sweeping.spec import SpecError, load_sweep, parse_sweep
+from commands.sweeping.spec import MAX_RUNS, SpecError, load_sweep, parse_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 PLATFORM = "examples/inputs/cluster16.xml"
@@ -395,3 +395,51 @@ def test_a_relative_results_folder_is_the_callers_whatever_the_root(
         for flag in ("-w", "-o"):
             assert Path(argv[argv.index(flag) + 1]).is_absolute()
         assert r.directory.is_absolute()
+
+
+LEVELS = list(range(400))  # 400 × 400 = 160,000 points: over the limit, cheap to refuse
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"replicates": 10**9}, "replicates: 1,000,000,000 is over the limit of 100,000 runs"),
+        (
+            {"workloads": {"p": {"generator": "burst", "count": LEVELS, "delay": LEVELS}}},
+            "grid: 160,000 points × 1 replicates is over the limit of 100,000 runs per sweep",
+        ),
+        (
+            {"replicates": 1_000, "workloads": {"p": {"generator": "burst", "count": LEVELS}}},
+            "grid: 400 points × 1,000 replicates is over the limit of 100,000 runs per sweep",
+        ),
+        (
+            {
+                "workloads": {"p": {"generator": "burst", "count": LEVELS, "delay": LEVELS}},
+                "rows": [{"workload": "p"}],
+            },
+            "rows[0]: more than 100,000 points × 1 replicates is over the limit",
+        ),
+    ],
+    ids=["replicates", "grid", "grid-replicates", "rows"],
+)
+def test_a_sweep_past_the_run_limit_is_refused_before_it_is_expanded(change, message):
+    """Issue 27 item 7: replicates: 1e9 or a 1000×1000 grid took 3 GB in --dry-run."""
+    assert MAX_RUNS == 100_000  # the value docs/sweep.md and docs/security.md state
+    with pytest.raises(SpecError) as info:
+        parse(base_spec(**change))
+    assert message in str(info.value)
+
+
+def test_the_cli_refuses_a_billion_replicates_at_once(tmp_path, subprocess_env):
+    spec = tmp_path / "big.yaml"
+    spec.write_text(yaml.safe_dump(base_spec(replicates=10**9)))
+    proc = subprocess.run(
+        [sys.executable, "-m", "timewarp", "sweep", str(spec), "-o", str(tmp_path / "r")]
+        + ["--dry-run"],
+        capture_output=True,
+        text=True,
+        env=subprocess_env,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert f"{spec}: replicates: 1,000,000,000 is over the limit" in proc.stderr
