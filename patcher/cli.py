@@ -211,6 +211,8 @@ def print_report(report: Report, src: Path, out: Path | None, *, in_place: bool)
     for outcome in report.files:
         if outcome.status == "skipped":
             print(f"  skipped {outcome.rel}: {outcome.reason}", file=err)
+    for line in report.special:
+        print(f"  skipped {line}", file=err)
     rewrites = report.rewrites
     if rewrites:
         print("  rewrites:", file=err)

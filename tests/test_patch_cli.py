@@ -294,3 +294,78 @@ def test_an_output_that_cannot_be_written_is_a_usage_error(tree: Path, tmp_path:
     a_file.write_text("")
     assert patch(tree, "-o", a_file / "out") == 2
     assert f"-o {a_file / 'out'}: cannot write there (File exists)" in capsys.readouterr().err
+
+
+# Issue 27 item 8: what could kill or hang the patcher is skipped with a reason
+
+
+def _patch_in_subprocess(env: dict, *args: str | Path) -> subprocess.CompletedProcess:
+    """In a child: a SIGSEGV or a hang must fail the test, not take pytest down."""
+    return subprocess.run(
+        [sys.executable, "-m", "timewarp", "patch", *map(str, args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        ("[" * 2000 + "]" * 2000, "(too many nested parentheses, line 3)"),
+        ("1+" * 5000 + "1", "(maximum recursion depth exceeded during ast construction)"),
+    ],
+    ids=["brackets", "expression"],
+)
+def test_deep_nesting_is_skipped_with_a_reason_not_a_crash(
+    tmp_path: Path, subprocess_env, body: str, why: str
+) -> None:
+    deep = tmp_path / "deep.py"
+    deep.write_text(f"import time\ntime.sleep(1)\nx = {body}\n")
+    proc = _patch_in_subprocess(subprocess_env, deep, "--check")
+    assert proc.returncode == 1, proc.stderr  # a file left unpatched, as for a parse error
+    assert f"skipped deep.py: line ?: nested too deeply for CPython's parser {why}" in proc.stderr
+
+
+def test_a_file_over_the_rewrite_limit_is_skipped_before_libcst(tmp_path: Path, capsys) -> None:
+    from patcher.transform import MAX_REWRITE_BYTES
+
+    big = tmp_path / "big.py"
+    filler = "# " + "x" * 1000 + "\n"
+    big.write_text("import time\ntime.sleep(1)\n" + filler * (MAX_REWRITE_BYTES // len(filler) + 1))
+    size = big.stat().st_size
+    assert MAX_REWRITE_BYTES == 1 << 20 and size > MAX_REWRITE_BYTES
+    assert patch(big, "--check") == 1
+    err = capsys.readouterr().err
+    assert f"skipped big.py: line ?: {size:,} bytes to rewrite, over the limit of 1,048,576" in err
+
+
+def test_a_file_over_the_read_limit_is_not_read_and_is_copied_unchanged(
+    tree: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    import patcher.tree
+
+    monkeypatch.setattr(patcher.tree, "MAX_SOURCE_BYTES", 100)
+    (tree / "pkg" / "huge.py").write_text("import time\n" * 10)  # 120 bytes
+    out = tmp_path / "build"
+    assert patch(tree, "-o", out) == 1
+    assert (out / "pkg" / "huge.py").read_text() == "import time\n" * 10
+    assert (out / "pkg" / "loop.py").read_text() == PATCHED  # the rest is patched
+    err = capsys.readouterr().err
+    assert "skipped pkg/huge.py: 120 bytes, over the limit of 100 (left unpatched)" in err
+
+
+def test_a_fifo_is_never_opened(tree: Path, tmp_path: Path, subprocess_env) -> None:
+    os.mkfifo(tree / "pkg" / "pipe.py")
+    os.mkfifo(tree / "queue")
+    out = tmp_path / "build"
+    for args in ([tree, "--check"], [tree, "-o", out]):
+        proc = _patch_in_subprocess(subprocess_env, *args)
+        assert proc.returncode == (1 if "--check" in args else 0), proc.stderr
+        assert "skipped pkg/pipe.py: a named pipe: not opened, not copied" in proc.stderr
+        assert "skipped queue: a named pipe: not opened, not copied" in proc.stderr
+    assert (out / "pkg" / "loop.py").read_text() == PATCHED
+    assert not (out / "pkg" / "pipe.py").exists() and not (out / "queue").exists()
+    proc = _patch_in_subprocess(subprocess_env, tree / "pkg" / "pipe.py")  # named as SRC
+    assert "skipped pipe.py: a named pipe: not opened, not copied" in proc.stderr
