@@ -132,6 +132,12 @@ def _unknown(obj: dict, known: tuple[str, ...], where: str) -> None:
         raise _fail(where, f"unknown key(s) {extra} (known: {list(known)})")
 
 
+def declared_twice(specs: list[ServiceSpec]) -> str | None:
+    """The first service name declared more than once (across workload files), if any."""
+    names = [s.name for s in specs]
+    return next((n for n in names if names.count(n) > 1), None)
+
+
 def parse_services(raw: Any, path: str) -> list[ServiceSpec]:
     """Validate the ``services`` list of the workload file ``path``."""
     if not isinstance(raw, list):

@@ -266,9 +266,7 @@ def parse_job(
     )
 
 
-def load_workload(path: str | Path, name: str, nb_compute: int) -> Workload:
-    """Read and validate one workload file (``name`` is ``w0``, ``w1``…)."""
-    path = str(path)
+def _read_json(path: str) -> dict[str, Any]:
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
@@ -280,6 +278,13 @@ def load_workload(path: str | Path, name: str, nb_compute: int) -> Workload:
         raise WorkloadError(f"{path}: cannot read ({exc})") from None
     if not isinstance(data, dict):
         raise WorkloadError(f"{path}: top level must be a JSON object with jobs and profiles")
+    return data
+
+
+def load_workload(path: str | Path, name: str, nb_compute: int) -> Workload:
+    """Read and validate one workload file (``name`` is ``w0``, ``w1``…)."""
+    path = str(path)
+    data = _read_json(path)
     for key in ("jobs", "profiles"):
         if key not in data:
             raise WorkloadError(f"{path}: missing top-level field {key!r}")
@@ -306,13 +311,23 @@ def load_workload(path: str | Path, name: str, nb_compute: int) -> Workload:
             )
         seen[job.local_id] = index
         jobs.append(job)
-    services: list[ServiceSpec] = []
-    if "services" in data:
-        try:
-            services = parse_services(data["services"], path)
-        except ServiceError as exc:
-            raise WorkloadError(str(exc)) from None
-    return Workload(name, path, jobs, dict(profiles), services)
+    return Workload(name, path, jobs, dict(profiles), _services(data, path))
+
+
+def _services(data: dict[str, Any], path: str) -> list[ServiceSpec]:
+    if "services" not in data:
+        return []
+    try:
+        return parse_services(data["services"], path)
+    except ServiceError as exc:
+        raise WorkloadError(str(exc)) from None
+
+
+def read_services(path: str | Path) -> list[ServiceSpec]:
+    """The services a workload file declares, checked; its jobs are not (the simulator
+    that read the file judged them: ``timewarp broker`` learns the file from it)."""
+    path = str(path)
+    return _services(_read_json(path), path)
 
 
 # --------------------------------------------------------------------------- durations

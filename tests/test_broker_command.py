@@ -184,3 +184,43 @@ def test_the_broker_is_a_listed_command(subprocess_env):
         env=subprocess_env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert proc.returncode == 0 and "--expect NAME" in proc.stdout, proc.stderr
+
+
+def test_the_services_of_the_simulators_workload_are_run(tmp_path, subprocess_env, terminals):
+    """Issue 27 item 9: with `timewarp sim -w` naming a workload with services, the
+    broker never created the Deployment and reported ok. It reads them from the file
+    SIMULATION_BEGINS names and runs them as `timewarp simulate` does, same rows."""
+    example = ROOT / "examples" / "inputs" / "service_step"
+    doc = json.loads((example / "workload.json").read_text())
+    doc["services"][0]["traffic"] = {"type": "constant", "rate": 5, "duration": 120}
+    doc["services"][0].pop("horizontalPodAutoscaler", None)
+    workload = tmp_path / "w.json"
+    workload.write_text(json.dumps(doc))
+    platform = example / "platform.xml"
+    scheduler = "python -m sample_schedulers.default_like"
+    out, port = tmp_path / "out", free_port()
+    broker, lines, reader = start_broker(
+        terminals, out, port, subprocess_env, "--scheduler", scheduler
+    )
+    sim = terminals.start(
+        timewarp("sim", "-q", "-p", str(platform), "-w", str(workload), "-e", str(out / "out"),
+                 "--enable-compute-sharing", "--enable-dynamic-jobs", "--enable-profile-reuse",
+                 "-s", f"tcp://127.0.0.1:{port}", env=subprocess_env)
+    )  # fmt: skip
+    assert sim.wait(180) == 0, sim.stderr.read()
+    assert broker.wait(120) == 0, "".join(lines)
+    reader.join(10)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["ok"] is True
+    assert (
+        manifest["figures"]["services"]["web"]["requests"] == 599
+    )  # 5/s over 120 s, regular: the 600th would fall at the end
+    table = (out / "out_services.csv").read_text()
+    alone = tmp_path / "alone"
+    proc = subprocess.run(
+        [sys.executable, "-m", "timewarp", "simulate", "-q", "--scheduler", scheduler,
+         "-p", str(platform), "-w", str(workload), "-o", str(alone)],
+        cwd=ROOT, env=subprocess_env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert table == (alone / "out_services.csv").read_text()
