@@ -220,7 +220,7 @@ class Broker:
     def _apply(self, data: object) -> None:
         if isinstance(data, p.SimulationBegins):
             if self.services_from_simulator and self.services is None:
-                self._adopt_services(data.workloads)
+                self._adopt_services(data)
             self.cluster.begin(data)
             if self.facade is not None:
                 self.facade.cluster_ready()  # the nodes exist: held requests go on
@@ -234,15 +234,16 @@ class Broker:
         # JOB_KILLED follows a JOB_COMPLETED(COMPLETED_KILLED): nothing more to do;
         # REQUESTED_CALL only moved time; SIMULATION_ENDS ends the loop.
 
-    def _adopt_services(self, workloads: dict[str, str]) -> None:
-        """The services of the workload files SIMULATION_BEGINS names, run as
-        ``timewarp simulate`` runs them. A file this process cannot open is said, not
+    def _adopt_services(self, data: p.SimulationBegins) -> None:
+        """The services of the workload files SIMULATION_BEGINS names, checked and run
+        as ``timewarp simulate`` does. A file this process cannot open is said, not
         fatal (real Batsim names it as it was given, relative to its own directory)."""
+        from broker.input_check import InputError, check_services, node_views
         from simulator.services import declared_twice
         from simulator.workload import WorkloadError, read_services
 
         specs: list[ServiceSpec] = []
-        for name, path in sorted(workloads.items()):
+        for name, path in sorted(data.workloads.items()):
             if not os.path.isfile(path):
                 print(
                     f"broker: note: workload {name}: cannot open {path!r} from here to read "
@@ -258,6 +259,12 @@ class Broker:
         twice = declared_twice(specs)
         if twice is not None:
             raise SimulatorInputError(f"service {twice!r} is declared in more than one workload")
+        hosts = ((str(r.get("name", r["id"])), r.get("properties") or {})
+                 for r in data.compute_resources)  # fmt: skip
+        try:
+            check_services(specs, node_views(hosts, "SIMULATION_BEGINS"))
+        except InputError as exc:
+            raise SimulatorInputError(str(exc)) from None
         if specs:
             self.services = ServiceDriver(specs, self.facade.store, self.facade.clock)
             self.cluster.services = self.services

@@ -480,9 +480,9 @@ def _hpa(raw: Any, where: str, deployment: dict, namespace: str) -> dict[str, An
     if isinstance(maxr, bool) or not isinstance(maxr, int) or maxr < 1:
         raise _fail(f"{where}.spec.maxReplicas", f"expected an integer >= 1, got {maxr!r}")
     minr = spec.get("minReplicas", 1)
-    if isinstance(minr, bool) or not isinstance(minr, int) or not 0 <= minr <= maxr:
-        raise _fail(
-            f"{where}.spec.minReplicas", f"expected an integer in [0, maxReplicas], got {minr!r}"
+    if isinstance(minr, bool) or not isinstance(minr, int) or not 1 <= minr <= maxr:
+        raise _fail(  # 0 only with the HPAScaleToZero feature gate, off by default
+            f"{where}.spec.minReplicas", f"expected an integer in [1, maxReplicas], got {minr!r}"
         )
     metrics = spec.get("metrics", [])
     if not isinstance(metrics, list):

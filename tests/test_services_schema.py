@@ -264,3 +264,78 @@ def test_simulate_refuses_a_bad_service_with_exit_2_before_starting(
     assert proc.returncode == 2, proc.stderr
     assert f"{file}: {message}" in proc.stderr
     assert not out.exists() or not any(out.iterdir())
+
+
+# Issue 27 items 10 and 11: every workload object is checked with the API's own rules
+# (an invalid HPA was "internal error … a bug in timewarp", exit 1), and a template that
+# fits no node is refused up front (it ran with 100 % failed requests, without a word)
+API_REFUSED = [
+    (
+        ("horizontalPodAutoscaler", "spec", "metrics", 0, "resource", "target"),
+        {"averageUtilization": 0},
+        "services[0].horizontalPodAutoscaler.spec.metrics[0].resource.target"
+        ".averageUtilization: Invalid value: 0: must be greater than 0",
+    ),
+    (
+        ("horizontalPodAutoscaler", "spec"),
+        {"behavior": {"scaleDown": {"stabilizationWindowSeconds": 4000}}},
+        "services[0].horizontalPodAutoscaler.spec.behavior.scaleDown"
+        ".stabilizationWindowSeconds: Invalid value: 4000: must be less than or equal to 3600",
+    ),
+    (
+        ("deployment", "spec"),
+        {"strategy": {"type": "Bogus"}},
+        'services[0].deployment.spec.strategy.type: Unsupported value: "Bogus": supported '
+        'values: "Recreate", "RollingUpdate"',
+    ),
+    (
+        ("deployment", "spec", "template", "spec", "containers", 0),
+        {"image": ""},
+        "services[0].deployment.spec.template.spec.containers[0].image: Required value",
+    ),
+    (
+        ("deployment", "spec", "template", "spec", "containers", 0, "resources"),
+        {"requests": {"cpu": "64"}, "limits": {"cpu": "64"}},
+        "services[0].deployment.spec.template.spec.containers: requests.cpu: can never run: "
+        "it requests 64 cpu and the largest node allocatable is 4 (every request of the "
+        "service would fail)",
+    ),
+]
+
+
+def _with(keys: tuple, update: dict) -> dict:
+    doc = example()
+    node = doc["services"][0]
+    for key in keys:
+        node = node[key]
+    node.update(copy.deepcopy(update))
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("keys", "update", "message"), API_REFUSED, ids=[str(k[-1]) for k, _u, _m in API_REFUSED]
+)
+def test_every_service_object_is_checked_as_the_api_would(tmp_path, keys, update, message):
+    from broker.input_check import InputError, check_inputs
+    from simulator.platform import load_platform
+
+    file = tmp_path / "w.json"
+    file.write_text(json.dumps(_with(keys, update)))
+    workload = load_workload(file, "w0", 8)  # the schema lets these through: the API won't
+    with pytest.raises(InputError) as err:
+        check_inputs(load_platform(EXAMPLE / "platform.xml"), [workload])
+    assert str(err.value) == f"{file}: {message}"
+
+
+@pytest.mark.parametrize("case", [0, 4], ids=["invalid-hpa", "never-fits"])
+def test_simulate_refuses_what_the_api_would_with_exit_2(tmp_path, subprocess_env, case):
+    keys, update, message = API_REFUSED[case]
+    file = tmp_path / "w.json"
+    file.write_text(json.dumps(_with(keys, update)))
+    out = tmp_path / "out"
+    proc = run_simulate(
+        out, subprocess_env, "python -c pass", EXAMPLE / "platform.xml", file, quiet=False
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert f"timewarp simulate: {file}: {message}" in proc.stderr
+    assert "internal error" not in proc.stderr
