@@ -32,8 +32,11 @@ field (``w.json: services[0].traffic.rate: expected a number >= 0, got -1``).
 from __future__ import annotations
 
 import csv
+import io
 import math
+import os
 import re
+import stat
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +61,7 @@ MAX_RATE = 1e9  # requests per second
 # "exact" serves every request (~2 s of CPU per 10^6): asked for by name, up to 10× "auto"'s
 MAX_EXACT_REQUESTS = 10 * AUTO_EXACT_LIMIT
 MIN_SINUSOID_PERIOD_S = 10 * patterns.GRID_S  # the rate is interpolated every GRID_S
+MAX_REPLAY_BYTES = 16 << 20  # a replayed series: a day at one row per second is ~1.2 MB
 SERVICE_KEYS = (
     "name",
     "deployment",
@@ -386,40 +390,67 @@ def _series(raw: Any, where: str) -> list[tuple[float, float]]:
 
 
 def read_rate_csv(path: Path, where: str) -> list[tuple[float, float]]:
-    """A request-rate series: header ``time,rate`` then rows; times increasing from 0."""
-    try:
-        with open(path, newline="", encoding="utf-8") as handle:
-            rows = list(csv.reader(handle))
-    except OSError as exc:
-        raise _fail(where, f"cannot read {path} ({exc.strerror or exc})") from None
-    if not rows or [c.strip() for c in rows[0]] != ["time", "rate"]:
-        raise _fail(where, f"{path}: line 1: expected the header 'time,rate'")
+    """A request-rate series: header ``time,rate`` then rows; times increasing from 0.
+    A regular file (a FIFO would hang the read) of at most :data:`MAX_REPLAY_BYTES`
+    (``/dev/zero`` would fill the memory), UTF-8, each field within csv's 128 KiB."""
+    text = _read_text(path, MAX_REPLAY_BYTES, where)
+    rows = csv.reader(io.StringIO(text, newline=""))
     out: list[tuple[float, float]] = []
-    for lineno, row in enumerate(rows[1:], start=2):
-        if not row or all(not c.strip() for c in row):
-            continue
-        try:
-            if len(row) != 2:
-                raise ValueError
-            t, r = float(row[0]), float(row[1])
-        except ValueError:
-            raise _fail(
-                where, f"{path}: line {lineno}: expected two numbers, got {row!r}"
-            ) from None
-        if not (0 <= t <= MAX_SECONDS and 0 <= r <= MAX_RATE):  # NaN fails both
-            raise _fail(
-                where,
-                f"{path}: line {lineno}: expected time in [0, {MAX_SECONDS:g}] "
-                f"and rate in [0, {MAX_RATE:g}]",
-            )
-        if out and t <= out[-1][0]:
-            raise _fail(where, f"{path}: line {lineno}: times must increase")
-        out.append((t, r))
+    try:
+        header = next(rows, [])
+        if [c.strip() for c in header] != ["time", "rate"]:
+            raise _fail(where, f"{path}: line 1: expected the header 'time,rate'")
+        for lineno, row in enumerate(rows, start=2):
+            if not row or all(not c.strip() for c in row):
+                continue
+            out.append(_rate_row(row, out[-1][0] if out else None, f"{path}: line {lineno}"))
+    except csv.Error as exc:  # e.g. "field larger than field limit (131072)"
+        raise _fail(where, f"{path}: line {rows.line_num}: {exc}") from None
+    except ServiceError as exc:
+        raise _fail(where, str(exc)) from None
     if not out:
         raise _fail(where, f"{path}: no rows")
     if out[0][0] != 0:
         raise _fail(where, f"{path}: line 2: the series must start at time 0")
     return out
+
+
+def _rate_row(row: list[str], previous: float | None, where: str) -> tuple[float, float]:
+    try:
+        if len(row) != 2:
+            raise ValueError
+        t, r = float(row[0]), float(row[1])
+    except ValueError:
+        raise ServiceError(f"{where}: expected two numbers, got {row!r}") from None
+    if not (0 <= t <= MAX_SECONDS and 0 <= r <= MAX_RATE):  # NaN fails both
+        raise ServiceError(
+            f"{where}: expected time in [0, {MAX_SECONDS:g}] and rate in [0, {MAX_RATE:g}]"
+        )
+    if previous is not None and t <= previous:
+        raise ServiceError(f"{where}: times must increase")
+    return t, r
+
+
+def _read_text(path: Path, limit: int, where: str) -> str:
+    """A regular file's UTF-8 text, refused naming ``where`` if it is anything else:
+    opened without blocking and checked once open, so a FIFO never hangs the read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise _fail(where, f"cannot read {path} ({exc.strerror or exc})") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _fail(where, f"{path}: not a regular file")
+        os.set_blocking(fd, True)
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise _fail(where, f"{path}: larger than the limit of {limit:,} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _fail(
+            where, f"{path}: not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start})"
+        ) from None
 
 
 def _request(raw: Any, where: str) -> tuple[Cost, float]:

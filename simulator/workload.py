@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -268,12 +270,17 @@ def parse_job(
 
 def _read_json(path: str) -> dict[str, Any]:
     try:
+        if stat.S_ISCHR(os.stat(path).st_mode) or stat.S_ISBLK(os.stat(path).st_mode):
+            # /dev/zero never ends (a pipe, as `-w <(gen)` gives, is fine)
+            raise WorkloadError(f"{path}: a device, not a workload file")
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
     except FileNotFoundError:
         raise WorkloadError(f"{path}: no such workload file") from None
     except json.JSONDecodeError as exc:
         raise WorkloadError(f"{path}: malformed JSON at line {exc.lineno} ({exc.msg})") from None
+    except RecursionError:  # Python's json recurses per level: 100,000 '[' exhaust it
+        raise WorkloadError(f"{path}: JSON nested too deeply to read") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise WorkloadError(f"{path}: cannot read ({exc})") from None
     if not isinstance(data, dict):

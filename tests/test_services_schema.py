@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+from pathlib import Path
 
 import pytest
 from simrun import ROOT, run_simulate
@@ -339,3 +341,52 @@ def test_simulate_refuses_what_the_api_would_with_exit_2(tmp_path, subprocess_en
     assert proc.returncode == 2, proc.stderr
     assert f"timewarp simulate: {file}: {message}" in proc.stderr
     assert "internal error" not in proc.stderr
+
+
+def _replay_workload(tmp_path, file: str) -> Path:
+    doc = example()
+    doc["services"][0]["traffic"] = {"type": "replay", "file": file, "duration": 100}
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"time,rate\n0,5\n30,\xe9\n", "rates.csv: not UTF-8 text (byte 0xe9 at offset 17)"),
+        (
+            b'time,rate\n0,5\n30,"' + b"9" * ((128 << 10) + 1) + b'"\n',
+            "rates.csv: line 3: field larger than field limit (131072)",
+        ),
+        (None, "rates.csv: not a regular file"),  # a FIFO: the read hung
+    ],
+    ids=["latin-1", "huge-field", "fifo"],
+)
+def test_a_replay_file_that_cannot_be_read_is_named(tmp_path, content, message) -> None:
+    """Issue 27 item 12: tracebacks (UnicodeDecodeError, csv.Error) or a silent hang."""
+    rates = tmp_path / "rates.csv"
+    if content is None:
+        os.mkfifo(rates)
+    else:
+        rates.write_bytes(content)
+    file = _replay_workload(tmp_path, "rates.csv")
+    with pytest.raises(WorkloadError) as err:
+        load_workload(file, "w0", 8)
+    assert str(err.value) == f"{file}: services[0].traffic.file: {tmp_path}/{message}"
+
+
+def test_a_replay_file_is_read_up_to_a_limit(tmp_path, monkeypatch) -> None:
+    """/dev/zero as a replay filled 3.9 GB before a MemoryError: it is not a regular
+    file; and a regular file is read up to MAX_REPLAY_BYTES (16 MiB)."""
+    import simulator.services as services
+
+    file = _replay_workload(tmp_path, "/dev/zero")
+    with pytest.raises(WorkloadError, match=r"traffic.file: /dev/zero: not a regular file"):
+        load_workload(file, "w0", 8)
+    assert services.MAX_REPLAY_BYTES == 16 << 20
+    monkeypatch.setattr(services, "MAX_REPLAY_BYTES", 20)
+    (tmp_path / "rates.csv").write_text("time,rate\n0,5\n30,50\n60,0\n")  # 28 bytes
+    file = _replay_workload(tmp_path, "rates.csv")
+    with pytest.raises(WorkloadError, match=r"rates.csv: larger than the limit of 20 bytes"):
+        load_workload(file, "w0", 8)

@@ -443,3 +443,41 @@ def test_the_cli_refuses_a_billion_replicates_at_once(tmp_path, subprocess_env):
     )
     assert proc.returncode == 2
     assert f"{spec}: replicates: 1,000,000,000 is over the limit" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("bin.yaml", bytes(range(256)) * 4, "not a YAML text file (not UTF-8 at byte 128)"),
+        ("deep.yaml", b"a: " + b"[" * 20_000 + b"]" * 20_000, "not valid YAML: nested too deeply"),
+        ("deep.toml", b"a = " + b"[" * 20_000 + b"]" * 20_000, "not valid TOML: nested too deeply"),
+    ],
+    ids=["binary", "deep-yaml", "deep-toml"],
+)
+def test_an_unreadable_sweep_file_is_exit_2_not_a_traceback(
+    tmp_path, subprocess_env, name, content, message
+):
+    """Issue 27 item 12: UnicodeDecodeError and RecursionError tracebacks."""
+    spec = tmp_path / name
+    spec.write_bytes(content)
+    proc = subprocess.run(
+        [sys.executable, "-m", "timewarp", "sweep", str(spec), "-o", str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+        env=subprocess_env,
+        timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert f"timewarp sweep: {spec}: {message}" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_sweep_file_that_is_not_a_regular_file_is_refused(tmp_path):
+    import os
+
+    fifo = tmp_path / "pipe.yaml"
+    os.mkfifo(fifo)
+    for path, message in ((fifo, "not a file"), (Path("/dev/zero"), "not a file")):
+        with pytest.raises(SpecError) as info:
+            load_sweep(path)
+        assert str(info.value) == f"{path}: {message}"

@@ -85,6 +85,7 @@ TOP_LEVEL = {
 # memory (~3 KB each) and takes ~0.3 ms per run, so a typo of a few zeros (replicates:
 # 1000000000, a 1000×1000 grid) is refused before anything is built (docs/sweep.md).
 MAX_RUNS = 100_000
+MAX_SPEC_BYTES = 4 << 20  # a sweep file names its inputs: a few KiB in practice
 Scalar = str | int | float | bool
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_-]*)\}")
 
@@ -154,20 +155,23 @@ class Sweep:
 def load_sweep(path: str | Path) -> Sweep:
     """Read and validate a sweep file; raise SpecError naming the field on bad input."""
     path = Path(path)
+    kind = "TOML" if path.suffix.lower() == ".toml" else "YAML"
     try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise SpecError(f"{path}: no such file") from None
+        if not path.is_file():  # a FIFO would hang the read, /dev/zero never end
+            raise SpecError(f"{path}: no such file" if not path.exists() else f"{path}: not a file")
+        if path.stat().st_size > MAX_SPEC_BYTES:
+            raise SpecError(f"{path}: larger than the limit of {MAX_SPEC_BYTES:,} bytes")
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SpecError(f"{path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: not a {kind} text file (not UTF-8 at byte {exc.start})") from None
     try:
-        if path.suffix.lower() == ".toml":
-            data = tomllib.loads(text)
-        else:
-            data = yaml.safe_load(text)
+        data = tomllib.loads(text) if kind == "TOML" else yaml.safe_load(text)
     except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
-        kind = "TOML" if path.suffix.lower() == ".toml" else "YAML"
         raise SpecError(f"{path}: not valid {kind}: {exc}") from None
+    except RecursionError:  # the parsers recurse per level of nesting
+        raise SpecError(f"{path}: not valid {kind}: nested too deeply") from None
     return parse_sweep(data, path)
 
 
