@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -369,3 +371,49 @@ def test_a_fifo_is_never_opened(tree: Path, tmp_path: Path, subprocess_env) -> N
     assert not (out / "pkg" / "pipe.py").exists() and not (out / "queue").exists()
     proc = _patch_in_subprocess(subprocess_env, tree / "pkg" / "pipe.py")  # named as SRC
     assert "skipped pipe.py: a named pipe: not opened, not copied" in proc.stderr
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stopped_patch_removes_its_staging_copy_and_says_so(
+    tree: Path, tmp_path: Path, subprocess_env, signum: int
+) -> None:
+    """Issue 27 item 15: SIGTERM to `timewarp patch -o OUT` left `.OUT.staging-*` and
+    printed nothing. The child holds still after its first file (no race with a fast
+    patch), then gets the signal."""
+    (tree / "pkg" / "more.py").write_text(UNPATCHED)
+    marker, out = tmp_path / "one-file-done", tmp_path / "build"
+    child = (
+        "import pathlib, sys, threading\n"
+        "import patcher.tree as tree\n"
+        "real = tree.patch_file_bytes\n"
+        "def held(data, rel):\n"
+        "    result = real(data, rel)\n"
+        f"    pathlib.Path({str(marker)!r}).write_text(rel)\n"
+        "    threading.Event().wait()  # until the signal\n"
+        "    return result\n"
+        "tree.patch_file_bytes = held\n"
+        "from commands.cli import main\n"
+        f"sys.exit(main(['patch', {str(tree)!r}, '-o', {str(out)!r}]))\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", child], env=subprocess_env, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        for _ in range(600):  # up to 60 s for the interpreter and the first file
+            if marker.exists() or proc.poll() is not None:
+                break
+            threading.Event().wait(0.1)
+        assert marker.exists(), proc.stderr.read() if proc.poll() is not None else "no file"
+        assert list(tmp_path.glob(".build.staging-*"))  # the copy being built
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 128 + signum, err
+    name = signal.Signals(signum).name
+    assert (
+        f"timewarp patch: stopped by {name}: {out} left as it was (the partial copy removed)" in err
+    )
+    assert not list(tmp_path.glob(".build.*")) and not out.exists()
