@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from broker.node_shape import node_shape
+from broker.cluster.node_shape import node_shape
 from simulator import workload_cli
 
 add_arguments = workload_cli.add_arguments
