@@ -318,7 +318,7 @@ def _with(keys: tuple, update: dict) -> dict:
     ("keys", "update", "message"), API_REFUSED, ids=[str(k[-1]) for k, _u, _m in API_REFUSED]
 )
 def test_every_service_object_is_checked_as_the_api_would(tmp_path, keys, update, message):
-    from broker.input_check import InputError, check_inputs
+    from broker.cluster.input_check import InputError, check_inputs
     from simulator.platform import load_platform
 
     file = tmp_path / "w.json"

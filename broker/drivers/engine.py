@@ -238,7 +238,7 @@ class Broker:
         """The services of the workload files SIMULATION_BEGINS names, checked and run
         as ``timewarp simulate`` does. A file this process cannot open is said, not
         fatal (real Batsim names it as it was given, relative to its own directory)."""
-        from broker.input_check import InputError, check_services, node_views
+        from broker.cluster.input_check import InputError, check_services, node_views
         from simulator.services import declared_twice
         from simulator.workload import WorkloadError, read_services
 

@@ -176,7 +176,7 @@ def admissible(key: str, obj: Obj) -> Obj:
     """``obj`` as a create would store it — decoded as the Go types would be, defaulted
     and validated — or the :class:`~broker.facade.errors.ApiError` (400, 422) the create
     would get. Nothing is stored: inputs are checked with it before a run, so they meet
-    exactly the rules the API applies (``broker/input_check.py``)."""
+    exactly the rules the API applies (``broker/cluster/input_check.py``)."""
     rt = resource_type(key)
     obj = Store._new_object(rt, obj)
     if rt.namespaced:
