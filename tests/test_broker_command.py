@@ -224,3 +224,36 @@ def test_the_services_of_the_simulators_workload_are_run(tmp_path, subprocess_en
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert table == (alone / "out_services.csv").read_text()
+
+
+def test_what_the_broker_cannot_read_is_said_and_bad_services_fail_the_run(tmp_path):
+    """The other two outcomes of reading the simulator's workloads: a path the broker
+    cannot open (real Batsim names it as given) is a note, not a silent drop; services
+    the API would refuse fail the run naming the file and field."""
+    import dataclasses
+    import io
+    from types import SimpleNamespace
+
+    from broker.drivers.engine import Broker, SimulatorInputError
+    from simulator.testing import simulation_begins
+
+    hosts = [{"id": 0, "name": "h0", "properties": {"core": "4", "memory": "16Gi"}}]
+    begins = simulation_begins(hosts, {})
+    data = dataclasses.replace(begins, workloads={"w0": str(tmp_path / "elsewhere.json")})
+    log = io.StringIO()
+    broker = SimpleNamespace(log=log, services=None, cluster=SimpleNamespace(services=None))
+    Broker._adopt_services(broker, data)  # type: ignore[arg-type]
+    assert f"workload w0: cannot open {str(tmp_path / 'elsewhere.json')!r}" in log.getvalue()
+    assert broker.services is None
+    doc = json.loads((ROOT / "examples" / "inputs" / "service_step" / "workload.json").read_text())
+    hpa = doc["services"][0]["horizontalPodAutoscaler"]["spec"]
+    hpa["metrics"][0]["resource"]["target"]["averageUtilization"] = 0  # the API's rule
+    workload = tmp_path / "w.json"
+    workload.write_text(json.dumps(doc))
+    data = dataclasses.replace(begins, workloads={"w0": str(workload)})
+    with pytest.raises(SimulatorInputError) as err:
+        Broker._adopt_services(broker, data)  # type: ignore[arg-type]
+    assert str(err.value) == (
+        f"{workload}: services[0].horizontalPodAutoscaler.spec.metrics[0].resource.target"
+        ".averageUtilization: Invalid value: 0: must be greater than 0"
+    )
