@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -266,20 +268,30 @@ def parse_job(
     )
 
 
-def load_workload(path: str | Path, name: str, nb_compute: int) -> Workload:
-    """Read and validate one workload file (``name`` is ``w0``, ``w1``…)."""
-    path = str(path)
+def _read_json(path: str) -> dict[str, Any]:
     try:
+        if stat.S_ISCHR(os.stat(path).st_mode) or stat.S_ISBLK(os.stat(path).st_mode):
+            # /dev/zero never ends (a pipe, as `-w <(gen)` gives, is fine)
+            raise WorkloadError(f"{path}: a device, not a workload file")
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
     except FileNotFoundError:
         raise WorkloadError(f"{path}: no such workload file") from None
     except json.JSONDecodeError as exc:
         raise WorkloadError(f"{path}: malformed JSON at line {exc.lineno} ({exc.msg})") from None
+    except RecursionError:  # Python's json recurses per level: 100,000 '[' exhaust it
+        raise WorkloadError(f"{path}: JSON nested too deeply to read") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise WorkloadError(f"{path}: cannot read ({exc})") from None
     if not isinstance(data, dict):
         raise WorkloadError(f"{path}: top level must be a JSON object with jobs and profiles")
+    return data
+
+
+def load_workload(path: str | Path, name: str, nb_compute: int) -> Workload:
+    """Read and validate one workload file (``name`` is ``w0``, ``w1``…)."""
+    path = str(path)
+    data = _read_json(path)
     for key in ("jobs", "profiles"):
         if key not in data:
             raise WorkloadError(f"{path}: missing top-level field {key!r}")
@@ -306,13 +318,23 @@ def load_workload(path: str | Path, name: str, nb_compute: int) -> Workload:
             )
         seen[job.local_id] = index
         jobs.append(job)
-    services: list[ServiceSpec] = []
-    if "services" in data:
-        try:
-            services = parse_services(data["services"], path)
-        except ServiceError as exc:
-            raise WorkloadError(str(exc)) from None
-    return Workload(name, path, jobs, dict(profiles), services)
+    return Workload(name, path, jobs, dict(profiles), _services(data, path))
+
+
+def _services(data: dict[str, Any], path: str) -> list[ServiceSpec]:
+    if "services" not in data:
+        return []
+    try:
+        return parse_services(data["services"], path)
+    except ServiceError as exc:
+        raise WorkloadError(str(exc)) from None
+
+
+def read_services(path: str | Path) -> list[ServiceSpec]:
+    """The services a workload file declares, checked; its jobs are not (the simulator
+    that read the file judged them: ``timewarp broker`` learns the file from it)."""
+    path = str(path)
+    return _services(_read_json(path), path)
 
 
 # --------------------------------------------------------------------------- durations
