@@ -59,6 +59,9 @@ def boot() -> None:
     rt = activate_from_env()
     if rt is None:
         return
+    from timewarp._core import podnetwork
+
+    podnetwork.install()  # the simulated cluster's addresses stay off the real network
     modules = [m for m in os.environ.get(clockproto.ENV_PATCH_MODULES, "").split(",") if m]
     if os.environ.get("TIMEWARP_NO_IMPORT_HOOK") != "1":
         try:
