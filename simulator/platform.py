@@ -25,16 +25,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from simulator.network import (  # PlatformError: defined there, raised by both
+    LOOPBACK_BW,
+    Network,
+    PlatformError,
+    message_cost,
+    parse_radical,
+    read_network,
+)
+
 _UNITS = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 _SPEED_RE = re.compile(r"^\s*([0-9.eE+-]+)\s*([kMGTPE]?)(f|flops)?\s*$")
 
 
 #: ``<config>`` keys SimGrid 3.32 no longer knows ("Bad config key"): Batsim 4.2.1 aborts.
 SIMGRID_332_REFUSED_KEYS = ("smpi/os", "smpi/or", "smpi/ois")
-
-
-class PlatformError(ValueError):
-    """A platform file that cannot be used; the text names the file and element."""
 
 
 @dataclass(frozen=True)
@@ -71,9 +76,20 @@ class Platform:
     compute: list[Host]  # index = resource id
     storage: list[Host]
     config: tuple[ConfigProp, ...] = ()
+    network: Network | None = None  # links, routes, zones (None: no network read)
     #: why SimGrid's parser refuses the file's prolog (no or another DOCTYPE, a
     #: byte-order mark), "" when it reads it
     prolog_refusal: str = ""
+
+    def message_costs(self) -> tuple[tuple[float, float], list[tuple[float, float]]]:
+        """(latency, rate) of a Batsim message from the master host to itself, and from
+        each compute host (by resource id) to the master (:mod:`simulator.network`)."""
+        if self.network is None:
+            return (0.0, LOOPBACK_BW), [(0.0, 0.0)] * len(self.compute)
+        master = self.master.name
+        local = message_cost(*self.network.route(master, master))
+        remote = [message_cost(*self.network.route(h.name, master)) for h in self.compute]
+        return local, remote
 
     def resources_json(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """``compute_resources`` / ``storage_resources`` of SIMULATION_BEGINS."""
@@ -108,23 +124,6 @@ def parse_speed(text: str, where: str) -> float:
     if value <= 0:
         raise PlatformError(f"{where}: speed must be > 0, got {text!r}")
     return value
-
-
-def _radical(text: str, where: str) -> list[int]:
-    numbers: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        try:
-            if "-" in part:
-                low, high = (int(x) for x in part.split("-", 1))
-                numbers.extend(range(low, high + 1))
-            else:
-                numbers.append(int(part))
-        except ValueError:
-            raise PlatformError(
-                f"{where}: radical {text!r} is not like '0-15' or '1,3-5'"
-            ) from None
-    return numbers
 
 
 def _props(element: ET.Element) -> dict[str, str]:
@@ -173,11 +172,11 @@ def load_platform(path: str | Path, master_name: str = "master_host") -> Platfor
             tag = child.tag
             if tag in ("zone", "AS"):
                 walk(child, {**zone_props, **_props(child)})
-            elif tag == "host":
+            elif tag in ("host", "peer"):  # a peer: a host of a Vivaldi zone, with links
                 name = child.get("id")
-                where = f"{path}: <host id={name!r}>"
+                where = f"{path}: <{tag} id={name!r}>"
                 if not name:
-                    raise PlatformError(f"{path}: a <host> has no id")
+                    raise PlatformError(f"{path}: a <{tag}> has no id")
                 speed = child.get("speed")
                 if speed is None:
                     raise PlatformError(f"{where}: missing speed")
@@ -199,7 +198,7 @@ def load_platform(path: str | Path, master_name: str = "master_host") -> Platfor
                 speed_value = parse_speed(child.get("speed", ""), where)
                 cores = _cores(child.get("core"), where)
                 cluster_props = _props(child)
-                for number in _radical(child.get("radical", ""), where):
+                for number in parse_radical(child.get("radical", ""), where):
                     name = f"{child.get('prefix')}{number}{child.get('suffix', '')}"
                     hosts.append(
                         Host(
@@ -236,7 +235,10 @@ def load_platform(path: str | Path, master_name: str = "master_host") -> Platfor
     storage = [h for h in others if h.role == "storage"]
     if not compute:
         raise PlatformError(f"{path}: no compute host besides the master {master.name!r}")
-    return Platform(path, master, compute, storage, _config_props(text), prolog)
+    network = read_network(root, path)
+    platform = Platform(path, master, compute, storage, _config_props(text), network, prolog)
+    platform.message_costs()  # every route the simulation needs exists
+    return platform
 
 
 def _config_props(text: str) -> tuple[ConfigProp, ...]:

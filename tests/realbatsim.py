@@ -334,7 +334,8 @@ def run_embedded(sc: Scenario, seed: int, folder: Path, decide=None) -> tuple[li
     ended ("SIMULATION_ENDS" or the error it stopped with)."""
     platform, workloads = sc.write(folder)
     decide = decide or Chaos(seed, sc)
-    sim = make_sim(platform, workloads, allow_compute_sharing=sc.sharing,
+    master = sc.flags()[sc.flags().index("-m") + 1] if "-m" in sc.flags() else "master_host"
+    sim = make_sim(platform, workloads, master, allow_compute_sharing=sc.sharing,
                    dynamic_jobs=sc.dynamic, profile_reuse=sc.profile_reuse)  # fmt: skip
     sent: list[str] = []
     try:
