@@ -152,3 +152,76 @@ def workload(seed: int, nodes: int, jobs: int = 18) -> dict[str, Any]:
             "ph": {"type": "parallel_homogeneous", "cpu": 2e9, "com": 0},
         },
     }
+
+
+def random_platform(seed: int) -> tuple[str, int]:
+    """A seeded random platform with a network (a Full zone of hosts with links and
+    routes, or a cluster beside the master's zone, or the master inside a cluster) and
+    how many compute hosts it has; the master is ``master_host``."""
+    rng = random.Random(seed)
+
+    def lat() -> str:
+        return rng.choice(["0", "1.5us", "15us", "50us", "0.1ms", "1.461517ms", "2ms"])
+
+    def bw() -> str:
+        return rng.choice(
+            ["10GBps", "1Gbps", "125MBps", "41.279125MBps", "1.25E8Bps", "10000MiBps"]
+        )
+
+    def policy() -> str:
+        return rng.choice(["SHARED", "FATPIPE", "SPLITDUPLEX"])
+
+    kind = rng.choice(["full", "cluster", "cluster"])
+    nodes = rng.randint(1, 6)
+    if kind == "full":
+        hosts = ["master_host"] + [f"n{i}" for i in range(nodes)]
+        links, routes = [], []
+        for i in range(rng.randint(1, 5)):
+            links.append((f"l{i}", policy()))
+        parts = [f'<host id="{h}" speed="1Gf"/>' for h in hosts]
+        parts += [
+            f'<link id="{name}" bandwidth="{bw()}" latency="{lat()}" sharing_policy="{pol}"/>'
+            for name, pol in links
+        ]
+        for src in hosts:
+            for dst in hosts:
+                if src > dst or rng.random() < 0.25:
+                    continue
+                chosen = rng.sample(links, rng.randint(1, len(links)))
+                ctn = "".join(
+                    f'<link_ctn id="{name}"'
+                    + (f' direction="{rng.choice(["UP", "DOWN"])}"' if pol == "SPLITDUPLEX" else "")
+                    + "/>"
+                    for name, pol in chosen
+                )
+                routes.append(f'<route src="{src}" dst="{dst}">{ctn}</route>')
+        body = '<zone id="z" routing="Full">' + "".join(parts + routes) + "</zone>"
+        return HEAD + f'<platform version="4.1">{body}</platform>\n', nodes
+    extra = ""
+    if rng.random() < 0.5:
+        extra += f' loopback_bw="{bw()}" loopback_lat="{lat()}"'
+    if rng.random() < 0.3:
+        extra += f' limiter_link="{bw()}"'
+    if rng.random() < 0.7:
+        extra += f' bb_bw="{bw()}" bb_lat="{lat()}"'
+    pol = rng.choice(["SHARED", "FATPIPE", "SPLITDUPLEX"])
+    if kind == "cluster" and rng.random() < 0.5:  # the master inside the cluster
+        return HEAD + (
+            '<platform version="4.1"><zone id="main" routing="Full">'
+            f'<cluster id="c" prefix="n" suffix="" radical="0-{nodes - 1}" speed="1Gf" '
+            f'bw="{bw()}" lat="{lat()}" sharing_policy="{pol}"{extra}/>'
+            '<cluster id="m" prefix="master_host" suffix="" radical="0-0" speed="1Gf" '
+            f'bw="{bw()}" lat="{lat()}"{extra}><prop id="role" value="master"/></cluster>'
+            f'<link id="bb" bandwidth="{bw()}" latency="{lat()}"/>'
+            '<zoneRoute src="c" dst="m" gw_src="nc_router" gw_dst="master_hostm_router">'
+            '<link_ctn id="bb"/></zoneRoute></zone></platform>\n'
+        ), nodes
+    return HEAD + (
+        '<platform version="4.1"><zone id="main" routing="Full">'
+        f'<cluster id="c" prefix="n" suffix="" radical="0-{nodes - 1}" speed="1Gf" '
+        f'bw="{bw()}" lat="{lat()}" sharing_policy="{pol}"{extra}/>'
+        '<zone id="m" routing="Full"><host id="master_host" speed="1Gf"/></zone>'
+        f'<link id="bb" bandwidth="{bw()}" latency="{lat()}"/>'
+        '<zoneRoute src="c" dst="m" gw_src="nc_router" gw_dst="master_host">'
+        '<link_ctn id="bb"/></zoneRoute></zone></platform>\n'
+    ), nodes

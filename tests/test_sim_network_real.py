@@ -18,14 +18,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from netplatforms import PLATFORMS, cluster, workload
+from netplatforms import PLATFORMS, cluster, random_platform, workload
 from realbatsim import (
+    Chaos,
     FixedScenario,
     batsim_or_skip,
     canonical,
     fcfs_decider,
     run_embedded,
     run_real,
+    scenario,
 )
 
 from simulator.testing import free_endpoint
@@ -60,6 +62,36 @@ def test_the_fcfs_gets_the_same_messages_on_a_platform_with_a_network(batsim, tm
         assert first == 4.5e-05
     elif name == "vivaldi at 0 0 0":  # SimGrid charges nothing there, nor does the embedded
         assert first == 0
+
+
+def _random_run(tmp_path: Path, seed: int) -> None:
+    """The random decision process of tests/realbatsim.py (kills, timers, dynamic jobs,
+    replies stamped late) on a seeded random platform with a network."""
+    text, nodes = random_platform(seed)
+    base = scenario(seed)
+    for work in base.workloads:
+        work["nb_res"] = nodes
+        for job in work["jobs"]:
+            job["res"] = min(job["res"], nodes)
+    sc = FixedScenario(text, base.workloads, tuple(base.flags()))
+    sc.nodes = nodes
+    real, real_end = run_real(sc, seed, tmp_path, decide=Chaos(seed, sc))
+    ours, our_end = run_embedded(sc, seed, tmp_path, decide=Chaos(seed, sc))
+    for index, (a, b) in enumerate(zip(real, ours, strict=False)):
+        assert canonical(a) == canonical(b), f"seed {seed}: message {index} differs"
+    assert len(real) == len(ours), seed
+    assert (real_end == "SIMULATION_ENDS") == (our_end == "SIMULATION_ENDS"), (real_end, our_end)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 5])
+def test_random_decisions_on_a_random_platform_give_the_same_messages(batsim, tmp_path, seed):
+    _random_run(tmp_path, seed)
+
+
+@pytest.mark.slow
+def test_two_hundred_random_platforms_give_the_same_messages(batsim, tmp_path):
+    for seed in range(1, 201):
+        _random_run(tmp_path / str(seed), seed)
 
 
 # --------------------------------------------------------------------------- as users run them
