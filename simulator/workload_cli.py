@@ -8,6 +8,9 @@
     timewarp workload poisson -n 100 --rate 0.1 --mean-delay 120 --seed 1 -o p.json
     timewarp workload burst   -n 20 --delay 600 --replicaset app --replicasets 4 -o rs.json
     timewarp workload mixed   -n 100 --rate 0.05 --gpu-fraction 0.3 --seed 1 -o m.json
+    timewarp workload service --pattern weekly --low 5 --peak 80 --hpa-target 60 -o web.json
+    timewarp workload batch   -n 500 --rate 0.01 --mean-delay 900 --daily-cycle 0.8 \
+        --size 3:cpu=500m,memory=1Gi --size 1:cpu=4,memory=16Gi,nvidia.com/gpu=1 --seed 1 -o b.json
     timewarp workload platform -n 16 --cores 1 -o cluster16.xml
     timewarp workload platform --cpu-nodes 8 --gpu-nodes 4 -o hetero.xml
     timewarp workload platform -n 8 --label env=prod --taint gpu=yes:NoSchedule@6-7 \
@@ -28,7 +31,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from simulator import alibaba, generators, kube_import
+from simulator import alibaba, generator_cli, generators, kube_import
 from simulator.generators import DEFAULT_SCHEDULER
 from simulator.platform import PlatformError, load_platform
 from simulator.swf import SwfError, convert, read_swf
@@ -37,6 +40,7 @@ from simulator.workload import WorkloadError, load_workload
 
 PROG = "timewarp workload"
 HostCheck = Callable[[dict[str, str]], object]
+FieldsCheck = Callable[[dict], object]  # a job's or profile's Kubernetes fields
 
 
 def _positive_int(text: str) -> int:
@@ -206,6 +210,7 @@ def _trace_importers(sub) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="tool", metavar="TOOL", required=True)
     _trace_importers(sub)
+    generator_cli.add_parsers(sub, _OUTPUT_HELP, _SCHEDULER_HELP)
 
     swf = sub.add_parser("from-swf", help="import a Standard Workload Format trace")
     swf.add_argument("trace", help="SWF file (Parallel Workloads Archive format)")
@@ -437,13 +442,42 @@ def _dump_workload(workload: dict, path: str) -> None:
     _write_atomically(path, text, lambda tmp: load_workload(tmp, "w0", 1 << 30))
 
 
-def run(args: argparse.Namespace, check_host: HostCheck | None = None) -> int:
+def _check_pod_fields(workload: dict, check_fields: FieldsCheck | None) -> None:
+    """``check_fields`` on every profile and job; ValueError names which one."""
+    if check_fields is None:
+        return
+    for name, profile in workload["profiles"].items():
+        try:
+            check_fields(profile)
+        except ValueError as exc:
+            raise ValueError(f"profiles[{name!r}].{exc}") from None
+    for i, job in enumerate(workload["jobs"]):
+        try:
+            check_fields(job)
+        except ValueError as exc:
+            raise ValueError(f"jobs[{i}] (id {job['id']!r}).{exc}") from None
+
+
+def run(
+    args: argparse.Namespace,
+    check_host: HostCheck | None = None,
+    check_fields: FieldsCheck | None = None,
+) -> int:
     """``check_host(props)`` (the broker's node-shape rules, given by the ``timewarp``
-    command) checks the Kubernetes properties a platform's hosts get from the flags;
-    it raises ValueError with a message naming the property."""
+    command) checks the Kubernetes properties a platform's hosts get from the flags, and
+    ``check_fields(job or profile)`` (the pod-shape rules) those of the imported and
+    generated pods; both raise ValueError with a message naming the property."""
     try:
         if args.tool in ("from-cluster", "from-alibaba"):
-            return _import_trace(args, check_host)
+            return _import_trace(args, check_host, check_fields)
+        if args.tool in ("service", "batch"):
+            try:
+                workload = generator_cli.build(args)
+                _check_pod_fields(workload, check_fields)
+            except ValueError as exc:
+                return _fail(str(exc))
+            _dump_workload(workload, args.output)
+            return 0
         if args.tool == "from-swf":
             jobs, header = read_swf(args.trace)
             workload = convert(
@@ -574,7 +608,9 @@ def _check_hosts(
                 raise ValueError(f"{flags.get(prop, prop)} (host {name}): {exc}") from None
 
 
-def _import_trace(args: argparse.Namespace, check_host: HostCheck | None) -> int:
+def _import_trace(
+    args: argparse.Namespace, check_host: HostCheck | None, check_fields: FieldsCheck | None
+) -> int:
     """from-cluster / from-alibaba: both files checked, then both written."""
     try:
         if args.tool == "from-cluster":
@@ -605,6 +641,7 @@ def _import_trace(args: argparse.Namespace, check_host: HostCheck | None) -> int
             )
             skipped = {}
         _check_hosts(nodes, check_host, {})
+        _check_pod_fields(workload, check_fields)
     except (kube_import.ClusterDumpError, alibaba.AlibabaError, ValueError) as exc:
         return _fail(str(exc))
     workload["nb_res"] = len(nodes)
