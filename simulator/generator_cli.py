@@ -74,9 +74,21 @@ def add_parsers(sub: Any, output_help: str, scheduler_help: str) -> None:
         help="daily (two peaks, 11:00 and 20:00, trough at 04:00), weekly (the daily pattern, "
         "weekends × --weekend), constant (--low) (default daily)",
     )
-    svc.add_argument("--low", type=_non_negative, default=5.0, help="the day's lowest rate, req/s")
-    svc.add_argument("--peak", type=_non_negative, default=50.0, help="the day's highest rate")
-    svc.add_argument("--weekend", type=_non_negative, default=0.6, help="weekly: weekend factor")
+    svc.add_argument(
+        "--low", type=_non_negative, default=5.0, help="the day's lowest rate, req/s (default 5)"
+    )
+    svc.add_argument(
+        "--peak",
+        type=_non_negative,
+        default=50.0,
+        help="the day's highest rate, req/s (default 50)",
+    )
+    svc.add_argument(
+        "--weekend",
+        type=_non_negative,
+        default=0.6,
+        help="weekly: the weekend's factor (default 0.6)",
+    )
     svc.add_argument(
         "--duration", type=_positive, default=86400.0, help="seconds of traffic (default a day)"
     )
@@ -84,7 +96,10 @@ def add_parsers(sub: Any, output_help: str, scheduler_help: str) -> None:
         "--step", type=_positive, default=300.0, help="seconds a rate is held (default 300)"
     )
     svc.add_argument(
-        "--noise", type=_non_negative, default=0.0, help="σ of a log-normal factor per step"
+        "--noise",
+        type=_non_negative,
+        default=0.0,
+        help="σ of a log-normal factor per step (default 0: none)",
     )
     svc.add_argument(
         "--flash",
@@ -114,9 +129,14 @@ def add_parsers(sub: Any, output_help: str, scheduler_help: str) -> None:
     svc.add_argument(
         "--cost", type=_positive, default=0.05, help="mean CPU-seconds per request (default 0.05)"
     )
-    svc.add_argument("--timeout", type=_positive, default=10.0, help="request timeout, s")
     svc.add_argument(
-        "--startup-delay", type=_non_negative, default=10.0, help="s from bound to Running"
+        "--timeout", type=_positive, default=10.0, help="request timeout, s (default 10)"
+    )
+    svc.add_argument(
+        "--startup-delay",
+        type=_non_negative,
+        default=10.0,
+        help="s from bound to Running (default 10)",
     )
     svc.add_argument("--seed", type=int, default=0, help="noise and request streams (default 0)")
     svc.add_argument("--scheduler", default=DEFAULT_SCHEDULER, help=scheduler_help)
@@ -159,9 +179,11 @@ def add_parsers(sub: Any, output_help: str, scheduler_help: str) -> None:
         help="with --cpu-lognormal: memory Mi per cpu (default 2048)",
     )
     bat.add_argument(
-        "--gpu-fraction", type=_share, default=0.0, help="share of jobs requesting GPUs"
+        "--gpu-fraction", type=_share, default=0.0, help="share of jobs requesting GPUs (default 0)"
     )
-    bat.add_argument("--gpus", type=_count, default=1, help="nvidia.com/gpu of such a job")
+    bat.add_argument(
+        "--gpus", type=_count, default=1, help="nvidia.com/gpu of such a job (default 1)"
+    )
     bat.add_argument("--seed", type=int, required=True, help="random seed (same seed, same file)")
     bat.add_argument("--scheduler", default=DEFAULT_SCHEDULER, help=scheduler_help)
     bat.add_argument("-o", "--output", required=True, help=output_help)
