@@ -105,24 +105,34 @@ def has_batch(groups: list[Group]) -> bool:
     return any(run.figures.get("jobs") for g in groups for run in g.runs)
 
 
+def _per_column(groups: list[Group], key) -> str:  # type: ignore[no-untyped-def]
+    """ "the same" (one value for every run), "the same in every column" (each column has
+    the same collection, e.g. replicates over the same seeds), or how they differ."""
+    columns = [sorted(key(run) for run in g.runs) for g in groups]
+    flat = {v for column in columns for v in column}
+    if len(flat) == 1:
+        return "the same"
+    if all(c == columns[0] for c in columns) and len(groups) > 1:
+        return f"the same in every column ({len(flat)} per column)"
+    if len(groups) == 1:
+        return f"{len(flat)} different"
+    return "different between columns"
+
+
 def sameness(groups: list[Group]) -> dict[str, str]:
     """Whether the runs had the same inputs (by content), schedulers and seeds."""
     runs = [run for g in groups for run in g.runs]
     out: dict[str, str] = {}
-    inputs = {inputs_of(r) for r in runs}
-    out["inputs (by content)"] = (
-        "unknown (no manifest)"
-        if () in inputs
-        else "the same"
-        if len(inputs) == 1
-        else f"{len(inputs)} different sets"
-    )
-    schedulers = {tuple(r.manifest.get("schedulers") or ()) for r in runs}
-    out["schedulers"] = "the same" if len(schedulers) == 1 else f"{len(schedulers)} different"
+    if any(not inputs_of(r) for r in runs):
+        out["inputs (by content)"] = "unknown (a run has no manifest)"
+    else:
+        out["inputs (by content)"] = _per_column(groups, inputs_of)
+    out["schedulers"] = _per_column(groups, lambda r: tuple(r.manifest.get("schedulers") or ()))
     seeds = [seed_of(r) for r in runs]
     if all(s is None for s in seeds):
         out["seeds"] = "none given (the runs' own defaults)"
+    elif len(runs) <= 6 and len(set(seeds)) > 1:
+        out["seeds"] = ", ".join(str(s) for s in seeds)
     else:
-        distinct = {s for s in seeds}
-        out["seeds"] = "the same" if len(distinct) == 1 else ", ".join(str(s) for s in seeds)
+        out["seeds"] = _per_column(groups, lambda r: str(seed_of(r)))
     return out

@@ -73,6 +73,7 @@ class Run:
     busy: tuple[list[float], list[float]]  # times, share of nodes busy
     node_load: dict[str, float]  # node name -> mean pods running
     services: dict[str, ServiceFigures]
+    seed: str | None = None  # the seed a sweep gave the run (its manifest may not say)
 
 
 def _node_names(manifest: dict[str, Any], base: Path) -> list[str]:
@@ -223,7 +224,15 @@ def _services(rows: list[dict[str, str]], slo_p99: float | None) -> dict[str, Se
     return out
 
 
-def read_run(path: Path, label: str | None = None, slo_p99: float | None = None) -> Run:
+def service_figures(folder: Path) -> dict[str, dict[str, float | None]]:
+    """Per service of the run in ``folder``, its figures (none without ``out_services.csv``)."""
+    services = _services(_rows(Path(folder) / "out_services.csv"), None)
+    return {name: svc.figures for name, svc in services.items()}
+
+
+def read_run(
+    path: Path, label: str | None = None, slo_p99: float | None = None, seed: Any = None
+) -> Run:
     """The run in folder ``path``; RunError when it has no ``out_jobs.csv``."""
     path = Path(path)
     jobs_csv = path / "out_jobs.csv"
@@ -255,6 +264,7 @@ def read_run(path: Path, label: str | None = None, slo_p99: float | None = None)
         busy=busy,
         node_load=_node_load(rows, _node_names(manifest, Path.cwd())),
         services=_services(_rows(path / "out_services.csv"), slo_p99),
+        seed=None if seed is None else str(seed),
     )
 
 
@@ -264,7 +274,9 @@ def inputs_of(run: Run) -> tuple[str, ...]:
 
 
 def seed_of(run: Run) -> str | None:
-    """The run's ``--seed``, if the manifest has one (or its arguments)."""
+    """The run's seed: the sweep's, else the manifest's ``seed`` or ``--seed`` argument."""
+    if run.seed is not None:
+        return run.seed
     if "seed" in run.manifest:
         return str(run.manifest["seed"])
     args = run.manifest.get("arguments") or []

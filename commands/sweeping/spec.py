@@ -42,11 +42,20 @@ import yaml
 ENTITY_KINDS = ("scheduler", "platform", "workload", "mode")
 RESERVED = {*ENTITY_KINDS, "replicate", "seed", "run_id", "status", "error"}
 TIME_MODES = ("deterministic", "lockstep", "realtime")
-WORKLOAD_GENERATORS = ("burst", "spaced", "poisson", "mixed", "from-swf", "script")
+WORKLOAD_GENERATORS = (
+    "burst",
+    "spaced",
+    "poisson",
+    "mixed",
+    "service",
+    "batch",
+    "from-swf",
+    "script",
+)
 # seeded generators get the run's seed (``--seed``) unless the sweep file fixes ``seed``;
 # ``script`` is any program taking ``--flag value ... --seed S -o OUT`` (e.g. experiments/
 # kse_workload.py), for inputs the built-in tools cannot describe
-SEEDED_GENERATORS = ("poisson", "mixed", "script")
+SEEDED_GENERATORS = ("poisson", "mixed", "service", "batch", "script")
 # placeholders every scheduler command may use: the seed, the replicate index, and the run's
 # own directory (for a scheduler's extra outputs; not part of the run's identity)
 BUILTIN_PLACEHOLDERS = ("seed", "replicate", "run_dir")
