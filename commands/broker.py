@@ -77,7 +77,7 @@ def _fail(message: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from broker.modes_cli import ModeArgumentError, check_mode_arguments
+    from commands.modes import ModeArgumentError, check_mode_arguments
 
     host, _, port = args.socket_endpoint.removeprefix("tcp://").rpartition(":")
     if not args.socket_endpoint.startswith("tcp://") or host not in ("127.0.0.1", "localhost"):
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     for name in args.expect:
         if not name.replace("-", "").replace("_", "").isalnum():
             return _fail(f"--expect {name!r}: a name of letters, digits, '-' and '_'")
-    from broker.pacing import PacingArgumentError, check_pacing_arguments
+    from broker.drivers.pacing import PacingArgumentError, check_pacing_arguments
 
     try:
         check_mode_arguments(args)
@@ -142,7 +142,7 @@ class _BrokerRun(_Simulation):
         parts.launcher.check = check  # type: ignore[method-assign]
 
     def _check_by_hand(self, parts: _Wiring) -> None:
-        from broker.launcher import SchedulerFailed
+        from broker.processes.launcher import SchedulerFailed
 
         for proc in parts.clock.processes():
             if proc.name in self.args.expect and proc.gone:

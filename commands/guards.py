@@ -72,7 +72,7 @@ class NoProgressGuard:
 
     def report(self, now_s: float) -> str | None:
         """The report, or None when nothing is wrong (no pod waits, or none could fit)."""
-        from broker.kubelet_admission import NodeView, insufficient_resources
+        from broker.cluster.kubelet_admission import NodeView, insufficient_resources
 
         cluster = self.broker.cluster
         with cluster.state_lock:

@@ -63,7 +63,7 @@ def sim_duration(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        from broker.lockstep_params import parse_duration_ns
+        from broker.drivers.lockstep_params import parse_duration_ns
 
         try:
             value = parse_duration_ns(text) / 1e9
@@ -79,8 +79,8 @@ def sim_duration(text: str) -> float:
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of a run that ``simulate`` and ``broker`` share: virtual time and
     rewriting, the mode, when to stop or warn, the schedulers' folder, plots, -q."""
-    from broker.modes_cli import add_mode_arguments
-    from broker.pacing import add_pacing_arguments
+    from broker.drivers.pacing import add_pacing_arguments
+    from commands.modes import add_mode_arguments
 
     add_time_arguments(parser)
     parser.add_argument(
@@ -231,7 +231,7 @@ def _read_inputs(args: argparse.Namespace) -> tuple[Platform, list[Workload]]:
         raise _Refused(f"no such file: {exc.filename}") from None
     except (PlatformError, WorkloadError) as exc:
         raise _Refused(str(exc)) from None
-    from broker.input_check import InputError, check_inputs
+    from broker.cluster.input_check import InputError, check_inputs
 
     try:  # the Kubernetes side: node and pod shapes, pods that could never run
         check_inputs(platform, workloads)
@@ -242,13 +242,13 @@ def _read_inputs(args: argparse.Namespace) -> tuple[Platform, list[Workload]]:
 
 def _check_options(args: argparse.Namespace) -> None:
     """The mode's and the pacing's parameters, the scheduler commands, ``--batsim``."""
-    from broker.modes_cli import ModeArgumentError, check_mode_arguments
+    from commands.modes import ModeArgumentError, check_mode_arguments
 
     try:
         check_mode_arguments(args)
     except ModeArgumentError as exc:
         raise _Refused(str(exc)) from None
-    from broker.pacing import PacingArgumentError, check_pacing_arguments
+    from broker.drivers.pacing import PacingArgumentError, check_pacing_arguments
 
     try:
         check_pacing_arguments(args)
@@ -373,7 +373,7 @@ class _Simulation:
         for name in (*OUT_FILES, *PLOT_FILES, SERVICES_CSV):  # an earlier run's must not
             # pass for this one's
             (self.out / name).unlink(missing_ok=True)
-        from broker.launcher import SchedulerFailed
+        from broker.processes.launcher import SchedulerFailed
         from commands.guards import StopAt
 
         started = self.started = _wall.perf_counter()
@@ -434,9 +434,9 @@ class _Simulation:
         """The clock service, the facade's endpoint (bound now, so schedulers can start
         before the facade exists) and the launcher, into ``parts`` as each is made (so a
         signal half-way leaves nothing behind: :meth:`_take_down` closes what exists)."""
-        from broker.clock_service import DEFAULT_EPOCH_NS, ClockService
+        from broker.clock.service import DEFAULT_EPOCH_NS, ClockService
         from broker.facade.endpoint import Endpoint
-        from broker.launcher import Launcher
+        from broker.processes.launcher import Launcher
 
         args = self.args
         epoch_ns = args.epoch if args.epoch is not None else DEFAULT_EPOCH_NS
@@ -447,7 +447,7 @@ class _Simulation:
             on_stall=args.on_stall,
         )
         if args.mode == "realtime":
-            from broker.realtime import ScaledWallClock
+            from broker.drivers.realtime import ScaledWallClock
 
             parts.rt_clock = ScaledWallClock(args.speed, epoch_ns)
         parts.endpoint = Endpoint(tls=args.incluster)
@@ -479,9 +479,9 @@ class _Simulation:
     def _start_broker(self, parts: _Wiring) -> _ProgressView:
         """The facade on the endpoint, the broker (the Batsim decision process of the
         chosen mode) and the simulator that connects to it."""
-        from broker.clock_service import FacadeClock
+        from broker.clock.service import FacadeClock
         from broker.facade import Facade
-        from broker.modes_cli import make_broker
+        from commands.modes import make_broker
 
         args = self.args
         facade_clock = parts.rt_clock if parts.rt_clock is not None else FacadeClock(parts.clock)
@@ -502,7 +502,7 @@ class _Simulation:
         )
         self._watch_progress(parts, progress)
         if args.mode == "deterministic":
-            from broker.pacing import Pacer
+            from broker.drivers.pacing import Pacer
 
             self.pacer = Pacer(
                 parts.clock,
@@ -694,7 +694,7 @@ class _Simulation:
         """Batsim's command-line flags for this run (real Batsim takes them too)."""
         args = self.args
         # dynamic jobs: controller-made pods (ReplicaSet replacements, Job pods) are
-        # registered as Batsim jobs (see broker/cluster.py), reusing profiles: without
+        # registered as Batsim jobs (see broker/cluster/cluster.py), reusing profiles: without
         # --enable-profile-reuse Batsim drops a profile's name once a job of it has ended
         # and aborts when a later pod names it
         flags = ["-p", args.platform, "-e", str(self.out / OUT_PREFIX), "-s", endpoint,
@@ -783,7 +783,7 @@ class _Simulation:
     def _write_manifest(
         self, figures: dict, ok: bool, reason: str, wall: float, warnings: list[str]
     ) -> None:
-        from broker.modes_cli import mode_parameters
+        from commands.modes import mode_parameters
 
         args = self.args
         if self._facts_thread is not None:
@@ -895,7 +895,7 @@ def simulator_message(log: Path) -> str:
 
 def _internal_error(exc: BaseException) -> str:
     """The gist of an unexpected exception: ``internal error: KeyError: 'x' at
-    broker/cluster.py:123 in _admit`` (the full traceback goes to the manifest)."""
+    broker/cluster/cluster.py:123 in _admit`` (the full traceback goes to the manifest)."""
     frames = traceback.extract_tb(exc.__traceback__)
     where = ""
     if frames:

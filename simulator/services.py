@@ -59,7 +59,7 @@ SERVICE_KEYS = (
     "seed",
     "horizontalPodAutoscaler",
 )
-# the cluster side's pod lifecycle (broker/pod_lifecycle.py) reads these
+# the cluster side's pod lifecycle (broker/cluster/pod_lifecycle.py) reads these
 STARTUP_ANNOTATION = "timewarp.io/container-start-seconds"
 SERVE_UNTIL_ANNOTATION = "timewarp.io/serve-until"
 SERVICE_ANNOTATION = "timewarp.io/service"

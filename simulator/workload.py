@@ -24,7 +24,7 @@ Batsim still runs the same file (it ignores the key and uses the base fields)::
                                                  # left of the delay; "restart" (default)
                                                  # runs the whole delay again
         "imagePullSeconds": 8,                   # the pod's start-up and shutdown in the
-        "containerStartSeconds": 2,              # kubelet model (broker/pod_lifecycle.py);
+        "containerStartSeconds": 2,              # kubelet model (broker/cluster/pod_lifecycle.py);
         "shutdownSeconds": 0                     # all 0 by default
     }
 """

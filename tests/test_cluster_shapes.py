@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.input_check import InputError, check_inputs
-from broker.node_shape import build_node, node_shape, parse_labels, parse_taints
-from broker.pod_shape import build_pod, check_fields
-from broker.shape_rules import ShapeError
+from broker.cluster.input_check import InputError, check_inputs
+from broker.cluster.node_shape import build_node, node_shape, parse_labels, parse_taints
+from broker.cluster.pod_shape import build_pod, check_fields
+from broker.k8s.shape_rules import ShapeError
 from simulator.platform import load_platform
 from simulator.testing import write_platform
 from simulator.workload import load_workload

@@ -21,7 +21,7 @@ from simrun import (
     write_inputs,
 )
 
-from broker.launcher import unjoined_cause
+from broker.processes.launcher import unjoined_cause
 from patcher import bootstrap, launch
 
 PROGRAM = ROOT / "tests" / "programs" / "with_deps"
