@@ -128,7 +128,7 @@ def _owner_name(obj: dict) -> str | None:
 
 
 def node_props(node: dict) -> dict[str, str]:
-    """A Node → the host props ``broker/node_shape.py`` reads."""
+    """A Node → the host props ``broker/cluster/node_shape.py`` reads."""
     status = node.get("status") or {}
     alloc = status.get("allocatable") or status.get("capacity") or {}
     props: dict[str, str] = {}
