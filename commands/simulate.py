@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -57,19 +58,26 @@ OUT_FILES = tuple(f"{OUT_PREFIX}_{kind}.csv" for kind in ("jobs", "schedule", "m
 PLOT_FILES = ("gantt.png", "utilisation.png")
 
 
+_DAYS = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)d(.*)$")
+
+
 def sim_duration(text: str) -> float:
     """Simulated seconds: a number of seconds (``3600``) or a duration with units
-    (``1h``, ``90m``, ``1h30m``)."""
+    (``1h``, ``90m``, ``1h30m``, and days: ``3d``, ``1d12h`` — a run prints days, so
+    it takes them; Go's durations, which Batkube's flags follow, have none)."""
     try:
         value = float(text)
     except ValueError:
         from broker.drivers.lockstep_params import parse_duration_ns
 
+        days = _DAYS.match(text)
         try:
-            value = parse_duration_ns(text) / 1e9
+            value = float(days.group(1)) * 86400 if days else 0.0
+            rest = days.group(2) if days else text
+            value += parse_duration_ns(rest) / 1e9 if rest.strip() else 0.0
         except ValueError:
             raise argparse.ArgumentTypeError(
-                f"expected seconds (3600) or a duration like 1h, 90m or 1h30m, got {text!r}"
+                f"expected seconds (3600) or a duration like 3d, 1h, 90m or 1h30m, got {text!r}"
             ) from None
     if not 0 <= value < float("inf"):
         raise argparse.ArgumentTypeError(f"expected a duration >= 0, got {text!r}")
@@ -97,7 +105,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         type=sim_duration,
         default=None,
         metavar="T",
-        help="stop the run at simulated time T (seconds, or 2h, 90m, ...); the outputs are "
+        help="stop the run at simulated time T (seconds, or 3d, 2h, 90m, ...); the outputs are "
         "then partial (the jobs that ended by T) and the exit status 0",
     )
     parser.add_argument(
