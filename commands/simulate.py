@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 OUT_PREFIX = "out"
 SIGTERM_GRACE_S = 20.0  # time a stopped simulator gets to write partial outputs
 OUT_FILES = tuple(f"{OUT_PREFIX}_{kind}.csv" for kind in ("jobs", "schedule", "machine_states"))
+RUNNING_CSV = f"{OUT_PREFIX}_running.csv"  # a partial run's jobs still running at the stop
 PLOT_FILES = ("gantt.png", "utilisation.png")
 
 
@@ -378,7 +379,12 @@ class _Simulation:
         self.sim_proc: subprocess.Popen | _EmbeddedSimulator | None = None
 
     def run(self) -> int:
-        for name in (*OUT_FILES, *PLOT_FILES, SERVICES_CSV):  # an earlier run's must not
+        for name in (
+            *OUT_FILES,
+            *PLOT_FILES,
+            SERVICES_CSV,
+            RUNNING_CSV,
+        ):  # an earlier run's must not
             # pass for this one's
             (self.out / name).unlink(missing_ok=True)
         from broker.processes.launcher import SchedulerFailed
