@@ -134,7 +134,9 @@ def print_summary(
     from rich.table import Table
 
     outputs = figures.get("outputs", "complete")
-    if "stopped_at_s" in figures:
+    if figures.get("stopped_by") == "no progress":
+        title += " — stopped: no progress (PARTIAL outputs)"
+    elif "stopped_at_s" in figures:
         title += " — stopped at --until (PARTIAL outputs)"
     elif outputs != "complete":
         title += " — PARTIAL outputs (stopped early)" if outputs == "partial" else " — no outputs"

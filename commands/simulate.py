@@ -114,8 +114,16 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         type=sim_duration,
         default=600.0,
         metavar="T",
-        help="warn when pods wait and none was bound for T of simulated time although one "
-        "would fit (seconds, or 10m, 1h, ...; 0: never; default 10m)",
+        help="report when pods wait and nothing was bound, started or ended for T of "
+        "simulated time although a pod would fit (seconds, or 10m, 1h, ...; 0: never; "
+        "default 10m)",
+    )
+    parser.add_argument(
+        "--on-no-progress",
+        choices=("stop", "warn"),
+        default="stop",
+        help="once every job was submitted, a no-progress report stops the run with partial "
+        "outputs and exit status 4 (stop, the default), or only warns (warn)",
     )
     add_mode_arguments(parser)
     add_pacing_arguments(parser)
@@ -180,6 +188,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also write the (first) scheduler's kubeconfig at PATH",
     )
     parser.add_argument(
+        "--check-determinism",
+        action="store_true",
+        help="run the simulation twice and compare every output and every process's log "
+        "byte for byte, naming the first line that differs (exit 3 when they do)",
+    )
+    parser.add_argument(
         "--incluster",
         action="store_true",
         help="serve HTTPS and give the schedulers in-cluster configuration (load_incluster_config)",
@@ -216,9 +230,17 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     total_jobs = sum(len(w.jobs) for w in workloads)
     node_names = [host.name for host in platform.compute]
-    simulation = _Simulation(args, out, total_jobs, node_names, services)
-    simulation.master_flags = _master_flags(platform)
-    return simulation.run()
+
+    def run_into(folder: Path) -> int:
+        simulation = _Simulation(args, folder, total_jobs, node_names, services)
+        simulation.master_flags = _master_flags(platform)
+        return simulation.run()
+
+    if getattr(args, "check_determinism", False):
+        from commands.determinism_check import run_twice
+
+        return run_twice(out, run_into, sys.stderr, "timewarp simulate")
+    return run_into(out)
 
 
 def _read_inputs(args: argparse.Namespace) -> tuple[Platform, list[Workload]]:
@@ -388,13 +410,14 @@ class _Simulation:
             # pass for this one's
             (self.out / name).unlink(missing_ok=True)
         from broker.processes.launcher import SchedulerFailed
-        from commands.guards import StopAt
+        from commands.guards import NO_PROGRESS_EXIT, NoProgressStop, StopAt
 
         started = self.started = _wall.perf_counter()
         parts = self._parts = _Wiring()
         result = None
         reason = ""
         stopped_at: StopAt | None = None
+        no_progress: NoProgressStop | None = None
         with StopSignals(self.prog) as signals:
             try:
                 self._wire(parts)
@@ -413,6 +436,11 @@ class _Simulation:
             except StopAt as exc:
                 stopped_at = exc
                 reason = str(exc)
+            except NoProgressStop as exc:
+                no_progress = exc
+                reason = exc.report.splitlines()[0]
+                self.stopped_at_s = exc.t_s
+                self.stopped_by = "no progress"
             except OSError as exc:  # a full disk, a file that cannot be made: not a bug
                 reason = f"cannot go on: {exc}"
                 self.traceback = traceback.format_exc()
@@ -428,6 +456,8 @@ class _Simulation:
             if stopped_at is not None:
                 ok, reason = True, reason  # stopped where asked: a good, partial run
                 self.stopped_at_s = stopped_at.t_s
+            elif no_progress is not None:
+                ok = False  # the report is the reason; the outputs are partial
             else:
                 ok, reason = self._verdict(result, sim_code, reason)
             if signals.interrupted:
@@ -442,6 +472,8 @@ class _Simulation:
             return signals.exit_code or 130
         if not kept:
             return 1
+        if no_progress is not None:
+            return NO_PROGRESS_EXIT
         return 0 if ok else 1
 
     def _wire(self, parts: _Wiring) -> None:
@@ -539,7 +571,10 @@ class _Simulation:
         checks = [lambda p: progress.update(p)]
         if self.args.no_progress_after > 0:
             self.no_progress = NoProgressGuard(
-                parts.broker, self.args.no_progress_after, progress.warn
+                parts.broker,
+                self.args.no_progress_after,
+                progress.warn,
+                stop=getattr(self.args, "on_no_progress", "warn") == "stop",
             )
             checks.append(lambda p: self.no_progress.check(p.now_s))
         if self.args.until is not None:
@@ -628,6 +663,8 @@ class _Simulation:
         figures["outputs"] = ("complete" if complete else "partial") if written else "none"
         if stopped_at is not None:
             figures["stopped_at_s"] = stopped_at
+        if getattr(self, "stopped_by", None):
+            figures["stopped_by"] = self.stopped_by
         if self.pacer is not None:
             figures["api_latency"] = self.pacer.figures()
         guard = getattr(self, "no_progress", None)
