@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from simulator.trace_select import SOURCE_ANNOTATION, clean, select, subtimes
+from simulator.trace_select import WorkloadBuilder, clean, select, subtimes
 
 GPU_MILLI = "alibaba.com/gpu-milli"
 GPU_MODEL_LABEL = "alibaba.com/gpu-model"
@@ -171,24 +171,8 @@ def convert(
     )
     if not kept:
         raise AlibabaError(f"{source}: no pod in the selection")
-    profiles: dict[str, dict] = {}
-    by_content: dict[str, str] = {}
-    jobs = []
+    built = WorkloadBuilder()
     for pod, subtime in zip(kept, subtimes([p.created for p in kept], scale), strict=True):
         delay = max(1.0, (pod.end if pod.end is not None else trace_end) - pod.start)
-        profile = _profile(pod, delay, scheduler)
-        key = repr(sorted(profile.items()))
-        name = by_content.get(key)
-        if name is None:
-            name = by_content[key] = f"p{len(profiles)}"
-            profiles[name] = profile
-        jobs.append(
-            {
-                "id": str(len(jobs) + 1),
-                "subtime": subtime,
-                "res": 1,
-                "profile": name,
-                "annotations": {SOURCE_ANNOTATION: pod.name},
-            }
-        )
-    return {"nb_res": 1, "jobs": jobs, "profiles": profiles}
+        built.add(_profile(pod, delay, scheduler), subtime, pod.name)
+    return built.workload()

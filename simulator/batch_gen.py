@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simulator.generators import DEFAULT_SCHEDULER
+from simulator.trace_select import WorkloadBuilder
 
 DAY = 86400.0
 PEAK_HOUR = 14
@@ -98,10 +99,8 @@ def batch(
     times = _arrivals(count, rate, cycle, rng)
     sizes = sizes or ([] if cpu_lognormal else [Size(1, {"cpu": "1"})])
     weights = [s.weight for s in sizes]
-    profiles: dict[str, dict[str, Any]] = {}
-    by_key: dict[str, str] = {}
-    jobs = []
-    for i, subtime in enumerate(times):
+    built = WorkloadBuilder()
+    for subtime in times:
         if cpu_lognormal:
             milli = max(100, round(_lognormal(rng, *cpu_lognormal) * 10) * 100)
             requests = {"cpu": f"{milli}m", "memory": f"{milli * memory_per_cpu_mi // 1000}Mi"}
@@ -111,10 +110,5 @@ def batch(
             requests["nvidia.com/gpu"] = str(gpus)
         delay = max(1, round(rng.expovariate(1 / mean_delay)))
         profile = {"type": "delay", "delay": delay, "requests": requests, "scheduler": scheduler}
-        key = repr(sorted((k, repr(v)) for k, v in profile.items()))
-        name = by_key.get(key)
-        if name is None:
-            name = by_key[key] = f"p{len(profiles)}"
-            profiles[name] = profile
-        jobs.append({"id": str(i + 1), "subtime": _clean(subtime), "res": 1, "profile": name})
-    return {"nb_res": 1, "jobs": jobs, "profiles": profiles}
+        built.add(profile, _clean(subtime))
+    return built.workload()

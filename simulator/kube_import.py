@@ -32,7 +32,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from simulator.trace_select import SOURCE_ANNOTATION, clean, select, subtimes
+from simulator.trace_select import WorkloadBuilder, clean, select, subtimes
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 SKIPPED_OWNERS = ("DaemonSet", "Node")
@@ -446,28 +446,13 @@ def convert(
     if dropped:
         skipped["outside --window/--fraction"] = dropped
     events = _event_times(snap.events)
-    profiles: dict[str, dict] = {}
-    by_content: dict[str, str] = {}
-    jobs: list[dict] = []
+    built = WorkloadBuilder()
     for pod, subtime in zip(kept, subtimes([created[id(p)] for p in kept], scale), strict=True):
         meta = pod["metadata"]
         key = (meta.get("namespace", "default"), meta["name"])
         fields = _job_fields(pod, scheduler)
         fields["delay"] = clean(pod_lifetime(pod, snap.now, events.get(key, {}), default_lifetime))
-        text = json.dumps(fields, sort_keys=True)
-        name = by_content.get(text)
-        if name is None:
-            name = by_content[text] = f"p{len(profiles)}"
-            profiles[name] = fields
-        jobs.append(
-            {
-                "id": str(len(jobs) + 1),
-                "subtime": subtime,
-                "res": 1,
-                "profile": name,
-                "annotations": {SOURCE_ANNOTATION: f"{key[0]}/{key[1]}"},
-            }
-        )
+        built.add(fields, subtime, f"{key[0]}/{key[1]}")
     hpas = {
         (
             h["metadata"].get("namespace", "default"),
@@ -486,7 +471,7 @@ def convert(
         )
         for d in snap.deployments
     ]
-    workload: dict[str, Any] = {"nb_res": len(nodes), "jobs": jobs, "profiles": profiles}
+    workload: dict[str, Any] = built.workload(len(nodes))
     if service_list:
         workload["services"] = service_list
     return Converted(workload, nodes, skipped)

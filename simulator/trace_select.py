@@ -10,6 +10,7 @@ count from the first kept record.
 
 from __future__ import annotations
 
+import json
 import zlib
 from collections.abc import Callable, Sequence
 from typing import TypeVar
@@ -87,3 +88,27 @@ def thin_and_scale(workload: dict, fraction: float = 1.0, scale: float = 1.0) ->
     workload["profiles"] = {k: v for k, v in workload["profiles"].items() if k in used}
     workload["jobs"] = jobs
     return workload
+
+
+class WorkloadBuilder:
+    """Jobs one pod each, numbered from 1, their profiles shared by content (``p0``, ``p1``
+    … in order of first use); a job from a trace carries its name there."""
+
+    def __init__(self) -> None:
+        self.jobs: list[dict] = []
+        self.profiles: dict[str, dict] = {}
+        self._names: dict[str, str] = {}
+
+    def add(self, profile: dict, subtime: float | int, source_name: str | None = None) -> None:
+        key = json.dumps(profile, sort_keys=True)
+        name = self._names.get(key)
+        if name is None:
+            name = self._names[key] = f"p{len(self.profiles)}"
+            self.profiles[name] = profile
+        job: dict = {"id": str(len(self.jobs) + 1), "subtime": subtime, "res": 1, "profile": name}
+        if source_name is not None:
+            job["annotations"] = {SOURCE_ANNOTATION: source_name}
+        self.jobs.append(job)
+
+    def workload(self, nb_res: int = 1) -> dict:
+        return {"nb_res": nb_res, "jobs": self.jobs, "profiles": self.profiles}

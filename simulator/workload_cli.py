@@ -446,16 +446,13 @@ def _check_pod_fields(workload: dict, check_fields: FieldsCheck | None) -> None:
     """``check_fields`` on every profile and job; ValueError names which one."""
     if check_fields is None:
         return
-    for name, profile in workload["profiles"].items():
+    named = [(f"profiles[{name!r}]", p) for name, p in workload["profiles"].items()]
+    named += [(f"jobs[{i}] (id {j['id']!r})", j) for i, j in enumerate(workload["jobs"])]
+    for where, obj in named:
         try:
-            check_fields(profile)
+            check_fields(obj)
         except ValueError as exc:
-            raise ValueError(f"profiles[{name!r}].{exc}") from None
-    for i, job in enumerate(workload["jobs"]):
-        try:
-            check_fields(job)
-        except ValueError as exc:
-            raise ValueError(f"jobs[{i}] (id {job['id']!r}).{exc}") from None
+            raise ValueError(f"{where}.{exc}") from None
 
 
 def run(
