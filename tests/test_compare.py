@@ -164,3 +164,17 @@ def test_report_of_one_run(tmp_path, subprocess_env):
     assert "timewarp report: a" in out.stdout and "★" not in out.stdout
     assert "inputs (by content)" not in out.stdout  # nothing to compare with
     assert "<h2>Runs</h2>" in (tmp_path / "r.html").read_text()
+
+
+def test_a_partial_run_says_so_beside_its_figures(tmp_path):
+    a = make_run(tmp_path / "a", [0, 1], replicas=1)
+    b = make_run(tmp_path / "b", [0, 1], replicas=1)
+    manifest = json.loads((b / "manifest.json").read_text())
+    (b / "manifest.json").write_text(json.dumps({**manifest, "outputs": "partial"}))
+    for folder in (a,):
+        manifest = json.loads((folder / "manifest.json").read_text())
+        (folder / "manifest.json").write_text(json.dumps({**manifest, "outputs": "complete"}))
+    table = _table([Group("a", [read_run(a)]), Group("b", [read_run(b)])])
+    assert table[("run cost (not a result)", "outputs")] == ["complete", "PARTIAL"]
+    complete = _table([Group("a", [read_run(a)])])
+    assert ("run cost (not a result)", "outputs") not in complete

@@ -37,7 +37,16 @@ def rows(groups: list[Group]) -> list[tuple[str, str, list[str]]]:
     for name in services_of(groups):
         add(f"service {name}", SERVICE, name)
     add("run cost (not a result)", COST)
+    # how each run ended: a partial run's figures cover only what ended before its stop
+    ended = [", ".join(sorted({_outputs(r) for r in g.runs})) for g in groups]
+    if any(e != "complete" for e in ended):
+        out.append(("run cost (not a result)", "outputs", ended))
     return out
+
+
+def _outputs(run) -> str:  # type: ignore[no-untyped-def]
+    outputs = run.manifest.get("outputs", "unknown")
+    return "PARTIAL" if outputs == "partial" else str(outputs)
 
 
 def print_table(groups: list[Group], stream: TextIO, title: str) -> None:

@@ -268,8 +268,8 @@ def _panel(ax, summary: list[dict], metric: str, axis: _Axis) -> None:  # type: 
     factor = axis.factor
     series: dict[str, list[dict]] = {}
     for r in summary:
-        label = ", ".join(f"{c}={r[c]}" for c in axis.others if r[c] != "") or metric
-        series.setdefault(label, []).append(r)
+        label = ", ".join(f"{c}={r[c]}" for c in axis.others if r[c] != "") or None
+        series.setdefault(label, []).append(r)  # type: ignore[arg-type]
     xs = [axis.position[lv] for lv in axis.order]
     foot = mtransforms.blended_transform_factory(ax.transData, ax.transAxes)
     failed_drawn = False
