@@ -304,3 +304,22 @@ def test_from_swf_takes_fraction_and_scale_too(tmp_path, subprocess_env):
     assert [j["subtime"] for j in runs["half"]] == [
         20 * (int(j["id"]) - first) for j in runs["half"]
     ]
+
+
+@pytest.mark.slow  # a minute of wall time: 938 jobs, 3 services, six simulated hours
+def test_the_whole_snapshot_replays_with_default_like_and_the_hpa(tmp_path, subprocess_env):
+    _import_snapshot(tmp_path, subprocess_env)
+    run = subprocess.run(
+        [sys.executable, "-m", "timewarp", "simulate", "-q", "--no-plots",
+         "--scheduler", "python -m sample_schedulers.default_like",
+         "--scheduler", "python -m sample_schedulers.hpa",
+         "-p", tmp_path / "p.xml", "-w", tmp_path / "wl.json", "-o", tmp_path / "out"],
+        cwd=ROOT, env=subprocess_env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    jobs = list(csv.DictReader(open(tmp_path / "out/out_jobs.csv")))
+    batch = [r for r in jobs if r["workload_name"] == "w0"]
+    assert len(batch) == 938 and {r["final_state"] for r in batch} == {"COMPLETED_SUCCESSFULLY"}
+    services = list(csv.DictReader(open(tmp_path / "out/out_services.csv")))
+    web = [int(r["desired_replicas"]) for r in services if r["service"] == "web"]
+    assert web[0] == 6 and max(web) > 6  # the HPA scaled it: 70 % seen against a 60 % target
