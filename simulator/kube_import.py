@@ -36,6 +36,7 @@ from simulator.trace_select import WorkloadBuilder, clean, select, subtimes
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 SKIPPED_OWNERS = ("DaemonSet", "Node")
+BUILTIN_PRIORITY_CLASSES = ("system-node-critical", "system-cluster-critical")
 # fields of a pod's spec that come along on its job (under ``pod.spec``)
 _SPEC_PASSTHROUGH = ("affinity", "topologySpreadConstraints")
 
@@ -126,10 +127,22 @@ def _owner_name(obj: dict) -> str | None:
 # ------------------------------------------------------------------------------ nodes
 
 
+NODE_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
+
+
+def node_resource(name: str) -> bool:
+    """A resource a node's allocatable may list for a scheduler: the standard ones,
+    hugepages, and domain-prefixed extended ones (``nvidia.com/gpu``). Others a cloud adds
+    (``attachable-volumes-aws-ebs``, volume limits the scheduler reads elsewhere) are left
+    out."""
+    return name in NODE_RESOURCES or name.startswith("hugepages-") or "/" in name
+
+
 def node_props(node: dict) -> dict[str, str]:
     """A Node → the host props ``broker/cluster/node_shape.py`` reads."""
     status = node.get("status") or {}
     alloc = status.get("allocatable") or status.get("capacity") or {}
+    alloc = {k: v for k, v in alloc.items() if node_resource(k)}
     props: dict[str, str] = {}
     if alloc:
         props["allocatable"] = ",".join(f"{k}={v}" for k, v in sorted(alloc.items()))
@@ -235,12 +248,19 @@ def _job_fields(pod: dict, scheduler: str) -> dict[str, Any]:
     labels = meta.get("labels") or {}
     if labels:
         fields["labels"] = labels
-    for key in ("nodeSelector", "tolerations", "priorityClassName"):
+    for key in ("nodeSelector", "tolerations"):
         if spec.get(key):
             fields[key] = spec[key]
     name = spec.get("schedulerName") or "default-scheduler"
     fields["scheduler"] = scheduler if name == "default-scheduler" else name
     extra = {k: spec[k] for k in _SPEC_PASSTHROUGH if spec.get(k)}
+    # a cluster's own PriorityClasses are not in the dump (nor in the simulated API): the
+    # pod keeps the priority the API server resolved for it; the built-in classes exist
+    priority_class = spec.get("priorityClassName")
+    if priority_class in BUILTIN_PRIORITY_CLASSES:
+        fields["priorityClassName"] = priority_class
+    elif priority_class and isinstance(spec.get("priority"), int):
+        extra["priority"] = spec["priority"]
     if extra:
         fields["pod"] = {"spec": extra}
     if _owner_kind(pod) == "ReplicaSet":

@@ -60,7 +60,8 @@ def _node(dump_name, cpu="4", taints=None, unschedulable=False, labels=None):
     }  # fmt: skip
 
 
-def _pod(name, created, *, start=None, finished=None, owner=None, cpu="500m", ns="default"):
+def _pod(name, created, *, start=None, finished=None, owner=None, cpu="500m", ns="default",
+         priority=None):  # fmt: skip
     status = {"phase": "Pending"}
     if start:
         status = {"phase": "Running", "startTime": start}
@@ -69,9 +70,10 @@ def _pod(name, created, *, start=None, finished=None, owner=None, cpu="500m", ns
     meta = {"name": name, "namespace": ns, "creationTimestamp": created, "labels": {"a": "b"}}
     if owner:
         meta["ownerReferences"] = [{"kind": owner[0], "name": owner[1]}]
+    extra = {"priorityClassName": priority[0], "priority": priority[1]} if priority else {}
     return {
         "apiVersion": "v1", "kind": "Pod", "metadata": meta,
-        "spec": {"schedulerName": "default-scheduler",
+        "spec": {"schedulerName": "default-scheduler", **extra,
                  "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}},
                                 {"name": "d", "resources": {"requests": {"cpu": "250m",
                                                                          "memory": "1Gi"}}}]},
@@ -148,11 +150,17 @@ def test_lifetimes_come_from_status_then_events_and_the_snapshot_time():
 
 
 def test_v1_hpa_cordon_and_replicaset_without_deployment(tmp_path, subprocess_env):
+    cloud = _node("n3")
+    cloud["status"]["allocatable"].update({"attachable-volumes-aws-ebs": "25",
+                                            "hugepages-2Mi": "0"})  # fmt: skip
     items = [
+        cloud,
         _node("n1", taints=[{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}],
               unschedulable=True),
         _node("n2", cpu="8"),
         _pod("rs-abc", "2026-01-01T00:00:00Z", owner=("ReplicaSet", "rs")),
+        _pod("urgent", "2026-01-01T00:00:01Z", priority=("high", 1000)),
+        _pod("critical", "2026-01-01T00:00:02Z", priority=("system-cluster-critical", 2000000000)),
         {"apiVersion": "apps/v1", "kind": "Deployment",
          "metadata": {"name": "shop.front", "namespace": "web"},
          "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "f"}},
@@ -170,9 +178,16 @@ def test_v1_hpa_cordon_and_replicaset_without_deployment(tmp_path, subprocess_en
                 "-p", tmp_path / "p.xml")  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert 'id="unschedulable" value="true"' in (tmp_path / "p.xml").read_text()
+    # a cloud's own node resources are left out, hugepages kept
+    assert "attachable-volumes" not in (tmp_path / "p.xml").read_text()
+    assert "hugepages-2Mi=0" in (tmp_path / "p.xml").read_text()
     assert "node.kubernetes.io/unschedulable" not in (tmp_path / "p.xml").read_text()
     wl = json.loads((tmp_path / "wl.json").read_text())
     assert wl["profiles"]["p0"]["replicaset"] == "rs"
+    # a cluster's own PriorityClass is not in the dump: the resolved priority comes along
+    assert wl["profiles"]["p1"]["pod"] == {"spec": {"priority": 1000}}
+    assert "priorityClassName" not in wl["profiles"]["p1"]
+    assert wl["profiles"]["p2"]["priorityClassName"] == "system-cluster-critical"
     (svc,) = wl["services"]
     assert svc["name"] == "shop-front"
     metric = svc["horizontalPodAutoscaler"]["spec"]["metrics"][0]["resource"]
