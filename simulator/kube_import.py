@@ -31,12 +31,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from simulator.kube_services import ServiceOptions, quantity, service, service_name
+from simulator.kube_services import (
+    BUILTIN_PRIORITY_CLASSES,
+    ServiceOptions,
+    quantity,
+    service,
+    service_name,
+)
 from simulator.trace_select import WorkloadBuilder, clean, select, subtimes
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 SKIPPED_OWNERS = ("DaemonSet", "Node")
-BUILTIN_PRIORITY_CLASSES = ("system-node-critical", "system-cluster-critical")
 # fields of a pod's spec that come along on its job (under ``pod.spec``)
 _SPEC_PASSTHROUGH = ("affinity", "topologySpreadConstraints")
 

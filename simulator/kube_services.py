@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 _DNS_LABEL = re.compile(r"[^a-z0-9-]")
+BUILTIN_PRIORITY_CLASSES = ("system-node-critical", "system-cluster-critical")
 
 
 _SUFFIX = {"m": 1e-3, "": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
@@ -82,6 +83,11 @@ def _deployment_manifest(deployment: dict, default_cpu: str) -> dict[str, Any]:
     meta, spec = deployment["metadata"], deployment.get("spec") or {}
     template = json.loads(json.dumps(spec.get("template") or {}))
     template.setdefault("metadata", {}).pop("creationTimestamp", None)
+    pod_spec = template.get("spec") or {}
+    # a cluster's own PriorityClass is not in the dump (the simulated API would refuse
+    # the pods): its name goes; the built-in classes stay
+    if pod_spec.get("priorityClassName") not in (None, *BUILTIN_PRIORITY_CLASSES):
+        del pod_spec["priorityClassName"]
     for container in (template.get("spec") or {}).get("containers") or []:
         resources = container.setdefault("resources", {})
         if "cpu" not in (resources.get("requests") or {}) and "cpu" not in (

@@ -165,7 +165,8 @@ def test_v1_hpa_cordon_and_replicaset_without_deployment(tmp_path, subprocess_en
          "metadata": {"name": "shop.front", "namespace": "web"},
          "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "f"}},
                   "template": {"metadata": {"labels": {"app": "f"}},
-                               "spec": {"containers": [{"name": "f", "image": "f:1"}]}}}},
+                               "spec": {"priorityClassName": "high",
+                                        "containers": [{"name": "f", "image": "f:1"}]}}}},
         {"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
          "metadata": {"name": "front", "namespace": "web"},
          "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "shop.front"},
@@ -190,6 +191,7 @@ def test_v1_hpa_cordon_and_replicaset_without_deployment(tmp_path, subprocess_en
     assert wl["profiles"]["p2"]["priorityClassName"] == "system-cluster-critical"
     (svc,) = wl["services"]
     assert svc["name"] == "shop-front"
+    assert "priorityClassName" not in svc["deployment"]["spec"]["template"]["spec"]
     metric = svc["horizontalPodAutoscaler"]["spec"]["metrics"][0]["resource"]
     assert metric["target"] == {"type": "Utilization", "averageUtilization": 50}
     # no cpu request in the template: --default-cpu's 100m, at the 40 % the HPA saw
