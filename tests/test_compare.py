@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from browser import dump_dom, screenshot
 
-from commands.comparing.figures import Group
+from commands.comparing.figures import Group, sameness
 from commands.comparing.runs import read_run
 from commands.comparing.table import rows
 
@@ -178,3 +178,14 @@ def test_a_partial_run_says_so_beside_its_figures(tmp_path):
     assert table[("run cost (not a result)", "outputs")] == ["complete", "PARTIAL"]
     complete = _table([Group("a", [read_run(a)])])
     assert ("run cost (not a result)", "outputs") not in complete
+
+
+def test_the_first_placement_that_differs_is_named(tmp_path):
+    a = read_run(make_run(tmp_path / "a", [0, 0, 10, 20], replicas=1), "a")
+    b = read_run(make_run(tmp_path / "b", [0, 50, 10, 20], replicas=1), "b")
+    same = read_run(make_run(tmp_path / "c", [0, 0, 10, 20], replicas=1), "c")
+    verdict = sameness([Group("a", [a]), Group("b", [b]), Group("c", [same])])
+    assert verdict["first placement that differs"] == (
+        "job 2: a started it at 10.0 s on res 1, b at 60.0 s on res 1; "
+        "none: c placed every job as a"
+    )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from commands.comparing.runs import Run, inputs_of, percentile, seed_of
+from commands.comparing.runs import Run, first_divergence, inputs_of, percentile, seed_of
 
 
 @dataclass(frozen=True)
@@ -135,4 +135,11 @@ def sameness(groups: list[Group]) -> dict[str, str]:
         out["seeds"] = ", ".join(str(s) for s in seeds)
     else:
         out["seeds"] = _per_column(groups, lambda r: str(seed_of(r)))
+    firsts = [g.runs[0] for g in groups]
+    if len(firsts) > 1:
+        diverged = [first_divergence(firsts[0], other) for other in firsts[1:]]
+        out["first placement that differs"] = "; ".join(
+            d or f"none: {o.label} placed every job as {firsts[0].label}"
+            for d, o in zip(diverged, firsts[1:], strict=True)
+        )
     return out

@@ -74,6 +74,7 @@ class Run:
     node_load: dict[str, float]  # node name -> mean pods running
     services: dict[str, ServiceFigures]
     seed: str | None = None  # the seed a sweep gave the run (its manifest may not say)
+    placements: dict[str, tuple[float, str]] = field(default_factory=dict)  # job -> start, node
 
 
 def _node_names(manifest: dict[str, Any], base: Path) -> list[str]:
@@ -245,6 +246,7 @@ def read_run(
     except (OSError, ValueError):
         manifest = {}
     rows = _rows(jobs_csv)
+    names = _node_names(manifest, Path.cwd())
     waiting, slowdown, figures = _batch(rows)
     busy = _busy(_rows(path / "out_machine_states.csv"))
     end = float(manifest.get("figures", {}).get("simulated_s") or 0) or (
@@ -262,10 +264,47 @@ def read_run(
         slowdown=slowdown,
         figures=figures,
         busy=busy,
-        node_load=_node_load(rows, _node_names(manifest, Path.cwd())),
+        node_load=_node_load(rows, names),
         services=_services(_rows(path / "out_services.csv"), slo_p99),
         seed=None if seed is None else str(seed),
+        placements=_placements(rows, names),
     )
+
+
+def _placements(rows: list[dict[str, str]], names: list[str]) -> dict[str, tuple[float, str]]:
+    """Job → (start, node) of every job that started (a binding the scheduler decided)."""
+    out = {}
+    for row in rows:
+        if row.get("starting_time") and row.get("allocated_resources"):
+            res = _expand(row["allocated_resources"])
+            node = ",".join(names[r] if r < len(names) else f"res {r}" for r in res)
+            out[row["job_id"]] = (float(row["starting_time"]), node)
+    return out
+
+
+def first_divergence(a: Run, b: Run) -> str | None:
+    """Where ``b`` first placed a job otherwise than ``a`` (the earliest start that
+    differs in time or node), or None when every job common to both started at the same
+    time on the same node. Read from the outputs: the decisions as they landed."""
+    differ = [
+        (min(a.placements[j][0], b.placements[j][0]), j)
+        for j in a.placements.keys() & b.placements.keys()
+        if a.placements[j] != b.placements[j]
+    ]
+    if not differ:
+        return None
+    _, job = min(differ, key=lambda d: (d[0], natural(d[1])))
+    (ta, na), (tb, nb) = a.placements[job], b.placements[job]
+    return (
+        f"job {job}: {a.label} started it at {ta:,.1f} s on {na}, {b.label} at {tb:,.1f} s on {nb}"
+    )
+
+
+def natural(text: str) -> tuple:
+    """``job 9`` before ``job 10``."""
+    import re
+
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text))
 
 
 def inputs_of(run: Run) -> tuple[str, ...]:
