@@ -33,6 +33,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     ),
     "simulate": ("commands.simulate", "simulator + broker + scheduler(s) in one command"),
     "sweep": ("commands.sweep", "parameter studies and replicates on Dask"),
+    "compare": ("commands.compare", "runs side by side: a table and a self-contained HTML report"),
+    "report": ("commands.report_run", "one run's figures, plots and manifest (table and HTML)"),
 }
 
 

@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -54,22 +55,30 @@ if TYPE_CHECKING:
 OUT_PREFIX = "out"
 SIGTERM_GRACE_S = 20.0  # time a stopped simulator gets to write partial outputs
 OUT_FILES = tuple(f"{OUT_PREFIX}_{kind}.csv" for kind in ("jobs", "schedule", "machine_states"))
+RUNNING_CSV = f"{OUT_PREFIX}_running.csv"  # a partial run's jobs still running at the stop
 PLOT_FILES = ("gantt.png", "utilisation.png")
+
+
+_DAYS = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)d(.*)$")
 
 
 def sim_duration(text: str) -> float:
     """Simulated seconds: a number of seconds (``3600``) or a duration with units
-    (``1h``, ``90m``, ``1h30m``)."""
+    (``1h``, ``90m``, ``1h30m``, and days: ``3d``, ``1d12h`` — a run prints days, so
+    it takes them; Go's durations, which Batkube's flags follow, have none)."""
     try:
         value = float(text)
     except ValueError:
         from broker.drivers.lockstep_params import parse_duration_ns
 
+        days = _DAYS.match(text)
         try:
-            value = parse_duration_ns(text) / 1e9
+            value = float(days.group(1)) * 86400 if days else 0.0
+            rest = days.group(2) if days else text
+            value += parse_duration_ns(rest) / 1e9 if rest.strip() else 0.0
         except ValueError:
             raise argparse.ArgumentTypeError(
-                f"expected seconds (3600) or a duration like 1h, 90m or 1h30m, got {text!r}"
+                f"expected seconds (3600) or a duration like 3d, 1h, 90m or 1h30m, got {text!r}"
             ) from None
     if not 0 <= value < float("inf"):
         raise argparse.ArgumentTypeError(f"expected a duration >= 0, got {text!r}")
@@ -97,7 +106,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         type=sim_duration,
         default=None,
         metavar="T",
-        help="stop the run at simulated time T (seconds, or 2h, 90m, ...); the outputs are "
+        help="stop the run at simulated time T (seconds, or 3d, 2h, 90m, ...); the outputs are "
         "then partial (the jobs that ended by T) and the exit status 0",
     )
     parser.add_argument(
@@ -393,7 +402,12 @@ class _Simulation:
         self.sim_proc: subprocess.Popen | _EmbeddedSimulator | None = None
 
     def run(self) -> int:
-        for name in (*OUT_FILES, *PLOT_FILES, SERVICES_CSV):  # an earlier run's must not
+        for name in (
+            *OUT_FILES,
+            *PLOT_FILES,
+            SERVICES_CSV,
+            RUNNING_CSV,
+        ):  # an earlier run's must not
             # pass for this one's
             (self.out / name).unlink(missing_ok=True)
         from broker.processes.launcher import SchedulerFailed

@@ -268,6 +268,51 @@ def parse_job(
     )
 
 
+def format_hint(path: str, data: Any = None) -> str:
+    """What a file that is not a workload looks like, and the command that converts it
+    (empty when it looks like nothing known). ``data``: its JSON, when it parsed."""
+    if isinstance(data, dict) and isinstance(data.get("items"), list):
+        return (
+            "it looks like a kubectl List (kubectl get ... -o json): convert it with "
+            f"`timewarp workload from-cluster {path} -o wl.json -p cluster.xml`"
+        )
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(8192)
+    except OSError:
+        return ""
+    if head[:2] == b"\x1f\x8b":
+        return (
+            "it is gzipped; a gzipped kubectl dump converts with "
+            f"`timewarp workload from-cluster {path} -o wl.json -p cluster.xml`"
+        )
+    text = head.decode("utf-8", errors="replace")
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if lines and lines[0].startswith("<"):
+        return "it looks like XML (a SimGrid platform?): a platform is given with -p"
+    if any(ln.startswith(("apiVersion:", "kind:", "- apiVersion:")) for ln in lines) or (
+        lines and lines[0] == "---"
+    ):
+        return (
+            "it looks like Kubernetes YAML: workloads are Batsim JSON; a cluster's objects "
+            "convert from `kubectl get nodes,pods,deployments,hpa -A -o json` with "
+            "`timewarp workload from-cluster`, and a Deployment with its traffic is a "
+            "service of the workload (docs/services.md)"
+        )
+    data_lines = [ln for ln in lines if not ln.startswith(";")]
+    if lines and (lines[0].startswith(";") or (data_lines and len(data_lines[0].split()) == 18)):
+        return (
+            "it looks like an SWF trace (Parallel Workloads Archive): convert it with "
+            f"`timewarp workload from-swf {path} -o wl.json`"
+        )
+    if lines and "cpu_milli" in lines[0] and "," in lines[0]:
+        return (
+            "it looks like an Alibaba GPU trace's CSV: convert it with `timewarp workload "
+            "from-alibaba PODS.csv --nodes NODES.csv -o wl.json -p cluster.xml`"
+        )
+    return ""
+
+
 def _read_json(path: str) -> dict[str, Any]:
     try:
         if stat.S_ISCHR(os.stat(path).st_mode) or stat.S_ISBLK(os.stat(path).st_mode):
@@ -277,14 +322,21 @@ def _read_json(path: str) -> dict[str, Any]:
             data = json.load(handle)
     except FileNotFoundError:
         raise WorkloadError(f"{path}: no such workload file") from None
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        hint = format_hint(path)
+        if hint:
+            raise WorkloadError(f"{path}: not a Batsim JSON workload: {hint}") from None
+        if isinstance(exc, UnicodeDecodeError):
+            raise WorkloadError(f"{path}: cannot read ({exc})") from None
         raise WorkloadError(f"{path}: malformed JSON at line {exc.lineno} ({exc.msg})") from None
     except RecursionError:  # Python's json recurses per level: 100,000 '[' exhaust it
         raise WorkloadError(f"{path}: JSON nested too deeply to read") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise WorkloadError(f"{path}: cannot read ({exc})") from None
     if not isinstance(data, dict):
         raise WorkloadError(f"{path}: top level must be a JSON object with jobs and profiles")
+    if "jobs" not in data and format_hint(path, data):
+        raise WorkloadError(f"{path}: not a Batsim JSON workload: {format_hint(path, data)}")
     return data
 
 

@@ -481,3 +481,36 @@ def test_a_sweep_file_that_is_not_a_regular_file_is_refused(tmp_path):
         with pytest.raises(SpecError) as info:
             load_sweep(path)
         assert str(info.value) == f"{path}: {message}"
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "words"),
+    [
+        ({"replicate": 3}, "replicate", "unknown field (did you mean 'replicates'?)"),
+        ({"base-seed": 3}, "base-seed", "(did you mean 'base_seed'?)"),
+        ({"grid": {"schedulers": ["tiny"]}}, "grid.schedulers", "(did you mean 'scheduler'?)"),
+        ({"grid": {"scheduler": ["tinny"]}}, "grid.scheduler", "(did you mean 'tiny'?)"),
+        ({"rows": [{"workload": "b04"}]}, "rows[0].workload", "(did you mean 'b40'?)"),
+        ({"rows": [{"shceduler": "tiny"}]}, "rows[0].shceduler", "(did you mean 'scheduler'?)"),
+        ({"workloads": {"w": {"generator": "poison", "count": 1}}}, "workloads.w.generator",
+         "(did you mean 'poisson'?)"),
+        ({"workloads": {"w": {"generator": "poisson", "count": 2, "rate": 1,
+                              "mean_dealy": 10}}},
+         "workloads.w.mean_dealy", "timewarp workload poisson has no --mean-dealy "
+         "(did you mean 'mean-delay'?)"),
+        ({"platforms": {"p": {"generator": "platform", "node": 4}}}, "platforms.p.node",
+         "(did you mean 'nodes'?)"),
+    ],
+)  # fmt: skip
+def test_a_mistyped_key_gets_did_you_mean(change, field, words):
+    with pytest.raises(SpecError) as info:
+        parse(base_spec(**change))
+    assert f": {field}: " in str(info.value) and words in str(info.value), str(info.value)
+
+
+def test_every_generator_flag_is_accepted():
+    spec = base_spec(workloads={
+        "p": {"generator": "poisson", "count": 2, "rate": 1, "mean_delay": 10, "fixed-delay": True},
+        "s": {"generator": "service", "pattern": "daily", "hpa-target": 60},
+    })  # fmt: skip
+    assert len(parse(spec).points) == 2
