@@ -188,6 +188,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also write the (first) scheduler's kubeconfig at PATH",
     )
     parser.add_argument(
+        "--pause-at",
+        action="append",
+        type=sim_duration,
+        default=[],
+        metavar="T",
+        help="pause at simulated time T (repeatable): the cluster holds still and the API "
+        "answers (kubectl) until Enter or `timewarp resume OUT`; deterministic mode only",
+    )
+    parser.add_argument(
+        "--pause-on",
+        action="append",
+        default=[],
+        metavar="COND",
+        help="pause the first time COND holds (repeatable): refused (the kubelet refused a "
+        "pod), pending>D (a pod pending longer than D, e.g. pending>10m), failed-rate>X (a "
+        "service's failed share of requests above X); SIGUSR1 pauses at the next instant",
+    )
+    parser.add_argument(
         "--check-determinism",
         action="store_true",
         help="run the simulation twice and compare every output and every process's log "
@@ -295,6 +313,26 @@ def _check_options(args: argparse.Namespace) -> None:
             raise _Refused(f"--scheduler {command!r}: {exc}") from None
     if args.batsim and shutil.which(args.batsim) is None:
         raise _Refused(f"--batsim: program not found: {args.batsim!r}")
+    _check_pauses(args)
+
+
+def _check_pauses(args: argparse.Namespace) -> None:
+    """``--pause-on`` conditions parsed (into ``args.pause_conditions``); pauses only
+    where simulated time waits for them (deterministic mode)."""
+    from commands.pausing import parse_condition
+
+    conditions = []
+    for text in getattr(args, "pause_on", None) or []:
+        try:
+            conditions.append(parse_condition(text, sim_duration))
+        except (ValueError, argparse.ArgumentTypeError) as exc:
+            raise _Refused(f"--pause-on {text!r}: {exc}") from None
+    args.pause_conditions = conditions
+    if (conditions or getattr(args, "pause_at", None)) and args.mode != "deterministic":
+        raise _Refused(
+            f"--pause-at/--pause-on need --mode deterministic: in {args.mode} mode simulated "
+            "time follows the wall clock and would not hold still"
+        )
 
 
 def _check_platform_for_batsim(args: argparse.Namespace, platform: Platform) -> None:
@@ -569,7 +607,22 @@ class _Simulation:
         ``--until`` (see :mod:`commands.guards`)."""
         from commands.guards import NoProgressGuard, StopAtGuard
 
+        from commands.pausing import PauseGuard
+
         checks = [lambda p: progress.update(p)]
+        if self.args.mode == "deterministic":
+            self.pauser = PauseGuard(
+                parts.broker,
+                self.out,
+                list(getattr(self.args, "pause_at", None) or []),
+                list(getattr(self.args, "pause_conditions", None) or []),
+                sys.stderr,
+                self.prog,
+                kubeconfig=getattr(self.args, "write_kubeconfig", None),
+            )
+            self.pauser.arm(parts.clock)
+            self.pauser.install_signals()
+            checks.append(lambda p: self.pauser.check(p.now_s))
         if self.args.no_progress_after > 0:
             self.no_progress = NoProgressGuard(
                 parts.broker,
@@ -859,6 +912,9 @@ class _Simulation:
             "figures": figures,
             "warnings": warnings,
         }
+        pauser = getattr(self, "pauser", None)
+        if pauser is not None and pauser.pauses:
+            manifest["pauses"] = pauser.pauses  # when and why (the outputs do not change)
         if getattr(self, "traceback", None):
             manifest["traceback"] = self.traceback
         text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
