@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 OUT_PREFIX = "out"
 SIGTERM_GRACE_S = 20.0  # time a stopped simulator gets to write partial outputs
 OUT_FILES = tuple(f"{OUT_PREFIX}_{kind}.csv" for kind in ("jobs", "schedule", "machine_states"))
+DECISIONS_CSV = f"{OUT_PREFIX}_decisions.csv"  # broker/cluster/decisions.py
 RUNNING_CSV = f"{OUT_PREFIX}_running.csv"  # a partial run's jobs still running at the stop
 PLOT_FILES = ("gantt.png", "utilisation.png")
 
@@ -445,6 +446,7 @@ class _Simulation:
             *PLOT_FILES,
             SERVICES_CSV,
             RUNNING_CSV,
+            DECISIONS_CSV,
         ):  # an earlier run's must not
             # pass for this one's
             (self.out / name).unlink(missing_ok=True)
@@ -576,6 +578,7 @@ class _Simulation:
         progress = _ProgressView(
             self.total_jobs, disabled=args.quiet, started=self.started, prog=self.prog
         )
+        self._record_decisions(parts.facade)
         parts.broker = make_broker(
             args,
             endpoint=self._broker_endpoint(),
@@ -602,11 +605,25 @@ class _Simulation:
         watcher.start()
         return progress
 
+    def _record_decisions(self, facade) -> None:  # type: ignore[no-untyped-def]
+        """``out_decisions.csv``: every binding, deletion, scale change, cordon and
+        refusal, with the cluster at that instant (``broker/cluster/decisions.py``)."""
+        from broker.cluster.cluster import JOB_ID_ANNOTATION
+        from broker.cluster.decisions import DecisionLog
+
+        clock = facade.clock
+
+        def job_id_of(pod: dict) -> str:
+            annotations = (pod.get("metadata") or {}).get("annotations") or {}
+            return str(annotations.get(JOB_ID_ANNOTATION, ""))
+
+        self.decisions = DecisionLog(lambda: clock.now_ns() / 1e9, clock.wall_epoch_ns(), job_id_of)
+        facade.store.add_listener(self.decisions.on_commit)
+
     def _watch_progress(self, parts: _Wiring, progress: _ProgressView) -> None:
         """After each Batsim message: the progress bar, the no-progress report and
         ``--until`` (see :mod:`commands.guards`)."""
         from commands.guards import NoProgressGuard, StopAtGuard
-
         from commands.pausing import PauseGuard
 
         checks = [lambda p: progress.update(p)]
@@ -729,6 +746,13 @@ class _Simulation:
             service_plots = self._write_services(figures)
         except OSError as exc:
             refused.append(f"{SERVICES_CSV} ({exc.strerror or exc})")
+        decisions = getattr(self, "decisions", None)
+        if decisions is not None:
+            try:
+                decisions.finish()
+                decisions.write(out / DECISIONS_CSV)
+            except OSError as exc:
+                refused.append(f"{DECISIONS_CSV} ({exc.strerror or exc})")
         try:
             self._write_manifest(figures, ok, reason, wall, warnings)
         except OSError as exc:
