@@ -189,3 +189,12 @@ def test_the_first_placement_that_differs_is_named(tmp_path):
         "job 2: a started it at 10.0 s on res 1, b at 60.0 s on res 1; "
         "none: c placed every job as a"
     )
+
+
+def test_bad_options_exit_2_naming_them(tmp_path, subprocess_env):
+    make_run(tmp_path / "a", [0], replicas=1)
+    out = _cli(subprocess_env, "report", tmp_path / "a", "--slo-p99", "-1")
+    assert out.returncode == 2 and "--slo-p99: expected seconds > 0" in out.stderr
+    (tmp_path / "file").write_text("")
+    out = _cli(subprocess_env, "report", tmp_path / "a", "--html", tmp_path / "file" / "r.html")
+    assert out.returncode == 2 and "--html" in out.stderr and "cannot write" in out.stderr
