@@ -7,6 +7,7 @@ never loads libcst.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import gc
 import importlib
@@ -17,6 +18,7 @@ STARTED = time.perf_counter()  # the command's start, for "wall time of the whol
 
 
 from commands.parsing import CommandParser  # noqa: E402 - after STARTED, on purpose
+from commands.stopping import StopSignals  # noqa: E402
 
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -83,7 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     module.add_arguments(parser)
     args = parser.parse_args(rest)
     try:
-        return int(module.run(args) or 0)
+        # a tool that does not handle the stop signals itself asks for SIGTERM and SIGHUP
+        # to unwind it as Ctrl-C does (its clean-up then runs), not to kill it
+        stops = getattr(module, "STOPPED_BY_SIGNALS", False)
+        with StopSignals(f"timewarp {name}") if stops else contextlib.nullcontext():
+            return int(module.run(args) or 0)
     except KeyboardInterrupt as exc:  # 128 + the signal (commands.stopping raises with it)
         print(f"timewarp {name}: interrupted", file=sys.stderr)
         return 128 + getattr(exc, "signum", signal.SIGINT)

@@ -27,8 +27,10 @@ FIRST_RUN_DIR = ".determinism-check"
 KEPT_FIRST_RUN_DIR = "determinism-check-first-run"
 # exit status of a run whose two passes differ (1 is a failed run, 2 refused input)
 DIFFERENT_EXIT = 3
-# the manifest's figures that measure the machine, not the simulation
-RUN_COST_KEYS = frozenset({"wall_s", "speedup", "plots_s", "command_wall_s", "outputs_dir"})
+# the manifest's figures that measure the machine, not the simulation: by name, and any
+# wall time, CPU time or memory size by suffix
+RUN_COST_KEYS = frozenset({"speedup", "plots_s", "outputs_dir"})
+RUN_COST_SUFFIXES = ("wall_s", "cpu_s", "_rss_bytes", "_rss_mib")
 NOT_COMPARED_SUFFIXES = (".kubeconfig",)
 
 
@@ -53,7 +55,11 @@ class Difference:
 
 def _without_run_cost(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _without_run_cost(v) for k, v in value.items() if k not in RUN_COST_KEYS}
+        return {
+            k: _without_run_cost(v)
+            for k, v in value.items()
+            if k not in RUN_COST_KEYS and not k.endswith(RUN_COST_SUFFIXES)
+        }
     if isinstance(value, list):
         return [_without_run_cost(v) for v in value]
     return value

@@ -328,9 +328,10 @@ def _check_paths(args: argparse.Namespace) -> None:
 
 def _services(workloads: list[Workload]) -> list[ServiceSpec]:
     """The workloads' services (docs/services.md); a name is declared once."""
+    from simulator.services import declared_twice
+
     services = [s for w in workloads for s in w.services]
-    names = [s.name for s in services]
-    duplicate = next((n for n in names if names.count(n) > 1), None)
+    duplicate = declared_twice(services)
     if duplicate is not None:
         raise _Refused(f"service {duplicate!r} is declared in more than one workload file")
     return services
@@ -732,7 +733,8 @@ class _Simulation:
         figures["traffic_model_cpu_s"] = round(driver.cpu_s, 3)
         if self.args.no_plots:
             return None
-        timeouts = {s.name: s.traffic.timeout for s in self.services}
+        # the driver's: `timewarp broker` learns its services from the simulator
+        timeouts = {s.spec.name: s.spec.traffic.timeout for s in driver.services}
         return lambda: plot_services(path, self.out, timeouts)
 
     # ----------------------------------------------------------------- simulator

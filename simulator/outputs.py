@@ -78,7 +78,8 @@ def job_row(record: JobRecord) -> str:
         ]
     else:
         state = record.final_state or "NOT_FINISHED"
-        tail = ["0", state, "", "", "", "", "", "", "", _f(-1), _quote(record.metadata)]
+        energy = "" if state == "REJECTED" else _f(-1)  # Batsim writes none for a rejection
+        tail = ["0", state, "", "", "", "", "", "", "", energy, _quote(record.metadata)]
     return ",".join(head + tail)
 
 

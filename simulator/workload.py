@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -311,10 +313,11 @@ def format_hint(path: str, data: Any = None) -> str:
     return ""
 
 
-def load_workload(path: str | Path, name: str, nb_compute: int) -> Workload:
-    """Read and validate one workload file (``name`` is ``w0``, ``w1``…)."""
-    path = str(path)
+def _read_json(path: str) -> dict[str, Any]:
     try:
+        if stat.S_ISCHR(os.stat(path).st_mode) or stat.S_ISBLK(os.stat(path).st_mode):
+            # /dev/zero never ends (a pipe, as `-w <(gen)` gives, is fine)
+            raise WorkloadError(f"{path}: a device, not a workload file")
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
     except FileNotFoundError:
@@ -326,12 +329,21 @@ def load_workload(path: str | Path, name: str, nb_compute: int) -> Workload:
         if isinstance(exc, UnicodeDecodeError):
             raise WorkloadError(f"{path}: cannot read ({exc})") from None
         raise WorkloadError(f"{path}: malformed JSON at line {exc.lineno} ({exc.msg})") from None
+    except RecursionError:  # Python's json recurses per level: 100,000 '[' exhaust it
+        raise WorkloadError(f"{path}: JSON nested too deeply to read") from None
     except OSError as exc:
         raise WorkloadError(f"{path}: cannot read ({exc})") from None
     if not isinstance(data, dict):
         raise WorkloadError(f"{path}: top level must be a JSON object with jobs and profiles")
     if "jobs" not in data and format_hint(path, data):
         raise WorkloadError(f"{path}: not a Batsim JSON workload: {format_hint(path, data)}")
+    return data
+
+
+def load_workload(path: str | Path, name: str, nb_compute: int) -> Workload:
+    """Read and validate one workload file (``name`` is ``w0``, ``w1``…)."""
+    path = str(path)
+    data = _read_json(path)
     for key in ("jobs", "profiles"):
         if key not in data:
             raise WorkloadError(f"{path}: missing top-level field {key!r}")
@@ -358,13 +370,23 @@ def load_workload(path: str | Path, name: str, nb_compute: int) -> Workload:
             )
         seen[job.local_id] = index
         jobs.append(job)
-    services: list[ServiceSpec] = []
-    if "services" in data:
-        try:
-            services = parse_services(data["services"], path)
-        except ServiceError as exc:
-            raise WorkloadError(str(exc)) from None
-    return Workload(name, path, jobs, dict(profiles), services)
+    return Workload(name, path, jobs, dict(profiles), _services(data, path))
+
+
+def _services(data: dict[str, Any], path: str) -> list[ServiceSpec]:
+    if "services" not in data:
+        return []
+    try:
+        return parse_services(data["services"], path)
+    except ServiceError as exc:
+        raise WorkloadError(str(exc)) from None
+
+
+def read_services(path: str | Path) -> list[ServiceSpec]:
+    """The services a workload file declares, checked; its jobs are not (the simulator
+    that read the file judged them: ``timewarp broker`` learns the file from it)."""
+    path = str(path)
+    return _services(_read_json(path), path)
 
 
 # --------------------------------------------------------------------------- durations

@@ -63,7 +63,8 @@ def test_wall_times_and_kubeconfigs_are_not_results_but_a_figure_is(tmp_path):
     def manifest(wall: float, makespan: float, out: Path) -> str:
         return json.dumps(
             {"wall_s": wall, "arguments": ["-o", str(out)],
-             "figures": {"wall_s": wall, "speedup": 600 / wall, "makespan": makespan}}
+             "figures": {"wall_s": wall, "speedup": 600 / wall, "makespan": makespan,
+                         "traffic_model_cpu_s": wall / 2}}
         )  # fmt: skip
 
     a, b = tmp_path / "a", tmp_path / "b"

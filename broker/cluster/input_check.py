@@ -17,16 +17,19 @@ choose to ignore them.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from broker.cluster import kubelet_admission as admission
 from broker.cluster.node_shape import NodeShape, node_name_for, node_shape
 from broker.cluster.pod_shape import build_pod, check_containers_resources, check_fields
+from broker.facade.errors import ApiError
+from broker.facade.store import admissible
 from broker.k8s import resource_names as rn
 from broker.k8s.quantity import canonical
 from broker.k8s.shape_rules import ShapeError
 from simulator.platform import Platform
+from simulator.services import ServiceSpec
 from simulator.workload import Workload
 
 
@@ -42,15 +45,22 @@ def check_inputs(platform: Platform, workloads: Sequence[Workload]) -> None:
 
 def check_platform(platform: Platform) -> list[tuple[admission.NodeView, NodeShape]]:
     """Each compute host's node shape (InputError naming the host and property)."""
+    return node_views(((h.name, h.properties) for h in platform.compute), str(platform.path))
+
+
+def node_views(
+    hosts: Iterable[tuple[str, dict[str, Any]]], where: str
+) -> list[tuple[admission.NodeView, NodeShape]]:
+    """The nodes hosts (name, properties) make, as an empty node would admit pods."""
     out = []
-    for host in platform.compute:
+    for host_name, properties in hosts:
         try:
-            shape = node_shape(host.properties)
+            shape = node_shape(properties)
         except ShapeError as exc:
             raise InputError(
-                f"{platform.path}: <host id={host.name!r}>: prop {exc.field}: {exc.message}"
+                f"{where}: <host id={host_name!r}>: prop {exc.field}: {exc.message}"
             ) from None
-        name = node_name_for(host.name)
+        name = node_name_for(host_name)
         view = admission.NodeView(
             name, {"kubernetes.io/hostname": name, **shape.labels}, shape.taints, shape.amounts()
         )
@@ -58,7 +68,50 @@ def check_platform(platform: Platform) -> list[tuple[admission.NodeView, NodeSha
     return out
 
 
+def api_refusal(key: str, obj: dict[str, Any], where: str) -> InputError | None:
+    """What the API would answer a create of ``obj`` (its own decoding, defaults and
+    validation: ``broker/facade/store.py`` ``admissible``), as an InputError naming
+    each field under ``where``; None if it would be created."""
+    try:
+        admissible(key, obj)
+    except ApiError as exc:
+        causes = exc.details.get("causes") or []
+        if not causes:
+            return InputError(f"{where}: {exc.message}")
+        return InputError("; ".join(f"{where}.{c['field']}: {c['message']}" for c in causes))
+    return None
+
+
+def check_services(
+    services: Sequence[ServiceSpec], nodes: list[tuple[admission.NodeView, NodeShape]]
+) -> None:
+    """Each service's Deployment and HPA as the API would take them, and whether its
+    pods could ever run (a template that fits no node fails every request: issue 27)."""
+    for service in services:
+        where = service.source
+        for key, obj, field in (
+            ("deployments.apps", service.deployment, "deployment"),
+            ("horizontalpodautoscalers.autoscaling", service.hpa, "horizontalPodAutoscaler"),
+        ):
+            refusal = None if obj is None else api_refusal(key, obj, f"{where}.{field}")
+            if refusal is not None:
+                raise refusal
+        template = service.deployment["spec"]["template"]
+        meta = {**template.get("metadata", {}), "name": service.name}
+        try:
+            pod = admissible("pods", {"metadata": meta, "spec": template["spec"]})
+        except ApiError as exc:
+            raise InputError(f"{where}.deployment.spec.template: {exc.message}") from None
+        verdict = never_fits(pod, nodes)
+        if verdict is not None:
+            raise InputError(
+                f"{where}.deployment.spec.template.spec.containers: {verdict} (every "
+                "request of the service would fail)"
+            )
+
+
 def check_workload(workload: Workload, nodes: list[tuple[admission.NodeView, NodeShape]]) -> None:
+    check_services(workload.services, nodes)
     for name, profile in workload.profiles.items():
         try:
             check_fields(profile)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -89,6 +90,11 @@ TOP_LEVEL = {
     "grid",
     "rows",
 }
+# At most this many runs (points × replicates) per sweep: planning holds every run in
+# memory (~3 KB each) and takes ~0.3 ms per run, so a typo of a few zeros (replicates:
+# 1000000000, a 1000×1000 grid) is refused before anything is built (docs/sweep.md).
+MAX_RUNS = 100_000
+MAX_SPEC_BYTES = 4 << 20  # a sweep file names its inputs: a few KiB in practice
 Scalar = str | int | float | bool
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_-]*)\}")
 
@@ -185,20 +191,23 @@ class Sweep:
 def load_sweep(path: str | Path) -> Sweep:
     """Read and validate a sweep file; raise SpecError naming the field on bad input."""
     path = Path(path)
+    kind = "TOML" if path.suffix.lower() == ".toml" else "YAML"
     try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise SpecError(f"{path}: no such file") from None
+        if not path.is_file():  # a FIFO would hang the read, /dev/zero never end
+            raise SpecError(f"{path}: no such file" if not path.exists() else f"{path}: not a file")
+        if path.stat().st_size > MAX_SPEC_BYTES:
+            raise SpecError(f"{path}: larger than the limit of {MAX_SPEC_BYTES:,} bytes")
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SpecError(f"{path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: not a {kind} text file (not UTF-8 at byte {exc.start})") from None
     try:
-        if path.suffix.lower() == ".toml":
-            data = tomllib.loads(text)
-        else:
-            data = yaml.safe_load(text)
+        data = tomllib.loads(text) if kind == "TOML" else yaml.safe_load(text)
     except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
-        kind = "TOML" if path.suffix.lower() == ".toml" else "YAML"
         raise SpecError(f"{path}: not valid {kind}: {exc}") from None
+    except RecursionError:  # the parsers recurse per level of nesting
+        raise SpecError(f"{path}: not valid {kind}: nested too deeply") from None
     return parse_sweep(data, path)
 
 
@@ -220,6 +229,8 @@ def parse_sweep(data: Any, source: Path) -> Sweep:
     if not root.is_dir():
         v.fail("root", f"not a directory: {root}")
     replicates = v.integer(data, "replicates", default=1, minimum=1)
+    if replicates > MAX_RUNS:
+        v.fail("replicates", f"{replicates:,} is over the limit of {MAX_RUNS:,} runs per sweep")
     base_seed = v.integer(data, "base_seed", default=0, minimum=None)
     timeout = v.number(data, "timeout", default=1800.0)
     plots = data.get("plots", False)
@@ -258,7 +269,7 @@ def parse_sweep(data: Any, source: Path) -> Sweep:
                 if pname not in param_factors:
                     param_factors.append(pname)
 
-    points = v.points(data, entities)
+    points = v.points(data, entities, replicates)
     if not points:
         v.fail("grid", "the sweep has no points")
     return Sweep(
@@ -286,6 +297,11 @@ def _kind(value: Any) -> str:
         float: "a number",
         type(None): "nothing",
     }.get(type(value), type(value).__name__)
+
+
+def _count(entity: Entity) -> int:
+    """How many settings an entity expands into (the product of its levels)."""
+    return math.prod(len(entity.params[n]) for n in entity.factor_names())
 
 
 def _is_scalar(value: Any) -> bool:
@@ -438,7 +454,17 @@ class _Validator:
             out[name] = Entity("mode", name, params=params)
         return out
 
-    def points(self, data: dict, entities: dict[str, dict[str, Entity]]) -> list[Point]:
+    def too_many(self, where: str, points: str, replicates: int) -> None:
+        self.fail(
+            where,
+            f"{points} points × {replicates:,} replicates is over the limit of {MAX_RUNS:,} "
+            "runs per sweep (split the sweep, or use fewer levels or replicates)",
+        )
+
+    def points(
+        self, data: dict, entities: dict[str, dict[str, Entity]], replicates: int
+    ) -> list[Point]:
+        max_points = MAX_RUNS // replicates
         grid = data.get("grid")
         rows = data.get("rows")
         selections: list[tuple[str, dict[str, str]]] = []
@@ -467,6 +493,12 @@ class _Validator:
                             f"no {kind} named {n!r} in {kind}s{did_you_mean(n, entities[kind])}",
                         )
                 levels.append(names)
+            # counted before anything is built: the grid's cells are distinct points, and
+            # each kind's choices multiply (each entity by its own parameter levels)
+            cells = math.prod(sum(_count(entities[k][n]) for n in names)
+                              for k, names in zip(ENTITY_KINDS, levels, strict=True))  # fmt: skip
+            if cells > max_points:
+                self.too_many("grid", f"{cells:,}", replicates)
             for combo in itertools.product(*levels):
                 selections.append(("grid", dict(zip(ENTITY_KINDS, combo, strict=True))))
         if rows is not None:
@@ -498,8 +530,10 @@ class _Validator:
                 selections.append((where, chosen))
         points: list[Point] = []
         seen: set[str] = set()
-        for _where, chosen in selections:
+        for where, chosen in selections:
             chosen_ents = {k: entities[k][chosen[k]] for k in ENTITY_KINDS}
+            if len(points) + math.prod(_count(e) for e in chosen_ents.values()) > max_points:
+                self.too_many(where, f"more than {max_points:,}", replicates)
             per_kind = [chosen_ents[k].expand() for k in ENTITY_KINDS]
             for combo in itertools.product(*per_kind):
                 settings = dict(zip(ENTITY_KINDS, combo, strict=True))
