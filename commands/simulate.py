@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 OUT_PREFIX = "out"
 SIGTERM_GRACE_S = 20.0  # time a stopped simulator gets to write partial outputs
 OUT_FILES = tuple(f"{OUT_PREFIX}_{kind}.csv" for kind in ("jobs", "schedule", "machine_states"))
+DECISIONS_CSV = f"{OUT_PREFIX}_decisions.csv"  # broker/cluster/decisions.py
 RUNNING_CSV = f"{OUT_PREFIX}_running.csv"  # a partial run's jobs still running at the stop
 PLOT_FILES = ("gantt.png", "utilisation.png")
 
@@ -188,6 +189,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also write the (first) scheduler's kubeconfig at PATH",
     )
     parser.add_argument(
+        "--pause-at",
+        action="append",
+        type=sim_duration,
+        default=[],
+        metavar="T",
+        help="pause at simulated time T (repeatable): the cluster holds still and the API "
+        "answers (kubectl) until Enter or `timewarp resume OUT`; deterministic mode only",
+    )
+    parser.add_argument(
+        "--pause-on",
+        action="append",
+        default=[],
+        metavar="COND",
+        help="pause the first time COND holds (repeatable): refused (the kubelet refused a "
+        "pod), pending>D (a pod pending longer than D, e.g. pending>10m), failed-rate>X (a "
+        "service's failed share of requests above X); SIGUSR1 pauses at the next instant",
+    )
+    parser.add_argument(
         "--check-determinism",
         action="store_true",
         help="run the simulation twice and compare every output and every process's log "
@@ -295,6 +314,26 @@ def _check_options(args: argparse.Namespace) -> None:
             raise _Refused(f"--scheduler {command!r}: {exc}") from None
     if args.batsim and shutil.which(args.batsim) is None:
         raise _Refused(f"--batsim: program not found: {args.batsim!r}")
+    _check_pauses(args)
+
+
+def _check_pauses(args: argparse.Namespace) -> None:
+    """``--pause-on`` conditions parsed (into ``args.pause_conditions``); pauses only
+    where simulated time waits for them (deterministic mode)."""
+    from commands.pausing import parse_condition
+
+    conditions = []
+    for text in getattr(args, "pause_on", None) or []:
+        try:
+            conditions.append(parse_condition(text, sim_duration))
+        except (ValueError, argparse.ArgumentTypeError) as exc:
+            raise _Refused(f"--pause-on {text!r}: {exc}") from None
+    args.pause_conditions = conditions
+    if (conditions or getattr(args, "pause_at", None)) and args.mode != "deterministic":
+        raise _Refused(
+            f"--pause-at/--pause-on need --mode deterministic: in {args.mode} mode simulated "
+            "time follows the wall clock and would not hold still"
+        )
 
 
 def _check_platform_for_batsim(args: argparse.Namespace, platform: Platform) -> None:
@@ -407,6 +446,7 @@ class _Simulation:
             *PLOT_FILES,
             SERVICES_CSV,
             RUNNING_CSV,
+            DECISIONS_CSV,
         ):  # an earlier run's must not
             # pass for this one's
             (self.out / name).unlink(missing_ok=True)
@@ -538,6 +578,7 @@ class _Simulation:
         progress = _ProgressView(
             self.total_jobs, disabled=args.quiet, started=self.started, prog=self.prog
         )
+        self._record_decisions(parts.facade)
         parts.broker = make_broker(
             args,
             endpoint=self._broker_endpoint(),
@@ -564,12 +605,41 @@ class _Simulation:
         watcher.start()
         return progress
 
+    def _record_decisions(self, facade) -> None:  # type: ignore[no-untyped-def]
+        """``out_decisions.csv``: every binding, deletion, scale change, cordon and
+        refusal, with the cluster at that instant (``broker/cluster/decisions.py``)."""
+        from broker.cluster.cluster import JOB_ID_ANNOTATION
+        from broker.cluster.decisions import DecisionLog
+
+        clock = facade.clock
+
+        def job_id_of(pod: dict) -> str:
+            annotations = (pod.get("metadata") or {}).get("annotations") or {}
+            return str(annotations.get(JOB_ID_ANNOTATION, ""))
+
+        self.decisions = DecisionLog(lambda: clock.now_ns() / 1e9, clock.wall_epoch_ns(), job_id_of)
+        facade.store.add_listener(self.decisions.on_commit)
+
     def _watch_progress(self, parts: _Wiring, progress: _ProgressView) -> None:
         """After each Batsim message: the progress bar, the no-progress report and
         ``--until`` (see :mod:`commands.guards`)."""
         from commands.guards import NoProgressGuard, StopAtGuard
+        from commands.pausing import PauseGuard
 
         checks = [lambda p: progress.update(p)]
+        if self.args.mode == "deterministic":
+            self.pauser = PauseGuard(
+                parts.broker,
+                self.out,
+                list(getattr(self.args, "pause_at", None) or []),
+                list(getattr(self.args, "pause_conditions", None) or []),
+                sys.stderr,
+                self.prog,
+                kubeconfig=getattr(self.args, "write_kubeconfig", None),
+            )
+            self.pauser.arm(parts.clock)
+            self.pauser.install_signals()
+            checks.append(lambda p: self.pauser.check(p.now_s))
         if self.args.no_progress_after > 0:
             self.no_progress = NoProgressGuard(
                 parts.broker,
@@ -676,6 +746,13 @@ class _Simulation:
             service_plots = self._write_services(figures)
         except OSError as exc:
             refused.append(f"{SERVICES_CSV} ({exc.strerror or exc})")
+        decisions = getattr(self, "decisions", None)
+        if decisions is not None:
+            try:
+                decisions.finish()
+                decisions.write(out / DECISIONS_CSV)
+            except OSError as exc:
+                refused.append(f"{DECISIONS_CSV} ({exc.strerror or exc})")
         try:
             self._write_manifest(figures, ok, reason, wall, warnings)
         except OSError as exc:
@@ -859,6 +936,9 @@ class _Simulation:
             "figures": figures,
             "warnings": warnings,
         }
+        pauser = getattr(self, "pauser", None)
+        if pauser is not None and pauser.pauses:
+            manifest["pauses"] = pauser.pauses  # when and why (the outputs do not change)
         if getattr(self, "traceback", None):
             manifest["traceback"] = self.traceback
         text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"

@@ -68,7 +68,7 @@ YAML = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n"
         ('{"apiVersion": "v1", "kind": "List", "items": []}',
          "it looks like a kubectl List (kubectl get ... -o json): convert it with "
          "`timewarp workload from-cluster"),
-        (gzip.compress(b'{"items": []}'), "it is gzipped"),
+        (gzip.compress(b'{"items": []}', mtime=0), "it is gzipped"),
         ("<?xml version='1.0'?>\n<platform/>", "looks like a platform (XML)"),
         ("name,cpu_milli,memory_mib\n", "from-alibaba"),
         ('{"jobs": [', "malformed JSON at line 1"),

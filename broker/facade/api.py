@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from . import admission, autoscaling, discovery, errors, listoptions
+from . import acting, admission, autoscaling, discovery, errors, listoptions
 from .auth import TokenRegistry, TokenStats, bearer_token
 from .clock import Cancellable, Clock
 from .errors import ApiError
@@ -213,10 +213,13 @@ class Api:
         return None
 
     def handle(self, request: Request) -> Response | WatchStream:
-        try:
-            return self._handle(request)
-        except ApiError as exc:
-            return _error(exc)
+        stats = self.authenticate(request)
+        # who acts, for what the store's listeners record (broker/facade/acting.py)
+        with acting.acting_as(stats.name if stats is not None else ""):
+            try:
+                return self._handle(request)
+            except ApiError as exc:
+                return _error(exc)
 
     def _handle(self, request: Request) -> Response | WatchStream:
         split = urlsplit(request.target)
