@@ -14,6 +14,7 @@ import pytest
 from browser import dump_dom, screenshot
 
 from commands.comparing.figures import Group, sameness
+from commands.comparing.html import render
 from commands.comparing.runs import read_run
 from commands.comparing.table import rows
 
@@ -212,6 +213,9 @@ def test_the_first_decision_that_differs_comes_from_the_decision_logs(tmp_path):
         "decision #2: a: bind Pod default/w0-212 -> n2 at 5.0 s (scheduler-0); "
         "c took no more decisions"
     )
+    page = render([Group("a", [a]), Group("b", [b])], "t")
+    assert "<tr><td>scheduler-0: bind</td><td>2</td><td>1</td></tr>" in page
+    assert "<tr><td>scheduler-1: bind</td><td>0</td><td>1</td></tr>" in page
     same = read_run(folders[0], "again")
     assert (
         sameness([Group("a", [a]), Group("again", [same])])["first decision that differs"]
