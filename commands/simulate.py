@@ -677,6 +677,10 @@ class _Simulation:
             nonlocal sim_code
             sim_code = self._stop_simulator(wait=result is not None and result.ok)
 
+        if parts.launcher is not None:  # their CPU, before they are stopped
+            from commands.process_figures import sample_cpu
+
+            self.process_cpu = sample_cpu(list(parts.launcher.processes))
         steps = [
             ("schedulers", parts.launcher and parts.launcher.stop_all),
             ("simulator", stop_simulator),
@@ -738,6 +742,7 @@ class _Simulation:
             figures["stopped_by"] = self.stopped_by
         if self.pacer is not None:
             figures["api_latency"] = self.pacer.figures()
+        self._process_figures()
         guard = getattr(self, "no_progress", None)
         warnings = list(guard.reports) if guard is not None else []
         refused: list[str] = []
@@ -784,9 +789,27 @@ class _Simulation:
         if not self.args.quiet or not ok or figures["outputs"] != "complete" or refused:
             report.print_summary(figures, sys.stderr, title=self.prog)
             self._print_services(figures)
+            from commands.process_figures import summary_lines
+
+            for line in summary_lines(getattr(self, "per_process", {})):
+                print(f"{self.prog}: {line}", file=sys.stderr)
         for line in self.pacer.summary() if self.pacer is not None else ():
             print(f"{self.prog}: busy polling: {line}", file=sys.stderr)  # a warning: always
         return not refused
+
+    def _process_figures(self) -> None:
+        """Per scheduler process: CPU and API requests (``commands/process_figures.py``),
+        for the manifest and the summary."""
+        from commands.process_figures import figures as process_figures
+
+        parts = self._parts
+        if parts is None or parts.launcher is None or parts.facade is None:
+            self.per_process = {}
+            return
+        names = [proc.name for proc in parts.launcher.processes]
+        self.per_process = process_figures(
+            names, getattr(self, "process_cpu", {}), dict(parts.facade.api.request_counts)
+        )
 
     def _print_services(self, figures: dict) -> None:
         for name, web in sorted((figures.get("services") or {}).items()):
@@ -936,6 +959,8 @@ class _Simulation:
             "figures": figures,
             "warnings": warnings,
         }
+        if getattr(self, "per_process", None):
+            manifest["processes"] = self.per_process
         pauser = getattr(self, "pauser", None)
         if pauser is not None and pauser.pauses:
             manifest["pauses"] = pauser.pauses  # when and why (the outputs do not change)
