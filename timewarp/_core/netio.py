@@ -40,7 +40,7 @@ import ssl
 import threading
 import weakref
 
-from timewarp._core import current
+from timewarp._core import current, entropy
 
 _conns: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _by_fd: dict[int, tuple[weakref.ref, _Conn]] = {}  # API connections by file descriptor
@@ -50,7 +50,8 @@ _inner = threading.local()  # SSLSocket methods falling back to socket.socket's
 _conn_seq = itertools.count(1)
 _request_no = itertools.count(1)
 # who numbers: the pid alone could be reused by a later process while the facade runs
-_numbering = f"{os.getpid()}-{os.urandom(4).hex()}"
+# (the OS's bytes, not the program's seeded stream: the runtime never draws from that)
+_numbering = f"{os.getpid()}-{entropy.OS_URANDOM(4).hex()}"
 _REQUEST_LINE = re.compile(
     rb"(?:GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) [^ \r\n]+ HTTP/1\.[01]\r\n"
 )
