@@ -54,7 +54,8 @@ def _is_console_script(path: str) -> bool:
 def boot() -> None:
     if is_timewarp_cli():
         return
-    from timewarp._core.activation import activate_from_env, when_imported
+    from timewarp._core.activation import activate_from_env
+    from timewarp._core.intercept.base import when_imported
 
     rt = activate_from_env()
     if rt is None:
