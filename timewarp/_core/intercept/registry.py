@@ -11,8 +11,10 @@ from timewarp._core.intercept import (
     entropy,
     fork,
     futures,
+    incluster,
     logging,
     numpy,
+    podnetwork,
     sockets,
     threads,
     uuid,
@@ -22,6 +24,7 @@ from timewarp._core.intercept.base import Mechanism
 MECHANISMS: tuple[Mechanism, ...] = (
     threads.MECHANISM,
     fork.MECHANISM,
+    podnetwork.MECHANISM,
     entropy.MECHANISM,
     futures.MECHANISM,
     anyio.MECHANISM,
@@ -30,4 +33,5 @@ MECHANISMS: tuple[Mechanism, ...] = (
     uuid.MECHANISM,
     numpy.MECHANISM,
     sockets.MECHANISM,
+    incluster.MECHANISM,
 )
