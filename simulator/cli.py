@@ -7,8 +7,10 @@ A script written for Batsim works by swapping the program name::
 Exit status: 0 on success; 2 for bad input (arguments, platform, workloads), before any
 connection is made and without writing outputs; 1 when the decision process breaks the
 protocol, deadlocks the simulation or does not answer within ``--reply-timeout``; 143
-(SIGTERM) or 130 (SIGINT, Ctrl-C) when stopped from outside. A run stopped from outside,
-by ``--reply-timeout`` or by a deadlock still writes *partial* outputs: the jobs that
+(SIGTERM) or 130 (SIGINT, Ctrl-C) when stopped from outside; 1 as well when the decision
+process disconnects while a reply is awaited (TCP or IPC: it exited; Batsim would wait
+forever). A run stopped from outside, by ``--reply-timeout``, a disconnection or a
+deadlock still writes *partial* outputs: the jobs that
 ended so far and the machine states so far, ``batsim_version`` ending in ``-partial``
 (real Batsim writes nothing then). A protocol error writes nothing, as in Batsim.
 """
@@ -28,9 +30,9 @@ import zmq
 from simulator import protocol
 from simulator.engine import Deadlock, Options, Simulator
 from simulator.mixups import input_mixup
-from simulator.outputs import StreamingOutputs
+from simulator.outputs import StreamingOutputs, write_running
 from simulator.platform import PlatformError, load_platform, real_batsim_refusals
-from simulator.runner import Aborted, ReplyTimeout, print_progress
+from simulator.runner import Aborted, Disconnected, ReplyTimeout, print_progress
 from simulator.runner import run as run_zmq
 from simulator.workload import WorkloadError, load_workload
 
@@ -219,7 +221,7 @@ def drive(
             return _fail(f"decision process error: {exc}", 1, err)
         except Deadlock as exc:
             failure = (f"deadlock: {exc}", 1)
-        except ReplyTimeout as exc:
+        except (ReplyTimeout, Disconnected) as exc:
             failure = (str(exc), 1)
         except Aborted as exc:
             signum = signals[0] if signals else signal.SIGTERM
@@ -228,6 +230,7 @@ def drive(
             text, code = failure
             try:
                 paths = outputs.finish(sim.machines_so_far(), 0.0, 0.0, partial=True)
+                paths.append(write_running(args.export, sim.records.values(), sim.now))
             except OSError as exc:
                 return _fail(f"{text}; cannot write partial outputs: {exc}", code, err)
             ended = outputs.sums.jobs

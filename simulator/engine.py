@@ -74,11 +74,12 @@ from simulator.workload import (
 )
 
 #: Batsim's internal messages are 1 byte. Between two actors of the master host they cross
-#: its loopback (SimGrid's default: 10 GB/s, no latency): 1e-10 s.
-LOCAL_RATE = 1e10
+#: its loopback (SimGrid's default: 10 GB/s, no latency): 1e-10 s. On a platform with
+#: links, the route's (``simulator.network``): its latency, then the byte.
+LOCAL_COST = (0.0, 1e10)
 #: From a job's host to the master: no link joins them in the platforms people write for
 #: Batsim (Batkube's, timewarp's generated ones); a route of no link takes no time.
-REMOTE_RATE = 0.0
+REMOTE_COST = (0.0, 0.0)
 #: Batsim's waiter sleeps at least this long ("found by trial and error", its source says).
 WAITER_MIN_SLEEP_S = 1e-5
 _BY_NAME = (BY_NAME,)
@@ -199,6 +200,8 @@ class Simulator:
         self.events_processed = 0  # messages handled by Batsim's server actor
         self._speeds = [h.speed for h in platform.compute]
         self._classes = [h.node_class for h in platform.compute]
+        # what a message costs: from an actor of the master host, from a job's first host
+        self._local, self._remote = platform.message_costs()
         # Batsim's state around its server actor
         self.kernel = Kernel()
         self._box = Mailbox("server")
@@ -367,11 +370,11 @@ class Simulator:
             if event.timestamp > kernel.clock:
                 yield (SLEEP, event.timestamp - kernel.clock)
             yield _BY_NAME
-            yield (PUT, self._box, ("decision", index, event), LOCAL_RATE)
+            yield (PUT, self._box, ("decision", index, event), self._local)
         if reply.now > kernel.clock:
             yield (SLEEP, reply.now - kernel.clock)
         yield _BY_NAME
-        yield (PUT, self._box, ("ready",), LOCAL_RATE)
+        yield (PUT, self._box, ("ready",), self._local)
 
     def _check_profile_alive(self, index: int, event: p.Event) -> None:
         data = event.data
@@ -391,7 +394,7 @@ class Simulator:
         kernel = self.kernel
         latency = self.options.submission_latency
         yield _BY_NAME
-        yield (PUT, self._box, ("hello",), LOCAL_RATE)
+        yield (PUT, self._box, ("hello",), self._local)
         current = kernel.clock
         batch: list[JobRecord] = []
         for record in records:
@@ -399,16 +402,16 @@ class Simulator:
             if subtime > current:
                 if batch:
                     yield _BY_NAME
-                    yield (PUT, self._box, ("submitted", batch), LOCAL_RATE)
+                    yield (PUT, self._box, ("submitted", batch), self._local)
                     batch = []
                 yield (SLEEP, subtime - current)
                 current = kernel.clock
             batch.append(record)
         if batch:
             yield _BY_NAME
-            yield (PUT, self._box, ("submitted", batch), LOCAL_RATE)
+            yield (PUT, self._box, ("submitted", batch), self._local)
         yield _BY_NAME
-        yield (PUT, self._box, ("bye",), LOCAL_RATE)
+        yield (PUT, self._box, ("bye",), self._local)
 
     def _job(self, record: JobRecord) -> Iterator[Simcall]:
         """One job's execution actor (on its first allocated host, so its completion
@@ -448,7 +451,7 @@ class Simulator:
         else:
             self._complete(record, "COMPLETED_SUCCESSFULLY", 0)
         yield _BY_NAME
-        yield (PUT, self._box, ("completed", record), REMOTE_RATE)
+        yield (PUT, self._box, ("completed", record), self._remote[record.hosts[0]])
 
     def _tasks(self, record: JobRecord) -> list[_Task]:
         """The job's tasks as Batsim runs them: a delay is a sleep (rate 0), a parallel
@@ -518,7 +521,7 @@ class Simulator:
         if self._end_sent or self._ack:
             return
         yield _BY_NAME
-        yield (PUT, self._box, ("waiting_done",), LOCAL_RATE)
+        yield (PUT, self._box, ("waiting_done",), self._local)
 
     def _killer(self, records: list[JobRecord]) -> Iterator[Simcall]:
         progress: dict[str, dict[str, Any]] = {}
@@ -537,7 +540,7 @@ class Simulator:
             PUT,
             self._box,
             ("killing_done", [r.job.job_id for r in records], progress, killed),
-            LOCAL_RATE,
+            self._local,
         )
 
     # ------------------------------------------------------------------ the server's handlers
@@ -584,7 +587,9 @@ class Simulator:
 
     def _submit(self, record: JobRecord) -> None:
         record.state = "submitted"
-        record.submission_time = self.now
+        # Batsim's jobs.csv counts from the job's subtime, not from when its submission
+        # reached the server (a network's time later); timewarp's latency is part of it
+        record.submission_time = record.job.subtime + self.options.submission_latency
         self.unfinished += 1
         profile = None
         if self.options.forward_profiles:
@@ -829,7 +834,7 @@ class Simulator:
             self._submit(record)
         else:
             record.state = "submitted"
-            record.submission_time = self.now
+            record.submission_time = record.job.subtime
             self.unfinished += 1
 
     # ------------------------------------------------------------------ execution model

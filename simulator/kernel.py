@@ -56,7 +56,7 @@ _BYTES_PRECISION = 1e-14  # SimGrid's maxmin precision (1e-5) x timing precision
 BY_NAME = 0  # (BY_NAME,): answered at once
 CREATE = 1  # (CREATE, generator, name) -> the new Actor (it runs next sub-round, first)
 SLEEP = 2  # (SLEEP, duration)
-PUT = 3  # (PUT, mailbox, payload, rate): 1 byte at rate bytes/s (0: no link, no time)
+PUT = 3  # (PUT, mailbox, payload, (latency, rate)): the latency, then 1 unit at rate/s (0: no link)
 GET = 4  # (GET, mailbox): returns the payload
 PAUSE = 5  # (PAUSE, value): not a simcall; Kernel.run returns value
 KILL = 6  # (KILL, actor): the actor dies (its pending sleep is dropped)
@@ -73,7 +73,8 @@ class Mailbox:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.queue: deque[tuple[Actor, Any, float]] = deque()  # sends nobody received yet
+        # sends nobody received yet: (sender, payload, (latency, rate))
+        self.queue: deque[tuple[Actor, Any, tuple[float, float]]] = deque()
         self.receiver: Actor | None = None
 
     def empty(self) -> bool:
@@ -208,17 +209,19 @@ class _Sleeps:
 
 
 class _Action:
-    """A pending SimGrid action other than a sleep: a 1-byte communication (``remaining``
-    = bytes left, ``rate`` bytes/s; rate 0: no link, done at the next step) or a
-    computation (1 unit at ``rate``, no receiver)."""
+    """A pending SimGrid action other than a sleep: a 1-byte communication (its route's
+    ``latency`` first, then ``remaining`` = share left at ``rate`` per second; rate 0: no
+    link, done when its latency is) or a computation (1 unit at ``rate``, no receiver)."""
 
     __slots__ = (
-        "remaining", "rate", "order", "actor", "receiver", "payload", "done", "sleep", "ended"
+        "remaining", "rate", "order", "actor", "receiver", "payload", "done", "sleep", "ended",
+        "latency",
     )  # fmt: skip
 
     def __init__(self, remaining: float, rate: float, order: int, actor: Actor) -> None:
         self.remaining = remaining
         self.rate = rate
+        self.latency = 0.0
         self.order = order
         self.actor = actor
         self.receiver: Actor | None = None
@@ -335,8 +338,8 @@ class Kernel:
             elif kind == GET:
                 mailbox = call[1]
                 if mailbox.queue:
-                    sender, payload, rate = mailbox.queue.popleft()
-                    self._start_comm(sender, actor, payload, rate)
+                    sender, payload, cost = mailbox.queue.popleft()
+                    self._start_comm(sender, actor, payload, cost)
                 else:
                     mailbox.receiver = actor
             elif kind == CREATE:
@@ -368,8 +371,11 @@ class Kernel:
             else:  # pragma: no cover - a bug in an actor
                 raise RuntimeError(f"{actor.name}: unknown simcall {call!r}")
 
-    def _start_comm(self, sender: Actor, receiver: Actor, payload: Any, rate: float) -> None:
-        action = _Action(1.0, rate, next(self._seq), sender)
+    def _start_comm(
+        self, sender: Actor, receiver: Actor, payload: Any, cost: tuple[float, float]
+    ) -> None:
+        action = _Action(1.0, cost[1], next(self._seq), sender)
+        action.latency = cost[0]
         action.receiver = receiver
         action.payload = payload
         self._actions.append(action)
@@ -385,14 +391,23 @@ class Kernel:
             return False
         delta = sleeps.next()
         for action in actions:
-            need = 0.0 if action.rate == 0 else action.remaining / action.rate
+            if action.latency > 0:  # ptask_L07: the route's latency first, at no rate
+                need = action.latency
+            else:
+                need = 0.0 if action.rate == 0 else action.remaining / action.rate
             if need < delta:
                 delta = need
         self.clock = self.clock + delta
         self.steps += 1
         ended: list[tuple[int, Any]] = sleeps.advance(delta) if sleeps.count else []
         for action in actions:
-            if action.rate > 0:
+            if action.latency > 0:  # L07's update_actions_state: the latency is paid first
+                latency = action.latency - delta
+                action.latency = latency = latency if latency >= PRECISION else 0.0
+                if latency > 0 or action.rate > 0:
+                    continue  # its bytes move from the next step on
+                left = 0.0  # no link: done once its latency is paid
+            elif action.rate > 0:
                 left = action.remaining - action.rate * delta
                 if left < _BYTES_PRECISION:
                     left = 0.0

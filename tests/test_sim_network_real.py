@@ -1,0 +1,189 @@
+"""Protocol messages charged network time, side by side with real Batsim 4.2.1 on platforms
+with links, routes, clusters, backbones and zones (``tests/netplatforms.py``).
+
+1. The project's FCFS on raw messages: every message from both simulators the same, at
+   Batsim's precision (times shifted by each route's latency, completions in flight).
+2. ``timewarp sim`` and the ``batsim`` binary as a user runs them, each against a
+   decision process of its own — the project's FCFS and pybatsim's ``schedFcfs`` (on a
+   platform whose master has a loopback link: its first submission comes after 30 µs,
+   not at 0, which it asserts) — give byte-identical jobs CSVs; on a 512-host cluster too.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from netplatforms import PLATFORMS, cluster, random_platform, workload
+from realbatsim import (
+    Chaos,
+    FixedScenario,
+    batsim_or_skip,
+    canonical,
+    fcfs_decider,
+    run_embedded,
+    run_real,
+    scenario,
+)
+
+from simulator.testing import free_endpoint
+
+pytestmark = pytest.mark.batsim
+
+
+@pytest.fixture(scope="module")
+def batsim() -> Path:
+    return batsim_or_skip()
+
+
+def _nodes(name: str) -> int:
+    """How many compute hosts the platform has (not counting its master)."""
+    return {"master inside a cluster": 5, "cluster of 8, master cluster, backbone": 8,
+            "floyd, router, three sharing policies": 2, "dijkstra": 2}.get(name, 3)  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("name", sorted(PLATFORMS))
+def test_the_fcfs_gets_the_same_messages_on_a_platform_with_a_network(batsim, tmp_path, name, seed):
+    text, flags = PLATFORMS[name]
+    sc = FixedScenario(text, [workload(seed, _nodes(name))], flags)
+    real, real_end = run_real(sc, 0, tmp_path, decide=fcfs_decider())
+    ours, our_end = run_embedded(sc, 0, tmp_path, decide=fcfs_decider())
+    assert real_end == our_end == "SIMULATION_ENDS"
+    for index, (a, b) in enumerate(zip(real, ours, strict=False)):
+        assert canonical(a) == canonical(b), f"message {index} differs"
+    assert len(real) == len(ours)
+    first = json.loads(real[1])["now"]  # the first submissions: hello, then them
+    if name == "full, loopback route":  # 15 µs per message on the loopback, 3 in a row
+        assert first == 4.5e-05
+    elif name == "vivaldi at 0 0 0":  # SimGrid charges nothing there, nor does the embedded
+        assert first == 0
+
+
+def _random_run(tmp_path: Path, seed: int) -> None:
+    """The random decision process of tests/realbatsim.py (kills, timers, dynamic jobs,
+    replies stamped late) on a seeded random platform with a network."""
+    text, nodes = random_platform(seed)
+    base = scenario(seed)
+    for work in base.workloads:
+        work["nb_res"] = nodes
+        for job in work["jobs"]:
+            job["res"] = min(job["res"], nodes)
+    sc = FixedScenario(text, base.workloads, tuple(base.flags()))
+    sc.nodes = nodes
+    real, real_end = run_real(sc, seed, tmp_path, decide=Chaos(seed, sc))
+    ours, our_end = run_embedded(sc, seed, tmp_path, decide=Chaos(seed, sc))
+    for index, (a, b) in enumerate(zip(real, ours, strict=False)):
+        assert canonical(a) == canonical(b), f"seed {seed}: message {index} differs"
+    assert len(real) == len(ours), seed
+    assert (real_end == "SIMULATION_ENDS") == (our_end == "SIMULATION_ENDS"), (real_end, our_end)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 5])
+def test_random_decisions_on_a_random_platform_give_the_same_messages(batsim, tmp_path, seed):
+    _random_run(tmp_path, seed)
+
+
+@pytest.mark.slow
+def test_two_hundred_random_platforms_give_the_same_messages(batsim, tmp_path):
+    for seed in range(1, 201):
+        _random_run(tmp_path / str(seed), seed)
+
+
+# --------------------------------------------------------------------------- as users run them
+
+
+def _run_pair(batsim, tmp_path, env, platform_text, wl, decision, flags=()):  # type: ignore[no-untyped-def]
+    """The batsim binary and `timewarp sim` on the same files, each against a fresh
+    decision process (``decision``: its argv, given the endpoint); their jobs CSVs."""
+    platform = tmp_path / "platform.xml"
+    platform.write_text(platform_text)
+    work = tmp_path / "w.json"
+    work.write_text(json.dumps(wl))
+    out = {}
+    for who, program in (
+        ("real", [str(batsim)]),
+        ("ours", [sys.executable, "-m", "timewarp", "sim", "-q"]),
+    ):
+        endpoint = free_endpoint()
+        folder = tmp_path / who
+        folder.mkdir()
+        log_path = folder / "decision.log"  # a file: a pipe nobody reads fills up
+        with open(log_path, "w") as log_file:
+            proc = subprocess.Popen(
+                decision(endpoint), env=env, cwd=folder, stdout=log_file,
+                stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        try:
+            sim = subprocess.run(
+                [*program, "-p", str(platform), "-w", str(work), "-e", str(folder / "out"),
+                 "-s", endpoint, *flags],
+                env=env, capture_output=True, text=True, timeout=300,
+            )  # fmt: skip
+            proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert sim.returncode == 0, (who, sim.stdout[-2000:], sim.stderr[-2000:])
+        assert proc.returncode == 0, (who, log_path.read_text()[-3000:])
+        out[who] = (folder / "out_jobs.csv").read_bytes()
+    return out["real"], out["ours"]
+
+
+def _fcfs(endpoint: str) -> list[str]:
+    return [sys.executable, "-m", "simulator.fcfs", endpoint]
+
+
+@pytest.mark.parametrize(
+    "name", ["full, loopback route", "cluster with loopback and limiter, master beside it"]
+)
+def test_timewarp_sim_and_batsim_write_the_same_jobs_csv(batsim, tmp_path, subprocess_env, name):
+    text, flags = PLATFORMS[name]
+    real, ours = _run_pair(
+        batsim, tmp_path, subprocess_env, text, workload(7, _nodes(name), 30), _fcfs, flags
+    )
+    assert real == ours
+    assert real.count(b"\n") == 31
+
+
+def test_a_512_host_cluster_gives_the_same_jobs_csv(batsim, tmp_path, subprocess_env):
+    """Batsim's cluster512.xml's shape: 600 µs per message to the master."""
+    real, ours = _run_pair(
+        batsim, tmp_path, subprocess_env, cluster(512), workload(11, 512, 200), _fcfs
+    )
+    assert real == ours
+    assert real.count(b"\n") == 201
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("batsim") is None or importlib.util.find_spec("schedulers") is None,
+    reason="pybatsim is not installed (scripts/setup-venv.sh installs it --no-deps)",
+)
+def test_pybatsim_schedfcfs_runs_on_a_loopback_link_as_on_batsim(batsim, tmp_path, subprocess_env):
+    """pybatsim's batsim.sched asserts now > 0 at a submission: with the master's
+    loopback link (15 µs) the first submissions come at 30 µs, on both simulators."""
+    jobs = [
+        {"id": i + 1, "subtime": [0, 0, 0, 2, 2, 7][i % 6], "res": 1 + i % 3,
+         "profile": ["d10", "d5", "d2"][i % 3], "walltime": 20}
+        for i in range(12)
+    ]  # fmt: skip
+    wl = {
+        "nb_res": 4,
+        "jobs": jobs,
+        "profiles": {f"d{d}": {"type": "delay", "delay": d} for d in (10, 5, 2)},
+    }
+    text = PLATFORMS["full, loopback route"][0].replace(
+        '<host id="n2" speed="2Gf"/>', '<host id="n2" speed="2Gf"/><host id="n3" speed="1Gf"/>'
+    )
+
+    def sched(endpoint: str) -> list[str]:
+        return [sys.executable, "-m", "batsim.cmds.launcher", "schedFcfs", "-s", endpoint,
+                "-t", "30000"]  # fmt: skip
+
+    real, ours = _run_pair(batsim, tmp_path, subprocess_env, text, wl, sched)
+    assert real == ours
+    assert real.count(b"\n") == 13
