@@ -222,6 +222,11 @@ def _take_timewarp_run(argv: list[str], launch: Launch) -> list[str]:
             launch.freeze_unpatched = True
         elif arg in ("-q", "--quiet"):
             pass
+        elif key == "--seed":
+            raise LaunchError(
+                "`timewarp run --seed` under `timewarp simulate`: each process's seed comes "
+                "from the run's (`timewarp simulate --seed`); drop it"
+            )
         elif key == "--standalone":
             raise LaunchError(
                 "`timewarp run --standalone` starts a clock of its own; under `timewarp "
