@@ -59,17 +59,21 @@ from simulator.kernel import (
     Actor,
     Kernel,
     Mailbox,
+    Ptask,
     Simcall,
 )
+from simulator.network import ptask_spec
 from simulator.platform import Platform
 from simulator.workload import (
     Job,
     Workload,
     WorkloadError,
     base_duration,
+    has_communication,
     has_sharing_slowdown,
     parse_job,
     plain_delay,
+    ptask_matrices,
     validate_profile,
 )
 
@@ -147,6 +151,7 @@ class _Task:
     rate: float
     name: str
     path: tuple[tuple[str, int], ...] = ()
+    ptask: Ptask | None = None  # a task with communication (its run time not known ahead)
 
 
 @dataclass
@@ -198,12 +203,20 @@ class Simulator:
         self.machines = MachineLog()
         self.resource_states: dict[int, str] = {}
         self.events_processed = 0  # messages handled by Batsim's server actor
+        self.kernel = Kernel()
         self._speeds = [h.speed for h in platform.compute]
         self._classes = [h.node_class for h in platform.compute]
-        # what a message costs: from an actor of the master host, from a job's first host
-        self._local, self._remote = platform.message_costs()
+        # what a message costs: from an actor of the master host, from a job's first host.
+        # With links or communicating tasks, resources are shared as SimGrid shares them
+        # (every action's rate solved at each step); without, each runs at its own rate
+        communicating = any(
+            has_communication(profile) for w in workloads for profile in w.profiles.values()
+        )
+        network = platform.network
+        if communicating or (network is not None and network.has_links):
+            self.kernel.constraints = {}
+        self._local, self._remote = platform.message_costs(self.kernel.constraints)
         # Batsim's state around its server actor
-        self.kernel = Kernel()
         self._box = Mailbox("server")
         self._writer: list[p.Event] = []  # what the next message will carry
         self._sched_ready = False
@@ -427,6 +440,16 @@ class Simulator:
             for task in self._tasks(record):
                 seconds, rate = task.seconds, task.rate
                 record.task, record.task_start = task, self.kernel.clock
+                if task.ptask is not None:  # Batsim: wait_for(what is left of the walltime)
+                    if left > 0:
+                        began = self.kernel.clock
+                        if (yield (EXEC_TIMEOUT, task.ptask, left)) is TIMED_OUT:
+                            reached = True
+                            break
+                        left -= self.kernel.clock - began
+                    else:
+                        yield (EXEC, task.ptask)
+                    continue
                 if rate > 0 and left > 0 and not seconds > left:
                     # a parallel task under the walltime: SimGrid's timeout detector decides
                     # a tie (simulator.kernel, EXEC_TIMEOUT)
@@ -479,6 +502,11 @@ class Simulator:
                 return
             seconds = base_duration(name, workload.profiles, speeds, classes)
             rate = 0.0
+            if has_communication(profile) or profile["type"] == "parallel":
+                tasks.append(self._ptask_task(record, name, profile, path))
+                return
+            if profile["type"] == "parallel_homogeneous_total":
+                profile = {"type": "parallel_homogeneous", "cpu": profile["cpu"] / len(hosts)}
             if profile["type"] == "parallel_homogeneous" and profile["cpu"] > 0:
                 if not (profile.get("timewarp") or {}).get("durations"):
                     rate = min(speed / profile["cpu"] for speed in speeds)
@@ -486,6 +514,36 @@ class Simulator:
 
         add(record.job.profile, ())
         return tasks
+
+    def _ptask_task(
+        self, record: JobRecord, name: str, profile: dict[str, Any], path: tuple
+    ) -> _Task:
+        """A parallel task with its communications: SimGrid's ptask on the job's hosts."""
+        hosts = record.hosts
+        if profile["type"] == "parallel" and len(profile["cpu"]) != len(hosts):
+            raise DecisionError(
+                f"job {record.job.job_id!r}: profile {name!r} is for {len(profile['cpu'])} "
+                f"hosts, the allocation has {len(hosts)} (Batsim aborts: 'the number of "
+                "resources given by the allocation is different')"
+            )
+        flops, matrix = ptask_matrices(profile, len(hosts))
+        compute = self.platform.compute
+        described = [
+            (compute[h].name, compute[h].speed, compute[h].cores, ("cpu", h)) for h in hosts
+        ]
+        latency, elements, bound, capacity = ptask_spec(
+            self.platform.network, described, flops, matrix
+        )
+        constraints = self.kernel.constraints
+        if constraints is not None:
+            constraints.update(capacity)
+        alone = bound
+        for cid, weight in elements:
+            if weight > 0:
+                share = capacity[cid][0] / weight
+                alone = share if alone <= 0 else min(alone, share)
+        spec = Ptask(latency, tuple(elements), bound, alone)
+        return _Task(-1.0, alone if alone > 0 else 1.0, name, path, spec)
 
     def _kill_progress(self, record: JobRecord) -> dict[str, Any]:
         """JOB_KILLED's progress of a running job, Batsim's way: the current task's share

@@ -36,6 +36,7 @@ import math
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
+from typing import Any
 
 TCP_GAMMA = 4194304.0  # SimGrid's network/TCP-gamma default (bytes)
 LOOPBACK_BW = 1e10  # SimGrid's network/loopback-bw default (10 GB/s)
@@ -252,6 +253,59 @@ def message_cost(links: list[Link], latency: float, size: float = 1.0) -> tuple[
     if latency > 0:
         rate = min(rate, TCP_GAMMA / (2.0 * latency * size))
     return latency, rate
+
+
+def link_elements(links: list[Link], size: float) -> dict[Link, float]:
+    """What a transfer of ``size`` bytes uses of each link of its route (SimGrid's lmm
+    ``expand``: a link met twice carries the bytes twice, unless FATPIPE)."""
+    load: dict[Link, float] = {}
+    for link in links:
+        if link.fatpipe:
+            load[link] = max(load.get(link, 0.0), size)
+        else:
+            load[link] = load.get(link, 0.0) + size
+    return load
+
+
+def ptask_spec(
+    network: Network | None,
+    hosts: list[tuple[str, float, int, Any]],
+    flops: list[float],
+    matrix: list[float],
+) -> tuple[float, list[tuple[Any, float]], float, dict[Any, tuple[float, bool]]]:
+    """ptask_L07's parallel task on ``hosts`` (name, speed, cores, constraint id): its
+    latency (the largest route latency among its communications), the constraints it
+    uses with their weights (each host's CPU for its flops, each link for the bytes over
+    it), its bound (the slowest host's speed over its flops, the TCP window over the
+    largest latency × bytes; 0: none), and the capacity of every constraint named."""
+    n = len(hosts)
+    latency = 0.0
+    lat_bytes = 0.0
+    weights: dict[Any, float] = {}
+    capacity: dict[Any, tuple[float, bool]] = {}
+    for (_, speed, cores, cid), amount in zip(hosts, flops, strict=True):
+        weights[cid] = weights.get(cid, 0.0) + amount
+        capacity[cid] = (cores * speed, False)
+    for k, amount in enumerate(matrix):
+        if amount <= 0:
+            continue
+        links, lat = network.route(hosts[k // n][0], hosts[k % n][0]) if network else ([], 0.0)
+        latency = max(latency, lat)
+        lat_bytes = max(lat_bytes, lat * amount)
+        for link, load in link_elements(links, amount).items():
+            key = id(link)
+            if link.fatpipe:
+                weights[key] = max(weights.get(key, 0.0), load)
+            else:
+                weights[key] = weights.get(key, 0.0) + load
+            capacity[key] = (link.bandwidth, link.fatpipe)
+    bound = float("inf")
+    for (_, speed, _, _), amount in zip(hosts, flops, strict=True):
+        if amount > 0:
+            bound = min(bound, speed / amount)
+    if lat_bytes > 0:
+        bound = min(bound, TCP_GAMMA / (2.0 * lat_bytes))
+    return latency, list(weights.items()), 0.0 if bound == float("inf") else bound, capacity
 
 
 def _path_to_root(zone: Zone) -> list[Zone]:

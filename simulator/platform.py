@@ -27,8 +27,10 @@ from typing import Any
 
 from simulator.network import (  # PlatformError: defined there, raised by both
     LOOPBACK_BW,
+    TCP_GAMMA,
     Network,
     PlatformError,
+    link_elements,
     message_cost,
     parse_radical,
     read_network,
@@ -81,15 +83,31 @@ class Platform:
     #: byte-order mark), "" when it reads it
     prolog_refusal: str = ""
 
-    def message_costs(self) -> tuple[tuple[float, float], list[tuple[float, float]]]:
+    def message_costs(
+        self, constraints: dict[Any, tuple[float, bool]] | None = None
+    ) -> tuple[tuple[Any, ...], list[tuple[Any, ...]]]:
         """(latency, rate) of a Batsim message from the master host to itself, and from
-        each compute host (by resource id) to the master (:mod:`simulator.network`)."""
+        each compute host (by resource id) to the master (:mod:`simulator.network`).
+        With ``constraints`` (shared resources: they get the links' capacities), each
+        cost also names its links and its bound: (latency, rate, elements, bound)."""
         if self.network is None:
             return (0.0, LOOPBACK_BW), [(0.0, 0.0)] * len(self.compute)
         master = self.master.name
-        local = message_cost(*self.network.route(master, master))
-        remote = [message_cost(*self.network.route(h.name, master)) for h in self.compute]
-        return local, remote
+        network = self.network
+
+        def cost(src: str) -> tuple[Any, ...]:
+            links, latency = network.route(src, master)
+            alone = message_cost(links, latency)
+            if constraints is None:
+                return alone
+            elements = []
+            for link, load in link_elements(links, 1.0).items():
+                constraints[id(link)] = (link.bandwidth, link.fatpipe)
+                elements.append((id(link), load))
+            bound = TCP_GAMMA / (2.0 * latency) if latency > 0 else 0.0
+            return (*alone, tuple(elements), bound)
+
+        return cost(master), [cost(h.name) for h in self.compute]
 
     def resources_json(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """``compute_resources`` / ``storage_resources`` of SIMULATION_BEGINS."""

@@ -3,6 +3,8 @@ with links, routes, clusters, backbones and zones (``tests/netplatforms.py``).
 
 1. The project's FCFS on raw messages: every message from both simulators the same, at
    Batsim's precision (times shifted by each route's latency, completions in flight).
+   Communicating parallel tasks (``parallel``, ``parallel_homogeneous`` with com > 0,
+   ``parallel_homogeneous_total``) on each platform too.
 2. ``timewarp sim`` and the ``batsim`` binary as a user runs them, each against a
    decision process of its own — the project's FCFS and pybatsim's ``schedFcfs`` (on a
    platform whose master has a loopback link: its first submission comes after 30 µs,
@@ -18,7 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from netplatforms import PLATFORMS, cluster, random_platform, workload
+from netplatforms import PLATFORMS, cluster, ptask_workload, random_platform, workload
 from realbatsim import (
     Chaos,
     FixedScenario,
@@ -62,6 +64,22 @@ def test_the_fcfs_gets_the_same_messages_on_a_platform_with_a_network(batsim, tm
         assert first == 4.5e-05
     elif name == "vivaldi at 0 0 0":  # SimGrid charges nothing there, nor does the embedded
         assert first == 0
+
+
+@pytest.mark.parametrize("name", sorted(PLATFORMS))
+def test_communicating_parallel_tasks_give_the_same_messages(batsim, tmp_path, name):
+    """parallel (cpu vector + com matrix), parallel_homogeneous with com > 0 and
+    parallel_homogeneous_total, some under a walltime: ptask_L07's latency, then
+    computation and communication progressing together under max-min sharing."""
+    text, flags = PLATFORMS[name]
+    sc = FixedScenario(text, [ptask_workload(1, _nodes(name))], flags)
+    real, real_end = run_real(sc, 0, tmp_path, decide=fcfs_decider())
+    ours, our_end = run_embedded(sc, 0, tmp_path, decide=fcfs_decider())
+    assert real_end == our_end == "SIMULATION_ENDS"
+    for index, (a, b) in enumerate(zip(real, ours, strict=False)):
+        assert canonical(a) == canonical(b), f"message {index} differs"
+    assert len(real) == len(ours)
+    assert b"REJECTED" not in (tmp_path / "real_jobs.csv").read_bytes()
 
 
 def _random_run(tmp_path: Path, seed: int) -> None:
