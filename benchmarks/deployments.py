@@ -1,5 +1,5 @@
 """What the Deployment, ReplicaSet and pod-lifecycle models cost: the broker and the
-embedded simulator in one process (``broker.inprocess``, a first-fit binder instead of a
+embedded simulator in one process (``broker.drivers.inprocess``, a first-fit binder instead of a
 scheduler process), a Deployment of N replicas serving for 600 s, scaled down to N/10 at
 t=100, back up to N at t=200, and rolled out to a new template at t=300 (25% / 25%),
 with a 5 s start-up and a 10 s readiness probe per pod.
@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from broker.inprocess import InProcessRun  # noqa: E402
+from broker.drivers.inprocess import InProcessRun  # noqa: E402
 from simulator import protocol as p  # noqa: E402
 
 NS = "default"

@@ -4,7 +4,7 @@ eviction of every pod.
 
     python benchmarks/dynamic_jobs.py --pods 200 1000 --runs 3
 
-In process (:mod:`broker.inprocess`: broker + embedded simulator, a first-fit binder, no
+In process (:mod:`broker.drivers.inprocess`: broker + embedded simulator, a first-fit binder, no
 scheduler process), 50 one-core nodes, pods of 1 cpu running 10 s. Prints a Markdown table
 of wall time (min / median / max over the runs) and per-pod cost; quote ``uptime`` with it.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from broker import naming  # noqa: E402
-from broker.inprocess import InProcessRun  # noqa: E402
+from broker.drivers.inprocess import InProcessRun  # noqa: E402
 from simulator import protocol as p  # noqa: E402
 
 NODES = 50

@@ -14,7 +14,10 @@ when started. Schedulers are either launched by the broker (``--scheduler CMD``,
 ``NAME.kubeconfig`` and ``NAME.env`` in ``-o`` and waits for ``NAME`` to connect before
 time moves). Everything else is ``timewarp simulate``'s: modes, the stall guard, the
 no-progress report, ``--until``, the manifest and summary, signals. The simulator's CSVs
-are where its ``-e`` prefix says; with ``-e OUT/out`` the summary reads them.
+are where its ``-e`` prefix says; with ``-e OUT/out`` the summary reads them. Services
+with traffic (``docs/services.md``) are read from the workload files the simulator names
+in SIMULATION_BEGINS (a path this process cannot open is said, and its services are not
+run), and run as ``timewarp simulate`` runs them: ``out_services.csv`` in ``-o``.
 """
 
 from __future__ import annotations
@@ -77,7 +80,7 @@ def _fail(message: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from broker.modes_cli import ModeArgumentError, check_mode_arguments
+    from commands.modes import ModeArgumentError, check_mode_arguments
 
     host, _, port = args.socket_endpoint.removeprefix("tcp://").rpartition(":")
     if not args.socket_endpoint.startswith("tcp://") or host not in ("127.0.0.1", "localhost"):
@@ -99,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     for name in args.expect:
         if not name.replace("-", "").replace("_", "").isalnum():
             return _fail(f"--expect {name!r}: a name of letters, digits, '-' and '_'")
-    from broker.pacing import PacingArgumentError, check_pacing_arguments
+    from broker.drivers.pacing import PacingArgumentError, check_pacing_arguments
 
     try:
         check_mode_arguments(args)
@@ -142,7 +145,7 @@ class _BrokerRun(_Simulation):
         parts.launcher.check = check  # type: ignore[method-assign]
 
     def _check_by_hand(self, parts: _Wiring) -> None:
-        from broker.launcher import SchedulerFailed
+        from broker.processes.launcher import SchedulerFailed
 
         for proc in parts.clock.processes():
             if proc.name in self.args.expect and proc.gone:
@@ -179,6 +182,9 @@ class _BrokerRun(_Simulation):
         self._monitor = self._parts.broker._sock.get_monitor_socket(
             zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED
         )
+        # the workloads are the simulator's: their services are read from the files its
+        # SIMULATION_BEGINS names (they were silently dropped before: issue 27 item 9)
+        self._parts.broker.services_from_simulator = True
         steps = []
         for name in self.args.expect:
             env = self.out / f"{name}.env"

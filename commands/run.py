@@ -164,8 +164,8 @@ def run(args: argparse.Namespace) -> int:
 
     import tempfile
 
-    from broker.clock_service import DEFAULT_EPOCH_NS, ClockService
-    from broker.standalone import run_standalone
+    from broker.clock.service import DEFAULT_EPOCH_NS, ClockService
+    from broker.drivers.standalone import run_standalone
 
     # a Unix socket: quicker than loopback TCP for the one-machine standalone case
     sockdir = tempfile.mkdtemp(prefix="timewarp-")

@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -54,22 +55,30 @@ if TYPE_CHECKING:
 OUT_PREFIX = "out"
 SIGTERM_GRACE_S = 20.0  # time a stopped simulator gets to write partial outputs
 OUT_FILES = tuple(f"{OUT_PREFIX}_{kind}.csv" for kind in ("jobs", "schedule", "machine_states"))
+RUNNING_CSV = f"{OUT_PREFIX}_running.csv"  # a partial run's jobs still running at the stop
 PLOT_FILES = ("gantt.png", "utilisation.png")
+
+
+_DAYS = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)d(.*)$")
 
 
 def sim_duration(text: str) -> float:
     """Simulated seconds: a number of seconds (``3600``) or a duration with units
-    (``1h``, ``90m``, ``1h30m``)."""
+    (``1h``, ``90m``, ``1h30m``, and days: ``3d``, ``1d12h`` — a run prints days, so
+    it takes them; Go's durations, which Batkube's flags follow, have none)."""
     try:
         value = float(text)
     except ValueError:
-        from broker.lockstep_params import parse_duration_ns
+        from broker.drivers.lockstep_params import parse_duration_ns
 
+        days = _DAYS.match(text)
         try:
-            value = parse_duration_ns(text) / 1e9
+            value = float(days.group(1)) * 86400 if days else 0.0
+            rest = days.group(2) if days else text
+            value += parse_duration_ns(rest) / 1e9 if rest.strip() else 0.0
         except ValueError:
             raise argparse.ArgumentTypeError(
-                f"expected seconds (3600) or a duration like 1h, 90m or 1h30m, got {text!r}"
+                f"expected seconds (3600) or a duration like 3d, 1h, 90m or 1h30m, got {text!r}"
             ) from None
     if not 0 <= value < float("inf"):
         raise argparse.ArgumentTypeError(f"expected a duration >= 0, got {text!r}")
@@ -79,8 +88,8 @@ def sim_duration(text: str) -> float:
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of a run that ``simulate`` and ``broker`` share: virtual time and
     rewriting, the mode, when to stop or warn, the schedulers' folder, plots, -q."""
-    from broker.modes_cli import add_mode_arguments
-    from broker.pacing import add_pacing_arguments
+    from broker.drivers.pacing import add_pacing_arguments
+    from commands.modes import add_mode_arguments
 
     add_time_arguments(parser)
     parser.add_argument(
@@ -97,7 +106,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         type=sim_duration,
         default=None,
         metavar="T",
-        help="stop the run at simulated time T (seconds, or 2h, 90m, ...); the outputs are "
+        help="stop the run at simulated time T (seconds, or 3d, 2h, 90m, ...); the outputs are "
         "then partial (the jobs that ended by T) and the exit status 0",
     )
     parser.add_argument(
@@ -105,8 +114,16 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         type=sim_duration,
         default=600.0,
         metavar="T",
-        help="warn when pods wait and none was bound for T of simulated time although one "
-        "would fit (seconds, or 10m, 1h, ...; 0: never; default 10m)",
+        help="report when pods wait and nothing was bound, started or ended for T of "
+        "simulated time although a pod would fit (seconds, or 10m, 1h, ...; 0: never; "
+        "default 10m)",
+    )
+    parser.add_argument(
+        "--on-no-progress",
+        choices=("stop", "warn"),
+        default="stop",
+        help="once every job was submitted, a no-progress report stops the run with partial "
+        "outputs and exit status 4 (stop, the default), or only warns (warn)",
     )
     add_mode_arguments(parser)
     add_pacing_arguments(parser)
@@ -171,6 +188,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also write the (first) scheduler's kubeconfig at PATH",
     )
     parser.add_argument(
+        "--pause-at",
+        action="append",
+        type=sim_duration,
+        default=[],
+        metavar="T",
+        help="pause at simulated time T (repeatable): the cluster holds still and the API "
+        "answers (kubectl) until Enter or `timewarp resume OUT`; deterministic mode only",
+    )
+    parser.add_argument(
+        "--pause-on",
+        action="append",
+        default=[],
+        metavar="COND",
+        help="pause the first time COND holds (repeatable): refused (the kubelet refused a "
+        "pod), pending>D (a pod pending longer than D, e.g. pending>10m), failed-rate>X (a "
+        "service's failed share of requests above X); SIGUSR1 pauses at the next instant",
+    )
+    parser.add_argument(
+        "--check-determinism",
+        action="store_true",
+        help="run the simulation twice and compare every output and every process's log "
+        "byte for byte, naming the first line that differs (exit 3 when they do)",
+    )
+    parser.add_argument(
         "--incluster",
         action="store_true",
         help="serve HTTPS and give the schedulers in-cluster configuration (load_incluster_config)",
@@ -207,9 +248,17 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     total_jobs = sum(len(w.jobs) for w in workloads)
     node_names = [host.name for host in platform.compute]
-    simulation = _Simulation(args, out, total_jobs, node_names, services)
-    simulation.master_flags = _master_flags(platform)
-    return simulation.run()
+
+    def run_into(folder: Path) -> int:
+        simulation = _Simulation(args, folder, total_jobs, node_names, services)
+        simulation.master_flags = _master_flags(platform)
+        return simulation.run()
+
+    if getattr(args, "check_determinism", False):
+        from commands.determinism_check import run_twice
+
+        return run_twice(out, run_into, sys.stderr, "timewarp simulate")
+    return run_into(out)
 
 
 def _read_inputs(args: argparse.Namespace) -> tuple[Platform, list[Workload]]:
@@ -231,7 +280,7 @@ def _read_inputs(args: argparse.Namespace) -> tuple[Platform, list[Workload]]:
         raise _Refused(f"no such file: {exc.filename}") from None
     except (PlatformError, WorkloadError) as exc:
         raise _Refused(str(exc)) from None
-    from broker.input_check import InputError, check_inputs
+    from broker.cluster.input_check import InputError, check_inputs
 
     try:  # the Kubernetes side: node and pod shapes, pods that could never run
         check_inputs(platform, workloads)
@@ -242,13 +291,13 @@ def _read_inputs(args: argparse.Namespace) -> tuple[Platform, list[Workload]]:
 
 def _check_options(args: argparse.Namespace) -> None:
     """The mode's and the pacing's parameters, the scheduler commands, ``--batsim``."""
-    from broker.modes_cli import ModeArgumentError, check_mode_arguments
+    from commands.modes import ModeArgumentError, check_mode_arguments
 
     try:
         check_mode_arguments(args)
     except ModeArgumentError as exc:
         raise _Refused(str(exc)) from None
-    from broker.pacing import PacingArgumentError, check_pacing_arguments
+    from broker.drivers.pacing import PacingArgumentError, check_pacing_arguments
 
     try:
         check_pacing_arguments(args)
@@ -264,6 +313,26 @@ def _check_options(args: argparse.Namespace) -> None:
             raise _Refused(f"--scheduler {command!r}: {exc}") from None
     if args.batsim and shutil.which(args.batsim) is None:
         raise _Refused(f"--batsim: program not found: {args.batsim!r}")
+    _check_pauses(args)
+
+
+def _check_pauses(args: argparse.Namespace) -> None:
+    """``--pause-on`` conditions parsed (into ``args.pause_conditions``); pauses only
+    where simulated time waits for them (deterministic mode)."""
+    from commands.pausing import parse_condition
+
+    conditions = []
+    for text in getattr(args, "pause_on", None) or []:
+        try:
+            conditions.append(parse_condition(text, sim_duration))
+        except (ValueError, argparse.ArgumentTypeError) as exc:
+            raise _Refused(f"--pause-on {text!r}: {exc}") from None
+    args.pause_conditions = conditions
+    if (conditions or getattr(args, "pause_at", None)) and args.mode != "deterministic":
+        raise _Refused(
+            f"--pause-at/--pause-on need --mode deterministic: in {args.mode} mode simulated "
+            "time follows the wall clock and would not hold still"
+        )
 
 
 def _check_platform_for_batsim(args: argparse.Namespace, platform: Platform) -> None:
@@ -297,9 +366,10 @@ def _check_paths(args: argparse.Namespace) -> None:
 
 def _services(workloads: list[Workload]) -> list[ServiceSpec]:
     """The workloads' services (docs/services.md); a name is declared once."""
+    from simulator.services import declared_twice
+
     services = [s for w in workloads for s in w.services]
-    names = [s.name for s in services]
-    duplicate = next((n for n in names if names.count(n) > 1), None)
+    duplicate = declared_twice(services)
     if duplicate is not None:
         raise _Refused(f"service {duplicate!r} is declared in more than one workload file")
     return services
@@ -370,17 +440,23 @@ class _Simulation:
         self.sim_proc: subprocess.Popen | _EmbeddedSimulator | None = None
 
     def run(self) -> int:
-        for name in (*OUT_FILES, *PLOT_FILES, SERVICES_CSV):  # an earlier run's must not
+        for name in (
+            *OUT_FILES,
+            *PLOT_FILES,
+            SERVICES_CSV,
+            RUNNING_CSV,
+        ):  # an earlier run's must not
             # pass for this one's
             (self.out / name).unlink(missing_ok=True)
-        from broker.launcher import SchedulerFailed
-        from commands.guards import StopAt
+        from broker.processes.launcher import SchedulerFailed
+        from commands.guards import NO_PROGRESS_EXIT, NoProgressStop, StopAt
 
         started = self.started = _wall.perf_counter()
         parts = self._parts = _Wiring()
         result = None
         reason = ""
         stopped_at: StopAt | None = None
+        no_progress: NoProgressStop | None = None
         with StopSignals(self.prog) as signals:
             try:
                 self._wire(parts)
@@ -399,6 +475,11 @@ class _Simulation:
             except StopAt as exc:
                 stopped_at = exc
                 reason = str(exc)
+            except NoProgressStop as exc:
+                no_progress = exc
+                reason = exc.report.splitlines()[0]
+                self.stopped_at_s = exc.t_s
+                self.stopped_by = "no progress"
             except OSError as exc:  # a full disk, a file that cannot be made: not a bug
                 reason = f"cannot go on: {exc}"
                 self.traceback = traceback.format_exc()
@@ -414,6 +495,8 @@ class _Simulation:
             if stopped_at is not None:
                 ok, reason = True, reason  # stopped where asked: a good, partial run
                 self.stopped_at_s = stopped_at.t_s
+            elif no_progress is not None:
+                ok = False  # the report is the reason; the outputs are partial
             else:
                 ok, reason = self._verdict(result, sim_code, reason)
             if signals.interrupted:
@@ -428,15 +511,17 @@ class _Simulation:
             return signals.exit_code or 130
         if not kept:
             return 1
+        if no_progress is not None:
+            return NO_PROGRESS_EXIT
         return 0 if ok else 1
 
     def _wire(self, parts: _Wiring) -> None:
         """The clock service, the facade's endpoint (bound now, so schedulers can start
         before the facade exists) and the launcher, into ``parts`` as each is made (so a
         signal half-way leaves nothing behind: :meth:`_take_down` closes what exists)."""
-        from broker.clock_service import DEFAULT_EPOCH_NS, ClockService
+        from broker.clock.service import DEFAULT_EPOCH_NS, ClockService
         from broker.facade.endpoint import Endpoint
-        from broker.launcher import Launcher
+        from broker.processes.launcher import Launcher
 
         args = self.args
         epoch_ns = args.epoch if args.epoch is not None else DEFAULT_EPOCH_NS
@@ -447,7 +532,7 @@ class _Simulation:
             on_stall=args.on_stall,
         )
         if args.mode == "realtime":
-            from broker.realtime import ScaledWallClock
+            from broker.drivers.realtime import ScaledWallClock
 
             parts.rt_clock = ScaledWallClock(args.speed, epoch_ns)
         parts.endpoint = Endpoint(tls=args.incluster)
@@ -479,9 +564,9 @@ class _Simulation:
     def _start_broker(self, parts: _Wiring) -> _ProgressView:
         """The facade on the endpoint, the broker (the Batsim decision process of the
         chosen mode) and the simulator that connects to it."""
-        from broker.clock_service import FacadeClock
+        from broker.clock.service import FacadeClock
         from broker.facade import Facade
-        from broker.modes_cli import make_broker
+        from commands.modes import make_broker
 
         args = self.args
         facade_clock = parts.rt_clock if parts.rt_clock is not None else FacadeClock(parts.clock)
@@ -502,7 +587,7 @@ class _Simulation:
         )
         self._watch_progress(parts, progress)
         if args.mode == "deterministic":
-            from broker.pacing import Pacer
+            from broker.drivers.pacing import Pacer
 
             self.pacer = Pacer(
                 parts.clock,
@@ -522,10 +607,28 @@ class _Simulation:
         ``--until`` (see :mod:`commands.guards`)."""
         from commands.guards import NoProgressGuard, StopAtGuard
 
+        from commands.pausing import PauseGuard
+
         checks = [lambda p: progress.update(p)]
+        if self.args.mode == "deterministic":
+            self.pauser = PauseGuard(
+                parts.broker,
+                self.out,
+                list(getattr(self.args, "pause_at", None) or []),
+                list(getattr(self.args, "pause_conditions", None) or []),
+                sys.stderr,
+                self.prog,
+                kubeconfig=getattr(self.args, "write_kubeconfig", None),
+            )
+            self.pauser.arm(parts.clock)
+            self.pauser.install_signals()
+            checks.append(lambda p: self.pauser.check(p.now_s))
         if self.args.no_progress_after > 0:
             self.no_progress = NoProgressGuard(
-                parts.broker, self.args.no_progress_after, progress.warn
+                parts.broker,
+                self.args.no_progress_after,
+                progress.warn,
+                stop=getattr(self.args, "on_no_progress", "warn") == "stop",
             )
             checks.append(lambda p: self.no_progress.check(p.now_s))
         if self.args.until is not None:
@@ -614,6 +717,8 @@ class _Simulation:
         figures["outputs"] = ("complete" if complete else "partial") if written else "none"
         if stopped_at is not None:
             figures["stopped_at_s"] = stopped_at
+        if getattr(self, "stopped_by", None):
+            figures["stopped_by"] = self.stopped_by
         if self.pacer is not None:
             figures["api_latency"] = self.pacer.figures()
         guard = getattr(self, "no_progress", None)
@@ -681,7 +786,8 @@ class _Simulation:
         figures["traffic_model_cpu_s"] = round(driver.cpu_s, 3)
         if self.args.no_plots:
             return None
-        timeouts = {s.name: s.traffic.timeout for s in self.services}
+        # the driver's: `timewarp broker` learns its services from the simulator
+        timeouts = {s.spec.name: s.spec.traffic.timeout for s in driver.services}
         return lambda: plot_services(path, self.out, timeouts)
 
     # ----------------------------------------------------------------- simulator
@@ -694,7 +800,7 @@ class _Simulation:
         """Batsim's command-line flags for this run (real Batsim takes them too)."""
         args = self.args
         # dynamic jobs: controller-made pods (ReplicaSet replacements, Job pods) are
-        # registered as Batsim jobs (see broker/cluster.py), reusing profiles: without
+        # registered as Batsim jobs (see broker/cluster/cluster.py), reusing profiles: without
         # --enable-profile-reuse Batsim drops a profile's name once a job of it has ended
         # and aborts when a later pod names it
         flags = ["-p", args.platform, "-e", str(self.out / OUT_PREFIX), "-s", endpoint,
@@ -783,7 +889,7 @@ class _Simulation:
     def _write_manifest(
         self, figures: dict, ok: bool, reason: str, wall: float, warnings: list[str]
     ) -> None:
-        from broker.modes_cli import mode_parameters
+        from commands.modes import mode_parameters
 
         args = self.args
         if self._facts_thread is not None:
@@ -806,6 +912,9 @@ class _Simulation:
             "figures": figures,
             "warnings": warnings,
         }
+        pauser = getattr(self, "pauser", None)
+        if pauser is not None and pauser.pauses:
+            manifest["pauses"] = pauser.pauses  # when and why (the outputs do not change)
         if getattr(self, "traceback", None):
             manifest["traceback"] = self.traceback
         text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
@@ -895,7 +1004,7 @@ def simulator_message(log: Path) -> str:
 
 def _internal_error(exc: BaseException) -> str:
     """The gist of an unexpected exception: ``internal error: KeyError: 'x' at
-    broker/cluster.py:123 in _admit`` (the full traceback goes to the manifest)."""
+    broker/cluster/cluster.py:123 in _admit`` (the full traceback goes to the manifest)."""
     frames = traceback.extract_tb(exc.__traceback__)
     where = ""
     if frames:

@@ -8,7 +8,7 @@ command — fit included — gives the same figures every time. Four models of t
 cluster:
 
 - ``default``: timewarp as it is by default (no start-up time; Batkube's platforms);
-- ``startup``: the start-up model of ``broker/pod_lifecycle.py`` — every profile gets
+- ``startup``: the start-up model of ``broker/cluster/pod_lifecycle.py`` — every profile gets
   ``"timewarp": {"imagePullSeconds": P, "containerStartSeconds": S}`` (P once per node,
   pulls serial per node, the image then cached; S for every pod) — on Batkube's
   platforms, (P, S) fitted on spaced;

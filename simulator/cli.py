@@ -30,7 +30,7 @@ import zmq
 from simulator import protocol
 from simulator.engine import Deadlock, Options, Simulator
 from simulator.mixups import input_mixup
-from simulator.outputs import StreamingOutputs
+from simulator.outputs import StreamingOutputs, write_running
 from simulator.platform import PlatformError, load_platform, real_batsim_refusals
 from simulator.runner import Aborted, Disconnected, ReplyTimeout, print_progress
 from simulator.runner import run as run_zmq
@@ -230,6 +230,7 @@ def drive(
             text, code = failure
             try:
                 paths = outputs.finish(sim.machines_so_far(), 0.0, 0.0, partial=True)
+                paths.append(write_running(args.export, sim.records.values(), sim.now))
             except OSError as exc:
                 return _fail(f"{text}; cannot write partial outputs: {exc}", code, err)
             ended = outputs.sums.jobs

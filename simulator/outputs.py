@@ -13,7 +13,10 @@
 Files are written to temporary names and renamed at the end, so a failure leaves no
 half-written file. A run stopped early writes *partial* outputs (``partial=True``): the
 jobs that ended so far, the machine states so far, and ``batsim_version`` ending in
-``-partial`` in schedule.csv, so the files say what they are even without manifest.json.
+``-partial`` in schedule.csv, so the files say what they are even without manifest.json;
+and timewarp's ``PREFIX_running.csv``: the jobs still running at the stop (``job_id``,
+``workload_name``, ``profile``, ``submission_time``, ``starting_time``,
+``allocated_resources``, ``stopped_at``), which Batsim's files cannot show.
 """
 
 from __future__ import annotations
@@ -165,6 +168,34 @@ def machine_state_row(time: float, idle: int, computing: int) -> str:
 
 def machine_state_rows(machines: MachineLog) -> list[str]:
     return [MACHINE_STATES_HEADER, *(machine_state_row(*row) for row in machines.rows)]
+
+
+RUNNING_HEADER = (
+    "job_id,workload_name,profile,submission_time,starting_time,allocated_resources,stopped_at"
+)
+
+
+def running_path(prefix: str) -> Path:
+    return Path(f"{prefix}_running.csv")
+
+
+def write_running(prefix: str, records: Iterable[JobRecord], now: float) -> Path:
+    """``PREFIX_running.csv``: the jobs that started and had not ended at ``now``."""
+    rows = [RUNNING_HEADER]
+    for record in records:
+        if record.state in ("running", "completed") and record.start is not None:
+            job = record.job
+            rows.append(
+                ",".join(
+                    [job.local_id, job.workload, job.profile, _f(record.submission_time),
+                     _f(record.start), str(record.alloc), _f(now)]
+                )
+            )  # fmt: skip
+    path = running_path(prefix)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
 
 
 def _paths(prefix: str) -> list[Path]:

@@ -27,7 +27,7 @@ Batsim still runs the same file (it ignores the key and uses the base fields)::
                                                  # left of the delay; "restart" (default)
                                                  # runs the whole delay again
         "imagePullSeconds": 8,                   # the pod's start-up and shutdown in the
-        "containerStartSeconds": 2,              # kubelet model (broker/pod_lifecycle.py);
+        "containerStartSeconds": 2,              # kubelet model (broker/cluster/pod_lifecycle.py);
         "shutdownSeconds": 0                     # all 0 by default
     }
 """
@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -299,20 +301,82 @@ def parse_job(
     )
 
 
-def load_workload(path: str | Path, name: str, nb_compute: int) -> Workload:
-    """Read and validate one workload file (``name`` is ``w0``, ``w1``…)."""
-    path = str(path)
+def format_hint(path: str, data: Any = None) -> str:
+    """What a file that is not a workload looks like, and the command that converts it
+    (empty when it looks like nothing known). ``data``: its JSON, when it parsed."""
+    if isinstance(data, dict) and isinstance(data.get("items"), list):
+        return (
+            "it looks like a kubectl List (kubectl get ... -o json): convert it with "
+            f"`timewarp workload from-cluster {path} -o wl.json -p cluster.xml`"
+        )
     try:
+        with open(path, "rb") as handle:
+            head = handle.read(8192)
+    except OSError:
+        return ""
+    if head[:2] == b"\x1f\x8b":
+        return (
+            "it is gzipped; a gzipped kubectl dump converts with "
+            f"`timewarp workload from-cluster {path} -o wl.json -p cluster.xml`"
+        )
+    text = head.decode("utf-8", errors="replace")
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if lines and lines[0].startswith("<"):
+        return "it looks like XML (a SimGrid platform?): a platform is given with -p"
+    if any(ln.startswith(("apiVersion:", "kind:", "- apiVersion:")) for ln in lines) or (
+        lines and lines[0] == "---"
+    ):
+        return (
+            "it looks like Kubernetes YAML: workloads are Batsim JSON; a cluster's objects "
+            "convert from `kubectl get nodes,pods,deployments,hpa -A -o json` with "
+            "`timewarp workload from-cluster`, and a Deployment with its traffic is a "
+            "service of the workload (docs/services.md)"
+        )
+    data_lines = [ln for ln in lines if not ln.startswith(";")]
+    if lines and (lines[0].startswith(";") or (data_lines and len(data_lines[0].split()) == 18)):
+        return (
+            "it looks like an SWF trace (Parallel Workloads Archive): convert it with "
+            f"`timewarp workload from-swf {path} -o wl.json`"
+        )
+    if lines and "cpu_milli" in lines[0] and "," in lines[0]:
+        return (
+            "it looks like an Alibaba GPU trace's CSV: convert it with `timewarp workload "
+            "from-alibaba PODS.csv --nodes NODES.csv -o wl.json -p cluster.xml`"
+        )
+    return ""
+
+
+def _read_json(path: str) -> dict[str, Any]:
+    try:
+        if stat.S_ISCHR(os.stat(path).st_mode) or stat.S_ISBLK(os.stat(path).st_mode):
+            # /dev/zero never ends (a pipe, as `-w <(gen)` gives, is fine)
+            raise WorkloadError(f"{path}: a device, not a workload file")
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
     except FileNotFoundError:
         raise WorkloadError(f"{path}: no such workload file") from None
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        hint = format_hint(path)
+        if hint:
+            raise WorkloadError(f"{path}: not a Batsim JSON workload: {hint}") from None
+        if isinstance(exc, UnicodeDecodeError):
+            raise WorkloadError(f"{path}: cannot read ({exc})") from None
         raise WorkloadError(f"{path}: malformed JSON at line {exc.lineno} ({exc.msg})") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except RecursionError:  # Python's json recurses per level: 100,000 '[' exhaust it
+        raise WorkloadError(f"{path}: JSON nested too deeply to read") from None
+    except OSError as exc:
         raise WorkloadError(f"{path}: cannot read ({exc})") from None
     if not isinstance(data, dict):
         raise WorkloadError(f"{path}: top level must be a JSON object with jobs and profiles")
+    if "jobs" not in data and format_hint(path, data):
+        raise WorkloadError(f"{path}: not a Batsim JSON workload: {format_hint(path, data)}")
+    return data
+
+
+def load_workload(path: str | Path, name: str, nb_compute: int) -> Workload:
+    """Read and validate one workload file (``name`` is ``w0``, ``w1``…)."""
+    path = str(path)
+    data = _read_json(path)
     for key in ("jobs", "profiles"):
         if key not in data:
             raise WorkloadError(f"{path}: missing top-level field {key!r}")
@@ -339,13 +403,23 @@ def load_workload(path: str | Path, name: str, nb_compute: int) -> Workload:
             )
         seen[job.local_id] = index
         jobs.append(job)
-    services: list[ServiceSpec] = []
-    if "services" in data:
-        try:
-            services = parse_services(data["services"], path)
-        except ServiceError as exc:
-            raise WorkloadError(str(exc)) from None
-    return Workload(name, path, jobs, dict(profiles), services)
+    return Workload(name, path, jobs, dict(profiles), _services(data, path))
+
+
+def _services(data: dict[str, Any], path: str) -> list[ServiceSpec]:
+    if "services" not in data:
+        return []
+    try:
+        return parse_services(data["services"], path)
+    except ServiceError as exc:
+        raise WorkloadError(str(exc)) from None
+
+
+def read_services(path: str | Path) -> list[ServiceSpec]:
+    """The services a workload file declares, checked; its jobs are not (the simulator
+    that read the file judged them: ``timewarp broker`` learns the file from it)."""
+    path = str(path)
+    return _services(_read_json(path), path)
 
 
 # --------------------------------------------------------------------------- durations

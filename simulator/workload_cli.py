@@ -1,11 +1,16 @@
 """``timewarp workload``: import SWF traces, generate workloads and platforms.
 
     timewarp workload from-swf TRACE.swf -o wl.json [--norm N] [--trim S] [--window A:B]
+    timewarp workload from-cluster DUMP.json -o wl.json -p cluster.xml [--window A:B]
+    timewarp workload from-alibaba PODS.csv --nodes NODES.csv -o wl.json -p cluster.xml
     timewarp workload burst   -n 40 --delay 170 -o burst.json
     timewarp workload spaced  -n 40 --delay 170 --interval 10 -o spaced.json
     timewarp workload poisson -n 100 --rate 0.1 --mean-delay 120 --seed 1 -o p.json
     timewarp workload burst   -n 20 --delay 600 --replicaset app --replicasets 4 -o rs.json
     timewarp workload mixed   -n 100 --rate 0.05 --gpu-fraction 0.3 --seed 1 -o m.json
+    timewarp workload service --pattern weekly --low 5 --peak 80 --hpa-target 60 -o web.json
+    timewarp workload batch   -n 500 --rate 0.01 --mean-delay 900 --daily-cycle 0.8 \
+        --size 3:cpu=500m,memory=1Gi --size 1:cpu=4,memory=16Gi,nvidia.com/gpu=1 --seed 1 -o b.json
     timewarp workload platform -n 16 --cores 1 -o cluster16.xml
     timewarp workload platform --cpu-nodes 8 --gpu-nodes 4 -o hetero.xml
     timewarp workload platform -n 8 --label env=prod --taint gpu=yes:NoSchedule@6-7 \
@@ -26,14 +31,16 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from simulator import generators
+from simulator import alibaba, generator_cli, generators, kube_import
 from simulator.generators import DEFAULT_SCHEDULER
 from simulator.platform import PlatformError, load_platform
 from simulator.swf import SwfError, convert, read_swf
+from simulator.trace_select import SelectError, thin_and_scale
 from simulator.workload import WorkloadError, load_workload
 
 PROG = "timewarp workload"
 HostCheck = Callable[[dict[str, str]], object]
+FieldsCheck = Callable[[dict], object]  # a job's or profile's Kubernetes fields
 
 
 def _positive_int(text: str) -> int:
@@ -114,8 +121,96 @@ def _replicaset_error(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number within (0, 1], got {text}")
+    return value
+
+
+def _selection_options(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--window",
+        type=_window,
+        metavar="START:END",
+        help=f"keep the {what} submitted in [START, END) seconds after the trace's first "
+        "(either may be left out); subtimes then count from the first kept one",
+    )
+    parser.add_argument(
+        "--fraction",
+        type=_fraction,
+        default=1.0,
+        metavar="F",
+        help=f"keep a share F of the {what}, chosen by a hash of their names (the same F "
+        "keeps the same ones; default 1)",
+    )
+    parser.add_argument(
+        "--scale",
+        type=_positive,
+        default=1.0,
+        metavar="S",
+        help="multiply submission times by S (0.5: the same arrivals in half the time, "
+        "twice the load; default 1)",
+    )
+
+
+def _trace_outputs(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-o", "--output", required=True, help=_OUTPUT_HELP + " (the workload)")
+    parser.add_argument(
+        "-p", "--platform", required=True, help="the platform file to write (SimGrid XML)"
+    )
+    parser.add_argument("--scheduler", default=DEFAULT_SCHEDULER, help=_SCHEDULER_HELP)
+
+
+def _trace_importers(sub) -> None:
+    cluster = sub.add_parser(
+        "from-cluster",
+        help="import a cluster snapshot (kubectl get nodes,pods,deployments,hpa -A -o json)",
+    )
+    cluster.add_argument("dump", help="the snapshot: a kubectl List in JSON")
+    _trace_outputs(cluster)
+    _selection_options(cluster, "pods")
+    cluster.add_argument(
+        "--duration",
+        type=_positive,
+        default=3600.0,
+        metavar="SECONDS",
+        help="how long each Deployment's service serves traffic (default 3600)",
+    )
+    cluster.add_argument(
+        "--request-cost",
+        type=_positive,
+        default=0.05,
+        metavar="SECONDS",
+        help="mean CPU-seconds per request of the services' traffic (default 0.05)",
+    )
+    cluster.add_argument(
+        "--utilization",
+        type=_fraction,
+        default=0.5,
+        help="CPU utilisation the traffic keeps a Deployment at when no HPA says what it saw "
+        "(default 0.5)",
+    )
+    cluster.add_argument(
+        "--default-lifetime",
+        type=_positive,
+        default=600.0,
+        metavar="SECONDS",
+        help="run time of a pod that never started in the snapshot (default 600)",
+    )
+    ali = sub.add_parser(
+        "from-alibaba", help="import Alibaba's GPU cluster trace (pod and node lists)"
+    )
+    ali.add_argument("pods", help="the pod list CSV (openb_pod_list_*.csv)")
+    ali.add_argument("--nodes", required=True, help="the node list CSV (openb_node_list_*.csv)")
+    _trace_outputs(ali)
+    _selection_options(ali, "pods")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="tool", metavar="TOOL", required=True)
+    _trace_importers(sub)
+    generator_cli.add_parsers(sub, _OUTPUT_HELP, _SCHEDULER_HELP)
 
     swf = sub.add_parser("from-swf", help="import a Standard Workload Format trace")
     swf.add_argument("trace", help="SWF file (Parallel Workloads Archive format)")
@@ -146,6 +241,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="START:END",
         help="keep the jobs submitted in [START, END) seconds of the trace (either may be "
         "left out); subtimes then count from the first kept job",
+    )
+    swf.add_argument(
+        "--fraction",
+        type=_fraction,
+        default=1.0,
+        metavar="F",
+        help="keep a share F of the jobs, chosen by a hash of their numbers (default 1)",
+    )
+    swf.add_argument(
+        "--scale",
+        type=_positive,
+        default=1.0,
+        metavar="S",
+        help="multiply submission times by S (0.5: twice the load; default 1)",
     )
     swf.add_argument(
         "--walltime-from-request",
@@ -333,11 +442,39 @@ def _dump_workload(workload: dict, path: str) -> None:
     _write_atomically(path, text, lambda tmp: load_workload(tmp, "w0", 1 << 30))
 
 
-def run(args: argparse.Namespace, check_host: HostCheck | None = None) -> int:
+def _check_pod_fields(workload: dict, check_fields: FieldsCheck | None) -> None:
+    """``check_fields`` on every profile and job; ValueError names which one."""
+    if check_fields is None:
+        return
+    named = [(f"profiles[{name!r}]", p) for name, p in workload["profiles"].items()]
+    named += [(f"jobs[{i}] (id {j['id']!r})", j) for i, j in enumerate(workload["jobs"])]
+    for where, obj in named:
+        try:
+            check_fields(obj)
+        except ValueError as exc:
+            raise ValueError(f"{where}.{exc}") from None
+
+
+def run(
+    args: argparse.Namespace,
+    check_host: HostCheck | None = None,
+    check_fields: FieldsCheck | None = None,
+) -> int:
     """``check_host(props)`` (the broker's node-shape rules, given by the ``timewarp``
-    command) checks the Kubernetes properties a platform's hosts get from the flags;
-    it raises ValueError with a message naming the property."""
+    command) checks the Kubernetes properties a platform's hosts get from the flags, and
+    ``check_fields(job or profile)`` (the pod-shape rules) those of the imported and
+    generated pods; both raise ValueError with a message naming the property."""
     try:
+        if args.tool in ("from-cluster", "from-alibaba"):
+            return _import_trace(args, check_host, check_fields)
+        if args.tool in ("service", "batch"):
+            try:
+                workload = generator_cli.build(args)
+                _check_pod_fields(workload, check_fields)
+            except ValueError as exc:
+                return _fail(str(exc))
+            _dump_workload(workload, args.output)
+            return 0
         if args.tool == "from-swf":
             jobs, header = read_swf(args.trace)
             workload = convert(
@@ -353,6 +490,7 @@ def run(args: argparse.Namespace, check_host: HostCheck | None = None) -> int:
                 scheduler=args.scheduler,
                 walltime_from_request=args.walltime_from_request,
             )
+            workload = thin_and_scale(workload, args.fraction, args.scale)
             _dump_workload(workload, args.output)
             print(f"{PROG}: {len(workload['jobs'])} jobs -> {args.output}", file=sys.stderr)
         elif args.tool in ("burst", "spaced", "poisson") and _replicaset_error(args):
@@ -403,7 +541,7 @@ def run(args: argparse.Namespace, check_host: HostCheck | None = None) -> int:
             _dump_workload(workload, args.output)
         else:
             return _platform(args, check_host)
-    except (SwfError, WorkloadError, PlatformError) as exc:
+    except (SwfError, WorkloadError, PlatformError, SelectError) as exc:
         return _fail(str(exc))
     except OSError as exc:  # an -o that cannot be written (read-only, missing, full)
         where = args.output if exc.filename in (None, args.output) else exc.filename
@@ -454,6 +592,68 @@ def _shape_props(args: argparse.Namespace, count: int) -> list[dict[str, str]]:
     return props
 
 
+def _check_hosts(
+    nodes: list[generators.Node], check_host: HostCheck | None, flags: dict[str, str]
+) -> None:
+    """``check_host`` on every host; ValueError names the flag (or prop) and the host."""
+    for name, props in nodes:
+        if check_host is not None:
+            try:
+                check_host(props)
+            except ValueError as exc:
+                prop = str(exc).partition(":")[0]
+                raise ValueError(f"{flags.get(prop, prop)} (host {name}): {exc}") from None
+
+
+def _import_trace(
+    args: argparse.Namespace, check_host: HostCheck | None, check_fields: FieldsCheck | None
+) -> int:
+    """from-cluster / from-alibaba: both files checked, then both written."""
+    try:
+        if args.tool == "from-cluster":
+            converted = kube_import.convert(
+                kube_import.read_dump(args.dump),
+                source=args.dump,
+                scheduler=args.scheduler,
+                window=args.window,
+                fraction=args.fraction,
+                scale=args.scale,
+                default_lifetime=args.default_lifetime,
+                services=kube_import.ServiceOptions(
+                    duration=args.duration,
+                    request_cost=args.request_cost,
+                    utilization=args.utilization,
+                ),
+            )
+            workload, nodes, skipped = converted.workload, converted.nodes, converted.skipped
+        else:
+            nodes = alibaba.read_nodes(args.nodes)
+            workload = alibaba.convert(
+                alibaba.read_pods(args.pods),
+                source=args.pods,
+                scheduler=args.scheduler,
+                window=args.window,
+                fraction=args.fraction,
+                scale=args.scale,
+            )
+            skipped = {}
+        _check_hosts(nodes, check_host, {})
+        _check_pod_fields(workload, check_fields)
+    except (kube_import.ClusterDumpError, alibaba.AlibabaError, ValueError) as exc:
+        return _fail(str(exc))
+    workload["nb_res"] = len(nodes)
+    _write_atomically(args.platform, generators.platform_xml(nodes), load_platform)
+    _dump_workload(workload, args.output)
+    services = len(workload.get("services", []))
+    left = "".join(f", {n} pods left out ({why})" for why, n in skipped.items())
+    print(
+        f"{PROG}: {len(nodes)} nodes -> {args.platform}; {len(workload['jobs'])} jobs"
+        f"{f' and {services} services' if services else ''} -> {args.output}{left}",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def _platform(args: argparse.Namespace, check_host: HostCheck | None) -> int:
     hetero = args.cpu_nodes or args.gpu_nodes
     if args.nodes and hetero:
@@ -475,14 +675,9 @@ def _platform(args: argparse.Namespace, check_host: HostCheck | None) -> int:
     flags = {"labels": "--label", "taints": "--taint", "unschedulable": "--unschedulable"}
     try:
         extras = _shape_props(args, len(nodes))
-        for (name, props), extra in zip(nodes, extras, strict=True):
+        for (_name, props), extra in zip(nodes, extras, strict=True):
             props.update(extra)
-            if check_host is not None:
-                try:
-                    check_host(props)
-                except ValueError as exc:
-                    prop = str(exc).partition(":")[0]
-                    raise ValueError(f"{flags.get(prop, prop)} (host {name}): {exc}") from None
+        _check_hosts(nodes, check_host, flags)
     except ValueError as exc:
         return _fail(str(exc))
     _write_atomically(args.output, generators.platform_xml(nodes, args.speed), load_platform)

@@ -105,8 +105,8 @@ def test_traffic_is_not_progress(monkeypatch):
     import io
     import threading
 
-    from broker import clock_service
-    from broker.clock_service import ClockService, ClockStall
+    from broker.clock import service as clock_service
+    from broker.clock.service import ClockService, ClockStall
 
     wall = _FakeWall()
     monkeypatch.setattr(clock_service, "_wall", wall)

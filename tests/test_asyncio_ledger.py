@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 
-from broker.clock_service import ClockService, FacadeClock
+from broker.clock.service import ClockService, FacadeClock
 from broker.facade import Facade
 from patcher.launch import runtime_environment
 from timewarp.wire import clockproto

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from test_facade_http import RawClient, wait_idle
 
-from broker.cluster import Cluster
+from broker.cluster.cluster import Cluster
 from broker.facade import Facade
 from broker.facade.clock import ManualClock
 from simulator import protocol as p

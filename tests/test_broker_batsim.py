@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
-from broker.clock_service import ClockService, FacadeClock
-from broker.engine import Broker
+from broker.clock.service import ClockService, FacadeClock
+from broker.drivers.engine import Broker
 from broker.facade import Facade
-from broker.launcher import Launcher
-from broker.naming import job_id, pod_name
+from broker.k8s.naming import job_id, pod_name
+from broker.processes.launcher import Launcher
 from simulator import protocol as p
 from simulator.testing import simulation_begins
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from procset import ProcSet
 
-from broker.cluster import Cluster, _bytes, _curve
+from broker.cluster.cluster import Cluster, _bytes, _curve
 from broker.facade import Facade
 from broker.facade.clock import ManualClock
 from broker.facade.metrics import MetricsBoard

@@ -1,4 +1,4 @@
-"""broker.quantity: apimachinery's resource.Quantity grammar, bounds and canonical form."""
+"""broker.k8s.quantity: apimachinery's resource.Quantity grammar, bounds and canonical form."""
 
 from decimal import Decimal
 
@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kubernetes.utils import parse_quantity as reference
 
-from broker import quantity
-from broker.quantity import (
+from broker.k8s import quantity
+from broker.k8s.quantity import (
     BINARY_SI,
     DECIMAL_EXPONENT,
     DECIMAL_SI,

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from broker.clock_service import ClockService
+from broker.clock.service import ClockService
 from timewarp.wire import clocknet
 from timewarp.wire import clockproto as cp
 
@@ -155,7 +155,7 @@ def test_a_malformed_message_gets_an_error_naming_it_and_others_are_still_served
 
 
 def test_an_endless_line_is_refused_and_its_connection_closed(service, monkeypatch):
-    monkeypatch.setattr("broker.clock_service.MAX_MESSAGE_BYTES", 1000)
+    monkeypatch.setattr("broker.clock.service.MAX_MESSAGE_BYTES", 1000)
     with _connected(service, "sched") as peer:
         peer.sock.sendall(b"x" * 5000)  # no newline: no message ever ends
         msg = peer.recv()
@@ -237,7 +237,7 @@ def _released_ports(rx):
 def test_a_response_is_let_go_before_watch_events_and_only_once_they_are_written(
     service, monkeypatch
 ):
-    monkeypatch.setattr("broker.clock_service.FLUSH_GRACE_S", 30.0)
+    monkeypatch.setattr("broker.clock.service.FLUSH_GRACE_S", 30.0)
     facade = FakeFacade(service, {100: "flushing", 200: "busy"})
     with _idle_but_for(service, facade, [WATCH, BINDING]) as rx:
         facade.set(p200="ready")  # the binding's answer is there, its watch event is not
@@ -247,7 +247,7 @@ def test_a_response_is_let_go_before_watch_events_and_only_once_they_are_written
 
 
 def test_a_writer_stuck_on_a_full_buffer_does_not_hold_the_reader_back(service, monkeypatch):
-    monkeypatch.setattr("broker.clock_service.FLUSH_GRACE_S", 0.0)
+    monkeypatch.setattr("broker.clock.service.FLUSH_GRACE_S", 0.0)
     facade = FakeFacade(service, {100: "flushing"})  # and it stays so until the client reads
     with _idle_but_for(service, facade, [WATCH]) as rx:
         assert _released_ports(rx) == [100]

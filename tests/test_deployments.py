@@ -1,5 +1,5 @@
 """apps/v1 ReplicaSets and Deployments reconciled by the broker's controllers, in virtual
-time, against the embedded simulator in process (``broker.inprocess``: a first-fit binder
+time, against the embedded simulator in process (``broker.drivers.inprocess``: a first-fit binder
 plays the scheduler), and the ReplicaSet controller's choice of victims."""
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker import naming, victims
-from broker.deployment_controller import compute_hash, equal_ignore_hash, resolve_fenceposts
+from broker.controllers import victims
+from broker.controllers.deployment import compute_hash, equal_ignore_hash, resolve_fenceposts
+from broker.drivers.inprocess import InProcessRun
 from broker.facade.objects import format_time
-from broker.inprocess import InProcessRun
+from broker.k8s import naming
 from simulator import protocol as p
 
 NS = "default"
@@ -563,7 +564,7 @@ def test_a_rollout_keeps_within_its_bounds_and_ends_on_the_new_template(
     replicas − maxUnavailable, and it ends with every pod on the new template."""
     if str(surge).rstrip("%") == "0" and str(unavailable).rstrip("%") == "0":
         unavailable = 1  # both 0 is refused by validation
-    from broker.deployment_controller import resolve_fenceposts
+    from broker.controllers.deployment import resolve_fenceposts
 
     strategy = {
         "type": "RollingUpdate",

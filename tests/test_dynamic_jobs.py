@@ -1,7 +1,7 @@
 """Controller-made pods as Batsim dynamic jobs, and the batch/v1 Job controller.
 
 Most tests run the broker against the embedded simulator *in process*
-(:mod:`broker.inprocess`: messages through the real codec, no sockets, no scheduler
+(:mod:`broker.drivers.inprocess`: messages through the real codec, no sockets, no scheduler
 process, a first-fit binder plays the scheduler), so each run is deterministic and takes
 milliseconds; a few run `timewarp simulate` with a real scheduler process.
 """
@@ -16,11 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker import naming
-from broker.cluster import DURATION_ANNOTATION, JOB_ID_ANNOTATION, NOT_SIMULATED
+from broker.cluster.cluster import DURATION_ANNOTATION, JOB_ID_ANNOTATION, NOT_SIMULATED
+from broker.drivers.inprocess import InProcessRun
 from broker.facade.errors import ApiError
 from broker.facade.objects import format_time
-from broker.inprocess import InProcessRun
+from broker.k8s import naming
 from simulator import protocol as p
 from simulator.outputs import jobs_rows
 from simulator.testing import write_platform, write_workload

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from broker.facade import ApiError, Hooks
-from broker.quantity import ERR_FORMAT
+from broker.k8s.quantity import ERR_FORMAT
 
 QUANTITY_ERROR = ERR_FORMAT
 

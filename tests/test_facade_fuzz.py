@@ -23,10 +23,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker import quantity
 from broker.facade import Facade, ManualClock
 from broker.facade import validation as v
 from broker.facade.objects import make_node
+from broker.k8s import quantity
 
 LONG = os.environ.get("HYPOTHESIS_PROFILE") == "long"
 FUZZ = settings(

@@ -1,4 +1,4 @@
-"""broker.kubelet_admission: the checks a real kubelet makes when a bound pod reaches it
+"""broker.cluster.kubelet_admission: the checks a real kubelet makes when a bound pod reaches it
 (pkg/kubelet/lifecycle/predicate.go), each named after what the real one does."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker import kubelet_admission as admission
-from broker.kubelet_admission import NodeView, admit, pod_requests
+from broker.cluster import kubelet_admission as admission
+from broker.cluster.kubelet_admission import NodeView, admit, pod_requests
 
 
 def pod(requests=None, *, limits=None, labels=None, **spec):

@@ -21,7 +21,7 @@ from simrun import (
     write_inputs,
 )
 
-from broker.launcher import unjoined_cause
+from broker.processes.launcher import unjoined_cause
 from patcher import bootstrap, launch
 
 PROGRAM = ROOT / "tests" / "programs" / "with_deps"
@@ -211,3 +211,24 @@ def test_a_scheduler_that_exits_without_joining_says_so(tmp_path, subprocess_env
     assert r.returncode == 1, r.stderr[-3000:]
     assert "exited with code 3 without ever joining the virtual clock" in r.stderr
     assert "replaces PYTHONPATH" in r.stderr
+
+
+@pytest.mark.parametrize("mode", ["deterministic", "lockstep", "realtime"])
+def test_a_bare_python_is_timewarps_interpreter_in_every_mode(
+    tmp_path, subprocess_env, inputs, mode
+):
+    """Issue 27 item 14: deterministic mode ran `python` as timewarp's interpreter,
+    realtime and lockstep whatever `python` came first on PATH."""
+    platform, workload = inputs
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for name in ("python", "python3"):
+        (fake / name).write_text("#!/bin/sh\necho 'the python on PATH' >&2\nexit 7\n")
+        (fake / name).chmod(0o755)
+    env = {**subprocess_env, "PATH": f"{fake}:{subprocess_env.get('PATH', '')}"}
+    command = "python -c 'import sys; print(\"interpreter:\", sys.executable, flush=True)'"
+    out = tmp_path / "out"
+    run_simulate(out, env, command, platform, workload, "--mode", mode)
+    log = (out / "scheduler-0.log").read_text()
+    assert f"interpreter: {sys.executable}" in log, log
+    assert "the python on PATH" not in log

@@ -8,7 +8,9 @@ Bottom to top:
 1. ``timewarp`` — the runtime a scheduler process imports (drop-ins, ``_core``);
 2. ``simulator`` and ``patcher`` — side by side, neither imports the other;
 3. ``broker`` — may use the simulator's protocol, the patcher's launch environment and the
-   wire format, never the runtime's internals;
+   wire format, never the runtime's internals. Inside it, by concern, bottom to top:
+   ``broker.k8s`` and ``broker.clock``; ``broker.facade``; ``broker.controllers`` and
+   ``broker.processes``; ``broker.cluster``; ``broker.drivers`` (``BROKER_RULES``);
 4. ``commands`` — the ``timewarp`` command and its sub-commands.
 
 ``sample_schedulers`` stand outside, as users' programs do: they import none of these.
@@ -36,6 +38,17 @@ RULES: dict[str, tuple[int, frozenset[str]]] = {
     "broker": (3, frozenset({"timewarp.wire", "simulator", "patcher"})),
     "commands": (4, frozenset({"timewarp.wire", "timewarp", "simulator", "patcher", "broker"})),
     "sample_schedulers": (9, frozenset()),
+}
+# Inside the broker, one folder per concern: folder -> the folders it may import besides
+# itself (docs/design.md, "Layers").
+BROKER_RULES: dict[str, frozenset[str]] = {
+    "k8s": frozenset(),
+    "clock": frozenset(),
+    "facade": frozenset({"k8s"}),
+    "controllers": frozenset({"k8s", "clock", "facade"}),
+    "processes": frozenset({"k8s", "clock", "facade"}),
+    "cluster": frozenset({"k8s", "clock", "facade", "controllers"}),
+    "drivers": frozenset({"k8s", "clock", "facade", "controllers", "processes", "cluster"}),
 }
 # The entry point users know (`python -m timewarp`) is the one file of the runtime
 # package that runs a command; no scheduler process imports it.
@@ -115,6 +128,40 @@ def test_every_import_points_down(graph: dict[str, set[str]]) -> None:
             if target_unit not in allowed:
                 upward.append(f"{rel} imports {target} ({unit} -> {target_unit})")
     assert not upward, "imports against the layers:\n" + "\n".join(upward)
+
+
+def broker_folder_of(module: str) -> str | None:
+    """``broker.cluster.cluster`` and the package ``broker.cluster`` -> ``cluster``."""
+    parts = module.split(".")
+    if parts[0] != "broker" or len(parts) < 2:
+        return None
+    if len(parts) == 2 and not (ROOT / "broker" / parts[1]).is_dir():
+        return None  # a file directly in broker/
+    return parts[1]
+
+
+def test_the_brokers_folders_import_downward_only(graph: dict[str, set[str]]) -> None:
+    """Every file of ``broker/`` sits in a folder of ``BROKER_RULES``, and imports only
+    from the folders below its own."""
+    known = source_files()
+    problems = []
+    for module, targets in graph.items():
+        if not module.startswith("broker."):
+            continue
+        folder = broker_folder_of(module)
+        rel = str(known[module].relative_to(ROOT))
+        if folder is None:
+            if module != "broker":
+                problems.append(f"{rel} is not in one of the folders {sorted(BROKER_RULES)}")
+            continue
+        if folder not in BROKER_RULES:
+            problems.append(f"{rel}: folder broker/{folder}/ has no rank in BROKER_RULES")
+            continue
+        for target in sorted(targets):
+            other = broker_folder_of(target)
+            if other and other != folder and other not in BROKER_RULES[folder]:
+                problems.append(f"{rel} imports {target} (broker/{folder} -> broker/{other})")
+    assert not problems, "imports against the broker's folders:\n" + "\n".join(problems)
 
 
 def test_the_runtime_loads_nothing_above_it(graph: dict[str, set[str]]) -> None:

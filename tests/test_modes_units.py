@@ -13,11 +13,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 from procset import ProcSet
 
-from broker.clock_service import ClockService, FacadeClock
+from broker.clock.service import ClockService, FacadeClock
+from broker.drivers.lockstep import (
+    LockstepBroker,
+    LockstepParams,
+    SchedulerDeadlock,
+    parse_duration_ns,
+)
+from broker.drivers.realtime import ScaledWallClock
 from broker.facade import Facade
-from broker.launcher import Launcher
-from broker.lockstep import LockstepBroker, LockstepParams, SchedulerDeadlock, parse_duration_ns
-from broker.realtime import ScaledWallClock
+from broker.processes.launcher import Launcher
 from simulator import protocol as p
 from simulator.testing import simulation_begins
 

@@ -20,9 +20,9 @@ from test_deployments import (
     template,
 )
 
-from broker import naming
-from broker.inprocess import InProcessRun
-from broker.pod_lifecycle import NodeImages, plan_start
+from broker.cluster.pod_lifecycle import NodeImages, plan_start
+from broker.drivers.inprocess import InProcessRun
+from broker.k8s import naming
 
 BATKUBE = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "batkube"
 # sha256 of out_jobs.csv's rows for these inputs, taken on main before the pod lifecycle

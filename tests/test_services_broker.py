@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.cluster import Cluster
+from broker.cluster.cluster import Cluster
+from broker.cluster.traffic_driver import ServiceDriver, replica_state
 from broker.facade import Facade, ManualClock
-from broker.services import ServiceDriver, replica_state
 from simulator.testing import simulation_begins
 from simulator.workload import load_workload
 

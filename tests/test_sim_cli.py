@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 import zmq
@@ -219,6 +220,27 @@ def test_progress_line_names_time_jobs_and_events(tmp_path):
     assert stream.getvalue() == (
         "timewarp sim: t=0.000 s simulated, 0/1 jobs ended, 3 messages, 0 events\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ('{"jobs": ' + "[" * 100_000 + "]" * 100_000 + "}", "JSON nested too deeply to read"),
+        (None, "a device, not a workload file"),
+    ],
+    ids=["nested-100000", "dev-zero"],
+)
+def test_a_workload_that_cannot_be_read_is_exit_2_not_a_traceback(
+    tmp_path, good, subprocess_env, text, needle
+):
+    """Issue 27 item 12: RecursionError for deep JSON; /dev/zero filled the memory."""
+    workload = Path("/dev/zero")
+    if text is not None:
+        workload = tmp_path / "deep.json"
+        workload.write_text(text)
+    proc = _sim(subprocess_env, "-p", good[0], "-w", workload, "-e", tmp_path / "out" / "run")
+    assert proc.returncode == 2, proc.stderr
+    assert f"{workload}: {needle}" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def _answer_then_exit(endpoint: str) -> None:

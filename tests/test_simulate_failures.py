@@ -54,7 +54,7 @@ def test_a_bug_in_the_broker_ends_the_run_with_a_manifest_and_the_tracebacks_gis
     wrapper = tmp_path / "buggy_timewarp.py"
     wrapper.write_text(
         "import sys\n"
-        "from broker.cluster import Cluster\n"
+        "from broker.cluster.cluster import Cluster\n"
         "def submit(self, data):\n"
         "    raise KeyError('a bug')\n"
         "Cluster.submit = submit\n"

@@ -4,7 +4,7 @@
    facade or the broker reads has the JSON type of its Go field (a wrong type is the
    400 ``Pod in version "v1" cannot be handled as a Pod: json: cannot unmarshal string
    into Go struct field ObjectMeta.metadata.labels of type map[string]string``); every
-   resource quantity parses by the real grammar (broker.quantity) and is rewritten in
+   resource quantity parses by the real grammar (broker.k8s.quantity) and is rewritten in
    its canonical form, core/v1 ResourceLists rounded up to a milli unit as the v1
    defaulter does (``0.188`` → ``"188m"``); a known field sent as ``null`` is dropped
    (Go decodes it as the zero value, which is not written back). Fields unknown here are
@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from broker import quantity
+from broker.k8s import quantity
 
 from . import validation as v
 from .resources import ResourceType

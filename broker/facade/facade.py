@@ -132,7 +132,7 @@ class Facade:
     def hold_responses(self, hook: Callable[[Request], Hold | None] | None) -> None:
         """``hook(request)`` may return a :class:`~.server.Hold` for the response to a
         request (decided, not yet written): it is written when the hold is released, and
-        the connection is quiescent meanwhile (modelled API latency: broker/pacing.py)."""
+        the connection is quiescent meanwhile (modelled API latency: broker/drivers/pacing.py)."""
         self._server.hold_response = hook
 
     def revision(self) -> int:

@@ -22,7 +22,7 @@ Ledger rules (the broker's quiescence test depends on them):
 - listeners are called after a response is written, after a watch frame is written with
   nothing else queued, when a watch parks, and when a connection closes;
 - a response *held* back until a virtual deadline (modelled API latency, see
-  ``broker/pacing.py``) leaves the connection ``held``: not handling, nothing owed yet —
+  ``broker/drivers/pacing.py``) leaves the connection ``held``: not handling, nothing owed yet —
   quiescent, like a sleep — until the deadline's callback marks it handling again, in
   the broker's thread, before the response is written.
 
@@ -386,7 +386,7 @@ class HttpServer:
         # the broker waits for them before letting a scheduler read): no hop through the
         # stream's thread. Plain sockets only (a TLS record cannot be sent half-way).
         self.direct_watch_writes = False
-        # API latency (broker/pacing.py): a Hold for a response to keep back, or None
+        # API latency (broker/drivers/pacing.py): a Hold for a response to keep back, or None
         self.hold_response: Callable[[Request], Hold | None] | None = None
 
     def start(self) -> None:

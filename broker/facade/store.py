@@ -167,6 +167,24 @@ def _fields(selector: str | FieldSelector | None, key: str) -> FieldSelector:
     return parse_field_selector(selector, key)
 
 
+def _default_and_validate(rt: ResourceType, obj: Obj, priorities: dict[str, int]) -> None:
+    objects.default_object(rt, obj, priorities)
+    admission.validate(rt, obj)
+
+
+def admissible(key: str, obj: Obj) -> Obj:
+    """``obj`` as a create would store it — decoded as the Go types would be, defaulted
+    and validated — or the :class:`~broker.facade.errors.ApiError` (400, 422) the create
+    would get. Nothing is stored: inputs are checked with it before a run, so they meet
+    exactly the rules the API applies (``broker/cluster/input_check.py``)."""
+    rt = resource_type(key)
+    obj = Store._new_object(rt, obj)
+    if rt.namespaced:
+        obj["metadata"].setdefault("namespace", "default")
+    _default_and_validate(rt, obj, dict(objects.BUILTIN_PRIORITY_CLASSES))
+    return obj
+
+
 class Store:
     """Thread-safe, in-memory API objects keyed by resource (``"pods"``,
     ``"leases.coordination.k8s.io"``), namespace and name. Methods raise ``ApiError``
@@ -354,8 +372,7 @@ class Store:
             meta["creationTimestamp"] = self.timestamp()
             for field in ("deletionTimestamp", "selfLink"):
                 meta.pop(field, None)
-            objects.default_object(rt, obj, self._priorities())
-            admission.validate(rt, obj)
+            _default_and_validate(rt, obj, self._priorities())
             if prepare is not None:
                 prepare(obj)
             # (no size limit here: an API create is bounded by the request body's limit,

@@ -165,7 +165,11 @@ def _generate_in_parallel(sweep: Sweep, maker: InputMaker) -> None:
 
 
 def plan_runs(sweep: Sweep, results: Path) -> list[Run]:
-    """Every (point, replicate) of the sweep, with inputs generated and ids computed."""
+    """Every (point, replicate) of the sweep, with inputs generated and ids computed.
+
+    ``results`` is made absolute first: generators and runs work from the sweep's root,
+    so a path relative to the caller's directory would land under the root instead."""
+    results = results.absolute()
     maker = InputMaker(results / "inputs", sweep.root)
     _generate_in_parallel(sweep, maker)
     file_hashes: dict[str, str] = {}

@@ -1,0 +1,1 @@
+"""Virtual time: the clock service that owns simulated time, its timers and quiescence."""

@@ -1,0 +1,326 @@
+"""The broker: Batsim's decision process on one side, the scheduler's cluster on the other.
+
+Deterministic mode, for each message Batsim sends (``now`` = t):
+
+1. timers due before t are released at their own deadlines (time advances to each);
+2. virtual time advances to t, Batsim's events are applied to the cluster (nodes, pods,
+   completions), metrics are refreshed;
+3. timers due at t are released one owner at a time; the broker waits until every
+   scheduler process is quiescent, lets the kubelet model admit what was bound meanwhile,
+   and repeats until nothing is left to do at t;
+4. the reply carries the decisions made at t (EXECUTE_JOB / REJECT_JOB / KILL_JOB, stamped
+   t) and a CALL_ME_LATER for the earliest pending timer not already requested.
+
+"Due at t" is Batsim's notion of time, not the nanosecond's: Batsim prints every time to
+the microsecond, so a timer whose deadline prints as t (``protocol.instant_end_ns``) is
+due now (time advances to it within the instant), and a REQUESTED_CALL answers the
+earliest CALL_ME_LATER sent, whatever time it prints (a call asked for 0.3333333333 comes
+back stamped 0.333333). Without that, a timer below the microsecond was never released.
+
+Time never moves while a scheduler thread runs, so the same inputs give the same
+decisions, byte for byte. Once every static job was submitted and every Batsim job (static
+or dynamic: REGISTER_JOB for controller-made pods, see ``broker.cluster.cluster``) has ended, no
+more calls are requested, NOTIFY ``registration_finished`` goes out when dynamic jobs are
+enabled, and Batsim can end the simulation.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time as _wall
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TextIO
+
+import zmq
+
+from broker.clock.service import ClockService, ClockStall
+from broker.cluster.cluster import Cluster
+from broker.cluster.traffic_driver import ServiceDriver
+from broker.facade import Facade
+from broker.processes.launcher import Launcher, SchedulerFailed
+from simulator import protocol as p
+from simulator.services import ServiceSpec
+
+
+@dataclass
+class Progress:
+    now_s: float = 0.0
+    jobs_submitted: int = 0
+    jobs_done: int = 0
+    jobs_dynamic: int = 0  # registered by the broker (controller-made pods)
+    messages: int = 0
+
+
+@dataclass
+class BrokerResult:
+    ok: bool
+    reason: str = ""
+    messages: int = 0
+    virtual_s: float = 0.0
+    stats: dict = field(default_factory=dict)
+    scheduler_failed: bool = False  # a scheduler process died or deadlocked: the first cause
+
+
+class BatsimProtocolError(RuntimeError):
+    pass
+
+
+class SimulatorInputError(RuntimeError):
+    """The simulator's inputs declare something this broker cannot run as declared."""
+
+
+class SimulatorExited(RuntimeError):
+    """The simulator ended before the simulation did; the text is its own reason."""
+
+
+class Broker:
+    def __init__(
+        self,
+        *,
+        endpoint: str,
+        clock: ClockService,
+        facade: Facade,
+        launcher: Launcher,
+        log: TextIO | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
+        batsim_timeout_s: float | None = None,
+        services: Sequence[ServiceSpec] = (),
+    ) -> None:
+        self.clock = clock
+        self.facade = facade
+        self.launcher = launcher
+        self.log = log or sys.stderr
+        self.on_progress = on_progress
+        self.batsim_timeout_s = batsim_timeout_s
+        self.ended = False  # SIMULATION_ENDS answered: the simulator may exit now
+        self._simulator_exit: str | None = None
+        self.cluster = Cluster(facade, lambda: clock.now_ns)
+        # the workload's services with traffic (docs/services.md)
+        self.services = ServiceDriver(services, facade.store, facade.clock) if services else None
+        self.cluster.services = self.services
+        # timewarp broker: the services are those of the workload files the simulator
+        # names in SIMULATION_BEGINS (this broker never saw its command line)
+        self.services_from_simulator = False
+        if clock.mode == "deterministic":
+            # the broker's reactions happen while a scheduler is still busy, not while it
+            # waits to be let go to read them
+            self.cluster.admit_bindings_at_once()
+            facade.write_watch_events_directly()
+        self.progress = Progress()
+        self._requested: dict[int, float] = {}  # deadline ns -> CALL_ME_LATER timestamp sent
+        self._instant_end_ns = 0  # timers up to this are due at the current message
+        self._ctx = zmq.Context.instance()
+        self._sock = self._ctx.socket(zmq.REP)
+        self._sock.setsockopt(zmq.LINGER, 0)
+        if endpoint.endswith(":*"):
+            port = self._sock.bind_to_random_port(endpoint.rsplit(":", 1)[0])
+            self.endpoint = f"{endpoint.rsplit(':', 1)[0]}:{port}"
+        else:
+            self._sock.bind(endpoint)
+            self.endpoint = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        clock.set_io_checker(facade.connection_state, facade.connection_written)
+        clock.set_before_io_release(
+            self._process_cluster, pending=lambda: self.cluster.process_pending()
+        )
+        facade.add_idle_listener(lambda _port: clock.notify())
+
+    # ------------------------------------------------------------------ loop
+    def run(self) -> BrokerResult:
+        try:
+            while True:
+                frame = self._receive()
+                try:
+                    message = p.decode(frame, "batsim")
+                except p.ProtocolError as exc:
+                    raise BatsimProtocolError(f"malformed message from Batsim: {exc}") from exc
+                ends = any(isinstance(e.data, p.SimulationEnds) for e in message.events)
+                reply = self.step(message)
+                self.ended = ends
+                self._sock.send_string(p.encode(reply))
+                if ends:
+                    return self._result(True)
+        except SchedulerFailed as exc:
+            result = self._result(False, str(exc))
+            result.scheduler_failed = True
+            return result
+        except ClockStall as exc:
+            return self._result(False, f"stopped by the stall guard:\n{exc}")
+        except (BatsimProtocolError, SimulatorExited, SimulatorInputError) as exc:
+            return self._result(False, str(exc))
+
+    def simulator_exited(self, reason: str) -> None:
+        """The simulator's process (or thread) ended, ``reason`` saying how, in its own
+        words: before SIMULATION_ENDS no message will come, so the run fails with it at
+        once (any thread may call this)."""
+        self._simulator_exit = reason
+
+    def _receive(self) -> bytes:
+        waited = 0.0
+        while True:
+            if self._sock.poll(200):
+                return self._sock.recv()
+            self.launcher.check()  # a dead scheduler first: the simulator may follow from it
+            if self._simulator_exit is not None:
+                raise SimulatorExited(self._simulator_exit)
+            waited += 0.2
+            if self.batsim_timeout_s is not None and waited >= self.batsim_timeout_s:
+                raise BatsimProtocolError(
+                    f"no message from Batsim for {self.batsim_timeout_s:g} s (is the simulator running?)"
+                )
+
+    def step(self, message: p.Message) -> p.Message:
+        """Handle one Batsim message; return the reply (see the module docstring)."""
+        self.progress.messages += 1
+        t = message.now
+        t_ns = round(t * 1e9)
+        self._instant_end_ns = p.instant_end_ns(t)
+        # each REQUESTED_CALL answers the earliest CALL_ME_LATER sent: its deadline is due
+        for _ in range(sum(isinstance(e.data, p.RequestedCall) for e in message.events)):
+            deadline = min(self._requested, default=None)
+            if deadline is not None and p.answers_call(self._requested[deadline], t):
+                del self._requested[deadline]
+                t_ns = max(t_ns, deadline)
+        self._release_until(t_ns)
+        self._advance(t_ns)
+        with self.cluster.state_lock:
+            for event in message.events:
+                self._apply(event.data)
+            self.cluster.refresh_metrics()
+        self._settle()
+        with self.cluster.state_lock:
+            decisions = self.cluster.take_decisions()
+        events = [p.Event(t, d) for d in decisions]
+        deadline = self.clock.next_deadline()
+        if deadline is not None and not self._exhausted() and deadline not in self._requested:
+            # _settle released what is due in this instant: the deadline prints later
+            when = max(deadline / 1e9, p.earliest_call(t, len(events)))
+            self._requested[deadline] = when
+            events.append(p.Event(t, p.CallMeLater(when)))
+        self._report_progress()
+        return p.Message(t, events)
+
+    def _begin_first(self, message: p.Message) -> list[p.Event]:
+        """Apply the SIMULATION_BEGINS of the first message now, so that the cluster
+        exists while the schedulers are awaited (they may list the nodes once, at start);
+        returns the message's other events."""
+        rest = []
+        for event in message.events:
+            if isinstance(event.data, p.SimulationBegins):
+                with self.cluster.state_lock:
+                    self._apply(event.data)
+            else:
+                rest.append(event)
+        return rest
+
+    def _exhausted(self) -> bool:
+        return self.cluster.all_done()
+
+    def _apply(self, data: object) -> None:
+        if isinstance(data, p.SimulationBegins):
+            if self.services_from_simulator and self.services is None:
+                self._adopt_services(data)
+            self.cluster.begin(data)
+            if self.facade is not None:
+                self.facade.cluster_ready()  # the nodes exist: held requests go on
+        elif isinstance(data, p.JobSubmitted):
+            self.cluster.submit(data)
+        elif isinstance(data, p.JobCompleted):
+            self.cluster.complete(data)
+        elif isinstance(data, p.Notify):
+            if data.type == "no_more_static_job_to_submit":
+                self.cluster.all_submitted = True
+        # JOB_KILLED follows a JOB_COMPLETED(COMPLETED_KILLED): nothing more to do;
+        # REQUESTED_CALL only moved time; SIMULATION_ENDS ends the loop.
+
+    def _adopt_services(self, data: p.SimulationBegins) -> None:
+        """The services of the workload files SIMULATION_BEGINS names, checked and run
+        as ``timewarp simulate`` does. A file this process cannot open is said, not
+        fatal (real Batsim names it as it was given, relative to its own directory)."""
+        from broker.cluster.input_check import InputError, check_services, node_views
+        from simulator.services import declared_twice
+        from simulator.workload import WorkloadError, read_services
+
+        specs: list[ServiceSpec] = []
+        for name, path in sorted(data.workloads.items()):
+            if not os.path.isfile(path):
+                print(
+                    f"broker: note: workload {name}: cannot open {path!r} from here to read "
+                    "the services it may declare; none are run (give the simulator its "
+                    "absolute path)",
+                    file=self.log,
+                )
+                continue
+            try:
+                specs += read_services(path)
+            except WorkloadError as exc:
+                raise SimulatorInputError(f"workload {name}: {exc}") from None
+        twice = declared_twice(specs)
+        if twice is not None:
+            raise SimulatorInputError(f"service {twice!r} is declared in more than one workload")
+        hosts = ((str(r.get("name", r["id"])), r.get("properties") or {})
+                 for r in data.compute_resources)  # fmt: skip
+        try:
+            check_services(specs, node_views(hosts, "SIMULATION_BEGINS"))
+        except InputError as exc:
+            raise SimulatorInputError(str(exc)) from None
+        if specs:
+            self.services = ServiceDriver(specs, self.facade.store, self.facade.clock)
+            self.cluster.services = self.services
+
+    def _advance(self, t_ns: int) -> None:
+        if t_ns > self.clock.now_ns:
+            self.clock.advance_to(t_ns)
+            with self.cluster.state_lock:
+                self.cluster.refresh_metrics()
+
+    def _release_until(self, t_ns: int) -> None:
+        while True:
+            deadline = self.clock.next_deadline()
+            if deadline is None or deadline >= t_ns:
+                return
+            self._advance(deadline)
+            self._settle()
+
+    def _settle(self) -> None:
+        """Run everything due now until the cluster and every scheduler are at rest."""
+        while True:
+            self.clock.release_due()
+            self.clock.wait_quiescent()
+            self.launcher.check()
+            if self._process_cluster():
+                continue
+            deadline = self.clock.next_deadline()
+            if deadline is not None and deadline <= max(self.clock.now_ns, self._instant_end_ns):
+                self._advance(deadline)  # due in this instant: Batsim cannot tell it from now
+                continue
+            return
+
+    def _process_cluster(self) -> bool:
+        with self.cluster.state_lock:
+            if not self.cluster.process():
+                return False
+            self.cluster.refresh_metrics()
+            return True
+
+    def _report_progress(self) -> None:
+        self.progress.now_s = self.clock.now_ns / 1e9
+        self.progress.jobs_submitted = self.cluster.stats.jobs_submitted
+        self.progress.jobs_done = self.cluster.stats.jobs_done
+        self.progress.jobs_dynamic = self.cluster.stats.dynamic_jobs
+        if self.on_progress is not None:
+            self.on_progress(self.progress)
+
+    def _result(self, ok: bool, reason: str = "") -> BrokerResult:
+        stats = dict(vars(self.cluster.stats))
+        stats["nondeterministic_advances"] = self.clock.nondeterministic_advances
+        stats["timer_fires"] = self.clock.fires
+        return BrokerResult(ok, reason, self.progress.messages, self.clock.now_ns / 1e9, stats)
+
+    def close(self) -> None:
+        self._sock.close(0)
+
+
+def wall_clock() -> float:
+    return _wall.perf_counter()

@@ -1,0 +1,1 @@
+"""Scheduler processes: the launcher and the process tree of a run."""
