@@ -41,7 +41,10 @@ sys.path.insert(0, str(REPO))
 from experiments._common import load_average, print_table  # noqa: E402
 from simulator import generators  # noqa: E402
 
-BATSIM = REPO.parent / "shared" / "tools" / "batsim-4.2.1" / "bin" / "batsim"
+BATSIM = Path(  # $TIMEWARP_BATSIM: another binary (a worktree is one folder deeper)
+    os.environ.get("TIMEWARP_BATSIM")
+    or REPO.parent / "shared" / "tools" / "batsim-4.2.1" / "bin" / "batsim"
+)
 PROGRESS = re.compile(r"(\d+)/(\d+) jobs ended")
 DONE = re.compile(r"(\d+) messages in")
 

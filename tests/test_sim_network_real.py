@@ -82,15 +82,22 @@ def test_communicating_parallel_tasks_give_the_same_messages(batsim, tmp_path, n
     assert b"REJECTED" not in (tmp_path / "real_jobs.csv").read_bytes()
 
 
-def _random_run(tmp_path: Path, seed: int) -> None:
+def _random_run(tmp_path: Path, seed: int, communicating: bool = False) -> None:
     """The random decision process of tests/realbatsim.py (kills, timers, dynamic jobs,
-    replies stamped late) on a seeded random platform with a network."""
+    replies stamped late) on a seeded random platform with a network; ``communicating``:
+    its parallel tasks send bytes (parallel_homogeneous with com > 0, or _total)."""
     text, nodes = random_platform(seed)
     base = scenario(seed)
     for work in base.workloads:
         work["nb_res"] = nodes
         for job in work["jobs"]:
             job["res"] = min(job["res"], nodes)
+        if communicating:
+            work["profiles"]["ph"] = (
+                {"type": "parallel_homogeneous_total", "cpu": 2e9, "com": 5e7}
+                if seed % 2
+                else {"type": "parallel_homogeneous", "cpu": 1e9, "com": [1e6, 3e7, 2e8][seed % 3]}
+            )
     sc = FixedScenario(text, base.workloads, tuple(base.flags()))
     sc.nodes = nodes
     real, real_end = run_real(sc, seed, tmp_path, decide=Chaos(seed, sc))
@@ -106,10 +113,16 @@ def test_random_decisions_on_a_random_platform_give_the_same_messages(batsim, tm
     _random_run(tmp_path, seed)
 
 
+@pytest.mark.parametrize("seed", [1, 3, 6, 7])
+def test_random_decisions_on_communicating_tasks_give_the_same_messages(batsim, tmp_path, seed):
+    _random_run(tmp_path, seed, communicating=True)
+
+
 @pytest.mark.slow
 def test_two_hundred_random_platforms_give_the_same_messages(batsim, tmp_path):
     for seed in range(1, 201):
         _random_run(tmp_path / str(seed), seed)
+        _random_run(tmp_path / f"{seed}c", seed, communicating=True)
 
 
 # --------------------------------------------------------------------------- as users run them
