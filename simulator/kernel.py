@@ -82,7 +82,7 @@ class Mailbox:
 
 
 class Actor:
-    __slots__ = ("code", "name", "answer", "alive", "action", "sleep")
+    __slots__ = ("code", "name", "answer", "alive", "action", "sleep", "zombie")
 
     def __init__(self, code: ActorCode, name: str) -> None:
         self.code = code
@@ -91,6 +91,10 @@ class Actor:
         self.alive = True
         self.action: _Action | None = None  # its pending computation or communication
         self.sleep = -1  # its pending sleep's slot in the kernel's _Sleeps
+        # a computation that timed out but still uses its resources until the actor ends
+        # (Batsim does not cancel a ptask past its walltime: SimGrid drops it with the
+        # job's actor)
+        self.zombie: _Action | None = None
 
 
 class _Sleeps:
@@ -301,6 +305,8 @@ class Kernel:
                     call = actor.code.send(answer)
                 except StopIteration:
                     actor.alive = False
+                    if actor.zombie is not None:
+                        actor.zombie.done = True
                     continue
                 kind = call[0]
                 if kind == BY_NAME and not calls:
@@ -369,6 +375,8 @@ class Kernel:
             elif kind == KILL:
                 victim = call[1]
                 victim.alive = False
+                if victim.zombie is not None:
+                    victim.zombie.done = True
                 if victim.action is not None:
                     victim.action.done = True
                     if victim.action.sleep >= 0:  # its timeout detector goes with it
@@ -448,7 +456,10 @@ class Kernel:
                     self._sleeps.remove(what.sleep)
                     what.sleep = -1
                 elif not what.done:  # the detector ended, the computation has work left
-                    what.done = True  # it is cancelled
+                    if what.elements:  # sharing resources: it goes on using them
+                        actor.zombie = what
+                    else:
+                        what.done = True  # (alone, its end changes nothing)
                     actor.answer = TIMED_OUT
                 actor.action = None
                 if actor.alive:
