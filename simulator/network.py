@@ -196,8 +196,11 @@ class Network:
     ) -> tuple[list[Link], str | None, str | None]:
         if zone.routing in ("Cluster", "Vivaldi"):
             return self._star(zone, src, dst, latency)
-        if zone.routing == "None":
-            return [], None, None
+        if zone.routing == "None":  # SimGrid's EmptyZone: any route through it aborts
+            raise NetworkError(
+                f"{src!r} to {dst!r} goes through zone {zone.name!r}, routed None: SimGrid "
+                'aborts ("There can\'t be route in an Empty zone"), and so does Batsim'
+            )
         found = zone.routes.get((src, dst))
         if found is None and zone.routing in ("Floyd", "Dijkstra"):
             path = _shortest_paths(zone).get((src, dst))
@@ -402,6 +405,8 @@ class _Reader:
                     )
                 sub = self._zone(child.get("id", "?"), routing, zone, where)
                 self.walk(child, sub)
+                if routing == "Cluster":
+                    self._populate(sub, child)
             elif tag == "host":
                 self._netpoint(child.get("id", ""), zone)
                 coords = child.get("coordinates")
@@ -423,7 +428,54 @@ class _Reader:
                     raise NetworkError(f"{self.path}: <{tag}> is not modelled")
                 self.pending.append((zone, child))
             elif tag in ("backbone", "cabinet", "host_link"):
-                raise NetworkError(f"{self.path}: <{tag}> is not modelled")
+                if zone.routing != "Cluster":
+                    raise NetworkError(f"{where}: <{tag}> is only for zones routed Cluster")
+                if tag == "cabinet":
+                    for number in parse_radical(child.get("radical", ""), where):
+                        self._netpoint(
+                            f"{child.get('prefix', '')}{number}{child.get('suffix', '')}", zone
+                        )
+
+    def _populate(self, zone: Zone, element: ET.Element) -> None:
+        """A zone routed Cluster, once read (SimGrid's sg_platf_zone_cluster_populate): its
+        ``<backbone>``, then each ``<host_link>`` (up: the host's up link then the
+        backbone; down: the backbone then its down link), then each ``<cabinet>`` (hosts
+        with links ``link_<host>_UP``/``_DOWN`` of its ``bw``/``lat``)."""
+        backbone = None
+        for child in element.findall("backbone"):
+            where = f"{self.path}: <backbone id={child.get('id')!r}>"
+            made = self._new_link(
+                child.get("id", ""),
+                parse_bandwidth(child.get("bandwidth", "0"), where),
+                parse_time(child.get("latency", "0"), where),
+                "SHARED",
+                where,
+            )
+            assert isinstance(made, Link)
+            backbone = made
+        pairs: list[tuple[str, Link, Link]] = []
+        for child in element.findall("host_link"):
+            where = f"{self.path}: <host_link id={child.get('id')!r}>"
+            ends = []
+            for key in ("up", "down"):
+                made = self.links.get(child.get(key, ""))
+                if not isinstance(made, Link):
+                    raise NetworkError(f"{where}: link {child.get(key)!r} not found")
+                ends.append(made)
+            pairs.append((child.get("id", ""), ends[0], ends[1]))
+        for child in element.findall("cabinet"):
+            where = f"{self.path}: <cabinet id={child.get('id')!r}>"
+            bw = parse_bandwidth(child.get("bw", "0"), where)
+            lat = parse_time(child.get("lat", "0"), where)
+            for number in parse_radical(child.get("radical", ""), where):
+                name = f"{child.get('prefix', '')}{number}{child.get('suffix', '')}"
+                up = self._new_link(f"link_{name}_UP", bw, lat, "SHARED", where)
+                down = self._new_link(f"link_{name}_DOWN", bw, lat, "SHARED", where)
+                assert isinstance(up, Link) and isinstance(down, Link)
+                pairs.append((name, up, down))
+        for name, up, down in pairs:
+            zone.up[name] = [up, backbone] if backbone else [up]
+            zone.down[name] = [backbone, down] if backbone else [down]
 
     def _zone(self, name: str, routing: str, parent: Zone, where: str) -> Zone:
         if name in self.zones:
@@ -546,6 +598,11 @@ class _Reader:
             tag = element.tag
             where = f"{self.path}: <{tag} src={element.get('src')!r} dst={element.get('dst')!r}>"
             src, dst = element.get("src", ""), element.get("dst", "")
+            if zone.routing in ("None", "Vivaldi", "Cluster"):
+                raise NetworkError(
+                    f"{where}: zone {zone.name!r} (routed {zone.routing}) takes no <{tag}>: "
+                    f"SimGrid aborts (\"NetZone '{zone.name}' does not accept new routes\")"
+                )
             gw_src = gw_dst = None
             if tag in ("zoneRoute", "ASroute"):
                 gw_src, gw_dst = element.get("gw_src"), element.get("gw_dst")

@@ -207,6 +207,12 @@ def load_platform(path: str | Path, master_name: str = "master_host") -> Platfor
                         dict(zone_props),
                     )
                 )
+            elif tag == "cabinet":  # hosts of a zone routed Cluster
+                where = f"{path}: <cabinet id={child.get('id', '?')!r}>"
+                speed_value = parse_speed(child.get("speed", ""), where)
+                for number in parse_radical(child.get("radical", ""), where):
+                    name = f"{child.get('prefix', '')}{number}{child.get('suffix', '')}"
+                    hosts.append(Host(name, speed_value, 1, {}, dict(zone_props)))
             elif tag == "cluster":
                 cid = child.get("id", "?")
                 where = f"{path}: <cluster id={cid!r}>"

@@ -128,6 +128,20 @@ PLATFORMS: dict[str, tuple[str, tuple[str, ...]]] = {
         ("-m", "n0"),
     ),
     "cluster of 8, master cluster, backbone": (cluster(8), ()),
+    "zone routed Cluster: cabinets, host links, backbone": (
+        HEAD + '<platform version="4.1"><zone id="main" routing="Full">'
+        '<zone id="m" routing="Full"><host id="master_host" speed="1Gf"/></zone>'
+        '<zone id="c" routing="Cluster">'
+        '<link id="u0" bandwidth="1Gbps" latency="20us"/><link id="d0" bandwidth="2Gbps" latency="5us"/>'
+        '<host id="h0" speed="1Gf"/><host_link id="h0" up="u0" down="d0"/>'
+        '<cabinet id="cab" prefix="k" suffix="" speed="2Gf" bw="10Gbps" lat="1us" radical="1-2"/>'
+        '<router id="rc"/><backbone id="bb" bandwidth="10Gbps" latency="300us"/>'
+        "</zone>"
+        '<link id="up" bandwidth="1GBps" latency="40us"/>'
+        '<zoneRoute src="c" dst="m" gw_src="rc" gw_dst="master_host"><link_ctn id="up"/>'
+        "</zoneRoute></zone></platform>\n",
+        (),
+    ),
 }
 
 

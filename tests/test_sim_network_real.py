@@ -218,3 +218,30 @@ def test_pybatsim_schedfcfs_runs_on_a_loopback_link_as_on_batsim(batsim, tmp_pat
     real, ours = _run_pair(batsim, tmp_path, subprocess_env, text, wl, sched)
     assert real == ours
     assert real.count(b"\n") == 13
+
+
+def test_a_route_through_a_zone_routed_none_is_refused_as_batsim_aborts(batsim, tmp_path):
+    """Batsim's own platforms/platform.xml puts its master in a zone routed None: SimGrid
+    aborts at the first message ("There can't be route in an Empty zone"); the embedded
+    simulator refuses the platform when it reads it, with that reason."""
+    from simulator.platform import PlatformError, load_platform
+
+    text = PLATFORMS["vivaldi at 0 0 0"][0].replace('routing="Vivaldi"', 'routing="None"')
+    sc = FixedScenario(text, [workload(1, 3)])
+    _, real_end = run_real(sc, 0, tmp_path, decide=fcfs_decider())
+    assert real_end.startswith("exit") and real_end != "exit 0"
+    assert "There can't be route in an Empty zone" in (tmp_path / "batsim.log").read_text()
+    with pytest.raises(PlatformError, match="There can't be route in an Empty zone"):
+        load_platform(tmp_path / "platform.xml")
+
+
+def test_a_route_in_a_zone_routed_none_is_refused_as_batsim_aborts(batsim, tmp_path):
+    text = PLATFORMS["full, loopback route"][0].replace('routing="Full"', 'routing="None"')
+    sc = FixedScenario(text, [workload(1, 3)])
+    _, real_end = run_real(sc, 0, tmp_path, decide=fcfs_decider())
+    assert real_end.startswith("exit") and real_end != "exit 0"
+    assert "does not accept new routes" in (tmp_path / "batsim.log").read_text()
+    from simulator.platform import PlatformError, load_platform
+
+    with pytest.raises(PlatformError, match="does not accept new routes"):
+        load_platform(tmp_path / "platform.xml")
