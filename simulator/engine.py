@@ -45,6 +45,7 @@ from typing import Any
 from procset import ProcSet
 
 from simulator import protocol as p
+from simulator.energy import energy_meter
 from simulator.kernel import (
     BY_NAME,
     CREATE,
@@ -110,6 +111,7 @@ class Options:
     forward_unknown_events: bool = False
     sched_config: str = ""
     submission_latency: float = 0.0  # extra delay of every submission (timewarp's)
+    energy: bool = False  # Batsim's -E: the hosts' energy (simulator.energy)
 
 
 @dataclass(slots=True)
@@ -139,6 +141,8 @@ class JobRecord:
     walltime_end: float | None = None
     actor: Actor | None = None
     kill_requested: bool = False
+    energy: Any = -1.0  # joules its machines used while it ran (long double; -1: no -E)
+    loads: tuple[tuple[int, float], ...] = ()  # flops/s its computation puts on hosts now
     task: _Task | None = None  # the task its actor runs now, since task_start
     task_start: float = 0.0
 
@@ -216,6 +220,11 @@ class Simulator:
         if communicating or (network is not None and network.has_links):
             self.kernel.constraints = {}
         self._local, self._remote = platform.message_costs(self.kernel.constraints)
+        # -E: the compute machines' energy, and the rows of _consumed_energy.csv
+        self.energy = energy_meter(platform) if options.energy else None
+        self.energy_rows: list[tuple[float, Any, str, float]] = []  # energy: a Fraction
+        self.energy_first_submission: float | None = None
+        self.energy_last_completion = 0.0
         # Batsim's state around its server actor
         self._box = Mailbox("server")
         self._writer: list[p.Event] = []  # what the next message will carry
@@ -419,6 +428,8 @@ class Simulator:
                     batch = []
                 yield (SLEEP, subtime - current)
                 current = kernel.clock
+            if self.energy is not None and self.energy_first_submission is None:
+                self.energy_first_submission = self.energy.total(kernel.clock)
             batch.append(record)
         if batch:
             yield _BY_NAME
@@ -453,19 +464,25 @@ class Simulator:
                 if rate > 0 and left > 0 and not seconds > left:
                     # a parallel task under the walltime: SimGrid's timeout detector decides
                     # a tie (simulator.kernel, EXEC_TIMEOUT)
+                    self._computing(record, task)
                     if (yield (EXEC_TIMEOUT, rate, left)) is TIMED_OUT:
                         reached = True
                         break
+                    self._set_loads(record, ())
                     left -= seconds
                 # a delay must end before the walltime
                 elif left < 0 or seconds < left:
                     if rate > 0:
+                        self._computing(record, task)
                         yield (EXEC, rate)
+                        self._set_loads(record, ())
                     elif seconds > 0:  # SimGrid: sleeping 0 is no sleep at all
                         yield (SLEEP, seconds)
                     if left > 0:
                         left -= seconds
                 else:
+                    if rate > 0:  # a parallel task cut by the walltime: computing till then
+                        self._computing(record, task)
                     yield (SLEEP, left)
                     reached = True
                     break
@@ -475,6 +492,9 @@ class Simulator:
             self._complete(record, "COMPLETED_SUCCESSFULLY", 0)
         yield _BY_NAME
         yield (PUT, self._box, ("completed", record), self._remote[record.hosts[0]])
+        # a parallel task past its walltime computes on until its actor ends (Batsim does
+        # not cancel it; SimGrid drops it with the actor)
+        self._set_loads(record, ())
 
     def _tasks(self, record: JobRecord) -> list[_Task]:
         """The job's tasks as Batsim runs them: a delay is a sleep (rate 0), a parallel
@@ -514,6 +534,35 @@ class Simulator:
 
         add(record.job.profile, ())
         return tasks
+
+    def _computing(self, record: JobRecord, task: _Task) -> None:
+        """-E: a task computing at ``task.rate`` puts that many tasks/s × its flops on
+        each host (the energy plugin's load)."""
+        if self.energy is None:
+            return
+        profile = self.workloads[record.job.workload].profiles[task.name]
+        hosts = record.hosts
+        flops = ptask_matrices(profile, len(hosts))[0]
+        self._set_loads(
+            record, tuple((h, task.rate * f) for h, f in zip(hosts, flops, strict=True))
+        )
+
+    def _set_loads(self, record: JobRecord, loads: tuple[tuple[int, float], ...]) -> None:
+        if self.energy is None:
+            return
+        now = self.now
+        for host, flops in record.loads:
+            self.energy.add_load(host, now, -flops)
+        for host, flops in loads:
+            self.energy.add_load(host, now, flops)
+        record.loads = loads
+
+    def _energy_row(self, kind: str) -> float:
+        """A row of _consumed_energy.csv (Batsim's energy tracer); the total energy."""
+        assert self.energy is not None
+        total = self.energy.exact_total(self.now)
+        self.energy_rows.append((self.now, total, kind, self.energy.wattmin()))
+        return float(total)
 
     def _ptask_task(
         self, record: JobRecord, name: str, profile: dict[str, Any], path: tuple
@@ -591,6 +640,7 @@ class Simulator:
                 # anything else (the return code stays -1)
                 code = -2 if record.task is not None and record.task.rate > 0 else -1
                 yield (KILL, record.actor)
+                self._set_loads(record, ())  # its parallel task is cancelled
                 self._complete(record, "COMPLETED_KILLED", code)
                 killed.append(record)
         yield _BY_NAME
@@ -752,6 +802,12 @@ class Simulator:
             yield (CREATE, self._waiter(data.timestamp), "waiter")
         elif isinstance(data, p.SetJobMetadata):
             self._record(data.job_id).metadata = data.metadata
+        elif isinstance(data, p.SetResourceState) and self.energy is not None:
+            raise DecisionError(
+                "SET_RESOURCE_STATE under -E/--energy: power state changes (and switching "
+                "machines off through sleep states) are not modelled by timewarp sim; use "
+                "real Batsim"
+            )
         elif isinstance(data, p.SetResourceState):
             total = self.nb_compute + self.nb_storage
             if data.resources.max >= total:
@@ -766,7 +822,7 @@ class Simulator:
             for key in data.requests:
                 if key != "consumed_energy":
                     raise DecisionError(f"QUERY {key!r} is not supported (only consumed_energy)")
-                answers[key] = 0.0
+                answers[key] = 0.0 if self.energy is None else self.energy.total(self.now)
             self._emit(p.Answer(answers))
         elif isinstance(data, p.RegisterProfile):
             self._register_profile(data)
@@ -915,6 +971,9 @@ class Simulator:
             )
         record.work = record.remaining = work
         record.last_update = now
+        if self.energy is not None:  # Batsim: before the job's machines are marked busy
+            record.energy = self.energy.on(hosts, now)
+            self._energy_row("s")
         record.slowdown = has_sharing_slowdown(profile)
         self._slowdown_running += record.slowdown
         record.walltime_end = now + record.job.walltime if record.job.walltime > 0 else None
@@ -977,6 +1036,9 @@ class Simulator:
         hosts = record.hosts
         record.state = "completed"
         record.finish = self.now
+        if self.energy is not None:
+            record.energy = self.energy.on(hosts, self.now) - record.energy
+            self.energy_last_completion = self._energy_row("e")
         record.final_state = state
         record.return_code = return_code
         affected = [r for r in self._sharing_jobs(hosts) if r is not record]

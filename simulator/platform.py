@@ -56,10 +56,12 @@ class ConfigProp:
 @dataclass(frozen=True)
 class Host:
     name: str
-    speed: float  # flop/s of the first power state
+    speed: float  # flop/s of its initial power state
     cores: int
     properties: dict[str, str]
     zone_properties: dict[str, str] = field(default_factory=dict)
+    pstate_speeds: tuple[float, ...] = ()  # every power state's speed (the energy model)
+    pstate: int = 0  # its initial power state (``pstate`` attribute)
 
     @property
     def role(self) -> str:
@@ -131,7 +133,15 @@ class Platform:
 
 def parse_speed(text: str, where: str) -> float:
     """``"16.673E9f"``, ``"1Gf"``, ``"100Mf, 50Mf"`` (first power state) → flop/s."""
-    first = text.split(",")[0]
+    return _one_speed(text.split(",")[0], text, where)
+
+
+def parse_speeds(text: str, where: str) -> tuple[float, ...]:
+    """Every power state's speed: ``"100.0Mf, 1e-9Mf, 0.5f"`` → flop/s each."""
+    return tuple(_one_speed(part, text, where) for part in text.split(","))
+
+
+def _one_speed(first: str, text: str, where: str) -> float:
     match = _SPEED_RE.match(first)
     if not match:
         raise PlatformError(f"{where}: speed {text!r} is not like '1Gf' or '16.673E9f'")
@@ -198,13 +208,24 @@ def load_platform(path: str | Path, master_name: str = "master_host") -> Platfor
                 speed = child.get("speed")
                 if speed is None:
                     raise PlatformError(f"{where}: missing speed")
+                speeds = parse_speeds(speed, where)
+                try:
+                    pstate = int(child.get("pstate", "0"))
+                except ValueError:
+                    raise PlatformError(f"{where}: pstate {child.get('pstate')!r}") from None
+                if not 0 <= pstate < len(speeds):
+                    raise PlatformError(
+                        f"{where}: pstate {pstate} but {len(speeds)} speed(s) are given"
+                    )
                 hosts.append(
                     Host(
                         name,
-                        parse_speed(speed, where),
+                        speeds[pstate],
                         _cores(child.get("core"), where),
                         _props(child),
                         dict(zone_props),
+                        speeds,
+                        pstate,
                     )
                 )
             elif tag == "cabinet":  # hosts of a zone routed Cluster

@@ -165,6 +165,64 @@ def _run_pair(batsim, tmp_path, env, platform_text, wl, decision, flags=()):  # 
     return out["real"], out["ours"]
 
 
+ENERGY_HOSTS = (
+    '<host id="master_host" speed="1Gf" coordinates="0 0 0">'
+    '<prop id="wattage_per_state" value="100:200"/><prop id="wattage_off" value="10"/></host>'
+    '<host id="e0" speed="100Mf, 1e-9Mf, 50Mf" pstate="0" coordinates="0 0 0">'
+    '<prop id="wattage_per_state" value="30.0:100.0, 9.75:9.75, 20:40"/>'
+    '<prop id="wattage_off" value="5"/><prop id="sleep_pstates" value="1:1:1"/></host>'
+    '<host id="e1" speed="100Mf, 1e-9Mf, 50Mf" pstate="2" coordinates="0 0 0">'
+    '<prop id="wattage_per_state" value="30.0:100.0, 9.75:9.75, 20:40"/></host>'
+    '<host id="e2" speed="200Mf" core="4" coordinates="0 0 0">'
+    '<prop id="wattage_per_state" value="50:60:170"/></host>'
+    '<host id="e3" speed="100Mf" coordinates="0 0 0">'
+    '<prop id="wattage_per_state" value="12.5:77.7"/></host>'
+)
+ENERGY_PLATFORMS = {
+    "vivaldi, no network": '<zone id="z" routing="Vivaldi">' + ENERGY_HOSTS + "</zone>",
+    "full, loopback and links": (
+        '<zone id="z" routing="Full">'
+        + ENERGY_HOSTS.replace(' coordinates="0 0 0"', "")
+        + '<link id="lo" bandwidth="10GBps" latency="15us"/>'
+        '<link id="l" bandwidth="125MBps" latency="100us"/>'
+        '<route src="master_host" dst="master_host"><link_ctn id="lo"/></route>'
+        + "".join(
+            f'<route src="master_host" dst="e{i}"><link_ctn id="l"/></route>' for i in range(4)
+        )
+        + "</zone>"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ENERGY_PLATFORMS))
+def test_energy_files_are_the_same_as_batsims(batsim, tmp_path, subprocess_env, name):
+    """-E: each job's consumed_energy (idle power while a delay sleeps, epsilon + load ×
+    slope while a parallel task computes, and on until its actor ends past a walltime;
+    a host starting in power state 2, which SimGrid's plugin counts as state 0 until its
+    first update; a 4-core host, heterogeneous speeds), _consumed_energy.csv (sums in
+    long double) and _pstate_changes.csv byte-identical, and schedule.csv's
+    consumed_joules."""
+    text = (
+        '<?xml version="1.0"?>\n<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">\n'
+        f'<platform version="4.1">{ENERGY_PLATFORMS[name]}</platform>\n'
+    )
+    wl = workload(4, 4, 24)
+    for job in wl["jobs"][::5]:
+        job["walltime"] = 2  # some reach it: a parallel task cut, a delay cut
+    real, ours = _run_pair(batsim, tmp_path, subprocess_env, text, wl, _fcfs, ("-E",))
+    assert real == ours
+    energies = [row.split(",")[-2] for row in real.decode().splitlines()[1:]]
+    assert all(float(e) > 0 for e in energies), energies  # every job has its energy
+    for kind in ("consumed_energy", "pstate_changes"):
+        a = (tmp_path / "real" / f"out_{kind}.csv").read_bytes()
+        assert a == (tmp_path / "ours" / f"out_{kind}.csv").read_bytes(), kind
+    joules = [
+        (tmp_path / who / "out_schedule.csv").read_text().splitlines()[1].split(",")[1]
+        for who in ("real", "ours")
+    ]
+    assert joules[0] == joules[1] and float(joules[0]) > 0
+
+
 def _fcfs(endpoint: str) -> list[str]:
     return [sys.executable, "-m", "simulator.fcfs", endpoint]
 
