@@ -63,7 +63,7 @@ from simulator.kernel import (
     Ptask,
     Simcall,
 )
-from simulator.network import ptask_spec
+from simulator.network import PlatformError, ptask_spec
 from simulator.platform import Platform
 from simulator.workload import (
     Job,
@@ -222,6 +222,12 @@ class Simulator:
         self._local, self._remote = platform.message_costs(self.kernel.constraints)
         # -E: the compute machines' energy, and the rows of _consumed_energy.csv
         self.energy = energy_meter(platform) if options.energy else None
+        if self.energy is not None and communicating:
+            raise PlatformError(
+                f"{platform.path}: -E/--energy with parallel tasks that communicate: their "
+                "hosts' load follows the network's sharing, which the energy model does not "
+                "follow (use real Batsim, or com = 0)"
+            )
         self.energy_rows: list[tuple[float, Any, str, float]] = []  # energy: a Fraction
         self.energy_first_submission: float | None = None
         self.energy_last_completion = 0.0

@@ -148,6 +148,7 @@ class Network:
     zones: dict[str, Zone]  # zone name -> zone
     coordinates: dict[str, tuple[float, float, float]]
     has_links: bool
+    unrouted: tuple[str, ...] = ()  # zones without routing (SimGrid refuses the file)
 
     def route(self, src: str, dst: str) -> tuple[list[Link], float]:
         """The links from host ``src`` to host ``dst`` and the route's latency."""
@@ -379,7 +380,9 @@ def read_network(root: ET.Element, path: str) -> Network:
     reader.walk(root, top)
     reader.resolve()
     # a single top-level zone is SimGrid's root zone
-    return Network(reader.zone_of, reader.zones, reader.coordinates, reader.has_links)
+    return Network(
+        reader.zone_of, reader.zones, reader.coordinates, reader.has_links, tuple(reader.unrouted)
+    )
 
 
 class _Reader:
@@ -391,13 +394,17 @@ class _Reader:
         self.coordinates: dict[str, tuple[float, float, float]] = {}
         self.pending: list[tuple[Zone, ET.Element]] = []  # routes, read once all links are
         self.has_links = False
+        self.unrouted: list[str] = []  # zones without a routing attribute
 
     def walk(self, element: ET.Element, zone: Zone) -> None:
         for child in element:
             tag = child.tag
             where = f"{self.path}: <{tag} id={child.get('id')!r}>"
             if tag in ("zone", "AS"):
-                routing = child.get("routing", "None")
+                routing = child.get("routing")
+                if routing is None:  # SimGrid's DTD requires it: taken as Full here
+                    self.unrouted.append(child.get("id", "?"))
+                    routing = "Full"
                 if routing not in ("Full", "Floyd", "Dijkstra", "Vivaldi", "Cluster", "None"):
                     raise NetworkError(
                         f"{where}: routing {routing!r} is not modelled (Full, Floyd, "

@@ -382,6 +382,11 @@ def real_batsim_refusals(platform: Platform) -> list[str]:
     found = [refused_config_text(platform, prop) for prop in refused_by_simgrid(platform)]
     if platform.prolog_refusal:
         found.insert(0, platform.prolog_refusal)
+    if platform.network is not None and platform.network.unrouted:
+        found.append(
+            f"{platform.path}: zone(s) {', '.join(platform.network.unrouted)} without a "
+            "routing attribute: SimGrid's DTD requires it (taken as Full here)"
+        )
     return found
 
 
