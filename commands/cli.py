@@ -33,6 +33,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     ),
     "simulate": ("commands.simulate", "simulator + broker + scheduler(s) in one command"),
     "sweep": ("commands.sweep", "parameter studies and replicates on Dask"),
+    "explain": ("commands.explain", "one pod's life in a finished run: bound by whom, where, why"),
     "resume": ("commands.resume", "resume a paused `timewarp simulate` run (see --pause-at)"),
     "compare": ("commands.compare", "runs side by side: a table and a self-contained HTML report"),
     "report": ("commands.report_run", "one run's figures, plots and manifest (table and HTML)"),

@@ -19,13 +19,23 @@ from commands.outfiles import write_text_atomically
 PROG = "timewarp compare"
 
 
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text}")
+    return value
+
+
 def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--html", metavar="FILE", help="write the HTML report there (plots embedded; opens offline)"
     )
     parser.add_argument(
         "--slo-p99",
-        type=float,
+        type=_positive,
         metavar="SECONDS",
         help="a latency target: the share of metrics ticks whose p99 met it with no failed "
         "request is shown per service",
@@ -68,7 +78,13 @@ def report(groups: list[Group], title: str, html_path: str | None, prog: str) ->
     if html_path:
         from commands.comparing.html import render
 
-        write_text_atomically(Path(html_path), render(groups, title))
+        try:
+            write_text_atomically(Path(html_path), render(groups, title))
+        except OSError as exc:
+            print(
+                f"{prog}: --html {html_path}: cannot write ({exc.strerror or exc})", file=sys.stderr
+            )
+            return 2
         print(f"{prog}: report in {html_path}", file=sys.stderr)
     return 0
 

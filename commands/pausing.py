@@ -156,8 +156,7 @@ class PauseGuard:
         if self.kubeconfig:
             lines.append(f"  look:   KUBECONFIG={self.kubeconfig} kubectl get pods -o wide")
         lines.append(
-            f"  go on:  press Enter, or run `timewarp resume {self.out}` (SIGUSR2 to "
-            f"{os.getpid()})"
+            f"  go on:  press Enter, or run `timewarp resume {self.out}` (SIGUSR2 to {os.getpid()})"
         )
         print("\n".join(lines), file=self.log, flush=True)
         if sys.stdin is not None and sys.stdin.isatty():

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 OUT_PREFIX = "out"
 SIGTERM_GRACE_S = 20.0  # time a stopped simulator gets to write partial outputs
 OUT_FILES = tuple(f"{OUT_PREFIX}_{kind}.csv" for kind in ("jobs", "schedule", "machine_states"))
+DECISIONS_CSV = f"{OUT_PREFIX}_decisions.csv"  # broker/cluster/decisions.py
 RUNNING_CSV = f"{OUT_PREFIX}_running.csv"  # a partial run's jobs still running at the stop
 PLOT_FILES = ("gantt.png", "utilisation.png")
 
@@ -445,6 +446,7 @@ class _Simulation:
             *PLOT_FILES,
             SERVICES_CSV,
             RUNNING_CSV,
+            DECISIONS_CSV,
         ):  # an earlier run's must not
             # pass for this one's
             (self.out / name).unlink(missing_ok=True)
@@ -576,6 +578,7 @@ class _Simulation:
         progress = _ProgressView(
             self.total_jobs, disabled=args.quiet, started=self.started, prog=self.prog
         )
+        self._record_decisions(parts.facade)
         parts.broker = make_broker(
             args,
             endpoint=self._broker_endpoint(),
@@ -602,11 +605,25 @@ class _Simulation:
         watcher.start()
         return progress
 
+    def _record_decisions(self, facade) -> None:  # type: ignore[no-untyped-def]
+        """``out_decisions.csv``: every binding, deletion, scale change, cordon and
+        refusal, with the cluster at that instant (``broker/cluster/decisions.py``)."""
+        from broker.cluster.cluster import JOB_ID_ANNOTATION
+        from broker.cluster.decisions import DecisionLog
+
+        clock = facade.clock
+
+        def job_id_of(pod: dict) -> str:
+            annotations = (pod.get("metadata") or {}).get("annotations") or {}
+            return str(annotations.get(JOB_ID_ANNOTATION, ""))
+
+        self.decisions = DecisionLog(lambda: clock.now_ns() / 1e9, clock.wall_epoch_ns(), job_id_of)
+        facade.store.add_listener(self.decisions.on_commit)
+
     def _watch_progress(self, parts: _Wiring, progress: _ProgressView) -> None:
         """After each Batsim message: the progress bar, the no-progress report and
         ``--until`` (see :mod:`commands.guards`)."""
         from commands.guards import NoProgressGuard, StopAtGuard
-
         from commands.pausing import PauseGuard
 
         checks = [lambda p: progress.update(p)]
@@ -660,6 +677,10 @@ class _Simulation:
             nonlocal sim_code
             sim_code = self._stop_simulator(wait=result is not None and result.ok)
 
+        if parts.launcher is not None:  # their CPU, before they are stopped
+            from commands.process_figures import sample_cpu
+
+            self.process_cpu = sample_cpu(list(parts.launcher.processes))
         steps = [
             ("schedulers", parts.launcher and parts.launcher.stop_all),
             ("simulator", stop_simulator),
@@ -721,6 +742,7 @@ class _Simulation:
             figures["stopped_by"] = self.stopped_by
         if self.pacer is not None:
             figures["api_latency"] = self.pacer.figures()
+        self._process_figures()
         guard = getattr(self, "no_progress", None)
         warnings = list(guard.reports) if guard is not None else []
         refused: list[str] = []
@@ -729,6 +751,13 @@ class _Simulation:
             service_plots = self._write_services(figures)
         except OSError as exc:
             refused.append(f"{SERVICES_CSV} ({exc.strerror or exc})")
+        decisions = getattr(self, "decisions", None)
+        if decisions is not None:
+            try:
+                decisions.finish()
+                decisions.write(out / DECISIONS_CSV)
+            except OSError as exc:
+                refused.append(f"{DECISIONS_CSV} ({exc.strerror or exc})")
         try:
             self._write_manifest(figures, ok, reason, wall, warnings)
         except OSError as exc:
@@ -760,9 +789,27 @@ class _Simulation:
         if not self.args.quiet or not ok or figures["outputs"] != "complete" or refused:
             report.print_summary(figures, sys.stderr, title=self.prog)
             self._print_services(figures)
+            from commands.process_figures import summary_lines
+
+            for line in summary_lines(getattr(self, "per_process", {})):
+                print(f"{self.prog}: {line}", file=sys.stderr)
         for line in self.pacer.summary() if self.pacer is not None else ():
             print(f"{self.prog}: busy polling: {line}", file=sys.stderr)  # a warning: always
         return not refused
+
+    def _process_figures(self) -> None:
+        """Per scheduler process: CPU and API requests (``commands/process_figures.py``),
+        for the manifest and the summary."""
+        from commands.process_figures import figures as process_figures
+
+        parts = self._parts
+        if parts is None or parts.launcher is None or parts.facade is None:
+            self.per_process = {}
+            return
+        names = [proc.name for proc in parts.launcher.processes]
+        self.per_process = process_figures(
+            names, getattr(self, "process_cpu", {}), dict(parts.facade.api.request_counts)
+        )
 
     def _print_services(self, figures: dict) -> None:
         for name, web in sorted((figures.get("services") or {}).items()):
@@ -912,6 +959,8 @@ class _Simulation:
             "figures": figures,
             "warnings": warnings,
         }
+        if getattr(self, "per_process", None):
+            manifest["processes"] = self.per_process
         pauser = getattr(self, "pauser", None)
         if pauser is not None and pauser.pauses:
             manifest["pauses"] = pauser.pauses  # when and why (the outputs do not change)

@@ -332,5 +332,9 @@ def _report(sweep: Sweep, runs: list[Run], rows: list[dict], results: Path) -> N
     title = f"timewarp sweep {sweep.source.name}: {len(shown)} points"
     if failed:
         title += f" ({len(failed)} where every run failed: {', '.join(failed)})"
-    write_text_atomically(results / "report.html", render(shown, title))
+    try:
+        write_text_atomically(results / "report.html", render(shown, title))
+    except OSError as exc:  # the tables are written: the report is a bonus
+        print(f"timewarp sweep: report not written ({exc.strerror or exc})", file=sys.stderr)
+        return
     print(f"timewarp sweep: report in {results}/report.html", file=sys.stderr)

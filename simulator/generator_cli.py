@@ -7,28 +7,15 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from simulator import batch_gen, service_gen
+from simulator import batch_gen, cli_types, service_gen
 from simulator.generators import DEFAULT_SCHEDULER
 from simulator.services import read_rate_csv
 
-
-def _number(kind: type, check, what: str):
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-        if not check(value):
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text}")
-        return value
-
-    return parse
-
-
-_positive = _number(float, lambda v: v > 0, "a number > 0")
-_non_negative = _number(float, lambda v: v >= 0, "a number >= 0")
-_share = _number(float, lambda v: 0 <= v <= 1, "a number within [0, 1]")
-_count = _number(int, lambda v: v >= 1, "an integer >= 1")
+_positive = cli_types.positive
+_non_negative = cli_types.non_negative
+_share = cli_types.share
+_count = cli_types.positive_int
+_number = cli_types.number
 
 
 def _flash(text: str) -> service_gen.Flash:

@@ -31,7 +31,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from simulator import alibaba, generator_cli, generators, kube_import
+from simulator import cli_types, generator_cli, generators, trace_cli
 from simulator.generators import DEFAULT_SCHEDULER
 from simulator.platform import PlatformError, load_platform
 from simulator.swf import SwfError, convert, read_swf
@@ -41,38 +41,6 @@ from simulator.workload import WorkloadError, load_workload
 PROG = "timewarp workload"
 HostCheck = Callable[[dict[str, str]], object]
 FieldsCheck = Callable[[dict], object]  # a job's or profile's Kubernetes fields
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
-    return value
-
-
-def _non_negative(text: str) -> float:
-    value = float(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
-    return value
-
-
-def _positive(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
-    return value
-
-
-def _window(text: str) -> tuple[float, float]:
-    start, sep, end = text.partition(":")
-    try:
-        window = (float(start) if start else 0.0, float(end) if end else float("inf"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected START:END in seconds, got {text!r}") from None
-    if not sep or window[0] >= window[1]:
-        raise argparse.ArgumentTypeError(f"expected START:END with START < END, got {text!r}")
-    return window
 
 
 _SCHEDULER_HELP = (
@@ -100,7 +68,7 @@ def _pod_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--replicasets",
-        type=_positive_int,
+        type=cli_types.positive_int,
         default=1,
         metavar="K",
         help="with --replicaset: K ReplicaSets NAME-0..NAME-(K-1), pods dealt round robin "
@@ -121,95 +89,9 @@ def _replicaset_error(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _fraction(text: str) -> float:
-    value = float(text)
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"expected a number within (0, 1], got {text}")
-    return value
-
-
-def _selection_options(parser: argparse.ArgumentParser, what: str) -> None:
-    parser.add_argument(
-        "--window",
-        type=_window,
-        metavar="START:END",
-        help=f"keep the {what} submitted in [START, END) seconds after the trace's first "
-        "(either may be left out); subtimes then count from the first kept one",
-    )
-    parser.add_argument(
-        "--fraction",
-        type=_fraction,
-        default=1.0,
-        metavar="F",
-        help=f"keep a share F of the {what}, chosen by a hash of their names (the same F "
-        "keeps the same ones; default 1)",
-    )
-    parser.add_argument(
-        "--scale",
-        type=_positive,
-        default=1.0,
-        metavar="S",
-        help="multiply submission times by S (0.5: the same arrivals in half the time, "
-        "twice the load; default 1)",
-    )
-
-
-def _trace_outputs(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-o", "--output", required=True, help=_OUTPUT_HELP + " (the workload)")
-    parser.add_argument(
-        "-p", "--platform", required=True, help="the platform file to write (SimGrid XML)"
-    )
-    parser.add_argument("--scheduler", default=DEFAULT_SCHEDULER, help=_SCHEDULER_HELP)
-
-
-def _trace_importers(sub) -> None:
-    cluster = sub.add_parser(
-        "from-cluster",
-        help="import a cluster snapshot (kubectl get nodes,pods,deployments,hpa -A -o json)",
-    )
-    cluster.add_argument("dump", help="the snapshot: a kubectl List in JSON")
-    _trace_outputs(cluster)
-    _selection_options(cluster, "pods")
-    cluster.add_argument(
-        "--duration",
-        type=_positive,
-        default=3600.0,
-        metavar="SECONDS",
-        help="how long each Deployment's service serves traffic (default 3600)",
-    )
-    cluster.add_argument(
-        "--request-cost",
-        type=_positive,
-        default=0.05,
-        metavar="SECONDS",
-        help="mean CPU-seconds per request of the services' traffic (default 0.05)",
-    )
-    cluster.add_argument(
-        "--utilization",
-        type=_fraction,
-        default=0.5,
-        help="CPU utilisation the traffic keeps a Deployment at when no HPA says what it saw "
-        "(default 0.5)",
-    )
-    cluster.add_argument(
-        "--default-lifetime",
-        type=_positive,
-        default=600.0,
-        metavar="SECONDS",
-        help="run time of a pod that never started in the snapshot (default 600)",
-    )
-    ali = sub.add_parser(
-        "from-alibaba", help="import Alibaba's GPU cluster trace (pod and node lists)"
-    )
-    ali.add_argument("pods", help="the pod list CSV (openb_pod_list_*.csv)")
-    ali.add_argument("--nodes", required=True, help="the node list CSV (openb_node_list_*.csv)")
-    _trace_outputs(ali)
-    _selection_options(ali, "pods")
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="tool", metavar="TOOL", required=True)
-    _trace_importers(sub)
+    trace_cli.add_parsers(sub, _OUTPUT_HELP, _SCHEDULER_HELP)
     generator_cli.add_parsers(sub, _OUTPUT_HELP, _SCHEDULER_HELP)
 
     swf = sub.add_parser("from-swf", help="import a Standard Workload Format trace")
@@ -224,34 +106,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     swf.add_argument(
         "--norm",
-        type=_positive,
+        type=cli_types.positive,
         default=1.0,
         help="cpu (cores) of a job that takes all MaxProcs processors (default 1)",
     )
     swf.add_argument(
-        "--max-procs", type=_positive_int, help="override the header's MaxProcs (processors)"
+        "--max-procs",
+        type=cli_types.positive_int,
+        help="override the header's MaxProcs (processors)",
     )
-    swf.add_argument("--cpu-cap", type=_positive, help="cap each job's cpu, in cores (e.g. 5.9)")
     swf.add_argument(
-        "--trim", type=_positive, metavar="SECONDS", help="cap each job's run time (seconds)"
+        "--cpu-cap", type=cli_types.positive, help="cap each job's cpu, in cores (e.g. 5.9)"
+    )
+    swf.add_argument(
+        "--trim",
+        type=cli_types.positive,
+        metavar="SECONDS",
+        help="cap each job's run time (seconds)",
     )
     swf.add_argument(
         "--window",
-        type=_window,
+        type=cli_types.window,
         metavar="START:END",
         help="keep the jobs submitted in [START, END) seconds of the trace (either may be "
         "left out); subtimes then count from the first kept job",
     )
     swf.add_argument(
         "--fraction",
-        type=_fraction,
+        type=cli_types.fraction,
         default=1.0,
         metavar="F",
         help="keep a share F of the jobs, chosen by a hash of their numbers (default 1)",
     )
     swf.add_argument(
         "--scale",
-        type=_positive,
+        type=cli_types.positive,
         default=1.0,
         metavar="S",
         help="multiply submission times by S (0.5: twice the load; default 1)",
@@ -265,10 +154,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     for name, text in (("burst", "N jobs at once"), ("spaced", "N jobs at a fixed interval")):
         gen = sub.add_parser(name, help=text)
-        gen.add_argument("-n", "--count", type=_positive_int, required=True, help="jobs")
+        gen.add_argument("-n", "--count", type=cli_types.positive_int, required=True, help="jobs")
         gen.add_argument(
             "--delay",
-            type=_non_negative,
+            type=cli_types.non_negative,
             required=True,
             metavar="SECONDS",
             help="run time of each job, in seconds",
@@ -276,14 +165,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         if name == "spaced":
             gen.add_argument(
                 "--interval",
-                type=_non_negative,
+                type=cli_types.non_negative,
                 required=True,
                 metavar="SECONDS",
                 help="seconds between two submissions (the first at 0)",
             )
         gen.add_argument(
             "--walltime",
-            type=_positive,
+            type=cli_types.positive,
             default=1000.0,
             metavar="SECONDS",
             help="Batsim walltime of each job: killed if still running after it (default 1000)",
@@ -292,13 +181,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         _pod_options(gen)
 
     poisson = sub.add_parser("poisson", help="Poisson arrivals at rate λ")
-    poisson.add_argument("-n", "--count", type=_positive_int, required=True, help="jobs")
+    poisson.add_argument("-n", "--count", type=cli_types.positive_int, required=True, help="jobs")
     poisson.add_argument(
-        "--rate", type=_positive, required=True, help="mean arrivals per second (λ)"
+        "--rate", type=cli_types.positive, required=True, help="mean arrivals per second (λ)"
     )
     poisson.add_argument(
         "--mean-delay",
-        type=_positive,
+        type=cli_types.positive,
         required=True,
         metavar="SECONDS",
         help="mean run time: each job's is drawn from an exponential distribution with "
@@ -314,9 +203,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _pod_options(poisson)
 
     mixed = sub.add_parser("mixed", help="KubCG-style CPU/GPU image classes")
-    mixed.add_argument("-n", "--count", type=_positive_int, required=True, help="jobs")
+    mixed.add_argument("-n", "--count", type=cli_types.positive_int, required=True, help="jobs")
     mixed.add_argument(
-        "--rate", type=_positive, required=True, help="mean arrivals per second (Poisson)"
+        "--rate", type=cli_types.positive, required=True, help="mean arrivals per second (Poisson)"
     )
     mixed.add_argument(
         "--gpu-fraction",
@@ -332,7 +221,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ):
         mixed.add_argument(
             flag,
-            type=_non_negative,
+            type=cli_types.non_negative,
             default=default,
             metavar="SECONDS",
             help=f"run time of {what} (default {default:g})",
@@ -356,7 +245,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     plat = sub.add_parser("platform", help="generate a SimGrid platform")
     plat.add_argument(
-        "-n", "--nodes", type=_positive_int, help="homogeneous: this many nodes node0, node1, ..."
+        "-n",
+        "--nodes",
+        type=cli_types.positive_int,
+        help="homogeneous: this many nodes node0, node1, ...",
     )
     plat.add_argument(
         "--cpu-nodes", type=int, default=0, help="heterogeneous: CPU nodes cpu0, ... (default 0)"
@@ -365,10 +257,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--gpu-nodes", type=int, default=0, help="heterogeneous: GPU nodes gpu0, ... (default 0)"
     )
     plat.add_argument(
-        "--gpus-per-node", type=_positive_int, default=1, help="GPUs of a GPU node (default 1)"
+        "--gpus-per-node",
+        type=cli_types.positive_int,
+        default=1,
+        help="GPUs of a GPU node (default 1)",
     )
     plat.add_argument(
-        "--cores", type=_positive_int, default=1, help="cpu cores per node (default 1)"
+        "--cores", type=cli_types.positive_int, default=1, help="cpu cores per node (default 1)"
     )
     plat.add_argument(
         "--memory",
@@ -465,7 +360,7 @@ def run(
     ``check_fields(job or profile)`` (the pod-shape rules) those of the imported and
     generated pods; both raise ValueError with a message naming the property."""
     try:
-        if args.tool in ("from-cluster", "from-alibaba"):
+        if args.tool in trace_cli.TOOLS:
             return _import_trace(args, check_host, check_fields)
         if args.tool in ("service", "batch"):
             try:
@@ -610,36 +505,10 @@ def _import_trace(
 ) -> int:
     """from-cluster / from-alibaba: both files checked, then both written."""
     try:
-        if args.tool == "from-cluster":
-            converted = kube_import.convert(
-                kube_import.read_dump(args.dump),
-                source=args.dump,
-                scheduler=args.scheduler,
-                window=args.window,
-                fraction=args.fraction,
-                scale=args.scale,
-                default_lifetime=args.default_lifetime,
-                services=kube_import.ServiceOptions(
-                    duration=args.duration,
-                    request_cost=args.request_cost,
-                    utilization=args.utilization,
-                ),
-            )
-            workload, nodes, skipped = converted.workload, converted.nodes, converted.skipped
-        else:
-            nodes = alibaba.read_nodes(args.nodes)
-            workload = alibaba.convert(
-                alibaba.read_pods(args.pods),
-                source=args.pods,
-                scheduler=args.scheduler,
-                window=args.window,
-                fraction=args.fraction,
-                scale=args.scale,
-            )
-            skipped = {}
+        workload, nodes, skipped = trace_cli.build(args)
         _check_hosts(nodes, check_host, {})
         _check_pod_fields(workload, check_fields)
-    except (kube_import.ClusterDumpError, alibaba.AlibabaError, ValueError) as exc:
+    except ValueError as exc:
         return _fail(str(exc))
     workload["nb_res"] = len(nodes)
     _write_atomically(args.platform, generators.platform_xml(nodes), load_platform)

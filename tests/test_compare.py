@@ -14,6 +14,7 @@ import pytest
 from browser import dump_dom, screenshot
 
 from commands.comparing.figures import Group, sameness
+from commands.comparing.html import render
 from commands.comparing.runs import read_run
 from commands.comparing.table import rows
 
@@ -185,7 +186,47 @@ def test_the_first_placement_that_differs_is_named(tmp_path):
     b = read_run(make_run(tmp_path / "b", [0, 50, 10, 20], replicas=1), "b")
     same = read_run(make_run(tmp_path / "c", [0, 0, 10, 20], replicas=1), "c")
     verdict = sameness([Group("a", [a]), Group("b", [b]), Group("c", [same])])
-    assert verdict["first placement that differs"] == (
-        "job 2: a started it at 10.0 s on res 1, b at 60.0 s on res 1; "
-        "none: c placed every job as a"
+    # without decision logs: the jobs' placements as they landed
+    assert verdict["first decision that differs"] == (
+        "job 2: a started it at 10.0 s on res 1, b at 60.0 s on res 1 | none: c decided as a"
     )
+
+
+DECISION_HEADER = "time,actor,action,kind,namespace,name,target,job_id\n"
+
+
+def test_the_first_decision_that_differs_comes_from_the_decision_logs(tmp_path):
+    folders = [make_run(tmp_path / n, [0, 0], replicas=1) for n in ("a", "b", "c")]
+    common = "0,scheduler-0,bind,Pod,default,w0-211,n1,w0!1\n"
+    (folders[0] / "out_decisions.csv").write_text(
+        DECISION_HEADER + common + "5,scheduler-0,bind,Pod,default,w0-212,n2,w0!2\n"
+    )
+    (folders[1] / "out_decisions.csv").write_text(
+        DECISION_HEADER + common + "5,scheduler-1,bind,Pod,default,w0-212,n3,w0!2\n"
+    )
+    (folders[2] / "out_decisions.csv").write_text(DECISION_HEADER + common)
+    a, b, c = (read_run(f, f.name) for f in folders)
+    verdict = sameness([Group("a", [a]), Group("b", [b]), Group("c", [c])])
+    assert verdict["first decision that differs"] == (
+        "decision #2: a: bind Pod default/w0-212 -> n2 at 5.0 s (scheduler-0); "
+        "b: bind Pod default/w0-212 -> n3 at 5.0 s (scheduler-1) | "
+        "decision #2: a: bind Pod default/w0-212 -> n2 at 5.0 s (scheduler-0); "
+        "c took no more decisions"
+    )
+    page = render([Group("a", [a]), Group("b", [b])], "t")
+    assert "<tr><td>scheduler-0: bind</td><td>2</td><td>1</td></tr>" in page
+    assert "<tr><td>scheduler-1: bind</td><td>0</td><td>1</td></tr>" in page
+    same = read_run(folders[0], "again")
+    assert (
+        sameness([Group("a", [a]), Group("again", [same])])["first decision that differs"]
+        == "none: again decided as a"
+    )
+
+
+def test_bad_options_exit_2_naming_them(tmp_path, subprocess_env):
+    make_run(tmp_path / "a", [0], replicas=1)
+    out = _cli(subprocess_env, "report", tmp_path / "a", "--slo-p99", "-1")
+    assert out.returncode == 2 and "--slo-p99: expected seconds > 0" in out.stderr
+    (tmp_path / "file").write_text("")
+    out = _cli(subprocess_env, "report", tmp_path / "a", "--html", tmp_path / "file" / "r.html")
+    assert out.returncode == 2 and "--html" in out.stderr and "cannot write" in out.stderr

@@ -138,8 +138,8 @@ def sameness(groups: list[Group]) -> dict[str, str]:
     firsts = [g.runs[0] for g in groups]
     if len(firsts) > 1:
         diverged = [first_divergence(firsts[0], other) for other in firsts[1:]]
-        out["first placement that differs"] = "; ".join(
-            d or f"none: {o.label} placed every job as {firsts[0].label}"
+        out["first decision that differs"] = " | ".join(
+            d or f"none: {o.label} decided as {firsts[0].label}"
             for d, o in zip(diverged, firsts[1:], strict=True)
         )
     return out

@@ -216,6 +216,27 @@ def _manifest(run: Run) -> str:
     )
 
 
+def _decisions(groups: list[Group]) -> list[str]:
+    """How many decisions of each kind each run took, by whom (``out_decisions.csv``)."""
+    from collections import Counter
+
+    runs = [run for g in groups for run in g.runs if run.decisions]
+    if not runs:
+        return []
+    counts = {run.label: Counter((d["actor"], d["action"]) for d in run.decisions) for run in runs}
+    keys = sorted({k for c in counts.values() for k in c})
+    esc = html.escape
+    head = "".join(f"<th>{esc(label)}</th>" for label in counts)
+    out = ["<h2>Decisions</h2>", '<table id="decisions"><tr><th>who, what</th>' + head + "</tr>"]
+    for actor, action in keys:
+        cells = "".join(f"<td>{c[(actor, action)]:,}</td>" for c in counts.values())
+        out.append(f"<tr><td>{esc(actor)}: {esc(action)}</td>{cells}</tr>")
+    out.append("</table><p>Every decision with the cluster as it stood: each run's "
+               "<code>out_decisions.csv</code>; one pod's life: <code>timewarp explain OUT POD"
+               "</code>.</p>")  # fmt: skip
+    return out
+
+
 def render(groups: list[Group], title: str) -> str:
     esc = html.escape
     parts = [
@@ -253,6 +274,7 @@ def render(groups: list[Group], title: str) -> str:
     for caption, uri in plots(groups):
         parts.append(f'<figure><img alt="{esc(caption)}" src="{uri}"><figcaption>{esc(caption)}'
                      "</figcaption></figure>")  # fmt: skip
+    parts += _decisions(groups)
     parts.append("<h2>Runs</h2>")
     parts += [_manifest(run) for g in groups for run in g.runs]
     parts.append(f"<script>{_SCRIPT}</script></body></html>\n")

@@ -23,6 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+DECISIONS_CSV = (
+    "out_decisions.csv"  # every binding, deletion, scaling... (broker/cluster/decisions.py)
+)
+DECISION_KEY = ("time", "action", "kind", "namespace", "name", "target")
 CONTROLLER_WORKLOAD = "k8s"  # the Batsim workload of pods made by controllers (dynamic jobs)
 OK = "COMPLETED_SUCCESSFULLY"
 
@@ -75,6 +79,7 @@ class Run:
     services: dict[str, ServiceFigures]
     seed: str | None = None  # the seed a sweep gave the run (its manifest may not say)
     placements: dict[str, tuple[float, str]] = field(default_factory=dict)  # job -> start, node
+    decisions: list[dict[str, str]] = field(default_factory=list)  # out_decisions.csv
 
 
 def _node_names(manifest: dict[str, Any], base: Path) -> list[str]:
@@ -268,6 +273,7 @@ def read_run(
         services=_services(_rows(path / "out_services.csv"), slo_p99),
         seed=None if seed is None else str(seed),
         placements=_placements(rows, names),
+        decisions=_rows(path / DECISIONS_CSV),
     )
 
 
@@ -282,10 +288,33 @@ def _placements(rows: list[dict[str, str]], names: list[str]) -> dict[str, tuple
     return out
 
 
+def _decision(run: Run, row: dict[str, str] | None) -> str:
+    if row is None:
+        return f"{run.label} took no more decisions"
+    what = f"{row['action']} {row['kind']} {row['namespace']}/{row['name']}".replace(" /", " ")
+    target = f" -> {row['target']}" if row.get("target") else ""
+    return f"{run.label}: {what}{target} at {float(row['time']):,.1f} s ({row['actor']})"
+
+
+def first_decision_divergence(a: Run, b: Run) -> str | None:
+    """The first decision (``out_decisions.csv``, in order) that differs between the runs
+    in time, action, object or target — who took it may differ — or None when they took
+    the same ones."""
+    for i in range(max(len(a.decisions), len(b.decisions))):
+        da = a.decisions[i] if i < len(a.decisions) else None
+        db = b.decisions[i] if i < len(b.decisions) else None
+        key = lambda d: None if d is None else tuple(d.get(k, "") for k in DECISION_KEY)  # noqa: E731
+        if key(da) != key(db):
+            return f"decision #{i + 1}: {_decision(a, da)}; {_decision(b, db)}"
+    return None
+
+
 def first_divergence(a: Run, b: Run) -> str | None:
-    """Where ``b`` first placed a job otherwise than ``a`` (the earliest start that
-    differs in time or node), or None when every job common to both started at the same
-    time on the same node. Read from the outputs: the decisions as they landed."""
+    """Where ``b`` first decided otherwise than ``a``: from both runs' decision logs when
+    they have them, else the earliest job started at another time or on another node
+    (the decisions as they landed); None when nothing differs."""
+    if a.decisions and b.decisions:
+        return first_decision_divergence(a, b)
     differ = [
         (min(a.placements[j][0], b.placements[j][0]), j)
         for j in a.placements.keys() & b.placements.keys()
