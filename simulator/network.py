@@ -578,8 +578,10 @@ class _Reader:
             if limiter_bw > 0:
                 limiter = self._new_link(f"{link_id}_limiter", limiter_bw, 0.0, "SHARED", where)
                 ups.append(limiter)
+            # SimGrid 3.32 makes a cluster's private link split-duplex or else SHARED: its
+            # FATPIPE is not applied (sg_platf_new_cluster_flat)
             made = self._new_link(
-                link_id, bw, lat, "SPLITDUPLEX" if policy == "SPLITDUPLEX" else policy, where
+                link_id, bw, lat, "SPLITDUPLEX" if policy == "SPLITDUPLEX" else "SHARED", where
             )
             if isinstance(made, tuple):
                 ups.append(made[0])
