@@ -112,6 +112,7 @@ _LABELS = [
     ("pods_outside_batsim", "pods outside Batsim (run until deleted)", "{}"),
     ("rejected_by_kubelet", "pods refused by the kubelet (over-allocation)", "{}"),
     ("nondeterministic_advances", "non-deterministic advances", "{}"),
+    ("seed", "seed (--seed: entropy and hash order)", "{}"),
 ]
 
 

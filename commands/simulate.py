@@ -45,6 +45,7 @@ from commands.outfiles import (
 from commands.run import add_time_arguments
 from commands.services_report import SERVICES_CSV, plot_services, write_rows
 from commands.stopping import Interrupted, StopSignals
+from patcher.launch import DEFAULT_SEED
 from timewarp import __version__
 
 if TYPE_CHECKING:
@@ -217,6 +218,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="serve HTTPS and give the schedulers in-cluster configuration (load_incluster_config)",
     )
+
+
+def run_seed(args: argparse.Namespace) -> int:
+    """The run's seed: ``--seed``, or the fixed default (runs are reproducible unless
+    told otherwise)."""
+    return DEFAULT_SEED if args.seed is None else args.seed
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -550,6 +557,7 @@ class _Simulation:
             extra_kubeconfig=Path(args.write_kubeconfig) if args.write_kubeconfig else None,
             virtual=args.mode != "realtime",
             import_hook=not args.no_import_hook,
+            seed=run_seed(args),
         )
 
     def _start_schedulers(self, parts: _Wiring) -> None:
@@ -736,6 +744,7 @@ class _Simulation:
         written = all((out / name).exists() for name in OUT_FILES)
         complete = ok and stopped_at is None
         figures["outputs"] = ("complete" if complete else "partial") if written else "none"
+        figures["seed"] = run_seed(self.args)
         if stopped_at is not None:
             figures["stopped_at_s"] = stopped_at
         if getattr(self, "stopped_by", None):
@@ -952,6 +961,7 @@ class _Simulation:
             "schedulers": args.scheduler,
             "patch_modules": args.patch_module,
             "epoch_ns": args.epoch,
+            "seed": run_seed(args),
             "ok": ok,
             "reason": reason,
             "outputs": figures["outputs"],

@@ -334,3 +334,4 @@ ENV_CONNECT_TIMEOUT = "TIMEWARP_CONNECT_TIMEOUT"  # seconds to wait for the welc
 ENV_FACADE = "TIMEWARP_FACADE"  # host:port of the API facade (I/O accounting)
 ENV_PATCH_MODULES = "TIMEWARP_PATCH_MODULES"  # comma-separated, for the import hook
 ENV_FREEZE_UNPATCHED = "TIMEWARP_FREEZE_UNPATCHED"  # "1": freezegun for unpatched modules
+ENV_SEED = "TIMEWARP_SEED"  # the process's seed (from the run's seed and its name): its entropy
