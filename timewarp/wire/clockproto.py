@@ -219,6 +219,10 @@ def _decode(frame: bytes, table: Mapping[str, Any], direction: str) -> dict[str,
         msg = _DECODER.decode(frame.decode())
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"clock message ({direction}) is not JSON: {frame[:80]!r}") from exc
+    except RecursionError:  # 100,000 nested brackets: the JSON parser recurses per level
+        raise ProtocolError(
+            f"clock message ({direction}) is nested too deeply: {frame[:80]!r}"
+        ) from None
     if not isinstance(msg, dict):
         raise ProtocolError(f"clock message ({direction}) must be a JSON object: {frame[:80]!r}")
     op = msg.get("op")
