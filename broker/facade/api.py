@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from . import admission, discovery, errors, listoptions
+from . import acting, admission, discovery, errors, listoptions
 from .auth import TokenRegistry, TokenStats, bearer_token
 from .clock import Cancellable, Clock
 from .errors import ApiError
@@ -25,6 +25,7 @@ from .kinds import autoscaling
 from .metrics import MetricsBoard, custom_metric_value, node_metrics, pod_metrics
 from .objects import format_time
 from .patch import apply_patch
+from .requestinfo import request_info
 from .resources import CUSTOM_METRICS, CUSTOM_METRICS_GROUP, ResourceType, lookup
 from .selectors import parse_field_selector, parse_label_selector
 from .server import Request, Response, WatchStream
@@ -198,6 +199,9 @@ class Api:
         self._server_address = server_address
         self.hook_failures: list[Exception] = []
         self._policy_lock = threading.Lock()  # bindings, evictions, pod deletions: one at a time
+        # (identity, verb, resource) -> requests (broker/facade/requestinfo.py)
+        self.request_counts: dict[tuple[str, str, str], int] = {}
+        self._counts_lock = threading.Lock()
 
     # --- entry point ---------------------------------------------------------------
 
@@ -215,10 +219,17 @@ class Api:
         return None
 
     def handle(self, request: Request) -> Response | WatchStream:
-        try:
-            return self._handle(request)
-        except ApiError as exc:
-            return _error(exc)
+        stats = self.authenticate(request)
+        if stats is not None:  # who asked what (the run's per-process figures)
+            key = (stats.name, *request_info(request.method, request.target))
+            with self._counts_lock:
+                self.request_counts[key] = self.request_counts.get(key, 0) + 1
+        # who acts, for what the store's listeners record (broker/facade/acting.py)
+        with acting.acting_as(stats.name if stats is not None else ""):
+            try:
+                return self._handle(request)
+            except ApiError as exc:
+                return _error(exc)
 
     def _handle(self, request: Request) -> Response | WatchStream:
         split = urlsplit(request.target)
@@ -419,7 +430,7 @@ class Api:
 
     def _write_scale(self, request: Request, route: _Route) -> Response:
         """PUT or PATCH of ``.../scale``: the parent's ``spec.replicas`` (see
-        ``autoscaling.py``); answers the new Scale."""
+        ``kinds/autoscaling.py``); answers the new Scale."""
         assert route.name is not None
         body = _parse_body(request)
         if request.method == "PATCH":

@@ -35,6 +35,7 @@ from typing import Any
 
 from . import errors, listoptions, objects
 from .clock import Clock
+from .kinds import Context
 from .patch import apply_patch
 from .resources import BY_KEY, ResourceType, resource_type
 from .selectors import FieldSelector, LabelSelector, parse_field_selector, parse_label_selector
@@ -166,6 +167,32 @@ def _fields(selector: str | FieldSelector | None, rt: ResourceType) -> FieldSele
     if isinstance(selector, FieldSelector):
         return selector
     return parse_field_selector(selector, rt.key, rt.strategy.fields)
+
+
+def _default_and_validate(rt: ResourceType, obj: Obj, ctx: Context) -> None:
+    """What a create does after decoding: the kind's defaults, then its validation."""
+    rt.strategy.prepare_for_create(rt, obj, ctx)
+    rt.strategy.validate(rt, obj)
+
+
+class _BuiltinOnly:
+    """An admission context with nothing stored: the built-in PriorityClasses only."""
+
+    def priorities(self) -> dict[str, int]:
+        return dict(objects.BUILTIN_PRIORITY_CLASSES)
+
+
+def admissible(key: str, obj: Obj) -> Obj:
+    """``obj`` as a create would store it — decoded as the Go types would be, defaulted
+    and validated — or the :class:`~broker.facade.errors.ApiError` (400, 422) the create
+    would get. Nothing is stored: inputs are checked with it before a run, so they meet
+    exactly the rules the API applies (``broker/cluster/input_check.py``)."""
+    rt = resource_type(key)
+    obj = Store._new_object(rt, obj)
+    if rt.namespaced:
+        obj["metadata"].setdefault("namespace", "default")
+    _default_and_validate(rt, obj, _BuiltinOnly())
+    return obj
 
 
 class Store:
@@ -359,8 +386,7 @@ class Store:
             meta["creationTimestamp"] = self.timestamp()
             for field in ("deletionTimestamp", "selfLink"):
                 meta.pop(field, None)
-            rt.strategy.prepare_for_create(rt, obj, self)
-            rt.strategy.validate(rt, obj)
+            _default_and_validate(rt, obj, self)
             if prepare is not None:
                 prepare(obj)
             # (no size limit here: an API create is bounded by the request body's limit,

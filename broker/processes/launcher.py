@@ -76,6 +76,7 @@ class Launcher:
         extra_kubeconfig: Path | None = None,
         virtual: bool = True,
         import_hook: bool = True,
+        seed: int = launch.DEFAULT_SEED,
     ) -> None:
         self.clock = clock
         self.facade = facade
@@ -86,6 +87,7 @@ class Launcher:
         self.extra_kubeconfig = extra_kubeconfig
         self.virtual = virtual
         self.import_hook = import_hook
+        self.seed = seed  # the run's: each process's is derived from it and its name
         self.processes: list[SchedulerProcess] = []
         # every process the schedulers start carries it, whatever session it moves to
         self.run_tag = proctree.new_tag()
@@ -114,7 +116,9 @@ class Launcher:
         env[proctree.TAG_ENV] = self.run_tag
         if self.incluster_dir is not None:
             env.update(self.facade.write_incluster(self.incluster_dir.resolve() / name, name))
-        wrapped = parsed.argv
+        # `python` is timewarp's interpreter in every mode (realtime ran PATH's: issue 27)
+        import_hook = self.virtual and self.import_hook and parsed.import_hook
+        wrapped = launch.resolve_command(parsed.argv, rewrite_script=import_hook)
         if self.virtual:
             env[clockproto.ENV_ENDPOINT] = self.clock.endpoint
             env[clockproto.ENV_NAME] = name
@@ -122,14 +126,13 @@ class Launcher:
             env[clockproto.ENV_FACADE] = f"{self.facade.host}:{self.facade.port}"
             # what `timewarp run --name NAME -- CMD` would exec, without its interpreter
             # start-up on the way (the scheduler's start-up is on the critical path)
-            import_hook = self.import_hook and parsed.import_hook
             launch.runtime_environment(
                 env,
                 patch_modules=[*self.patch_modules, *parsed.patch_modules],
                 import_hook=import_hook,
                 freeze_unpatched=self.freeze_unpatched or parsed.freeze_unpatched,
+                seed=launch.process_seed(self.seed, name),
             )
-            wrapped = launch.resolve_command(parsed.argv, rewrite_script=import_hook)
             # one credential per process: its facade token also opens the clock
             env[clockproto.ENV_TOKEN] = self.clock.expect(name, token)
         proc = SchedulerProcess(name, argv, self.out_dir / f"{name}.log", kubeconfig)
