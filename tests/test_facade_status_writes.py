@@ -190,3 +190,19 @@ def test_the_scale_shows_what_it_can_of_an_odd_stored_selector(facade, client):
     code, scale = client.request("GET", f"{APPS}/deployments/web/scale")
     assert code == 200, scale
     assert scale["status"]["selector"] == "app=web,tier in ()"
+
+
+@pytest.mark.parametrize(
+    ("odd", "patched"), [("x", 200), ({"replicas": "many", "readyReplicas": [1]}, 400)]
+)
+def test_a_status_write_over_an_odd_stored_status_is_not_a_500(facade, client, odd, patched):
+    facade.store.update("deployments.apps", "default", "web", lambda o: o.update(status=odd))
+    path = f"{APPS}/deployments/web/status"
+    stored = _stored(client, f"{APPS}/deployments/web")
+    del stored["status"]
+    stored["metadata"]["labels"] = {"touched": "yes"}  # a status write ignores it
+    code, body = client.request("PUT", path, stored)
+    assert code == 200 and body["status"] == odd, body
+    code, body = _patch_status(client, f"{APPS}/deployments/web", {"replicas": 1})
+    # a merge patch keeps what it does not name: the stored readyReplicas does not decode
+    assert code == patched, body

@@ -172,6 +172,13 @@ def default_template_spec(spec: dict[str, Any]) -> None:
         c.setdefault("resources", {})
 
 
+def _counts(status: Any) -> dict[str, int]:
+    """The integer fields of a status (what its validation reads)."""
+    if not isinstance(status, dict):
+        return {}
+    return {key: value for key, value in status.items() if _is_int(value)}
+
+
 class Controller(Strategy):
     """What the apps/v1 and batch/v1 controllers' kinds share: ``metadata.generation``
     from 1 (it moves on with each change of the spec), a spec, and the validation of
@@ -242,10 +249,9 @@ class ReplicaSetStrategy(PodController):
         if subresource is None:
             self.default_workload(rt, new)
         else:  # the status strategy: ValidateReplicaSetStatusUpdate and co
-            old_status = old.get("status")  # as stored: any shape the broker wrote
-            errs = self.status_errors(
-                new.get("status") or {}, old_status if isinstance(old_status, dict) else {}
-            )
+            # the body's status is decoded; a status kept from the store may have any
+            # shape a broker write gave it: what is not an integer counts as 0
+            errs = self.status_errors(_counts(new.get("status")), _counts(old.get("status")))
             if errs:
                 raise validation.invalid(rt.kind, new["metadata"]["name"], errs, rt.group)
 
@@ -332,8 +338,7 @@ class DeploymentStrategy(ReplicaSetStrategy):
 
     def status_errors(self, status: Obj, old: Obj) -> list[validation.FieldError]:
         errs = super().status_errors(status, old)
-        before = old.get("collisionCount", 0)
-        if _is_int(before) and status.get("collisionCount", 0) < before:
+        if status.get("collisionCount", 0) < old.get("collisionCount", 0):
             errs.append(
                 validation.invalid_value(
                     "status.collisionCount",
