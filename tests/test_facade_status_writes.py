@@ -206,3 +206,12 @@ def test_a_status_write_over_an_odd_stored_status_is_not_a_500(facade, client, o
     code, body = _patch_status(client, f"{APPS}/deployments/web", {"replicas": 1})
     # a merge patch keeps what it does not name: the stored readyReplicas does not decode
     assert code == patched, body
+
+
+def test_an_hpa_status_write_over_an_odd_stored_status_is_not_a_500(facade, client):
+    key = "horizontalpodautoscalers.autoscaling"
+    facade.store.update(key, "default", "web", lambda o: o.update(status="x"))
+    stored = _stored(client, f"{HPAS}/web")
+    del stored["status"]
+    code, body = client.request("PUT", f"{HPAS}/web/status", stored)
+    assert code == 200 and body["status"] == "x", body

@@ -309,7 +309,7 @@ def validate_hpa(hpa: dict[str, Any]) -> None:
 
 def validate_hpa_status(hpa: dict[str, Any]) -> None:
     name = hpa.get("metadata", {}).get("name", "")
-    status = hpa.get("status") or {}
+    status = _object(hpa.get("status"))  # kept from the store if the body had none
     problems = []
     for key in ("currentReplicas", "desiredReplicas"):
         value = status.get(key, 0)
