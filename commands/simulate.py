@@ -121,6 +121,14 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "default 10m)",
     )
     parser.add_argument(
+        "--scheduler-exit",
+        choices=("continue", "fail"),
+        default="continue",
+        help="a scheduler process that exits 0 before the simulation ends: that process is "
+        "done and the run goes on (continue, the default: one-shot tools, --once modes), "
+        "or the run fails (fail); any other exit fails the run",
+    )
+    parser.add_argument(
         "--on-no-progress",
         choices=("stop", "warn"),
         default="stop",
@@ -559,6 +567,9 @@ class _Simulation:
             import_hook=not args.no_import_hook,
             seed=run_seed(args),
         )
+        parts.launcher.zero_exit_continues = getattr(args, "scheduler_exit", "continue") == (
+            "continue"
+        )
 
     def _start_schedulers(self, parts: _Wiring) -> None:
         """Schedulers first: their start-up (importing a Kubernetes client) is the
@@ -819,6 +830,12 @@ class _Simulation:
         self.per_process = process_figures(
             names, getattr(self, "process_cpu", {}), dict(parts.facade.api.request_counts)
         )
+        try:
+            exits = parts.launcher.exits()
+        except Exception:  # a report must never be what fails the run
+            exits = {}
+        for name, ended in exits.items():
+            self.per_process.setdefault(name, {}).update(ended=ended)
 
     def _print_services(self, figures: dict) -> None:
         for name, web in sorted((figures.get("services") or {}).items()):

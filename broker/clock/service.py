@@ -121,6 +121,7 @@ class ProcessState:
     settled: bool = False  # has been idle at least once (start-up is over)
     gone: bool = False
     said_bye: bool = False  # gone by its own word (exiting), not a dropped connection
+    gone_at_ns: int | None = None  # the virtual instant it went (its exit's instant)
     returncode: int | None = None
     stacks: str | None = None
 
@@ -426,6 +427,7 @@ class ClockService:
         if proc.gone:
             return
         proc.gone = True
+        proc.gone_at_ns = self._now  # time stood still while it ran: this is its instant
         for key in [k for k in self._timers if k[0] == proc.name]:
             self._timers.pop(key).cancel()
         self._cond.notify_all()
