@@ -90,6 +90,7 @@ def summarise(
         "kills",
         "bindings",
         "nondeterministic_advances",
+        "nondeterministic_causes",
         "timer_fires",
         "lockstep_windows",
         "lockstep_windows_with_decision",

@@ -102,6 +102,9 @@ def activate_from_env() -> _runtime.Runtime | None:
             from timewarp._core import netio as _netio
 
             _netio.install(facade)
+        from timewarp._core import servers as _servers
+
+        _servers.install()  # after netio: its socket wrappers stay the inner ones
         return rt
 
 

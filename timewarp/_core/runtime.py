@@ -380,6 +380,15 @@ class Runtime:
         if ts.tracked:
             ts.go.acquire()
 
+    def report_outside_input(self, cause: str) -> None:
+        """Input from outside the simulation (a real connection to a server socket, see
+        ``servers``) made a thread run without the broker's go: in deterministic mode the
+        broker counts a non-deterministic advance, with ``cause``."""
+        with self.lock:
+            if self.deterministic:
+                self.outbox.append(clockproto.woke(cause))
+                self._poke()
+
     # ------------------------------------------------------------------- clock
     def now(self) -> int:
         if not self.now_roundtrip:
