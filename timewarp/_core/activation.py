@@ -104,7 +104,7 @@ def activate_from_env() -> _runtime.Runtime | None:
             _netio.install(facade)
         from timewarp._core import servers as _servers
 
-        _servers.install()  # after netio: its socket wrappers stay the inner ones
+        _servers.install(when_imported)  # after netio: its socket wrappers stay inner
         return rt
 
 

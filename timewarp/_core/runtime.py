@@ -288,8 +288,10 @@ class Runtime:
         waiter.parked = True
         if ts.tracked:
             self._release_baton_locked(ts)
-        self.lock.release()
         try:
+            # (inside the try: a signal handler that raises — SIGTERM's SystemExit — may
+            # run right after the release, and the caller's ``with lock`` releases again)
+            self.lock.release()
             ts.go.acquire()
         finally:
             self.lock.acquire()

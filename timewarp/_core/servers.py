@@ -25,11 +25,13 @@ that also watches anything else (a pipe, an outgoing connection, a write) is lef
 that may be written by someone in the simulation or answer a request of the program, and
 stays busy as before (the stall guard's business). Limits: ``select.select``/``poll``
 called directly are not covered; a connection between two simulated programs (or a
-program and itself) over loopback counts as from outside.
+program and itself) over loopback counts as from outside. ``socketserver``'s
+``shutdown()`` waits on a virtual ``Event`` (the server thread sets it at its next poll).
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import select
@@ -37,10 +39,12 @@ import selectors
 import socket
 import ssl
 import threading
+import types
 from collections.abc import Callable
 from typing import Any
 
 from timewarp._core import runtime as _runtime
+from timewarp._core.shim import ModuleShim
 
 _NS = 1_000_000_000
 _inbound: dict[int, tuple[Any, Any]] = {}  # accepted connections: fd -> (sockname, peername)
@@ -259,12 +263,21 @@ def _reading(orig: Callable) -> Callable:
     return read
 
 
-def install() -> None:
-    """Once per process, after ``netio.install`` (its wrappers stay the inner ones)."""
+def _virtualize_socketserver(module: types.ModuleType) -> None:
+    """``shutdown()`` waits on an ``Event`` that ``serve_forever`` sets at its next poll:
+    a virtual one, or the caller would hold the baton while the poll waits for it."""
+    vthreading = importlib.import_module("timewarp.vthreading")  # a drop-in: by name
+    module.threading = ModuleShim(threading, {"Event": vthreading.Event})  # type: ignore[attr-defined]
+
+
+def install(when_imported: Callable[[dict], None]) -> None:
+    """Once per process, after ``netio.install`` (its wrappers stay the inner ones).
+    ``when_imported``: activation's, to adjust ``socketserver`` when it is imported."""
     global _installed
     if _installed:
         return
     _installed = True
+    when_imported({"socketserver": _virtualize_socketserver})
     for cls in (selectors.SelectSelector, getattr(selectors, "_PollLikeSelector", None)):
         if cls is not None:
             cls.select = _selecting(cls.select)  # type: ignore[method-assign]
