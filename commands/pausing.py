@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from commands.outfiles import write_text_atomically
+
 PAUSED_FILE = "paused.json"
 PAUSE_SIGNAL = signal.SIGUSR1
 RESUME_SIGNAL = signal.SIGUSR2
@@ -148,9 +150,12 @@ class PauseGuard:
         """Write ``paused.json``, say how to look and how to go on, and wait for Enter,
         ``timewarp resume`` or SIGUSR2. A stop signal ends the wait (and the run)."""
         self._resume.clear()
-        note = {"t_s": now_s, "reason": reason, "pid": os.getpid()}
+        # "pause": this pause's number, so `timewarp resume` can tell that the run went
+        # on even when it pauses again at once (a new note in the same file)
+        number = len(self.pauses) + 1
+        note = {"t_s": now_s, "reason": reason, "pid": os.getpid(), "pause": number}
         path = self.out / PAUSED_FILE
-        path.write_text(json.dumps(note) + "\n")
+        write_text_atomically(path, json.dumps(note) + "\n")  # resume may read it meanwhile
         self.pauses.append({"t_s": now_s, "reason": reason})
         lines = [f"{self.prog}: PAUSED at simulated t={now_s:,.3f} s ({reason})"]
         if self.kubeconfig:
@@ -194,9 +199,17 @@ def resume(out: Path, timeout_s: float = 30.0) -> str:
         raise ValueError(f"{out}: the paused run (pid {pid}) is gone") from None
     done = threading.Event()
     for _ in range(int(timeout_s / 0.05)):
-        if not path.exists():
-            break
+        if _pause_number(path) != note.get("pause"):
+            break  # gone, or the next pause's note
         done.wait(0.05)
     else:
         raise ValueError(f"{out}: pid {pid} did not resume within {timeout_s:g} s")
     return f"resumed the run paused at simulated t={note.get('t_s', 0):,.3f} s"
+
+
+def _pause_number(path: Path) -> object:
+    """The ``pause`` number of the note at ``path`` (None when there is none)."""
+    try:
+        return json.loads(path.read_text()).get("pause")
+    except (OSError, ValueError, AttributeError):
+        return None

@@ -45,6 +45,7 @@ from commands.outfiles import (
 from commands.run import add_time_arguments
 from commands.services_report import SERVICES_CSV, plot_services, write_rows
 from commands.stopping import Interrupted, StopSignals
+from patcher.launch import DEFAULT_SEED
 from timewarp import __version__
 
 if TYPE_CHECKING:
@@ -217,6 +218,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="serve HTTPS and give the schedulers in-cluster configuration (load_incluster_config)",
     )
+
+
+def run_seed(args: argparse.Namespace) -> int:
+    """The run's seed: ``--seed``, or the fixed default (runs are reproducible unless
+    told otherwise)."""
+    return DEFAULT_SEED if args.seed is None else args.seed
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -550,6 +557,7 @@ class _Simulation:
             extra_kubeconfig=Path(args.write_kubeconfig) if args.write_kubeconfig else None,
             virtual=args.mode != "realtime",
             import_hook=not args.no_import_hook,
+            seed=run_seed(args),
         )
 
     def _start_schedulers(self, parts: _Wiring) -> None:
@@ -677,6 +685,10 @@ class _Simulation:
             nonlocal sim_code
             sim_code = self._stop_simulator(wait=result is not None and result.ok)
 
+        if parts.launcher is not None:  # their CPU, before they are stopped
+            from commands.process_figures import sample_cpu
+
+            self.process_cpu = sample_cpu(list(parts.launcher.processes))
         steps = [
             ("schedulers", parts.launcher and parts.launcher.stop_all),
             ("simulator", stop_simulator),
@@ -732,12 +744,14 @@ class _Simulation:
         written = all((out / name).exists() for name in OUT_FILES)
         complete = ok and stopped_at is None
         figures["outputs"] = ("complete" if complete else "partial") if written else "none"
+        figures["seed"] = run_seed(self.args)
         if stopped_at is not None:
             figures["stopped_at_s"] = stopped_at
         if getattr(self, "stopped_by", None):
             figures["stopped_by"] = self.stopped_by
         if self.pacer is not None:
             figures["api_latency"] = self.pacer.figures()
+        self._process_figures()
         guard = getattr(self, "no_progress", None)
         warnings = list(guard.reports) if guard is not None else []
         refused: list[str] = []
@@ -784,9 +798,27 @@ class _Simulation:
         if not self.args.quiet or not ok or figures["outputs"] != "complete" or refused:
             report.print_summary(figures, sys.stderr, title=self.prog)
             self._print_services(figures)
+            from commands.process_figures import summary_lines
+
+            for line in summary_lines(getattr(self, "per_process", {})):
+                print(f"{self.prog}: {line}", file=sys.stderr)
         for line in self.pacer.summary() if self.pacer is not None else ():
             print(f"{self.prog}: busy polling: {line}", file=sys.stderr)  # a warning: always
         return not refused
+
+    def _process_figures(self) -> None:
+        """Per scheduler process: CPU and API requests (``commands/process_figures.py``),
+        for the manifest and the summary."""
+        from commands.process_figures import figures as process_figures
+
+        parts = self._parts
+        if parts is None or parts.launcher is None or parts.facade is None:
+            self.per_process = {}
+            return
+        names = [proc.name for proc in parts.launcher.processes]
+        self.per_process = process_figures(
+            names, getattr(self, "process_cpu", {}), dict(parts.facade.api.request_counts)
+        )
 
     def _print_services(self, figures: dict) -> None:
         for name, web in sorted((figures.get("services") or {}).items()):
@@ -929,6 +961,7 @@ class _Simulation:
             "schedulers": args.scheduler,
             "patch_modules": args.patch_module,
             "epoch_ns": args.epoch,
+            "seed": run_seed(args),
             "ok": ok,
             "reason": reason,
             "outputs": figures["outputs"],
@@ -936,6 +969,8 @@ class _Simulation:
             "figures": figures,
             "warnings": warnings,
         }
+        if getattr(self, "per_process", None):
+            manifest["processes"] = self.per_process
         pauser = getattr(self, "pauser", None)
         if pauser is not None and pauser.pauses:
             manifest["pauses"] = pauser.pauses  # when and why (the outputs do not change)

@@ -36,6 +36,7 @@ import math
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
+from typing import Any
 
 TCP_GAMMA = 4194304.0  # SimGrid's network/TCP-gamma default (bytes)
 LOOPBACK_BW = 1e10  # SimGrid's network/loopback-bw default (10 GB/s)
@@ -147,6 +148,7 @@ class Network:
     zones: dict[str, Zone]  # zone name -> zone
     coordinates: dict[str, tuple[float, float, float]]
     has_links: bool
+    unrouted: tuple[str, ...] = ()  # zones without routing (SimGrid refuses the file)
 
     def route(self, src: str, dst: str) -> tuple[list[Link], float]:
         """The links from host ``src`` to host ``dst`` and the route's latency."""
@@ -195,8 +197,11 @@ class Network:
     ) -> tuple[list[Link], str | None, str | None]:
         if zone.routing in ("Cluster", "Vivaldi"):
             return self._star(zone, src, dst, latency)
-        if zone.routing == "None":
-            return [], None, None
+        if zone.routing == "None":  # SimGrid's EmptyZone: any route through it aborts
+            raise NetworkError(
+                f"{src!r} to {dst!r} goes through zone {zone.name!r}, routed None: SimGrid "
+                'aborts ("There can\'t be route in an Empty zone"), and so does Batsim'
+            )
         found = zone.routes.get((src, dst))
         if found is None and zone.routing in ("Floyd", "Dijkstra"):
             path = _shortest_paths(zone).get((src, dst))
@@ -252,6 +257,59 @@ def message_cost(links: list[Link], latency: float, size: float = 1.0) -> tuple[
     if latency > 0:
         rate = min(rate, TCP_GAMMA / (2.0 * latency * size))
     return latency, rate
+
+
+def link_elements(links: list[Link], size: float) -> dict[Link, float]:
+    """What a transfer of ``size`` bytes uses of each link of its route (SimGrid's lmm
+    ``expand``: a link met twice carries the bytes twice, unless FATPIPE)."""
+    load: dict[Link, float] = {}
+    for link in links:
+        if link.fatpipe:
+            load[link] = max(load.get(link, 0.0), size)
+        else:
+            load[link] = load.get(link, 0.0) + size
+    return load
+
+
+def ptask_spec(
+    network: Network | None,
+    hosts: list[tuple[str, float, int, Any]],
+    flops: list[float],
+    matrix: list[float],
+) -> tuple[float, list[tuple[Any, float]], float, dict[Any, tuple[float, bool]]]:
+    """ptask_L07's parallel task on ``hosts`` (name, speed, cores, constraint id): its
+    latency (the largest route latency among its communications), the constraints it
+    uses with their weights (each host's CPU for its flops, each link for the bytes over
+    it), its bound (the slowest host's speed over its flops, the TCP window over the
+    largest latency × bytes; 0: none), and the capacity of every constraint named."""
+    n = len(hosts)
+    latency = 0.0
+    lat_bytes = 0.0
+    weights: dict[Any, float] = {}
+    capacity: dict[Any, tuple[float, bool]] = {}
+    for (_, speed, cores, cid), amount in zip(hosts, flops, strict=True):
+        weights[cid] = weights.get(cid, 0.0) + amount
+        capacity[cid] = (cores * speed, False)
+    for k, amount in enumerate(matrix):
+        if amount <= 0:
+            continue
+        links, lat = network.route(hosts[k // n][0], hosts[k % n][0]) if network else ([], 0.0)
+        latency = max(latency, lat)
+        lat_bytes = max(lat_bytes, lat * amount)
+        for link, load in link_elements(links, amount).items():
+            key = id(link)
+            if link.fatpipe:
+                weights[key] = max(weights.get(key, 0.0), load)
+            else:
+                weights[key] = weights.get(key, 0.0) + load
+            capacity[key] = (link.bandwidth, link.fatpipe)
+    bound = float("inf")
+    for (_, speed, _, _), amount in zip(hosts, flops, strict=True):
+        if amount > 0:
+            bound = min(bound, speed / amount)
+    if lat_bytes > 0:
+        bound = min(bound, TCP_GAMMA / (2.0 * lat_bytes))
+    return latency, list(weights.items()), 0.0 if bound == float("inf") else bound, capacity
 
 
 def _path_to_root(zone: Zone) -> list[Zone]:
@@ -322,7 +380,9 @@ def read_network(root: ET.Element, path: str) -> Network:
     reader.walk(root, top)
     reader.resolve()
     # a single top-level zone is SimGrid's root zone
-    return Network(reader.zone_of, reader.zones, reader.coordinates, reader.has_links)
+    return Network(
+        reader.zone_of, reader.zones, reader.coordinates, reader.has_links, tuple(reader.unrouted)
+    )
 
 
 class _Reader:
@@ -334,13 +394,17 @@ class _Reader:
         self.coordinates: dict[str, tuple[float, float, float]] = {}
         self.pending: list[tuple[Zone, ET.Element]] = []  # routes, read once all links are
         self.has_links = False
+        self.unrouted: list[str] = []  # zones without a routing attribute
 
     def walk(self, element: ET.Element, zone: Zone) -> None:
         for child in element:
             tag = child.tag
             where = f"{self.path}: <{tag} id={child.get('id')!r}>"
             if tag in ("zone", "AS"):
-                routing = child.get("routing", "None")
+                routing = child.get("routing")
+                if routing is None:  # SimGrid's DTD requires it: taken as Full here
+                    self.unrouted.append(child.get("id", "?"))
+                    routing = "Full"
                 if routing not in ("Full", "Floyd", "Dijkstra", "Vivaldi", "Cluster", "None"):
                     raise NetworkError(
                         f"{where}: routing {routing!r} is not modelled (Full, Floyd, "
@@ -348,6 +412,8 @@ class _Reader:
                     )
                 sub = self._zone(child.get("id", "?"), routing, zone, where)
                 self.walk(child, sub)
+                if routing == "Cluster":
+                    self._populate(sub, child)
             elif tag == "host":
                 self._netpoint(child.get("id", ""), zone)
                 coords = child.get("coordinates")
@@ -369,7 +435,54 @@ class _Reader:
                     raise NetworkError(f"{self.path}: <{tag}> is not modelled")
                 self.pending.append((zone, child))
             elif tag in ("backbone", "cabinet", "host_link"):
-                raise NetworkError(f"{self.path}: <{tag}> is not modelled")
+                if zone.routing != "Cluster":
+                    raise NetworkError(f"{where}: <{tag}> is only for zones routed Cluster")
+                if tag == "cabinet":
+                    for number in parse_radical(child.get("radical", ""), where):
+                        self._netpoint(
+                            f"{child.get('prefix', '')}{number}{child.get('suffix', '')}", zone
+                        )
+
+    def _populate(self, zone: Zone, element: ET.Element) -> None:
+        """A zone routed Cluster, once read (SimGrid's sg_platf_zone_cluster_populate): its
+        ``<backbone>``, then each ``<host_link>`` (up: the host's up link then the
+        backbone; down: the backbone then its down link), then each ``<cabinet>`` (hosts
+        with links ``link_<host>_UP``/``_DOWN`` of its ``bw``/``lat``)."""
+        backbone = None
+        for child in element.findall("backbone"):
+            where = f"{self.path}: <backbone id={child.get('id')!r}>"
+            made = self._new_link(
+                child.get("id", ""),
+                parse_bandwidth(child.get("bandwidth", "0"), where),
+                parse_time(child.get("latency", "0"), where),
+                "SHARED",
+                where,
+            )
+            assert isinstance(made, Link)
+            backbone = made
+        pairs: list[tuple[str, Link, Link]] = []
+        for child in element.findall("host_link"):
+            where = f"{self.path}: <host_link id={child.get('id')!r}>"
+            ends = []
+            for key in ("up", "down"):
+                made = self.links.get(child.get(key, ""))
+                if not isinstance(made, Link):
+                    raise NetworkError(f"{where}: link {child.get(key)!r} not found")
+                ends.append(made)
+            pairs.append((child.get("id", ""), ends[0], ends[1]))
+        for child in element.findall("cabinet"):
+            where = f"{self.path}: <cabinet id={child.get('id')!r}>"
+            bw = parse_bandwidth(child.get("bw", "0"), where)
+            lat = parse_time(child.get("lat", "0"), where)
+            for number in parse_radical(child.get("radical", ""), where):
+                name = f"{child.get('prefix', '')}{number}{child.get('suffix', '')}"
+                up = self._new_link(f"link_{name}_UP", bw, lat, "SHARED", where)
+                down = self._new_link(f"link_{name}_DOWN", bw, lat, "SHARED", where)
+                assert isinstance(up, Link) and isinstance(down, Link)
+                pairs.append((name, up, down))
+        for name, up, down in pairs:
+            zone.up[name] = [up, backbone] if backbone else [up]
+            zone.down[name] = [backbone, down] if backbone else [down]
 
     def _zone(self, name: str, routing: str, parent: Zone, where: str) -> Zone:
         if name in self.zones:
@@ -465,8 +578,10 @@ class _Reader:
             if limiter_bw > 0:
                 limiter = self._new_link(f"{link_id}_limiter", limiter_bw, 0.0, "SHARED", where)
                 ups.append(limiter)
+            # SimGrid 3.32 makes a cluster's private link split-duplex or else SHARED: its
+            # FATPIPE is not applied (sg_platf_new_cluster_flat)
             made = self._new_link(
-                link_id, bw, lat, "SPLITDUPLEX" if policy == "SPLITDUPLEX" else policy, where
+                link_id, bw, lat, "SPLITDUPLEX" if policy == "SPLITDUPLEX" else "SHARED", where
             )
             if isinstance(made, tuple):
                 ups.append(made[0])
@@ -492,6 +607,11 @@ class _Reader:
             tag = element.tag
             where = f"{self.path}: <{tag} src={element.get('src')!r} dst={element.get('dst')!r}>"
             src, dst = element.get("src", ""), element.get("dst", "")
+            if zone.routing in ("None", "Vivaldi", "Cluster"):
+                raise NetworkError(
+                    f"{where}: zone {zone.name!r} (routed {zone.routing}) takes no <{tag}>: "
+                    f"SimGrid aborts (\"NetZone '{zone.name}' does not accept new routes\")"
+                )
             gw_src = gw_dst = None
             if tag in ("zoneRoute", "ASroute"):
                 gw_src, gw_dst = element.get("gw_src"), element.get("gw_dst")

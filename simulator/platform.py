@@ -27,8 +27,10 @@ from typing import Any
 
 from simulator.network import (  # PlatformError: defined there, raised by both
     LOOPBACK_BW,
+    TCP_GAMMA,
     Network,
     PlatformError,
+    link_elements,
     message_cost,
     parse_radical,
     read_network,
@@ -54,10 +56,12 @@ class ConfigProp:
 @dataclass(frozen=True)
 class Host:
     name: str
-    speed: float  # flop/s of the first power state
+    speed: float  # flop/s of its initial power state
     cores: int
     properties: dict[str, str]
     zone_properties: dict[str, str] = field(default_factory=dict)
+    pstate_speeds: tuple[float, ...] = ()  # every power state's speed (the energy model)
+    pstate: int = 0  # its initial power state (``pstate`` attribute)
 
     @property
     def role(self) -> str:
@@ -81,15 +85,31 @@ class Platform:
     #: byte-order mark), "" when it reads it
     prolog_refusal: str = ""
 
-    def message_costs(self) -> tuple[tuple[float, float], list[tuple[float, float]]]:
+    def message_costs(
+        self, constraints: dict[Any, tuple[float, bool]] | None = None
+    ) -> tuple[tuple[Any, ...], list[tuple[Any, ...]]]:
         """(latency, rate) of a Batsim message from the master host to itself, and from
-        each compute host (by resource id) to the master (:mod:`simulator.network`)."""
+        each compute host (by resource id) to the master (:mod:`simulator.network`).
+        With ``constraints`` (shared resources: they get the links' capacities), each
+        cost also names its links and its bound: (latency, rate, elements, bound)."""
         if self.network is None:
             return (0.0, LOOPBACK_BW), [(0.0, 0.0)] * len(self.compute)
         master = self.master.name
-        local = message_cost(*self.network.route(master, master))
-        remote = [message_cost(*self.network.route(h.name, master)) for h in self.compute]
-        return local, remote
+        network = self.network
+
+        def cost(src: str) -> tuple[Any, ...]:
+            links, latency = network.route(src, master)
+            alone = message_cost(links, latency)
+            if constraints is None:
+                return alone
+            elements = []
+            for link, load in link_elements(links, 1.0).items():
+                constraints[id(link)] = (link.bandwidth, link.fatpipe)
+                elements.append((id(link), load))
+            bound = TCP_GAMMA / (2.0 * latency) if latency > 0 else 0.0
+            return (*alone, tuple(elements), bound)
+
+        return cost(master), [cost(h.name) for h in self.compute]
 
     def resources_json(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """``compute_resources`` / ``storage_resources`` of SIMULATION_BEGINS."""
@@ -113,7 +133,15 @@ class Platform:
 
 def parse_speed(text: str, where: str) -> float:
     """``"16.673E9f"``, ``"1Gf"``, ``"100Mf, 50Mf"`` (first power state) → flop/s."""
-    first = text.split(",")[0]
+    return _one_speed(text.split(",")[0], text, where)
+
+
+def parse_speeds(text: str, where: str) -> tuple[float, ...]:
+    """Every power state's speed: ``"100.0Mf, 1e-9Mf, 0.5f"`` → flop/s each."""
+    return tuple(_one_speed(part, text, where) for part in text.split(","))
+
+
+def _one_speed(first: str, text: str, where: str) -> float:
     match = _SPEED_RE.match(first)
     if not match:
         raise PlatformError(f"{where}: speed {text!r} is not like '1Gf' or '16.673E9f'")
@@ -180,15 +208,32 @@ def load_platform(path: str | Path, master_name: str = "master_host") -> Platfor
                 speed = child.get("speed")
                 if speed is None:
                     raise PlatformError(f"{where}: missing speed")
+                speeds = parse_speeds(speed, where)
+                try:
+                    pstate = int(child.get("pstate", "0"))
+                except ValueError:
+                    raise PlatformError(f"{where}: pstate {child.get('pstate')!r}") from None
+                if not 0 <= pstate < len(speeds):
+                    raise PlatformError(
+                        f"{where}: pstate {pstate} but {len(speeds)} speed(s) are given"
+                    )
                 hosts.append(
                     Host(
                         name,
-                        parse_speed(speed, where),
+                        speeds[pstate],
                         _cores(child.get("core"), where),
                         _props(child),
                         dict(zone_props),
+                        speeds,
+                        pstate,
                     )
                 )
+            elif tag == "cabinet":  # hosts of a zone routed Cluster
+                where = f"{path}: <cabinet id={child.get('id', '?')!r}>"
+                speed_value = parse_speed(child.get("speed", ""), where)
+                for number in parse_radical(child.get("radical", ""), where):
+                    name = f"{child.get('prefix', '')}{number}{child.get('suffix', '')}"
+                    hosts.append(Host(name, speed_value, 1, {}, dict(zone_props)))
             elif tag == "cluster":
                 cid = child.get("id", "?")
                 where = f"{path}: <cluster id={cid!r}>"
@@ -337,6 +382,11 @@ def real_batsim_refusals(platform: Platform) -> list[str]:
     found = [refused_config_text(platform, prop) for prop in refused_by_simgrid(platform)]
     if platform.prolog_refusal:
         found.insert(0, platform.prolog_refusal)
+    if platform.network is not None and platform.network.unrouted:
+        found.append(
+            f"{platform.path}: zone(s) {', '.join(platform.network.unrouted)} without a "
+            "routing attribute: SimGrid's DTD requires it (taken as Full here)"
+        )
     return found
 
 

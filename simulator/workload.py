@@ -7,9 +7,12 @@ that real Batsim would abort on (or, worse, silently accept: an unknown profile 
 taken as a trace file there) is reported here as a :class:`WorkloadError` naming the
 file and the field, before the simulation starts.
 
-Profile types modelled: ``delay`` {delay}, ``parallel_homogeneous`` {cpu, com=0}
-(duration = cpu / host speed), ``composed`` {seq, repeat}. Other Batsim types are
-rejected by name. Extra fields (Batkube's ``cpu``/``memory``/``scheduler``) pass through.
+Profile types modelled: ``delay`` {delay}, ``parallel_homogeneous`` {cpu, com} (cpu
+flops on each host, com bytes between each ordered pair of hosts), ``parallel`` {cpu:
+one flops per host, com: an n×n bytes matrix, row-major}, ``parallel_homogeneous_total``
+{cpu, com: totals spread over the hosts}, ``composed`` {seq, repeat}; a task with
+communication runs as SimGrid's ptask_L07 runs it (:mod:`simulator.network`). Other Batsim
+types are rejected by name, with the reason. Extra fields (Batkube's ``cpu``/``memory``/``scheduler``) pass through.
 
 timewarp extensions live under one key, ``"timewarp"``, of a profile, so that real
 Batsim still runs the same file (it ignores the key and uses the base fields)::
@@ -41,10 +44,16 @@ from typing import Any
 
 from simulator.services import ServiceError, ServiceSpec, parse_services
 
-SUPPORTED_PROFILE_TYPES = ("delay", "parallel_homogeneous", "composed")
-BATSIM_ONLY_PROFILE_TYPES = (
+SUPPORTED_PROFILE_TYPES = (
+    "delay",
+    "parallel_homogeneous",
     "parallel",
     "parallel_homogeneous_total",
+    "composed",
+)
+#: what a ptask profile with communication needs: a network model (simulator.network)
+PTASK_TYPES = ("parallel", "parallel_homogeneous_total")
+BATSIM_ONLY_PROFILE_TYPES = (
     "parallel_homogeneous_pfs",
     "data_staging",
     "send",
@@ -53,6 +62,16 @@ BATSIM_ONLY_PROFILE_TYPES = (
     "smpi",
     "usage_trace",
 )
+_NOT_MODELLED = {
+    "usage_trace": " (a trace of CPU usage per rank replayed as a sequence of ptasks: not "
+    "modelled yet)",
+    "trace": " (an SMPI-like time-independent trace)",
+    "smpi": " (SimGrid's MPI replay)",
+    "parallel_homogeneous_pfs": " (a parallel file system's storage hosts)",
+    "data_staging": " (transfers between storage hosts)",
+    "send": " (Batsim's inter-job messages)",
+    "recv": " (Batsim's inter-job messages)",
+}
 LIFECYCLE_KEYS = ("imagePullSeconds", "containerStartSeconds", "shutdownSeconds")
 TIMEWARP_KEYS = ("durations", "sharing_slowdown", "usage", "replacement", *LIFECYCLE_KEYS)
 REPLACEMENT_RULES = ("restart", "remaining")
@@ -103,9 +122,10 @@ def validate_profile(
     if kind is None:
         raise WorkloadError(f"{where}.type: missing")
     if kind in BATSIM_ONLY_PROFILE_TYPES:
+        why = _NOT_MODELLED.get(kind, "")
         raise WorkloadError(
             f"{where}.type: {kind!r} is a Batsim profile type that timewarp sim does not "
-            f"model (supported: {', '.join(SUPPORTED_PROFILE_TYPES)}); use real Batsim"
+            f"model{why} (supported: {', '.join(SUPPORTED_PROFILE_TYPES)}); use real Batsim"
         )
     if kind not in SUPPORTED_PROFILE_TYPES:
         raise WorkloadError(
@@ -123,10 +143,23 @@ def validate_profile(
         com = profile.get("com", 0)
         if not _is_number(com) or com < 0:
             raise WorkloadError(f"{where}.com: expected bytes >= 0, got {com!r}")
-        if com > 0:
+    elif kind == "parallel_homogeneous_total":
+        for key in ("cpu", "com"):
+            value = profile.get(key)
+            if not _is_number(value) or value < 0:
+                raise WorkloadError(f"{where}.{key}: expected a number >= 0, got {value!r}")
+    elif kind == "parallel":
+        cpu, com = profile.get("cpu"), profile.get("com")
+        if not isinstance(cpu, list) or not cpu or not all(_is_number(c) and c >= 0 for c in cpu):
+            raise WorkloadError(f"{where}.cpu: expected a non-empty list of flops >= 0")
+        if (
+            not isinstance(com, list)
+            or len(com) != len(cpu) ** 2
+            or not all(_is_number(c) and c >= 0 for c in com)
+        ):
             raise WorkloadError(
-                f"{where}.com: {com} bytes of communication: timewarp sim does not model "
-                "the network (use com=0, or real Batsim)"
+                f"{where}.com: expected a list of {len(cpu) ** 2} bytes >= 0 (an n×n matrix, "
+                f"n = len(cpu) = {len(cpu)})"
             )
     elif kind == "composed":
         seq = profile.get("seq")
@@ -415,6 +448,9 @@ def base_duration(
         if durations:
             return max(float(durations.get(c, profile["delay"])) for c in host_classes)
         return float(profile["delay"])
+    if kind in PTASK_TYPES:  # its computation alone (communication adds to it)
+        flops = ptask_matrices(profile, len(host_speeds))[0]
+        return max((f / speed for f, speed in zip(flops, host_speeds, strict=True)), default=0.0)
     # parallel_homogeneous
     if durations:
         return max(
@@ -422,6 +458,32 @@ def base_duration(
             for c, speed in zip(host_classes, host_speeds, strict=True)
         )
     return max(profile["cpu"] / speed for speed in host_speeds)
+
+
+def ptask_matrices(profile: dict[str, Any], hosts: int) -> tuple[list[float], list[float]]:
+    """A parallel profile's computation vector and communication matrix (row-major,
+    ``[]``: none) on ``hosts`` hosts, as Batsim 4.2.1 generates them."""
+    kind = profile["type"]
+    if kind == "parallel":
+        return [float(c) for c in profile["cpu"]], [float(c) for c in profile["com"]]
+    if kind == "parallel_homogeneous_total":
+        cpu, com = profile["cpu"] / hosts, profile["com"] / hosts
+    else:
+        cpu, com = float(profile["cpu"]), float(profile.get("com", 0))
+    matrix = []
+    if com > 0:
+        matrix = [0.0 if x == y else com for y in range(hosts) for x in range(hosts)]
+    return [cpu] * hosts, matrix
+
+
+def has_communication(profile: dict[str, Any]) -> bool:
+    """Whether a profile's task sends bytes between its hosts (a ptask with a network)."""
+    kind = profile["type"]
+    if kind == "parallel":
+        return any(c > 0 for c in profile["com"])
+    if kind in ("parallel_homogeneous", "parallel_homogeneous_total"):
+        return profile.get("com", 0) > 0
+    return False
 
 
 def plain_delay(profile: dict[str, Any]) -> float | None:

@@ -128,6 +128,20 @@ PLATFORMS: dict[str, tuple[str, tuple[str, ...]]] = {
         ("-m", "n0"),
     ),
     "cluster of 8, master cluster, backbone": (cluster(8), ()),
+    "zone routed Cluster: cabinets, host links, backbone": (
+        HEAD + '<platform version="4.1"><zone id="main" routing="Full">'
+        '<zone id="m" routing="Full"><host id="master_host" speed="1Gf"/></zone>'
+        '<zone id="c" routing="Cluster">'
+        '<link id="u0" bandwidth="1Gbps" latency="20us"/><link id="d0" bandwidth="2Gbps" latency="5us"/>'
+        '<host id="h0" speed="1Gf"/><host_link id="h0" up="u0" down="d0"/>'
+        '<cabinet id="cab" prefix="k" suffix="" speed="2Gf" bw="10Gbps" lat="1us" radical="1-2"/>'
+        '<router id="rc"/><backbone id="bb" bandwidth="10Gbps" latency="300us"/>'
+        "</zone>"
+        '<link id="up" bandwidth="1GBps" latency="40us"/>'
+        '<zoneRoute src="c" dst="m" gw_src="rc" gw_dst="master_host"><link_ctn id="up"/>'
+        "</zoneRoute></zone></platform>\n",
+        (),
+    ),
 }
 
 
@@ -225,3 +239,39 @@ def random_platform(seed: int) -> tuple[str, int]:
         '<zoneRoute src="c" dst="m" gw_src="nc_router" gw_dst="master_host">'
         '<link_ctn id="bb"/></zoneRoute></zone></platform>\n'
     ), nodes
+
+
+def ptask_workload(seed: int, nodes: int, jobs: int = 16) -> dict[str, Any]:
+    """Communicating parallel tasks: ``parallel_homogeneous`` with com > 0,
+    ``parallel_homogeneous_total``, ``parallel`` (a cpu vector and a com matrix over
+    every host), some under a walltime, between delays."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(jobs):
+        profile = rng.choice(["a", "phc", "pht", "par"])
+        job: dict[str, Any] = {
+            "id": str(i + 1),
+            "subtime": rng.choice([0, 0, 0, 1, 5, 5, 12.5, 30]),
+            "res": nodes if profile == "par" else rng.randint(1, nodes),
+            "profile": profile,
+        }
+        if rng.random() < 0.2:
+            job["walltime"] = rng.choice([1, 5, 30])
+        out.append(job)
+    par = {
+        "type": "parallel",
+        "cpu": [rng.choice([0, 1e9, 3e9]) for _ in range(nodes)],
+        "com": [
+            0 if i % (nodes + 1) == 0 else rng.choice([0, 1e6, 5e8]) for i in range(nodes * nodes)
+        ],
+    }
+    return {
+        "nb_res": nodes,
+        "jobs": out,
+        "profiles": {
+            "a": {"type": "delay", "delay": 10},
+            "phc": {"type": "parallel_homogeneous", "cpu": 2e9, "com": 3e7},
+            "pht": {"type": "parallel_homogeneous_total", "cpu": 4e9, "com": 2e8},
+            "par": par,
+        },
+    }

@@ -127,9 +127,11 @@ def test_master_host_can_be_named_with_m(tmp_path, subprocess_env):
     assert load_platform(platform, "boss").compute[0].name == "n0"
 
 
-def test_energy_flag_is_refused_with_a_reason(good, tmp_path, subprocess_env):
+def test_energy_on_hosts_without_their_power_is_refused_with_a_reason(
+    good, tmp_path, subprocess_env
+):
     proc = _sim(subprocess_env, "-p", good[0], "-w", good[1], "-E")
-    assert proc.returncode == 2 and "no energy model" in proc.stderr
+    assert proc.returncode == 2 and "no wattage_per_state property" in proc.stderr
 
 
 def _one_reply_process(endpoint, reply_text, result):

@@ -46,6 +46,10 @@ PROLOGS = {
         True,
     ),
     "no DTD": (f"{DECL}\n{BODY}\n", False),
+    "zone without routing": (
+        DECL + "\n" + DTD + "\n" + BODY.replace(' routing="Full"', "") + "\n",
+        False,
+    ),
     "byte-order mark": (f"\ufeff{DECL}\n{DTD}\n{BODY}\n", False),
     "DTD over http": (
         f'{DECL}\n<!DOCTYPE platform SYSTEM "http://simgrid.org/simgrid.dtd">\n{BODY}\n',

@@ -254,6 +254,30 @@ def test_mode_parameters_become_simulate_flags_and_placeholders_take_the_seed(tm
     assert "--stall-timeout" in argv and "--no-plots" in argv
 
 
+def test_each_run_gets_its_seed_and_seeds_can_be_the_axis(tmp_path):
+    """Replicate r runs `timewarp simulate --seed base_seed + r`; a `seeds` list names
+    the seeds instead (one run per seed and point), and a sweep file may not pass --seed."""
+    runs = plan_runs(parse(base_spec(replicates=2, base_seed=3), tmp_path), tmp_path / "r")
+    for run, seed in zip(runs, (3, 4), strict=True):
+        i = run.simulate_argv.index("--seed")
+        assert (run.seed, run.simulate_argv[i + 1]) == (seed, str(seed))
+    sweep = parse(base_spec(seeds=[7, 1, 100]), tmp_path)
+    assert (sweep.replicates, sweep.seeds) == (3, [7, 1, 100])
+    runs = plan_runs(sweep, tmp_path / "s")
+    assert [(r.replicate, r.seed) for r in runs] == [(0, 7), (1, 1), (2, 100)]
+    assert len({r.run_id for r in runs}) == 3
+    for bad, where, message in (
+        ({"seeds": [1, 2], "replicates": 2}, "seeds", "either seeds or replicates"),
+        ({"seeds": []}, "seeds", "non-empty list"),
+        ({"seeds": [1, "x"]}, "seeds[1]", "expected an integer"),
+        ({"seeds": [1, 1]}, "seeds[1]", "already in the list"),
+        ({"simulate_args": ["--seed", "3"]}, "simulate_args[0]", "chosen by the sweep"),
+    ):
+        with pytest.raises(SpecError) as err:
+            parse(base_spec(**bad), tmp_path)
+        assert where in str(err.value) and message in str(err.value)
+
+
 levels = st.lists(st.integers(0, 50), min_size=1, max_size=4, unique=True)
 
 

@@ -25,9 +25,9 @@ import selectors
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from timewarp._core import aionet, servers
+from timewarp._core import aionet, current, servers
 from timewarp._core import runtime as _runtime
-from timewarp._core.activation import active
+from timewarp._core.current import active
 
 __all__ = [
     "VirtualEventLoop",
@@ -173,5 +173,5 @@ def install_policy() -> None:
         asyncio.set_event_loop_policy(VirtualEventLoopPolicy())
 
 
-if _runtime.ACTIVE is not None:
+if current.ACTIVE is not None:
     install_policy()  # imported first by patched code: asyncio came in through us

@@ -76,6 +76,7 @@ class Launcher:
         extra_kubeconfig: Path | None = None,
         virtual: bool = True,
         import_hook: bool = True,
+        seed: int = launch.DEFAULT_SEED,
     ) -> None:
         self.clock = clock
         self.facade = facade
@@ -86,6 +87,7 @@ class Launcher:
         self.extra_kubeconfig = extra_kubeconfig
         self.virtual = virtual
         self.import_hook = import_hook
+        self.seed = seed  # the run's: each process's is derived from it and its name
         self.processes: list[SchedulerProcess] = []
         # every process the schedulers start carries it, whatever session it moves to
         self.run_tag = proctree.new_tag()
@@ -129,6 +131,7 @@ class Launcher:
                 patch_modules=[*self.patch_modules, *parsed.patch_modules],
                 import_hook=import_hook,
                 freeze_unpatched=self.freeze_unpatched or parsed.freeze_unpatched,
+                seed=launch.process_seed(self.seed, name),
             )
             # one credential per process: its facade token also opens the clock
             env[clockproto.ENV_TOKEN] = self.clock.expect(name, token)

@@ -4,6 +4,7 @@ A sweep file (YAML or TOML) names its inputs once and says how to combine them::
 
     replicates: 3            # runs per point
     base_seed: 1             # replicate r runs with seed base_seed + r
+    # seeds: [7, 11, 13]     # or the seeds themselves (an axis: one run per seed)
     schedulers:              # name -> command line (or a list: several schedulers at once)
       tiny: python tests/programs/tiny_scheduler.py --scheduler-name default-scheduler
       kse:                   # or a mapping: {placeholders} in the command take its parameters
@@ -73,6 +74,7 @@ SWEEP_OWNED_FLAGS = {
     "--cwd",
     "-q",
     "--quiet",
+    "--seed",  # each run's seed (base_seed + replicate, or seeds)
 }
 TOP_LEVEL = {
     "name",
@@ -80,6 +82,7 @@ TOP_LEVEL = {
     "root",
     "replicates",
     "base_seed",
+    "seeds",
     "timeout",
     "simulate_args",
     "plots",
@@ -175,6 +178,7 @@ class Sweep:
     root: Path
     replicates: int
     base_seed: int
+    seeds: list[int]  # replicate r runs with seeds[r]: `timewarp simulate --seed`, generators
     timeout: float
     simulate_args: list[str]
     plots: bool
@@ -232,6 +236,11 @@ def parse_sweep(data: Any, source: Path) -> Sweep:
     if replicates > MAX_RUNS:
         v.fail("replicates", f"{replicates:,} is over the limit of {MAX_RUNS:,} runs per sweep")
     base_seed = v.integer(data, "base_seed", default=0, minimum=None)
+    seeds = v.seeds(data)
+    if seeds is None:
+        seeds = [base_seed + r for r in range(replicates)]
+    else:
+        replicates, base_seed = len(seeds), seeds[0]
     timeout = v.number(data, "timeout", default=1800.0)
     plots = data.get("plots", False)
     if not isinstance(plots, bool):
@@ -278,6 +287,7 @@ def parse_sweep(data: Any, source: Path) -> Sweep:
         root=root,
         replicates=replicates,
         base_seed=base_seed,
+        seeds=seeds,
         timeout=timeout,
         simulate_args=[str(a) for a in simulate_args],
         plots=plots,
@@ -323,6 +333,24 @@ class _Validator:
         if minimum is not None and value < minimum:
             self.fail(key, f"expected an integer >= {minimum}, got {value}")
         return value
+
+    def seeds(self, data: dict) -> list[int] | None:
+        """``seeds``: distinct integers, instead of ``replicates`` and ``base_seed``;
+        None when the file does not give them."""
+        if "seeds" not in data:
+            return None
+        for other in ("replicates", "base_seed"):
+            if other in data:
+                self.fail("seeds", f"give either seeds or {other}, not both")
+        seeds = data["seeds"]
+        if not isinstance(seeds, list) or not seeds:
+            self.fail("seeds", f"expected a non-empty list of integers, got {_kind(seeds)}")
+        for i, seed in enumerate(seeds):
+            if isinstance(seed, bool) or not isinstance(seed, int):
+                self.fail(f"seeds[{i}]", f"expected an integer, got {seed!r}")
+            if seed in seeds[:i]:
+                self.fail(f"seeds[{i}]", f"{seed} is already in the list")
+        return seeds
 
     def number(self, data: dict, key: str, default: float) -> float:
         value = data.get(key, default)

@@ -112,7 +112,8 @@ class _IoGate:
 
 
 class Runtime:
-    """State shared by every virtual primitive of this process. One instance, ACTIVE."""
+    """State shared by every virtual primitive of this process. One instance,
+    ``current.ACTIVE``."""
 
     def __init__(
         self,
@@ -528,6 +529,3 @@ class Runtime:
             out.append(f"Thread {names.get(ident, ts.name)!r} [{role}] (pid {os.getpid()}):\n")
             out.extend(traceback.format_stack(frame))
         return "".join(out)
-
-
-ACTIVE: Runtime | None = None

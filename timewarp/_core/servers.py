@@ -25,13 +25,12 @@ that also watches anything else (a pipe, an outgoing connection, a write) is lef
 that may be written by someone in the simulation or answer a request of the program, and
 stays busy as before (the stall guard's business). Limits: ``select.select``/``poll``
 called directly are not covered; a connection between two simulated programs (or a
-program and itself) over loopback counts as from outside. ``socketserver``'s
-``shutdown()`` waits on a virtual ``Event`` (the server thread sets it at its next poll).
+program and itself) over loopback counts as from outside. (``socketserver``'s
+``shutdown()`` waits on a virtual ``Event``: ``timewarp/_core/intercept/servers.py``.)
 """
 
 from __future__ import annotations
 
-import importlib
 import math
 import os
 import select
@@ -39,12 +38,11 @@ import selectors
 import socket
 import ssl
 import threading
-import types
 from collections.abc import Callable
 from typing import Any
 
+from timewarp._core import current
 from timewarp._core import runtime as _runtime
-from timewarp._core.shim import ModuleShim
 
 _NS = 1_000_000_000
 _inbound: dict[int, tuple[Any, Any]] = {}  # accepted connections: fd -> (sockname, peername)
@@ -185,7 +183,7 @@ def note_loop_events(rt: _runtime.Runtime, events: list[tuple[Any, int]]) -> Non
 # ---------------------------------------------------------------- the hooks
 def _selecting(orig: Callable) -> Callable:
     def select_(self, timeout=None):  # type: ignore[no-untyped-def]
-        rt = _runtime.ACTIVE
+        rt = current.ACTIVE
         if rt is None or (timeout is not None and timeout <= 0):
             return orig(self, timeout)
         fds = _server_fds(self)
@@ -214,7 +212,7 @@ def _blocked(sock: socket.socket) -> bool:
 def _wait_readable(sock: socket.socket, what: str) -> None:
     """Before a blocking read or accept of a server socket by a thread under the baton:
     wait idle until it is readable; a virtual timeout raises like the real one."""
-    rt = _runtime.ACTIVE
+    rt = current.ACTIVE
     timeout = sock.gettimeout()
     if rt is None or timeout == 0.0 or not _blocked(sock) or not _holds_baton(rt):
         return
@@ -254,7 +252,7 @@ def _listen(orig: Callable) -> Callable:
 
 def _reading(orig: Callable) -> Callable:
     def read(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        if _runtime.ACTIVE is not None and self.fileno() in _inbound:
+        if current.ACTIVE is not None and self.fileno() in _inbound:
             _wait_readable(self, "data")
         return orig(self, *args, **kwargs)
 
@@ -263,29 +261,38 @@ def _reading(orig: Callable) -> Callable:
     return read
 
 
-def _virtualize_socketserver(module: types.ModuleType) -> None:
-    """``shutdown()`` waits on an ``Event`` that ``serve_forever`` sets at its next poll:
-    a virtual one, or the caller would hold the baton while the poll waits for it."""
-    vthreading = importlib.import_module("timewarp.vthreading")  # a drop-in: by name
-    module.threading = ModuleShim(threading, {"Event": vthreading.Event})  # type: ignore[attr-defined]
-
-
-def install(when_imported: Callable[[dict], None]) -> None:
-    """Once per process, after ``netio.install`` (its wrappers stay the inner ones).
-    ``when_imported``: activation's, to adjust ``socketserver`` when it is imported."""
+def install() -> None:
+    """Once per process, after ``netio.install`` (its wrappers stay the inner ones);
+    undone when the runtime is forgotten (a forked child)."""
     global _installed
     if _installed:
         return
     _installed = True
-    when_imported({"socketserver": _virtualize_socketserver})
+    patched: list[tuple[type, str, Any]] = []
+
+    def wrap(cls: type, name: str, wrapper: Callable[[Callable], Callable]) -> None:
+        patched.append((cls, name, cls.__dict__.get(name)))  # None: inherited
+        setattr(cls, name, wrapper(getattr(cls, name)))
+
     for cls in (selectors.SelectSelector, getattr(selectors, "_PollLikeSelector", None)):
         if cls is not None:
-            cls.select = _selecting(cls.select)  # type: ignore[method-assign]
+            wrap(cls, "select", _selecting)
     kqueue = getattr(selectors, "KqueueSelector", None)
     if kqueue is not None:
-        kqueue.select = _selecting(kqueue.select)  # type: ignore[method-assign]
-    socket.socket.accept = _accepting(socket.socket.accept)  # type: ignore[method-assign]
-    socket.socket.listen = _listen(socket.socket.listen)  # type: ignore[method-assign]
+        wrap(kqueue, "select", _selecting)
+    wrap(socket.socket, "accept", _accepting)
+    wrap(socket.socket, "listen", _listen)
     for cls in (socket.socket, ssl.SSLSocket):
-        cls.recv = _reading(cls.recv)  # type: ignore[method-assign]
-        cls.recv_into = _reading(cls.recv_into)  # type: ignore[method-assign]
+        wrap(cls, "recv", _reading)
+        wrap(cls, "recv_into", _reading)
+
+    def restore() -> None:
+        global _installed
+        for cls, name, orig in reversed(patched):
+            if orig is None:
+                delattr(cls, name)
+            else:
+                setattr(cls, name, orig)
+        _installed = False
+
+    current.on_deactivate(restore)

@@ -225,6 +225,10 @@ def _decode(frame: bytes, table: Mapping[str, Any], direction: str) -> dict[str,
         msg = _DECODER.decode(frame.decode())
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"clock message ({direction}) is not JSON: {frame[:80]!r}") from exc
+    except RecursionError:  # 100,000 nested brackets: the JSON parser recurses per level
+        raise ProtocolError(
+            f"clock message ({direction}) is nested too deeply: {frame[:80]!r}"
+        ) from None
     if not isinstance(msg, dict):
         raise ProtocolError(f"clock message ({direction}) must be a JSON object: {frame[:80]!r}")
     op = msg.get("op")
@@ -344,3 +348,4 @@ ENV_CONNECT_TIMEOUT = "TIMEWARP_CONNECT_TIMEOUT"  # seconds to wait for the welc
 ENV_FACADE = "TIMEWARP_FACADE"  # host:port of the API facade (I/O accounting)
 ENV_PATCH_MODULES = "TIMEWARP_PATCH_MODULES"  # comma-separated, for the import hook
 ENV_FREEZE_UNPATCHED = "TIMEWARP_FREEZE_UNPATCHED"  # "1": freezegun for unpatched modules
+ENV_SEED = "TIMEWARP_SEED"  # the process's seed (from the run's seed and its name): its entropy
