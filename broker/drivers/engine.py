@@ -315,6 +315,8 @@ class Broker:
     def _result(self, ok: bool, reason: str = "") -> BrokerResult:
         stats = dict(vars(self.cluster.stats))
         stats["nondeterministic_advances"] = self.clock.nondeterministic_advances
+        if self.clock.nondeterministic_causes:
+            stats["nondeterministic_causes"] = list(self.clock.nondeterministic_causes)
         stats["timer_fires"] = self.clock.fires
         return BrokerResult(ok, reason, self.progress.messages, self.clock.now_ns / 1e9, stats)
 
