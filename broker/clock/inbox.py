@@ -122,6 +122,11 @@ class Inbox:
             self._timers.cancel_wait(proc.name, msg["id"])
         elif op == "stacks":
             proc.stacks = msg["text"]
+        elif op == "woke":
+            cause = f"{proc.name!r} at t={self._now() / 1e9:.9f} s: {msg['cause']}"
+            self._guard.count_locked(cause)
+            self._guard.log.write(f"timewarp: non-deterministic advance: {cause}\n")
+            self._guard.log.flush()
         elif op == "bye":
             proc.said_bye = True
             self._service.mark_gone_locked(proc)

@@ -227,7 +227,10 @@ class Quiescence:
             return False
         proc, ports = release
         if self._flush_overdue:  # wall time decided how much of the events it reads
-            self._guard.wall_decision_locked("watch events still being written")
+            self._guard.count_locked(
+                f"watch events still being written at t={self._now() / 1e9:.9f} s: "
+                f"{proc.name!r} let go to read after {FLUSH_GRACE_S:g} s of wall time"
+            )
         written = self._io_written
         upto = [[port, written(port) if written else _UNBOUNDED] for port in ports]
         self._transport.send_locked(proc, clockproto.io_release(upto, self._now()))

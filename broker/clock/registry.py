@@ -31,6 +31,7 @@ class ProcessState:
     settled: bool = False  # has been idle at least once (start-up is over)
     gone: bool = False
     said_bye: bool = False  # gone by its own word (exiting), not a dropped connection
+    gone_at_ns: int | None = None  # the virtual instant it went (its exit's instant)
     returncode: int | None = None
     stacks: str | None = None
 
@@ -87,16 +88,20 @@ class Registry:
             return [p for p in self.procs.values() if not p.gone]
 
     def refusal_locked(self, msg: dict) -> str | None:
-        """Why a hello is refused (None: accepted): on any endpoint, a hello must carry
-        the token its launcher gave the process of that name (an unknown name has none)."""
+        """Why a hello is refused (None: accepted). Every process the run started was
+        registered with its token (:meth:`expect`), on a Unix socket as on TCP: a name
+        nobody registered, a missing token or a wrong one is refused — a stranger must not
+        be awaited, nor blamed in a stall report under a name of its choosing."""
         name, token = msg["name"], msg.get("token")
+        expected = self._tokens.get(name)
+        if expected is None:
+            return f"clock hello from {name!r}: no process of that name was started: refused"
         if token is None:
             return (
                 f"clock hello from {name!r} without the token its launcher gave it "
                 f"({clockproto.ENV_TOKEN}): refused"
             )
-        expected = self._tokens.get(name)
-        if expected is not None and hmac.compare_digest(token.encode(), expected.encode()):
+        if hmac.compare_digest(token.encode(), expected.encode()):
             return None
         return f"clock hello from {name!r} with a wrong token: refused"
 

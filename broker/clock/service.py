@@ -161,7 +161,11 @@ class ClockService:
                         "timewarp: a process did not acknowledge the new time in "
                         f"{timeout:g} s; going on (a non-deterministic advance)\n"
                     )
-                    self.stall.wall_decision_locked("time not acknowledged")
+                    late = ", ".join(repr(p.name) for p in pushed if not p.gone and p.ack != p.sent)
+                    self.stall.count_locked(
+                        f"time not acknowledged at t={t_ns / 1e9:.9f} s by {late} "
+                        f"within {timeout:g} s of wall time"
+                    )
                     break
                 self._cond.wait(min(left, 0.5))
 
@@ -278,6 +282,7 @@ class ClockService:
         if proc.gone:
             return
         proc.gone = True
+        proc.gone_at_ns = self._now  # time stood still while it ran: this is its instant
         self.timers.cancel_all_of(proc.name)
         self._cond.notify_all()
         if self.autopilot:

@@ -68,18 +68,16 @@ class StallGuard:
         self._progress_probe: Callable[[], object] | None = None
         self._progress_seen: object = None
         self._traffic = [0, 0]  # clock messages, facade notifications since the last progress
-        # figures for reports and benchmarks: every decision wall time made, by cause
-        self.causes: dict[str, int] = {}
+        # figures for reports and benchmarks: every decision wall time made, one line each
+        self.nondeterministic_advances = 0
+        self.nondeterministic_causes: list[str] = []  # in the manifest and the summary
         self.stall_reports: list[str] = []
 
-    @property
-    def nondeterministic_advances(self) -> int:
-        return sum(self.causes.values())
-
-    def wall_decision_locked(self, cause: str) -> None:
-        """Wall time, not the simulation, decided when something happened: a
-        non-deterministic advance, counted under ``cause`` (manifest and summary)."""
-        self.causes[cause] = self.causes.get(cause, 0) + 1
+    def count_locked(self, cause: str) -> None:
+        """Wall time (or input from outside), not the simulation, decided when something
+        happened: a non-deterministic advance; ``cause`` says which, where and when."""
+        self.nondeterministic_advances += 1
+        self.nondeterministic_causes.append(cause)
 
     def set_progress_probe(self, probe: Callable[[], object] | None) -> None:
         """``probe()`` (quick, called with the service's lock held) returns a value that
@@ -140,7 +138,11 @@ class StallGuard:
         self._gather_stacks_locked(busy)
         report = _report(busy, limit, traffic, judge.why_busy_locked, now_ns)
         self.stall_reports.append(report)
-        self.wall_decision_locked("stall guard")
+        self.count_locked(
+            f"stall guard at t={now_ns / 1e9:.9f} s: "
+            + ", ".join(repr(p.name) for p in busy)
+            + " not in a virtual wait"
+        )
         self.log.write(report + "\n")
         self.log.flush()
         self.progressed_locked()

@@ -163,10 +163,11 @@ class Facade:
         return self.endpoint.add_token(name, token)
 
     @property
-    def request_gap_timeouts(self) -> int:
+    def request_order_causes(self) -> list[str]:
         """Requests handled out of their process's order after a wall-clock wait for a
-        predecessor that never arrived (see ``sequencer``): non-deterministic advances."""
-        return self._sequencer.gap_timeouts
+        predecessor that never arrived (see ``sequencer``): non-deterministic advances,
+        one line each."""
+        return list(self._sequencer.gap_causes)
 
     def token_stats(self, name: str) -> TokenStats:
         return self.tokens.stats(name)

@@ -12,7 +12,7 @@ off or malformed closes its number as the server gives up on it (``unhandled``).
 A number can still stay open for good: a request whose numbered head never reached the
 server (the client died mid-write before the header). Its successor is then handled
 after ``GAP_TIMEOUT_S`` of wall time anyway — a wall-clock decision, counted
-(``gap_timeouts``) and reported as a non-deterministic advance.
+(``gap_causes``) and reported as a non-deterministic advance.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class RequestSequencer:
         self._cond = threading.Condition()
         self._next: dict[str, int] = {}
         self._ahead: dict[str, set[int]] = {}  # closed, waiting for those before them
-        self.gap_timeouts = 0  # requests handled out of order after GAP_TIMEOUT_S
+        self.gap_causes: list[str] = []  # requests handled out of order after GAP_TIMEOUT_S
 
     @staticmethod
     def key(request: Request) -> tuple[str, int] | None:
@@ -74,7 +74,10 @@ class RequestSequencer:
                         f"{self._next[key]}); handling it out of order (a non-deterministic "
                         "advance)\n"
                     )
-                    self.gap_timeouts += 1
+                    self.gap_causes.append(
+                        f"request order: request {n} of process {key} handled after "
+                        f"{GAP_TIMEOUT_S:g} s of wall time without request {self._next[key]}"
+                    )
                     self._next[key] = n
                     if key in self._ahead:
                         self._ahead[key] = {m for m in self._ahead[key] if m > n}
