@@ -48,7 +48,7 @@ from timewarp import __version__
 
 if TYPE_CHECKING:
     from simulator.platform import Platform
-    from simulator.services import ServiceSpec
+    from simulator.traffic.spec import ServiceSpec
     from simulator.workload import Workload
 
 OUT_PREFIX = "out"

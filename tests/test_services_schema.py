@@ -9,8 +9,8 @@ import json
 import pytest
 from simrun import ROOT, run_simulate
 
-from simulator.services import AUTO_EXACT_LIMIT
 from simulator.traffic import patterns
+from simulator.traffic.spec import AUTO_EXACT_LIMIT
 from simulator.workload import WorkloadError, load_workload
 
 EXAMPLE = ROOT / "examples" / "inputs" / "service_step"

@@ -36,11 +36,11 @@ import zmq
 
 from broker.clock.service import ClockService, ClockStall
 from broker.cluster.cluster import Cluster
-from broker.cluster.traffic_driver import ServiceDriver
+from broker.cluster.traffic_driver import TrafficDriver
 from broker.facade import Facade
 from broker.processes.launcher import Launcher, SchedulerFailed
 from simulator import protocol as p
-from simulator.services import ServiceSpec
+from simulator.traffic.spec import ServiceSpec
 
 
 @dataclass
@@ -93,7 +93,7 @@ class Broker:
         self._simulator_exit: str | None = None
         self.cluster = Cluster(facade, lambda: clock.now_ns)
         # the workload's services with traffic (docs/services.md)
-        self.services = ServiceDriver(services, facade.store, facade.clock) if services else None
+        self.services = TrafficDriver(services, facade.store, facade.clock) if services else None
         self.cluster.services = self.services
         if clock.mode == "deterministic":
             # the broker's reactions happen while a scheduler is still busy, not while it

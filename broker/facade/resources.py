@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .metrics import CUSTOM_METRICS, CUSTOM_METRICS_GROUP
+
 READ = ("get", "list", "watch")
 CRUD = ("create", "delete", "get", "list", "patch", "update", "watch")
 
@@ -203,7 +205,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     # custom-metrics adapter lists them: one "pods/<metric>" resource per metric
     *(
         _r(
-            "custom.metrics.k8s.io",
+            CUSTOM_METRICS_GROUP,
             "v1beta1",
             f"pods/{metric}",
             "",
@@ -212,11 +214,9 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
             verbs=("get",),
             stored=False,
         )
-        for metric in ("concurrency", "requests_per_second")
+        for metric in CUSTOM_METRICS
     ),
 )
-CUSTOM_METRICS_GROUP = "custom.metrics.k8s.io"
-CUSTOM_METRICS = ("concurrency", "requests_per_second")
 
 BY_KEY: dict[str, ResourceType] = {rt.key: rt for rt in RESOURCE_TYPES if rt.stored}
 BY_GROUP_VERSION: dict[tuple[str, str], dict[str, ResourceType]] = {}
