@@ -5,17 +5,17 @@ For each service (``simulator.traffic.spec``) the driver
 - creates its Deployment (and its HorizontalPodAutoscaler, when the workload declares
   one) in the store at SIMULATION_BEGINS, before any scheduler looks;
 - follows the pods its Deployment's selector names (a store listener marks the service
-  when one changes) and tells its traffic model which run and
-  which are Ready (:class:`~simulator.traffic.model.TrafficModel`): a pod serves while its phase is ``Running`` and it has no
-  ``deletionTimestamp``; it gets new requests while its ``Ready`` condition is True; its
-  processor-sharing capacity is its CPU limit (else its request, else one core), and its
+  when one changes) and tells its traffic model
+  (:class:`~simulator.traffic.model.TrafficModel`) which run and which are Ready: a pod
+  serves while its phase is ``Running`` and it has no ``deletionTimestamp``; it gets new
+  requests while its ``Ready`` condition is True; its processor-sharing capacity is its CPU limit (else its request, else one core), and its
   utilisation is measured against its request (else its limit);
 - advances the model with simulated time (``refresh``, called from the cluster's metrics
   refresh, so whenever time moved or pods changed), and hands back, per pod, the sample
   of the newest metrics tick a scraper could have seen: the cluster publishes it in
   ``metrics.k8s.io`` (cpu from the traffic, memory = the pod's request) and in
-  ``custom.metrics.k8s.io`` (the metrics of
-  ``simulator.traffic.metrics.CUSTOM_POD_METRICS``, e.g. ``concurrency``), stamped with the tick's time and window;
+  ``custom.metrics.k8s.io`` (the metrics of ``simulator.traffic.metrics``'s
+  ``CUSTOM_POD_METRICS``, e.g. ``concurrency``), stamped with the tick's time and window;
 - keeps the simulation going until the last service's traffic ends (a timer at that
   instant, and ``keeps_simulation_alive``), and collects the per-tick rows of
   ``out_services.csv``.
