@@ -8,8 +8,9 @@ For each service (``simulator.traffic.spec``) the driver
   when one changes) and tells its traffic model
   (:class:`~simulator.traffic.model.TrafficModel`) which run and which are Ready: a pod
   serves while its phase is ``Running`` and it has no ``deletionTimestamp``; it gets new
-  requests while its ``Ready`` condition is True; its processor-sharing capacity is its CPU limit (else its request, else one core), and its
-  utilisation is measured against its request (else its limit);
+  requests while its ``Ready`` condition is True; its processor-sharing capacity is its
+  CPU limit (else its request, else one core), and its utilisation is measured against
+  its request (else its limit);
 - advances the model with simulated time (``refresh``, called from the cluster's metrics
   refresh, so whenever time moved or pods changed), and hands back, per pod, the sample
   of the newest metrics tick a scraper could have seen: the cluster publishes it in
