@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from commands.timeaxis import time_unit
 from simulator.traffic.metrics import ROW_FIELDS
 
 if TYPE_CHECKING:
@@ -60,7 +61,9 @@ def plot_services(
             return [float(r[key]) if r[key] != "" else float("nan") for r in rows]
 
         t = col("time")
-        scale, unit = (60.0, "min") if t and t[-1] > 1800 else (1.0, "s")
+        scale, unit = time_unit(t[-1]) if t else (1.0, "s")
+        if unit == "s" and t[-1] > 1800:  # half an hour to two: minutes
+            scale, unit = 60.0, "min"
         x = [v / scale for v in t]
         widths = [b - a for a, b in zip([0.0, *t[:-1]], t, strict=True)]
         failed_rate = [

@@ -47,9 +47,9 @@ def test_a_parked_asyncio_watch_is_an_api_read(tmp_path, subprocess_env):
                 clockproto.ENV_ENDPOINT: clock.endpoint,
                 clockproto.ENV_NAME: "loop",
                 clockproto.ENV_FACADE: f"{facade.host}:{facade.port}",
+                clockproto.ENV_TOKEN: clock.expect("loop"),
             }
         )
-        clock.expect("loop")
         with facade:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "patcher.run_script", "tests/programs/aio_watch_printer.py"],

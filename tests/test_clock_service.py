@@ -7,6 +7,8 @@ import socket
 import threading
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from broker.clock.service import ClockService
 from timewarp.wire import clocknet
@@ -104,7 +106,9 @@ def test_tcp_hellos_must_carry_the_token_of_their_process():
         assert service.tokens_required
         token = service.expect("sched")
         assert "without the token" in _refused(service, cp.hello("sched", 1))
-        assert "without the token" in _refused(service, cp.hello("intruder", 1, "guess"))
+        assert "no process of that name was started" in _refused(
+            service, cp.hello("intruder", 1, "guess")
+        )
         assert "wrong token" in _refused(service, cp.hello("sched", 1, token + "x"))
         assert service.refused_hellos == 3
         # refused peers are nobody: not registered, not awaited, never blamed in a report
@@ -150,8 +154,35 @@ def test_a_malformed_message_gets_an_error_naming_it_and_others_are_still_served
         a.sock.sendall(b'{"op":"timer","id":"x"}\n')
         msg = a.recv()
         assert msg["op"] == "error" and "'id' must be an integer" in msg["message"]
+        assert not a.poll(TIMEOUT_S), "the connection that sent it stays open"
         b.send(cp.now_request(3))
         assert b.recv() == {"op": "now", "rid": 3, "t": 0}
+
+
+def test_a_frame_nested_too_deep_closes_its_connection_and_the_clock_lives_on(service):
+    """Issue 27 item 3: 100,000 '[' then ']' raised RecursionError in the decoder and
+    killed the clock's thread; now it is a protocol error for that one connection."""
+    with _connected(service, "a") as a, _connected(service, "b") as b:
+        a.sock.sendall(b"[" * 100_000 + b"]" * 100_000 + b"\n")
+        msg = a.recv()
+        assert msg["op"] == "error" and "nested too deeply" in msg["message"]
+        assert not a.poll(TIMEOUT_S), "the connection that sent it stays open"
+        b.send(cp.now_request(4))
+        assert b.recv() == {"op": "now", "rid": 4, "t": 0}
+
+
+@pytest.mark.parametrize("token", [None, "guess"])
+def test_an_invented_identity_is_refused_on_every_endpoint(service, token):
+    """Issue 27 item 4: a hello under a name nobody started was welcomed on the Unix
+    socket; then `state busy` stalled the run and the stall report blamed that name."""
+    message = _refused(service, cp.hello("invented", 4242, token))
+    assert "no process of that name was started" in message
+    assert service.processes() == [] and service.refused_hellos == 1
+
+
+def test_a_registered_name_without_its_token_is_refused_on_a_unix_socket_too(service):
+    service.add_token("sched")
+    assert "without the token" in _refused(service, cp.hello("sched", 1))
 
 
 def test_an_endless_line_is_refused_and_its_connection_closed(service, monkeypatch):
@@ -304,3 +335,46 @@ def test_a_state_report_lets_readers_go_at_once_when_the_hook_has_nothing_to_do(
         facade.set(p100="idle", p200="idle")
         peer.send(cp.state(False, 1, [], 0, 2, 0))
         assert done.wait(5)
+
+
+_FRAMES = st.one_of(
+    st.binary(max_size=300),  # garbage
+    st.builds(lambda n: b"[" * n + b"]" * n, st.integers(1, 200_000)),  # deep
+    st.builds(lambda n: b'{"op":"now","rid":' + b"9" * n, st.integers(1, 5000)),  # truncated
+    st.sampled_from([b"{}", b"null", b'{"op":"hello"}', b'{"op":"state","busy":true}']),
+    st.builds(
+        lambda name, token: cp.pack([cp.hello(name, 1, token)])[:-1],
+        st.text(min_size=1, max_size=30),
+        st.one_of(st.none(), st.text(max_size=40)),
+    ),  # hellos with invented names and tokens
+    st.builds(lambda n: b"x" * n, st.integers(100_000, 300_000)),  # long, no newline yet
+)
+
+
+@pytest.fixture(scope="module")
+def fuzzed():
+    clock = ClockService()
+    yield clock
+    clock.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(frame=_FRAMES)
+def test_whatever_a_stranger_sends_the_clock_thread_lives_and_serves(fuzzed, frame):
+    """Issue 27: garbage, truncated, huge, deep frames and invented identities end only
+    the connection that sent them; the clock's thread stays alive and a registered
+    process is still answered."""
+    stranger = Peer(fuzzed.endpoint)
+    try:
+        stranger.sock.sendall(frame + b"\n")
+        stranger.poll(0.2)  # an error, or nothing (an unfinished frame)
+    except OSError:
+        pass  # closed on us mid-send: that is the point
+    finally:
+        stranger.close()
+    assert fuzzed._thread.is_alive()
+    with _connected(fuzzed, "sched") as peer:
+        peer.send(cp.now_request(9))
+        assert peer.recv() == {"op": "now", "rid": 9, "t": 0}
+    # only the registered process (reconnected under sched#2, #3, ...), no stranger
+    assert {p.name.partition("#")[0] for p in fuzzed.processes()} == {"sched"}

@@ -121,6 +121,7 @@ class ProcessState:
     settled: bool = False  # has been idle at least once (start-up is over)
     gone: bool = False
     said_bye: bool = False  # gone by its own word (exiting), not a dropped connection
+    gone_at_ns: int | None = None  # the virtual instant it went (its exit's instant)
     returncode: int | None = None
     stacks: str | None = None
 
@@ -196,6 +197,7 @@ class ClockService:
         self.fires = 0
         self.advances = 0
         self.nondeterministic_advances = 0
+        self.nondeterministic_causes: list[str] = []  # one line each, in the manifest
         self.io_releases = 0
         self.stall_reports: list[str] = []
         self.messages_in = 0
@@ -426,6 +428,7 @@ class ClockService:
         if proc.gone:
             return
         proc.gone = True
+        proc.gone_at_ns = self._now  # time stood still while it ran: this is its instant
         for key in [k for k in self._timers if k[0] == proc.name]:
             self._timers.pop(key).cancel()
         self._cond.notify_all()
@@ -657,7 +660,11 @@ class ClockService:
         self._gather_stacks_locked(busy)
         report = self._stall_report_locked(busy, limit, traffic)
         self.stall_reports.append(report)
-        self.nondeterministic_advances += 1
+        self._count_nondeterministic_locked(
+            f"stall guard at t={self._now / 1e9:.9f} s: "
+            + ", ".join(repr(p.name) for p in busy)
+            + " not in a virtual wait"
+        )
         self.log.write(report + "\n")
         self.log.flush()
         self._progressed_locked()
@@ -672,6 +679,10 @@ class ClockService:
                 return True
             self._cond.wait(0.05)
         return True
+
+    def _count_nondeterministic_locked(self, cause: str) -> None:
+        self.nondeterministic_advances += 1
+        self.nondeterministic_causes.append(cause)
 
     def _gather_stacks_locked(self, busy: list[ProcessState]) -> None:
         """Ask every connected stuck process for its threads' stacks; wait up to 2 s."""
@@ -838,7 +849,15 @@ class ClockService:
             self._drop(conn)
             return
         for frame in conn.unpacker.feed(data):
-            self._receive(conn.identity, frame)
+            try:
+                keep = self._receive(conn.identity, frame)
+            except Exception as exc:  # a bug must not kill the clock's thread: that one
+                # connection goes, the run goes on (and the stall guard sees the rest)
+                self.log.write(f"timewarp: broker: clock: {exc!r} on a message; closed\n")
+                keep = False
+            if not keep:
+                self._drop(conn)  # a frame it cannot parse ends that one connection
+                return
         if conn.unpacker.pending > MAX_MESSAGE_BYTES:
             text = f"clock message longer than {MAX_MESSAGE_BYTES} bytes: not a clock message"
             self.log.write(f"timewarp: broker: {text}\n")
@@ -869,22 +888,22 @@ class ClockService:
             pass
         conn.sock.close()
 
-    def _receive(self, identity: bytes, frame: bytes) -> None:
-        """One message from a runtime: decoded (a malformed one is answered with an error),
-        counted as traffic, a hello's token checked, then applied; the driver is woken
-        only for what can end its wait."""
+    def _receive(self, identity: bytes, frame: bytes) -> bool:
+        """One message from a runtime: decoded (a malformed one is answered with an error
+        and ends its connection: returns False), counted as traffic, a hello's token
+        checked, then applied; the driver is woken only for what can end its wait."""
         try:
             msg = clockproto.decode_to_broker(frame)
         except clockproto.ProtocolError as exc:
-            self.log.write(f"timewarp: broker: {exc}\n")
+            self.log.write(f"timewarp: broker: {exc}; its connection is closed\n")
             with self._cond:
                 self._write_locked(identity, clockproto.error(str(exc)))
-            return
+            return False
         with self._cond:
             self.messages_in += 1
             self._last_activity = _wall.monotonic()
             self._traffic[0] += 1
-            op, conn = msg["op"], None
+            op = msg["op"]
             if op in ("hello", "bye", "stacks"):
                 self._progressed_locked()
             refusal = self._check_token_locked(msg) if op == "hello" else None
@@ -892,7 +911,6 @@ class ClockService:
                 self.refused_hellos += 1
                 self.log.write(f"timewarp: broker: {refusal}\n")
                 self._write_locked(identity, clockproto.error(refusal))
-                conn = self._conns.get(identity)
             elif op == "hello":
                 self._hello_locked(identity, msg)
             else:
@@ -900,7 +918,7 @@ class ClockService:
                 if proc is None:
                     text = f"clock message {op!r} from a process that did not say hello"
                     self._write_locked(identity, clockproto.error(text))
-                    return
+                    return False
                 self._apply_locked(proc, identity, msg)
             # Wake the driver only for what can end its waits (a state report: idle, acks;
             # arrivals and departures; stacks): a timer or a now() cannot, and each wake-up
@@ -909,8 +927,9 @@ class ClockService:
             if refusal is None and op in _WAKES_DRIVER and (not self._autopilot or op != "state"):
                 if op != "state" or not self._release_io_for_driver_locked():
                     self._cond.notify_all()
-        if refusal is not None and conn is not None:
-            self._drop(conn)  # never registered: no process to mark gone, none to blame
+        # a refused hello's connection ends (never registered: no process to mark gone,
+        # none to blame)
+        return refusal is None
 
     def _apply_locked(self, proc: ProcessState, identity: bytes, msg: dict) -> None:
         """One message of a process that said hello: a question (``now``), a timer set or
@@ -929,6 +948,11 @@ class ClockService:
             self._on_state_locked(proc, msg)
         elif op == "stacks":
             proc.stacks = msg["text"]
+        elif op == "woke":
+            cause = f"{proc.name!r} at t={self._now / 1e9:.9f} s: {msg['cause']}"
+            self._count_nondeterministic_locked(cause)
+            self.log.write(f"timewarp: non-deterministic advance: {cause}\n")
+            self.log.flush()
         elif op == "bye":
             proc.said_bye = True
             self._mark_gone_locked(proc)
@@ -951,19 +975,22 @@ class ClockService:
                     fn(proc.name)
 
     def _check_token_locked(self, msg: dict) -> str | None:
-        """Why a hello is refused (None: accepted)."""
+        """Why a hello is refused (None: accepted). Every process the run started was
+        registered with its token (:meth:`expect`), on a Unix socket as on TCP: a name
+        nobody registered, a missing token or a wrong one is refused — a stranger must not
+        be awaited, nor blamed in a stall report under a name of its choosing."""
         name, token = msg["name"], msg.get("token")
         expected = self._tokens.get(name)
-        if token is not None and expected is not None:
-            if hmac.compare_digest(token.encode(), expected.encode()):
-                return None
-            return f"clock hello from {name!r} with a wrong token: refused"
-        if self.tokens_required:
+        if expected is None:
+            return f"clock hello from {name!r}: no process of that name was started: refused"
+        if token is None:
             return (
                 f"clock hello from {name!r} without the token its launcher gave it "
-                f"({clockproto.ENV_TOKEN}): refused on the TCP endpoint {self.endpoint}"
+                f"({clockproto.ENV_TOKEN}): refused"
             )
-        return None
+        if hmac.compare_digest(token.encode(), expected.encode()):
+            return None
+        return f"clock hello from {name!r} with a wrong token: refused"
 
     def _release_io_for_driver_locked(self) -> bool:
         """A state report made a release possible while the driver waits with nothing

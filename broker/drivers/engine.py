@@ -26,6 +26,7 @@ enabled, and Batsim can end the simulation.
 
 from __future__ import annotations
 
+import os
 import sys
 import time as _wall
 from collections.abc import Callable, Sequence
@@ -66,6 +67,10 @@ class BatsimProtocolError(RuntimeError):
     pass
 
 
+class SimulatorInputError(RuntimeError):
+    """The simulator's inputs declare something this broker cannot run as declared."""
+
+
 class SimulatorExited(RuntimeError):
     """The simulator ended before the simulation did; the text is its own reason."""
 
@@ -95,6 +100,9 @@ class Broker:
         # the workload's services with traffic (docs/services.md)
         self.services = TrafficDriver(services, facade.store, facade.clock) if services else None
         self.cluster.services = self.services
+        # timewarp broker: the services are those of the workload files the simulator
+        # names in SIMULATION_BEGINS (this broker never saw its command line)
+        self.services_from_simulator = False
         if clock.mode == "deterministic":
             # the broker's reactions happen while a scheduler is still busy, not while it
             # waits to be let go to read them
@@ -139,7 +147,7 @@ class Broker:
             return result
         except ClockStall as exc:
             return self._result(False, f"stopped by the stall guard:\n{exc}")
-        except (BatsimProtocolError, SimulatorExited) as exc:
+        except (BatsimProtocolError, SimulatorExited, SimulatorInputError) as exc:
             return self._result(False, str(exc))
 
     def simulator_exited(self, reason: str) -> None:
@@ -211,6 +219,8 @@ class Broker:
 
     def _apply(self, data: object) -> None:
         if isinstance(data, p.SimulationBegins):
+            if self.services_from_simulator and self.services is None:
+                self._adopt_services(data)
             self.cluster.begin(data)
             if self.facade is not None:
                 self.facade.cluster_ready()  # the nodes exist: held requests go on
@@ -223,6 +233,41 @@ class Broker:
                 self.cluster.all_submitted = True
         # JOB_KILLED follows a JOB_COMPLETED(COMPLETED_KILLED): nothing more to do;
         # REQUESTED_CALL only moved time; SIMULATION_ENDS ends the loop.
+
+    def _adopt_services(self, data: p.SimulationBegins) -> None:
+        """The services of the workload files SIMULATION_BEGINS names, checked and run
+        as ``timewarp simulate`` does. A file this process cannot open is said, not
+        fatal (real Batsim names it as it was given, relative to its own directory)."""
+        from broker.cluster.input_check import InputError, check_services, node_views
+        from simulator.traffic.spec import declared_twice
+        from simulator.workload import WorkloadError, read_services
+
+        specs: list[ServiceSpec] = []
+        for name, path in sorted(data.workloads.items()):
+            if not os.path.isfile(path):
+                print(
+                    f"broker: note: workload {name}: cannot open {path!r} from here to read "
+                    "the services it may declare; none are run (give the simulator its "
+                    "absolute path)",
+                    file=self.log,
+                )
+                continue
+            try:
+                specs += read_services(path)
+            except WorkloadError as exc:
+                raise SimulatorInputError(f"workload {name}: {exc}") from None
+        twice = declared_twice(specs)
+        if twice is not None:
+            raise SimulatorInputError(f"service {twice!r} is declared in more than one workload")
+        hosts = ((str(r.get("name", r["id"])), r.get("properties") or {})
+                 for r in data.compute_resources)  # fmt: skip
+        try:
+            check_services(specs, node_views(hosts, "SIMULATION_BEGINS"))
+        except InputError as exc:
+            raise SimulatorInputError(str(exc)) from None
+        if specs:
+            self.services = TrafficDriver(specs, self.facade.store, self.facade.clock)
+            self.cluster.services = self.services
 
     def _advance(self, t_ns: int) -> None:
         if t_ns > self.clock.now_ns:
@@ -270,6 +315,8 @@ class Broker:
     def _result(self, ok: bool, reason: str = "") -> BrokerResult:
         stats = dict(vars(self.cluster.stats))
         stats["nondeterministic_advances"] = self.clock.nondeterministic_advances
+        if self.clock.nondeterministic_causes:
+            stats["nondeterministic_causes"] = list(self.clock.nondeterministic_causes)
         stats["timer_fires"] = self.clock.fires
         return BrokerResult(ok, reason, self.progress.messages, self.clock.now_ns / 1e9, stats)
 

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from . import admission, autoscaling, discovery, errors, listoptions
+from . import acting, admission, discovery, errors, listoptions
 from .auth import TokenRegistry, TokenStats, bearer_token
 from .clock import Cancellable, Clock
 from .errors import ApiError
+from .kinds import autoscaling
 from .metrics import (
     CUSTOM_METRICS,
     CUSTOM_METRICS_GROUP,
@@ -31,6 +32,7 @@ from .metrics import (
 )
 from .objects import format_time
 from .patch import apply_patch
+from .requestinfo import request_info
 from .resources import ResourceType, lookup
 from .selectors import parse_field_selector, parse_label_selector
 from .server import Request, Response, WatchStream
@@ -42,6 +44,7 @@ JSON = "application/json"
 # recursion would fail first on a deeper one).
 MAX_JSON_DEPTH = 128
 BINDING = lookup("", "v1", "bindings")
+assert BINDING is not None
 _log = logging.getLogger(__name__)
 _PUBLIC = {"healthz", "livez", "readyz"}
 _NAMESPACE_SUBRESOURCES = {"status", "finalize"}
@@ -203,6 +206,9 @@ class Api:
         self._server_address = server_address
         self.hook_failures: list[Exception] = []
         self._policy_lock = threading.Lock()  # bindings, evictions, pod deletions: one at a time
+        # (identity, verb, resource) -> requests (broker/facade/requestinfo.py)
+        self.request_counts: dict[tuple[str, str, str], int] = {}
+        self._counts_lock = threading.Lock()
 
     # --- entry point ---------------------------------------------------------------
 
@@ -220,10 +226,17 @@ class Api:
         return None
 
     def handle(self, request: Request) -> Response | WatchStream:
-        try:
-            return self._handle(request)
-        except ApiError as exc:
-            return _error(exc)
+        stats = self.authenticate(request)
+        if stats is not None:  # who asked what (the run's per-process figures)
+            key = (stats.name, *request_info(request.method, request.target))
+            with self._counts_lock:
+                self.request_counts[key] = self.request_counts.get(key, 0) + 1
+        # who acts, for what the store's listeners record (broker/facade/acting.py)
+        with acting.acting_as(stats.name if stats is not None else ""):
+            try:
+                return self._handle(request)
+            except ApiError as exc:
+                return _error(exc)
 
     def _handle(self, request: Request) -> Response | WatchStream:
         split = urlsplit(request.target)
@@ -380,7 +393,7 @@ class Api:
             return self._evict(route, _parse_body(request))
         if route.name is not None:
             raise ApiError(405, f"POST is not allowed on a named {rt.singular}")
-        if rt.plural == "bindings":
+        if rt is BINDING:  # the legacy collection of bindings
             return self._bind(route, _parse_body(request), None)
         if rt.namespaced and route.namespace is None:
             raise ApiError(
@@ -424,19 +437,18 @@ class Api:
 
     def _write_scale(self, request: Request, route: _Route) -> Response:
         """PUT or PATCH of ``.../scale``: the parent's ``spec.replicas`` (see
-        ``autoscaling.py``); answers the new Scale."""
+        ``kinds/autoscaling.py``); answers the new Scale."""
         assert route.name is not None
         body = _parse_body(request)
         if request.method == "PATCH":
             current = autoscaling.scale_of(
                 self.store.get(route.rt.key, route.namespace, route.name)
             )
-            ctype = request.headers.get("content-type", "") or "application/merge-patch+json"
-            body = apply_patch(ctype, current, body)
+            body = apply_patch(request.headers.get("content-type", ""), current, body)
             wanted_rv = (body.get("metadata") or {}).get("resourceVersion")
             if wanted_rv == current["metadata"]["resourceVersion"]:
                 body["metadata"].pop("resourceVersion")  # untouched by the patch: no precondition
-        replicas, rv = autoscaling.wanted_replicas(body, route.name)
+        replicas, rv = autoscaling.wanted_replicas(body, route.name, route.namespace or "")
         stored = self.store.set_replicas(
             route.rt.key, route.namespace, route.name, replicas, resource_version=rv
         )
@@ -484,7 +496,7 @@ class Api:
         rt = route.rt
         opts = listoptions.parse(query)
         labels = parse_label_selector(opts.label_selector)
-        fields = parse_field_selector(opts.field_selector, rt.key)
+        fields = parse_field_selector(opts.field_selector, rt.key, rt.strategy.fields)
         version, limit, after = opts.resource_version, opts.limit, None
         if opts.continue_token:  # the rest of a list, exactly as it was then
             if version not in ("", "0"):
@@ -615,7 +627,7 @@ class Api:
             rt,
             None,
             parse_label_selector(None),
-            parse_field_selector(None, rt.key),
+            parse_field_selector(None, rt.key, rt.strategy.fields),
             on_queued=request.on_queued,
         )
         if error is not None:
@@ -630,7 +642,7 @@ class Api:
             raise errors.bad_request("the body of a binding must be a JSON object (a Binding)")
         if body.get("kind") not in (None, "", "Binding"):
             raise errors.bad_request(f"the body is a {body.get('kind')}, not a Binding")
-        admission.decode(BINDING, body)
+        BINDING.strategy.decode(BINDING, body)
         meta = body.get("metadata") or {}
         name = pod_name or meta.get("name")
         if pod_name and meta.get("name") not in (None, "", pod_name):
@@ -727,17 +739,19 @@ class Api:
         return body
 
     def _delete(self, route: _Route, request: Request) -> Response:
+        """A DELETE of one object, as its kind's strategy says it goes (``deletion``):
+        graceful (a pod), finalized (a namespace), or at once."""
         rt = route.rt
         options = self._delete_options(request)
         pre = options.get("preconditions") or {}
-        if rt.key == "pods":
+        if rt.strategy.deletion == "graceful":
             with self._policy_lock:
                 grace = _grace_period(
                     options, _param(parse_qs(urlsplit(request.target).query), "gracePeriodSeconds")
                 )
                 last = self._delete_pod(route.namespace or "default", route.name or "", pre, grace)
             return _json(200, last)
-        if rt.key == "namespaces":
+        if rt.strategy.deletion == "finalized":
             return _json(200, self._delete_namespace(route.name or "", pre))
         gone = self.store.delete(
             rt.key,
@@ -840,9 +854,10 @@ class Api:
 
     def _delete_collection(self, route: _Route, query: dict[str, list[str]]) -> Response:
         rt = route.rt
-        if rt.key == "pods":
+        if not rt.strategy.delete_collection:
             raise ApiError(
-                405, "deletecollection of pods is not supported (delete pods one by one)"
+                405,
+                f"deletecollection of {rt.plural} is not supported (delete {rt.plural} one by one)",
             )
         objs, _ = self.store.list(
             rt.key,
@@ -851,7 +866,7 @@ class Api:
             field_selector=_param(query, "fieldSelector"),
         )
         for obj in objs:
-            if rt.key == "namespaces":
+            if rt.strategy.deletion == "finalized":
                 if obj["metadata"]["name"] not in IMMORTAL_NAMESPACES:
                     self._delete_namespace(obj["metadata"]["name"], {})
                 continue

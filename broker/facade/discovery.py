@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .resources import BY_GROUP_VERSION, GROUPS, RESOURCE_TYPES, ResourceType
+from .resources import BY_GROUP_VERSION, GROUPS, ResourceType, served_types
 
 SERVER_VERSION = {
     "major": "1",
@@ -98,4 +98,4 @@ def api_group(name: str) -> dict[str, Any] | None:
 
 
 def all_resource_types() -> tuple[ResourceType, ...]:
-    return RESOURCE_TYPES
+    return served_types()

@@ -16,7 +16,8 @@ Invariants:
   stores at most ``MAX_OBJECT_BYTES`` (413 beyond). Memory is bounded by live objects +
   history, whatever the number and the size of the writes.
 - API writes (create, replace, patch) are admitted as the API server admits them
-  (``admission``: decode, default, validate: 400 and 422 with its messages).
+  (the type's strategy, ``rt.strategy`` (``kinds/``): decode, default, validate: 400
+  and 422 with its messages). Nothing here tests which kind it holds.
 - A commit reaches every watcher and every listener, whatever one of them raises.
 """
 
@@ -28,12 +29,13 @@ import logging
 import random
 import sys
 import threading
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from . import admission, errors, listoptions, objects
+from . import errors, listoptions, objects
 from .clock import Clock
+from .kinds import Context
 from .patch import apply_patch
 from .resources import BY_KEY, ResourceType, resource_type
 from .selectors import FieldSelector, LabelSelector, parse_field_selector, parse_label_selector
@@ -161,10 +163,36 @@ def _labels(selector: str | LabelSelector | None) -> LabelSelector:
     return selector if isinstance(selector, LabelSelector) else parse_label_selector(selector)
 
 
-def _fields(selector: str | FieldSelector | None, key: str) -> FieldSelector:
+def _fields(selector: str | FieldSelector | None, rt: ResourceType) -> FieldSelector:
     if isinstance(selector, FieldSelector):
         return selector
-    return parse_field_selector(selector, key)
+    return parse_field_selector(selector, rt.key, rt.strategy.fields)
+
+
+def _default_and_validate(rt: ResourceType, obj: Obj, ctx: Context) -> None:
+    """What a create does after decoding: the kind's defaults, then its validation."""
+    rt.strategy.prepare_for_create(rt, obj, ctx)
+    rt.strategy.validate(rt, obj)
+
+
+class _BuiltinOnly:
+    """An admission context with nothing stored: the built-in PriorityClasses only."""
+
+    def priorities(self) -> dict[str, int]:
+        return dict(objects.BUILTIN_PRIORITY_CLASSES)
+
+
+def admissible(key: str, obj: Obj) -> Obj:
+    """``obj`` as a create would store it — decoded as the Go types would be, defaulted
+    and validated — or the :class:`~broker.facade.errors.ApiError` (400, 422) the create
+    would get. Nothing is stored: inputs are checked with it before a run, so they meet
+    exactly the rules the API applies (``broker/cluster/input_check.py``)."""
+    rt = resource_type(key)
+    obj = Store._new_object(rt, obj)
+    if rt.namespaced:
+        obj["metadata"].setdefault("namespace", "default")
+    _default_and_validate(rt, obj, _BuiltinOnly())
+    return obj
 
 
 class Store:
@@ -191,14 +219,16 @@ class Store:
         self._lock = threading.RLock()
         self._rng = random.Random(seed)
         self._rv = 0
-        self._objects: dict[str, dict[tuple[str, str], _Entry]] = {k: {} for k in BY_KEY}
-        self._history: dict[str, deque[StoredEvent]] = {k: deque() for k in BY_KEY}
-        self._history_sizes: dict[str, deque[int]] = {k: deque() for k in BY_KEY}
-        self._history_total: dict[str, int] = dict.fromkeys(BY_KEY, 0)
-        self._compacted: dict[str, int] = dict.fromkeys(BY_KEY, 0)
+        # per stored type (its key), made when first used: a type registered at run time
+        # (resources.register) is stored as the built-in ones
+        self._objects: dict[str, dict[tuple[str, str], _Entry]] = defaultdict(dict)
+        self._history: dict[str, deque[StoredEvent]] = defaultdict(deque)
+        self._history_sizes: dict[str, deque[int]] = defaultdict(deque)
+        self._history_total: dict[str, int] = defaultdict(int)
+        self._compacted: dict[str, int] = defaultdict(int)
         # dicts as ordered sets: events fan out to watchers in the order they started.
-        self._watchers: dict[str, dict[Watcher, None]] = {k: {} for k in BY_KEY}
-        self._sorted: dict[str, list[tuple[str, str]] | None] = dict.fromkeys(BY_KEY)
+        self._watchers: dict[str, dict[Watcher, None]] = defaultdict(dict)
+        self._sorted: dict[str, list[tuple[str, str]] | None] = defaultdict(lambda: None)
         self._listeners: list[Listener] = []
         for ns in namespaces:
             self.create("namespaces", {"metadata": {"name": ns}})
@@ -243,7 +273,7 @@ class Store:
         """Deep copies of the matching objects (sorted by namespace, name) and the list's
         resourceVersion."""
         entries, rv = self.list_entries(
-            key, namespace, _labels(label_selector), _fields(field_selector, key)
+            key, namespace, _labels(label_selector), _fields(field_selector, resource_type(key))
         )
         return [e.thaw() for e in entries], str(rv)
 
@@ -320,7 +350,9 @@ class Store:
         with self._lock:
             self._listeners.append(fn)
 
-    def _priorities(self) -> dict[str, int]:
+    def priorities(self) -> dict[str, int]:
+        """PriorityClass name -> value, the built-in classes included (what admission
+        gives a pod; ``kinds.Context``)."""
         prio = dict(objects.BUILTIN_PRIORITY_CLASSES)
         for entry in self._objects["priorityclasses.scheduling.k8s.io"].values():
             prio[entry.obj["metadata"]["name"]] = entry.obj.get("value", 0)
@@ -354,8 +386,7 @@ class Store:
             meta["creationTimestamp"] = self.timestamp()
             for field in ("deletionTimestamp", "selfLink"):
                 meta.pop(field, None)
-            objects.default_object(rt, obj, self._priorities())
-            admission.validate(rt, obj)
+            _default_and_validate(rt, obj, self)
             if prepare is not None:
                 prepare(obj)
             # (no size limit here: an API create is bounded by the request body's limit,
@@ -380,7 +411,7 @@ class Store:
             raise errors.bad_request("metadata must be a JSON object")
         obj["apiVersion"] = rt.api_version
         obj["kind"] = rt.kind
-        admission.decode(rt, obj)
+        rt.strategy.decode(rt, obj)
         return obj
 
     def _place_locked(
@@ -422,7 +453,7 @@ class Store:
         if not meta.get("name"):
             prefix = meta.get("generateName")
             if not prefix:
-                admission.validate(rt, obj)  # names what is missing (and all else)
+                rt.strategy.validate(rt, obj)  # names what is missing (and all else)
             for _ in range(8):
                 meta["name"] = objects.generated_name(prefix, self._rng)
                 if _key_of(obj) not in self._objects[rt.key]:
@@ -472,7 +503,7 @@ class Store:
             raise errors.bad_request(f"{rt.kind} is not JSON-serialisable: {exc}") from None
         if not isinstance(new, dict) or not isinstance(new.get("metadata", {}), dict):
             raise errors.bad_request(f"the body of a {rt.kind} must be a JSON object with metadata")
-        admission.decode(rt, new)
+        rt.strategy.decode(rt, new)
         if subresource == "status":
             merged = entry.thaw()
             if "status" in new:
@@ -500,23 +531,12 @@ class Store:
                 meta[field] = old_meta[field]
             else:
                 meta.pop(field, None)
-        if rt.key == "pods" and subresource != "status":
-            old_node = (current.get("spec") or {}).get("nodeName")
-            if (new.get("spec") or {}).get("nodeName") != old_node:
-                raise errors.invalid(
-                    "Pod",
-                    meta["name"],
-                    [
-                        "spec.nodeName: Forbidden: pod updates may not change spec.nodeName "
-                        "(use the binding subresource)"
-                    ],
-                )
-        objects.check_update(rt, new, subresource)
+        rt.strategy.prepare_for_update(rt, new, current, subresource)
         if "generation" in old_meta and new.get("spec") != current.get("spec"):
             meta["generation"] = old_meta["generation"] + 1
         if new == current:
             return entry.thaw()  # a no-op write does not bump resourceVersion
-        admission.validate(rt, new)
+        rt.strategy.validate(rt, new)
         return self._commit(rt, "MODIFIED", new, current, limit=True).thaw()
 
     def patch(
@@ -556,6 +576,7 @@ class Store:
             entry = self._entry(key, namespace, name)
             _check_resource_version(rt, name, entry.obj, resource_version)
             new = entry.thaw()
+            new.pop("status", None)  # a write of the object keeps the stored status as is
             new.setdefault("spec", {})["replicas"] = replicas
             return self._update_from(rt, entry, new, None)
 
@@ -671,7 +692,7 @@ class Store:
                     f"Precondition failed: ResourceVersion in precondition: {resource_version}, ResourceVersion in object meta: {current['metadata']['resourceVersion']}",
                     rt.group,
                 )
-            if rt.key == "namespaces":
+            if rt.strategy.holds_namespace_content:
                 for other in BY_KEY.values():
                     if other.namespaced:
                         for k in [k for k in self._objects[other.key] if k[0] == name]:
@@ -815,7 +836,7 @@ class Store:
         ``k8s.io/initial-events-end`` bookmark. A resourceVersion the store has not
         reached is ApiError(504) "Too large resource version"."""
         rt = resource_type(key)
-        labels, fields = _labels(label_selector), _fields(field_selector, rt.key)
+        labels, fields = _labels(label_selector), _fields(field_selector, rt)
         watcher = Watcher(
             rt,
             namespace,

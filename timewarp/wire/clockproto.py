@@ -20,6 +20,11 @@ Runtime -> broker::
     {"op":"cancel","id":3}                                 the waiter woke some other way
     {"op":"state","busy":false,"ack":12,"io":[[53412,310,2048,1]],"runnable":0,"blocked":3,"detached":0}
     {"op":"stacks","text":"Thread main (holds the baton) ..."}
+    {"op":"woke","cause":"a connection from outside to 127.0.0.1:9100 ..."}
+                                                           input from outside the simulation
+                                                           made a thread run without the
+                                                           broker's go (deterministic mode:
+                                                           a non-deterministic advance)
     {"op":"bye"}
 
 Broker -> runtime::
@@ -158,6 +163,7 @@ _TO_BROKER = {
         _int(m, "detached"),
     ),
     "stacks": lambda m: _str(m, "text"),
+    "woke": lambda m: _str(m, "cause"),
     "bye": lambda m: None,
 }
 _TO_RUNTIME = {
@@ -219,6 +225,10 @@ def _decode(frame: bytes, table: Mapping[str, Any], direction: str) -> dict[str,
         msg = _DECODER.decode(frame.decode())
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"clock message ({direction}) is not JSON: {frame[:80]!r}") from exc
+    except RecursionError:  # 100,000 nested brackets: the JSON parser recurses per level
+        raise ProtocolError(
+            f"clock message ({direction}) is nested too deeply: {frame[:80]!r}"
+        ) from None
     if not isinstance(msg, dict):
         raise ProtocolError(f"clock message ({direction}) must be a JSON object: {frame[:80]!r}")
     op = msg.get("op")
@@ -284,6 +294,10 @@ def stacks(text: str) -> dict[str, Any]:
     return {"op": "stacks", "text": text}
 
 
+def woke(cause: str) -> dict[str, Any]:
+    return {"op": "woke", "cause": cause}
+
+
 def bye() -> dict[str, Any]:
     return {"op": "bye"}
 
@@ -334,3 +348,4 @@ ENV_CONNECT_TIMEOUT = "TIMEWARP_CONNECT_TIMEOUT"  # seconds to wait for the welc
 ENV_FACADE = "TIMEWARP_FACADE"  # host:port of the API facade (I/O accounting)
 ENV_PATCH_MODULES = "TIMEWARP_PATCH_MODULES"  # comma-separated, for the import hook
 ENV_FREEZE_UNPATCHED = "TIMEWARP_FREEZE_UNPATCHED"  # "1": freezegun for unpatched modules
+ENV_SEED = "TIMEWARP_SEED"  # the process's seed (from the run's seed and its name): its entropy
