@@ -45,6 +45,7 @@ from commands.outfiles import (
 from commands.run import add_time_arguments
 from commands.services_report import SERVICES_CSV, plot_services, write_rows
 from commands.stopping import Interrupted, StopSignals
+from commands.threadname import name_os_thread
 from patcher.launch import DEFAULT_SEED
 from timewarp import __version__
 
@@ -1005,6 +1006,7 @@ class _EmbeddedSimulator:
             return
 
         def run() -> None:
+            name_os_thread()  # so /proc tells this thread's CPU from the broker's
             code = 1
             try:
                 code = sim_cli.drive(
