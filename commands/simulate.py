@@ -1137,6 +1137,8 @@ class _ProgressView:
         self.progress.__exit__(*exc)
 
     def update(self, p) -> None:  # type: ignore[no-untyped-def]
+        if self.disabled:  # -q or no terminal: runs after every Batsim message, shows nothing
+            return
         self.jobs_dynamic = p.jobs_dynamic
         self._show(p.now_s, _wall.perf_counter() - self.started, completed=p.jobs_done)
 
