@@ -255,20 +255,20 @@ class Api:
                     f"the server could not find the requested resource (version {segments[1]!r} of the core group)",
                 )
             if len(segments) == 2:
-                return _json(200, discovery.resource_list("", "v1"))
+                return _json(200, discovery.resource_list("", "v1", self.store.types))
             return self._resource_request(request, query, "", "v1", segments[2:])
         if head == "apis":
             if len(segments) == 1:
-                return _json(200, discovery.api_group_list())
+                return _json(200, discovery.api_group_list(self.store.types))
             group = segments[1]
             if len(segments) == 2:
-                doc = discovery.api_group(group)
+                doc = discovery.api_group(group, self.store.types)
                 if doc is None:
                     raise ApiError(
                         404, f"the server could not find the requested resource (group {group!r})"
                     )
                 return _json(200, doc)
-            doc = discovery.resource_list(group, segments[2])
+            doc = discovery.resource_list(group, segments[2], self.store.types)
             if doc is None:
                 raise ApiError(
                     404, f"the server could not find the requested resource ({group}/{segments[2]})"
@@ -293,7 +293,7 @@ class Api:
             namespace, rest = rest[1], rest[2:]
         if not rest or len(rest) > 3:
             raise ApiError(404, "the server could not find the requested resource")
-        rt = lookup(group, version, rest[0])
+        rt = self.store.types.lookup(group, version, rest[0])
         gv = f"{group}/{version}" if group else version
         if rt is None:
             raise ApiError(

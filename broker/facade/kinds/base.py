@@ -64,6 +64,10 @@ class Context(Protocol):
         """PriorityClass name -> value, the built-in classes included."""
         ...
 
+    def serves(self, group: str, version: str, plural: str) -> bool:
+        """Whether a type of that group, version and plural is served (CRD names)."""
+        ...
+
 
 class Strategy:
     """The behaviour of a kind with nothing special; see the module docstring."""
