@@ -19,7 +19,6 @@ from .kinds.apps import (
 from .kinds.autoscaling import HorizontalPodAutoscalerStrategy
 from .kinds.base import Strategy
 from .kinds.batch import CronJobStrategy, JobStrategy
-from .kinds.crd import CustomResourceDefinitionStrategy
 from .kinds.core import (
     EventStrategy,
     EventsV1Strategy,
@@ -27,6 +26,7 @@ from .kinds.core import (
     NodeStrategy,
     ServiceStrategy,
 )
+from .kinds.crd import CustomResourceDefinitionStrategy
 from .kinds.pods import BindingStrategy, PodStrategy
 from .kinds.scheduling import PriorityClassStrategy
 

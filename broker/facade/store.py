@@ -33,11 +33,10 @@ from collections import defaultdict, deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from . import errors, listoptions, objects
+from . import crds, errors, listoptions, objects
 from .clock import Clock
 from .kinds import Context
 from .patch import apply_patch
-from . import crds
 from .resources import GLOBAL, Registry, ResourceType, resource_type
 from .selectors import FieldSelector, LabelSelector, parse_field_selector, parse_label_selector
 from .watch import WATCH_QUEUE_BYTES, StoredEvent, Watcher, bookmark_object, event_frame

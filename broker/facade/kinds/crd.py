@@ -136,7 +136,7 @@ class CustomResourceDefinitionStrategy(Strategy):
         name = obj["metadata"].get("name")
         if plural and group and name != f"{plural}.{group}":
             errs.append(
-                v.invalid_value("metadata.name", name, f'must be spec.names.plural+"."+spec.group')
+                v.invalid_value("metadata.name", name, 'must be spec.names.plural+"."+spec.group')
             )
         if spec.get("scope") not in _SCOPES:
             if not spec.get("scope"):
