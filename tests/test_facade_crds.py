@@ -5,12 +5,14 @@ deleted with ``CustomObjectsApi``; a CRD of one facade is not served by another.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 from kubernetes.dynamic import DynamicClient
 
-from broker.facade import Facade, ManualClock
+from broker.facade import Facade, ManualClock, discovery
 
 GROUP = "stable.example.com"
 
@@ -190,3 +192,130 @@ def test_a_crd_that_is_not_valid_is_refused_with_kube_apiservers_paths(clients):
     assert invalid.value.status == 422
     fields = {c["field"] for c in __import__("json").loads(invalid.value.body)["details"]["causes"]}
     assert fields == {"metadata.name", "spec.versions"}
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "spec": {
+            "type": "object",
+            "required": ["cronSpec"],
+            "properties": {
+                "cronSpec": {"type": "string", "minLength": 1},
+                "replicas": {"type": "integer", "minimum": 0, "maximum": 10, "default": 1},
+                "mode": {"type": "string", "enum": ["Fast", "Slow"], "default": "Slow"},
+                "steps": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["name"],
+                        "properties": {"name": {"type": "string"}},
+                    },
+                },
+                "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            },
+        },
+        "status": {
+            "type": "object",
+            "properties": {"replicas": {"type": "integer"}, "selector": {"type": "string"}},
+        },
+    },
+}
+
+
+def _structured(api) -> client.CustomObjectsApi:
+    crd = crontab_crd(
+        schema={"openAPIV3Schema": SCHEMA},
+        subresources={
+            "status": {},
+            "scale": {
+                "specReplicasPath": ".spec.replicas",
+                "statusReplicasPath": ".status.replicas",
+                "labelSelectorPath": ".status.selector",
+            },
+        },
+    )
+    client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
+    return client.CustomObjectsApi(api)
+
+
+ARGS = (GROUP, "v1", "default", "crontabs")
+
+
+def test_the_schema_prunes_unknown_fields_and_applies_defaults(clients):
+    objs = _structured(clients[1])
+    body = crontab("a", cronSpec="* * * * *", bogus=1, extra={"kept": {"deep": True}})
+    body["toplevel"] = "dropped"
+    made = objs.create_namespaced_custom_object(*ARGS, body)
+    assert made["spec"] == {
+        "cronSpec": "* * * * *",
+        "replicas": 1,
+        "mode": "Slow",
+        "extra": {"kept": {"deep": True}},
+    }
+    assert "toplevel" not in made and made["metadata"]["labels"] == {}
+
+
+def _invalid(objs, body) -> dict:
+    with pytest.raises(ApiException) as raised:
+        objs.create_namespaced_custom_object(*ARGS, body)
+    assert raised.value.status == 422
+    return json.loads(raised.value.body)
+
+
+def test_the_schema_refuses_what_it_forbids_with_kube_apiservers_words(clients):
+    objs = _structured(clients[1])
+    wrong = _invalid(objs, crontab("a", cronSpec="x", replicas="three"))
+    assert wrong["message"] == (
+        'CronTab.stable.example.com "a" is invalid: spec.replicas: Invalid value: "string": '
+        'spec.replicas in body must be of type integer: "string"'
+    )
+    many = _invalid(objs, crontab("a", replicas=11, mode="Medium", steps=[{}]))
+    assert [(c["reason"], c["field"]) for c in many["details"]["causes"]] == [
+        ("FieldValueRequired", "spec.cronSpec"),
+        ("FieldValueInvalid", "spec.replicas"),
+        ("FieldValueNotSupported", "spec.mode"),
+        ("FieldValueRequired", "spec.steps[0].name"),
+    ]
+    assert "spec.replicas in body should be less than or equal to 10" in many["message"]
+    assert (
+        'spec.mode: Unsupported value: "Medium": supported values: "Fast", "Slow"'
+        in (many["message"])
+    )
+    assert clients[0].store.count(f"crontabs.{GROUP}") == 0
+
+
+def test_status_and_main_writes_each_ignore_the_other_half(clients):
+    objs = _structured(clients[1])
+    made = objs.create_namespaced_custom_object(
+        *ARGS, {**crontab("a", cronSpec="x"), "status": {"replicas": 5}}
+    )
+    assert "status" not in made  # a create ignores the status
+    status = objs.patch_namespaced_custom_object_status(
+        *ARGS, "a", {"spec": {"replicas": 9}, "status": {"replicas": 2}}
+    )
+    assert status["status"] == {"replicas": 2} and status["spec"]["replicas"] == 1
+    assert status["metadata"]["generation"] == 1
+    main = objs.patch_namespaced_custom_object(
+        *ARGS, "a", {"spec": {"replicas": 3}, "status": {"replicas": 7}}
+    )
+    assert main["status"] == {"replicas": 2} and main["spec"]["replicas"] == 3
+    assert main["metadata"]["generation"] == 2
+
+
+def test_the_scale_subresource_reads_and_writes_the_declared_paths(clients):
+    objs = _structured(clients[1])
+    objs.create_namespaced_custom_object(*ARGS, crontab("a", cronSpec="x", replicas=2))
+    objs.patch_namespaced_custom_object_status(
+        *ARGS, "a", {"status": {"replicas": 2, "selector": "app=a"}}
+    )
+    scale = objs.get_namespaced_custom_object_scale(*ARGS, "a")
+    assert scale["kind"] == "Scale" and scale["spec"] == {"replicas": 2}
+    assert scale["status"] == {"replicas": 2, "selector": "app=a"}
+    scaled = objs.patch_namespaced_custom_object_scale(*ARGS, "a", {"spec": {"replicas": 4}})
+    assert scaled["spec"] == {"replicas": 4}
+    stored = objs.get_namespaced_custom_object(*ARGS, "a")
+    assert stored["spec"]["replicas"] == 4 and stored["status"]["replicas"] == 2
+    listed = discovery.resource_list(GROUP, "v1", clients[0].store.types)
+    names = {r["name"]: r.get("kind") for r in listed["resources"]}
+    assert names == {"crontabs": "CronTab", "crontabs/status": "CronTab", "crontabs/scale": "Scale"}

@@ -373,7 +373,7 @@ class Api:
             return self._watch(request, route, query)
         obj = self.store.get(route.rt.key, route.namespace, route.name)
         if route.subresource == "scale":
-            return _json(200, autoscaling.scale_of(obj))
+            return _json(200, _scale_of(route.rt, obj))
         return _json(200, obj)
 
     def _post(self, request: Request, route: _Route) -> Response:
@@ -434,9 +434,7 @@ class Api:
         assert route.name is not None
         body = _parse_body(request)
         if request.method == "PATCH":
-            current = autoscaling.scale_of(
-                self.store.get(route.rt.key, route.namespace, route.name)
-            )
+            current = _scale_of(route.rt, self.store.get(route.rt.key, route.namespace, route.name))
             body = apply_patch(request.headers.get("content-type", ""), current, body)
             wanted_rv = (body.get("metadata") or {}).get("resourceVersion")
             if wanted_rv == current["metadata"]["resourceVersion"]:
@@ -445,7 +443,7 @@ class Api:
         stored = self.store.set_replicas(
             route.rt.key, route.namespace, route.name, replicas, resource_version=rv
         )
-        return _json(200, autoscaling.scale_of(stored))
+        return _json(200, _scale_of(route.rt, stored))
 
     @staticmethod
     def _verb(method: str, route: _Route, query: dict[str, list[str]]) -> str:
@@ -963,6 +961,12 @@ CONTINUE_TOO_OLD = (
     "The provided continue parameter is too old to display a consistent list result. You "
     "can start a new list without the continue parameter."
 )
+
+
+def _scale_of(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+    """The object's Scale: its strategy's (a custom resource's paths), else the apps
+    kinds' reading of ``spec.replicas``."""
+    return rt.strategy.scale_of(rt, obj) or autoscaling.scale_of(obj)
 
 
 def _continue_state(token: str) -> tuple[tuple[str, str], int]:

@@ -590,8 +590,9 @@ class Store:
             entry = self._entry(key, namespace, name)
             _check_resource_version(rt, name, entry.obj, resource_version)
             new = entry.thaw()
-            new.pop("status", None)  # a write of the object keeps the stored status as is
-            new.setdefault("spec", {})["replicas"] = replicas
+            if "status" in rt.subresources:
+                new.pop("status", None)  # a write of the object keeps the stored status as is
+            rt.strategy.with_replicas(new, replicas)
             return self._update_from(rt, entry, new, None)
 
     def update(

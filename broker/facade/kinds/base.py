@@ -102,6 +102,15 @@ class Strategy:
         object, ``"status"`` for its status; ``new`` already carries the kept metadata and,
         for a status write, the stored spec)."""
 
+    def scale_of(self, rt: TypeNames, obj: Obj) -> Obj | None:
+        """The object's autoscaling/v1 Scale; None: the apps kinds' (``spec.replicas``,
+        ``status.replicas``, ``spec.selector``: ``kinds/autoscaling.py``)."""
+        return None
+
+    def with_replicas(self, obj: Obj, replicas: int) -> None:
+        """What a write of the Scale changes in the object."""
+        obj.setdefault("spec", {})["replicas"] = replicas
+
     def validate(self, rt: TypeNames, obj: Obj) -> None:
         """The API server's validation of a decoded, defaulted object: 422 Invalid with
         every cause (the metadata's, then :meth:`validate_fields`')."""

@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import validation as v
 from ..selectors import COMMON_FIELDS
+from . import schema
 from .base import Context, Obj, Strategy, TypeNames, spec_of
 
 _SCOPES = ("Namespaced", "Cluster")
@@ -175,17 +176,88 @@ class CustomResourceDefinitionStrategy(Strategy):
 
 
 class CustomResourceStrategy(Strategy):
-    """A custom resource: ``metadata`` typed, the rest free (the schema's checks are the
-    CRD's, ``kinds/schema.py``); ``generation`` counted; ``metadata.name`` and
-    ``metadata.namespace`` selectable, as kube-apiserver serves them."""
+    """A custom resource: ``metadata`` typed, the rest as its version's structural
+    schema says (``kinds/schema.py``: pruned, defaulted, validated, 422 with the field
+    paths); ``generation`` counted; ``metadata.name`` and ``metadata.namespace``
+    selectable, as kube-apiserver serves them; its Scale read and written at the paths
+    the CRD names."""
 
     fields = COMMON_FIELDS
 
     def __init__(self, crd: Obj, version: str) -> None:
         self.version = next(ver for ver in spec_of(crd)["versions"] if ver["name"] == version)
         self.subresources = tuple(self.version.get("subresources") or {})
+        self.schema_of = (self.version.get("schema") or {}).get("openAPIV3Schema") or {}
+        self.scale = (self.version.get("subresources") or {}).get("scale")
+
+    def _admit(self, obj: Obj) -> None:
+        schema.prune(self.schema_of, obj, root=True)
+        schema.default(self.schema_of, obj)
 
     def prepare_for_create(self, rt: TypeNames, obj: Obj, ctx: Context) -> None:
         obj["metadata"]["generation"] = 1
         if "status" in self.subresources:
             obj.pop("status", None)
+        self._admit(obj)
+
+    def prepare_for_update(
+        self, rt: TypeNames, new: Obj, old: Obj, subresource: str | None
+    ) -> None:
+        self._admit(new)
+        if subresource is None and "generation" in old["metadata"]:
+            # any change but to metadata (and status, when it is a subresource) counts
+            ignored = ("metadata", "status") if "status" in self.subresources else ("metadata",)
+            if {k: x for k, x in new.items() if k not in ignored} != {
+                k: x for k, x in old.items() if k not in ignored
+            }:
+                new["metadata"]["generation"] = old["metadata"]["generation"] + 1
+
+    def validate_fields(self, rt: TypeNames, obj: Obj) -> list[v.FieldError]:
+        body = {k: x for k, x in obj.items() if k not in ("apiVersion", "kind", "metadata")}
+        props = {
+            k: x
+            for k, x in (self.schema_of.get("properties") or {}).items()
+            if k not in ("apiVersion", "kind", "metadata")
+        }
+        return schema.validate({**self.schema_of, "properties": props}, body)
+
+    def scale_of(self, rt: TypeNames, obj: Obj) -> Obj | None:
+        if not self.scale:
+            return None
+        meta = obj["metadata"]
+        status: Obj = {"replicas": _at(obj, self.scale.get("statusReplicasPath")) or 0}
+        selector = _at(obj, self.scale.get("labelSelectorPath"))
+        if selector:
+            status["selector"] = selector
+        replicas = _at(obj, self.scale.get("specReplicasPath"))
+        return {
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {
+                "name": meta["name"],
+                "namespace": meta.get("namespace", ""),
+                "uid": meta["uid"],
+                "resourceVersion": meta["resourceVersion"],
+                "creationTimestamp": meta["creationTimestamp"],
+            },
+            "spec": {"replicas": replicas} if replicas else {},
+            "status": status,
+        }
+
+    def with_replicas(self, obj: Obj, replicas: int) -> None:
+        path = (self.scale or {}).get("specReplicasPath") or ".spec.replicas"
+        *parents, last = path.lstrip(".").split(".")
+        node = obj
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = replicas
+
+
+def _at(obj: Obj, path: str | None) -> Any:
+    """The value at a CRD's JSON path (``.spec.replicas``), None when absent."""
+    node: Any = obj
+    for part in (path or "").lstrip(".").split(".") if path else []:
+        if not isinstance(node, dict):
+            return None
+        node = node.get(part)
+    return node if path else None
