@@ -319,3 +319,34 @@ def test_the_scale_subresource_reads_and_writes_the_declared_paths(clients):
     listed = discovery.resource_list(GROUP, "v1", clients[0].store.types)
     names = {r["name"]: r.get("kind") for r in listed["resources"]}
     assert names == {"crontabs": "CronTab", "crontabs/status": "CronTab", "crontabs/scale": "Scale"}
+
+
+def test_several_versions_share_the_storage_version_and_only_served_ones_are_routed(clients):
+    facade, api = clients
+    crd = crontab_crd()
+    v1 = crd["spec"]["versions"][0]
+    crd["spec"]["versions"] = [
+        {**v1, "name": "v1beta1", "storage": False},
+        v1,
+        {**v1, "name": "v2", "served": False, "storage": False},
+    ]
+    client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
+    versions = [g for g in client.ApisApi(api).get_api_versions().groups if g.name == GROUP][0]
+    assert [v.version for v in versions.versions] == ["v1beta1", "v1"]
+    objs = client.CustomObjectsApi(api)
+    beta = (GROUP, "v1beta1", "default", "crontabs")
+    made = objs.create_namespaced_custom_object(
+        *beta, {**crontab("a"), "apiVersion": f"{GROUP}/v1beta1"}
+    )
+    assert made["apiVersion"] == f"{GROUP}/v1beta1"
+    assert objs.get_namespaced_custom_object(*ARGS, "a")["apiVersion"] == f"{GROUP}/v1"
+    listed = objs.list_namespaced_custom_object(*beta)
+    assert [o["apiVersion"] for o in listed["items"]] == [f"{GROUP}/v1beta1"]
+    assert facade.store.get(f"crontabs.{GROUP}", "default", "a")["apiVersion"] == f"{GROUP}/v1"
+    stream = watch.Watch().stream(objs.list_namespaced_custom_object, *beta, timeout_seconds=30)
+    for event in stream:
+        assert event["object"]["apiVersion"] == f"{GROUP}/v1beta1"
+        break
+    with pytest.raises(ApiException) as unserved:
+        objs.list_namespaced_custom_object(GROUP, "v2", "default", "crontabs")
+    assert unserved.value.status == 404

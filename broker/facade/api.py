@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from . import acting, admission, discovery, errors, listoptions
+from . import acting, admission, crds, discovery, errors, listoptions
 from .auth import TokenRegistry, TokenStats, bearer_token
 from .clock import Cancellable, Clock
 from .errors import ApiError
@@ -324,6 +324,15 @@ class Api:
         self._check_method(route, request.method, query)
         if route.rt.group == "metrics.k8s.io":
             return self._metrics(route.rt, route, query)
+        answer = self._serve(request, route, query)
+        recode = crds.version_recoder(route.rt, self.store.types)
+        if recode is not None and isinstance(answer, Response):
+            answer.body = recode(answer.body)
+        return answer
+
+    def _serve(
+        self, request: Request, route: _Route, query: dict[str, list[str]]
+    ) -> Response | WatchStream:
         if request.method == "GET":
             return self._read(request, route, query)
         if request.method == "POST":
@@ -562,6 +571,7 @@ class Api:
                 bookmarks=opts.bookmarks,
                 send_initial_events=opts.send_initial_events,
                 on_queued=request.on_queued,
+                recode=crds.version_recoder(rt, self.store.types),
             )
         except ApiError as exc:
             if exc.code != 410:

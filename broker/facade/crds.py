@@ -10,6 +10,7 @@ an object read through another version only has its ``apiVersion`` changed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from .kinds.crd import CustomResourceStrategy, names_of
@@ -87,3 +88,18 @@ class Definitions:
                         self.store.delete(rt.key, meta.get("namespace"), meta["name"])
         for rt in types:
             self.store.types.unregister(rt)
+
+
+def version_recoder(rt: ResourceType, registry: Registry) -> Callable[[bytes], bytes] | None:
+    """For a request through a served version that is not the storage one: what turns
+    an encoded answer (an object, a list, a watch frame) into that version, i.e. its
+    ``apiVersion`` rewritten (no conversion: the versions share one schema). None when
+    nothing needs it."""
+    if rt.stored:
+        return None
+    stored = registry.by_key_or_none(rt.key)
+    if stored is None or stored.group != rt.group or stored.version == rt.version:
+        return None
+    old = b'"apiVersion":"' + stored.api_version.encode() + b'"'
+    new = b'"apiVersion":"' + rt.api_version.encode() + b'"'
+    return lambda data: data.replace(old, new)

@@ -846,6 +846,7 @@ class Store:
         send_initial_events: bool | None = None,
         on_queued: Callable[[], None] | None = None,
         on_overflow: Callable[[], None] | None = None,
+        recode: Callable[[bytes], bytes] | None = None,
     ) -> Watcher:
         """Start a watch. Without a resourceVersion (or "0") the current matching objects
         come first as ADDED events (``send_initial_events`` forces or suppresses that);
@@ -865,6 +866,7 @@ class Store:
             on_queued=on_queued,
             on_overflow=on_overflow,
             max_queued_bytes=self.watch_queue_bytes,
+            recode=recode,
         )
         with self._lock:
             start, initial = self._watch_start_locked(rt, resource_version, send_initial_events)
