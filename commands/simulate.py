@@ -45,12 +45,13 @@ from commands.outfiles import (
 from commands.run import add_time_arguments
 from commands.services_report import SERVICES_CSV, plot_services, write_rows
 from commands.stopping import Interrupted, StopSignals
+from commands.threadname import name_os_thread
 from patcher.launch import DEFAULT_SEED
 from timewarp import __version__
 
 if TYPE_CHECKING:
     from simulator.platform import Platform
-    from simulator.services import ServiceSpec
+    from simulator.traffic.spec import ServiceSpec
     from simulator.workload import Workload
 
 OUT_PREFIX = "out"
@@ -382,7 +383,7 @@ def _check_paths(args: argparse.Namespace) -> None:
 
 def _services(workloads: list[Workload]) -> list[ServiceSpec]:
     """The workloads' services (docs/services.md); a name is declared once."""
-    from simulator.services import declared_twice
+    from simulator.traffic.spec import declared_twice
 
     services = [s for w in workloads for s in w.services]
     duplicate = declared_twice(services)
@@ -1022,6 +1023,7 @@ class _EmbeddedSimulator:
             return
 
         def run() -> None:
+            name_os_thread()  # so /proc tells this thread's CPU from the broker's
             code = 1
             try:
                 code = sim_cli.drive(
@@ -1152,6 +1154,8 @@ class _ProgressView:
         self.progress.__exit__(*exc)
 
     def update(self, p) -> None:  # type: ignore[no-untyped-def]
+        if self.disabled:  # -q or no terminal: runs after every Batsim message, shows nothing
+            return
         self.jobs_dynamic = p.jobs_dynamic
         self._show(p.now_s, _wall.perf_counter() - self.started, completed=p.jobs_done)
 

@@ -37,11 +37,11 @@ import zmq
 
 from broker.clock.service import ClockService, ClockStall
 from broker.cluster.cluster import Cluster
-from broker.cluster.traffic_driver import ServiceDriver
+from broker.cluster.traffic_driver import TrafficDriver
 from broker.facade import Facade
 from broker.processes.launcher import Launcher, SchedulerFailed
 from simulator import protocol as p
-from simulator.services import ServiceSpec
+from simulator.traffic.spec import ServiceSpec
 
 
 @dataclass
@@ -98,7 +98,7 @@ class Broker:
         self._simulator_exit: str | None = None
         self.cluster = Cluster(facade, lambda: clock.now_ns)
         # the workload's services with traffic (docs/services.md)
-        self.services = ServiceDriver(services, facade.store, facade.clock) if services else None
+        self.services = TrafficDriver(services, facade.store, facade.clock) if services else None
         self.cluster.services = self.services
         # timewarp broker: the services are those of the workload files the simulator
         # names in SIMULATION_BEGINS (this broker never saw its command line)
@@ -239,7 +239,7 @@ class Broker:
         as ``timewarp simulate`` does. A file this process cannot open is said, not
         fatal (real Batsim names it as it was given, relative to its own directory)."""
         from broker.cluster.input_check import InputError, check_services, node_views
-        from simulator.services import declared_twice
+        from simulator.traffic.spec import declared_twice
         from simulator.workload import WorkloadError, read_services
 
         specs: list[ServiceSpec] = []
@@ -266,7 +266,7 @@ class Broker:
         except InputError as exc:
             raise SimulatorInputError(str(exc)) from None
         if specs:
-            self.services = ServiceDriver(specs, self.facade.store, self.facade.clock)
+            self.services = TrafficDriver(specs, self.facade.store, self.facade.clock)
             self.cluster.services = self.services
 
     def _advance(self, t_ns: int) -> None:

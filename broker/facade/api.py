@@ -17,16 +17,23 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from . import acting, admission, discovery, errors, listoptions
+from . import acting, admission, crds, discovery, errors, listoptions
 from .auth import TokenRegistry, TokenStats, bearer_token
 from .clock import Cancellable, Clock
 from .errors import ApiError
 from .kinds import autoscaling
-from .metrics import MetricsBoard, custom_metric_value, node_metrics, pod_metrics
+from .metrics import (
+    CUSTOM_METRICS,
+    CUSTOM_METRICS_GROUP,
+    MetricsBoard,
+    custom_metric_value,
+    node_metrics,
+    pod_metrics,
+)
 from .objects import format_time
 from .patch import apply_patch
 from .requestinfo import request_info
-from .resources import CUSTOM_METRICS, CUSTOM_METRICS_GROUP, ResourceType, lookup
+from .resources import ResourceType, lookup
 from .selectors import parse_field_selector, parse_label_selector
 from .server import Request, Response, WatchStream
 from .store import Store
@@ -255,20 +262,20 @@ class Api:
                     f"the server could not find the requested resource (version {segments[1]!r} of the core group)",
                 )
             if len(segments) == 2:
-                return _json(200, discovery.resource_list("", "v1"))
+                return _json(200, discovery.resource_list("", "v1", self.store.types))
             return self._resource_request(request, query, "", "v1", segments[2:])
         if head == "apis":
             if len(segments) == 1:
-                return _json(200, discovery.api_group_list())
+                return _json(200, discovery.api_group_list(self.store.types))
             group = segments[1]
             if len(segments) == 2:
-                doc = discovery.api_group(group)
+                doc = discovery.api_group(group, self.store.types)
                 if doc is None:
                     raise ApiError(
                         404, f"the server could not find the requested resource (group {group!r})"
                     )
                 return _json(200, doc)
-            doc = discovery.resource_list(group, segments[2])
+            doc = discovery.resource_list(group, segments[2], self.store.types)
             if doc is None:
                 raise ApiError(
                     404, f"the server could not find the requested resource ({group}/{segments[2]})"
@@ -293,7 +300,7 @@ class Api:
             namespace, rest = rest[1], rest[2:]
         if not rest or len(rest) > 3:
             raise ApiError(404, "the server could not find the requested resource")
-        rt = lookup(group, version, rest[0])
+        rt = self.store.types.lookup(group, version, rest[0])
         gv = f"{group}/{version}" if group else version
         if rt is None:
             raise ApiError(
@@ -324,6 +331,15 @@ class Api:
         self._check_method(route, request.method, query)
         if route.rt.group == "metrics.k8s.io":
             return self._metrics(route.rt, route, query)
+        answer = self._serve(request, route, query)
+        recode = crds.version_recoder(route.rt, self.store.types)
+        if recode is not None and isinstance(answer, Response):
+            answer.body = recode(answer.body)
+        return answer
+
+    def _serve(
+        self, request: Request, route: _Route, query: dict[str, list[str]]
+    ) -> Response | WatchStream:
         if request.method == "GET":
             return self._read(request, route, query)
         if request.method == "POST":
@@ -373,7 +389,7 @@ class Api:
             return self._watch(request, route, query)
         obj = self.store.get(route.rt.key, route.namespace, route.name)
         if route.subresource == "scale":
-            return _json(200, autoscaling.scale_of(obj))
+            return _json(200, _scale_of(route.rt, obj))
         return _json(200, obj)
 
     def _post(self, request: Request, route: _Route) -> Response:
@@ -434,9 +450,7 @@ class Api:
         assert route.name is not None
         body = _parse_body(request)
         if request.method == "PATCH":
-            current = autoscaling.scale_of(
-                self.store.get(route.rt.key, route.namespace, route.name)
-            )
+            current = _scale_of(route.rt, self.store.get(route.rt.key, route.namespace, route.name))
             body = apply_patch(request.headers.get("content-type", ""), current, body)
             wanted_rv = (body.get("metadata") or {}).get("resourceVersion")
             if wanted_rv == current["metadata"]["resourceVersion"]:
@@ -445,7 +459,7 @@ class Api:
         stored = self.store.set_replicas(
             route.rt.key, route.namespace, route.name, replicas, resource_version=rv
         )
-        return _json(200, autoscaling.scale_of(stored))
+        return _json(200, _scale_of(route.rt, stored))
 
     @staticmethod
     def _verb(method: str, route: _Route, query: dict[str, list[str]]) -> str:
@@ -564,6 +578,7 @@ class Api:
                 bookmarks=opts.bookmarks,
                 send_initial_events=opts.send_initial_events,
                 on_queued=request.on_queued,
+                recode=crds.version_recoder(rt, self.store.types),
             )
         except ApiError as exc:
             if exc.code != 410:
@@ -963,6 +978,12 @@ CONTINUE_TOO_OLD = (
     "The provided continue parameter is too old to display a consistent list result. You "
     "can start a new list without the continue parameter."
 )
+
+
+def _scale_of(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+    """The object's Scale: its strategy's (a custom resource's paths), else the apps
+    kinds' reading of ``spec.replicas``."""
+    return rt.strategy.scale_of(rt, obj) or autoscaling.scale_of(obj)
 
 
 def _continue_state(token: str) -> tuple[tuple[str, str], int]:

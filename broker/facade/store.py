@@ -33,11 +33,11 @@ from collections import defaultdict, deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from . import errors, listoptions, objects
+from . import crds, errors, listoptions, objects
 from .clock import Clock
 from .kinds import Context
 from .patch import apply_patch
-from .resources import BY_KEY, ResourceType, resource_type
+from .resources import GLOBAL, Registry, ResourceType, resource_type
 from .selectors import FieldSelector, LabelSelector, parse_field_selector, parse_label_selector
 from .watch import WATCH_QUEUE_BYTES, StoredEvent, Watcher, bookmark_object, event_frame
 
@@ -181,6 +181,9 @@ class _BuiltinOnly:
     def priorities(self) -> dict[str, int]:
         return dict(objects.BUILTIN_PRIORITY_CLASSES)
 
+    def serves(self, group: str, version: str, plural: str) -> bool:
+        return GLOBAL.lookup(group, version, plural) is not None
+
 
 def admissible(key: str, obj: Obj) -> Obj:
     """``obj`` as a create would store it — decoded as the Go types would be, defaulted
@@ -230,6 +233,10 @@ class Store:
         self._watchers: dict[str, dict[Watcher, None]] = defaultdict(dict)
         self._sorted: dict[str, list[tuple[str, str]] | None] = defaultdict(lambda: None)
         self._listeners: list[Listener] = []
+        # the types this store serves: the process's, and the custom resources of its
+        # own CustomResourceDefinitions (crds.py), seen by no other store
+        self.types = Registry(GLOBAL)
+        self.add_listener(crds.Definitions(self).on_commit)
         for ns in namespaces:
             self.create("namespaces", {"metadata": {"name": ns}})
 
@@ -259,7 +266,7 @@ class Store:
 
     def get_or_none(self, key: str, namespace: str | None, name: str) -> Obj | None:
         with self._lock:
-            entry = self._objects[resource_type(key).key].get((namespace or "", name))
+            entry = self._objects[self.types.resource_type(key).key].get((namespace or "", name))
             return None if entry is None else entry.thaw()
 
     def list(
@@ -273,7 +280,10 @@ class Store:
         """Deep copies of the matching objects (sorted by namespace, name) and the list's
         resourceVersion."""
         entries, rv = self.list_entries(
-            key, namespace, _labels(label_selector), _fields(field_selector, resource_type(key))
+            key,
+            namespace,
+            _labels(label_selector),
+            _fields(field_selector, self.types.resource_type(key)),
         )
         return [e.thaw() for e in entries], str(rv)
 
@@ -281,7 +291,7 @@ class Store:
         self, key: str, namespace: str | None, labels: LabelSelector, fields: FieldSelector
     ) -> tuple[list[_Entry], int]:
         """Shared (read-only!) entries for the HTTP layer, which encodes without copying."""
-        rt = resource_type(key)
+        rt = self.types.resource_type(key)
         with self._lock:
             table = self._objects[rt.key]
             keys = self._sorted[rt.key]
@@ -309,7 +319,7 @@ class Store:
         """The matching objects as they were at ``resource_version`` (an exact read):
         the current ones with the later changes of this type undone from the history.
         410 when that history was compacted, 504 when the store is not there yet."""
-        rt = resource_type(key)
+        rt = self.types.resource_type(key)
         with self._lock:
             if resource_version > self._rv:
                 raise errors.too_large_resource_version(resource_version, self._rv)
@@ -333,10 +343,10 @@ class Store:
 
     def count(self, key: str) -> int:
         with self._lock:
-            return len(self._objects[resource_type(key).key])
+            return len(self._objects[self.types.resource_type(key).key])
 
     def _entry(self, key: str, namespace: str | None, name: str) -> _Entry:
-        rt = resource_type(key)
+        rt = self.types.resource_type(key)
         entry = self._objects[rt.key].get((namespace or "" if rt.namespaced else "", name))
         if entry is None:
             raise errors.not_found(rt.plural, name, rt.group)
@@ -358,6 +368,10 @@ class Store:
             prio[entry.obj["metadata"]["name"]] = entry.obj.get("value", 0)
         return prio
 
+    def serves(self, group: str, version: str, plural: str) -> bool:
+        """Whether this store serves that type (``kinds.Context``: a CRD's names)."""
+        return self.types.lookup(group, version, plural) is not None
+
     def create(
         self,
         key: str,
@@ -376,7 +390,7 @@ class Store:
         404 (what an API client gets). ``prepare(obj)`` runs after the defaults, before
         the commit, under the store lock (the facade's ``on_create`` hook).
         """
-        rt = resource_type(key)
+        rt = self.types.resource_type(key)
         obj = self._new_object(rt, obj)
         meta = obj["metadata"]
         with self._lock:
@@ -473,7 +487,7 @@ class Store:
         """PUT semantics: 409 if ``metadata.resourceVersion`` is set and stale; uid and
         creationTimestamp are kept. With ``subresource="status"`` only ``status`` changes;
         without, ``status`` is kept for types that have a status subresource."""
-        rt = resource_type(key)
+        rt = self.types.resource_type(key)
         if not isinstance(obj, dict) or not isinstance(obj.get("metadata", {}), dict):
             raise errors.bad_request(f"the body of a {rt.kind} must be a JSON object with metadata")
         meta = obj.get("metadata") or {}
@@ -549,7 +563,7 @@ class Store:
         *,
         subresource: str | None = None,
     ) -> Obj:
-        rt = resource_type(key)
+        rt = self.types.resource_type(key)
         with self._lock:
             entry = self._entry(key, namespace, name)
             current = entry.obj
@@ -571,13 +585,14 @@ class Store:
         """What a write to the ``scale`` subresource does: the object's ``spec.replicas``
         (its generation moves on), with optimistic concurrency on ``resource_version``.
         Returns the object as stored."""
-        rt = resource_type(key)
+        rt = self.types.resource_type(key)
         with self._lock:
             entry = self._entry(key, namespace, name)
             _check_resource_version(rt, name, entry.obj, resource_version)
             new = entry.thaw()
-            new.pop("status", None)  # a write of the object keeps the stored status as is
-            new.setdefault("spec", {})["replicas"] = replicas
+            if "status" in rt.subresources:
+                new.pop("status", None)  # a write of the object keeps the stored status as is
+            rt.strategy.with_replicas(new, replicas)
             return self._update_from(rt, entry, new, None)
 
     def update(
@@ -592,7 +607,7 @@ class Store:
         """Atomic read-modify-write for the broker: ``mutate`` gets a copy of the object
         (under the store lock) and edits it in place; the whole object (spec, status,
         nodeName) is written as edited. Returns the stored copy (None with ``copy=False``)."""
-        rt = resource_type(key)
+        rt = self.types.resource_type(key)
         with self._lock:
             entry = self._entry(key, namespace, name)
             current = entry.obj
@@ -659,7 +674,9 @@ class Store:
                 }
             )
             status["conditions"] = conditions
-            entry = self._commit(resource_type("pods"), "MODIFIED", canonical(new), current)
+            entry = self._commit(
+                self.types.resource_type("pods"), "MODIFIED", canonical(new), current
+            )
             return entry.thaw() if copy else None
 
     def delete(
@@ -674,7 +691,7 @@ class Store:
         """Remove the object now (no graceful deletion); returns its last state. Deleting a
         namespace deletes what it contains first. ``uid``/``resource_version`` are
         preconditions (409 when they do not hold)."""
-        rt = resource_type(key)
+        rt = self.types.resource_type(key)
         with self._lock:
             entry = self._entry(key, namespace, name)
             current = entry.obj
@@ -693,7 +710,7 @@ class Store:
                     rt.group,
                 )
             if rt.strategy.holds_namespace_content:
-                for other in BY_KEY.values():
+                for other in self.types.stored_types():
                     if other.namespaced:
                         for k in [k for k in self._objects[other.key] if k[0] == name]:
                             self.delete(other.key, name, k[1])
@@ -727,13 +744,15 @@ class Store:
             new["metadata"]["deletionTimestamp"] = self.timestamp()
             new["metadata"]["deletionGracePeriodSeconds"] = 0
             new.setdefault("status", {})["phase"] = "Terminating"
-            return self._commit(resource_type("namespaces"), "MODIFIED", new, current).thaw()
+            return self._commit(
+                self.types.resource_type("namespaces"), "MODIFIED", new, current
+            ).thaw()
 
     def delete_namespace_content(self, name: str, *, keep: tuple[str, ...] = ()) -> None:
         """Delete what the namespace ``name`` holds (but the types in ``keep``), type by
         type, each by name."""
         with self._lock:
-            for other in BY_KEY.values():
+            for other in self.types.stored_types():
                 if other.namespaced and other.key not in keep:
                     for key in sorted(k for k in self._objects[other.key] if k[0] == name):
                         self.delete(other.key, name, key[1])
@@ -746,7 +765,7 @@ class Store:
             entry = self._entry("namespaces", None, name)
             new = entry.thaw()
             new.setdefault("spec", {})["finalizers"] = []
-            self._commit(resource_type("namespaces"), "MODIFIED", new, entry.obj)
+            self._commit(self.types.resource_type("namespaces"), "MODIFIED", new, entry.obj)
             self.delete("namespaces", None, name)
 
     def _commit(
@@ -827,6 +846,7 @@ class Store:
         send_initial_events: bool | None = None,
         on_queued: Callable[[], None] | None = None,
         on_overflow: Callable[[], None] | None = None,
+        recode: Callable[[bytes], bytes] | None = None,
     ) -> Watcher:
         """Start a watch. Without a resourceVersion (or "0") the current matching objects
         come first as ADDED events (``send_initial_events`` forces or suppresses that);
@@ -835,7 +855,7 @@ class Store:
         it) comes first. With ``bookmarks``, initial events end with the
         ``k8s.io/initial-events-end`` bookmark. A resourceVersion the store has not
         reached is ApiError(504) "Too large resource version"."""
-        rt = resource_type(key)
+        rt = self.types.resource_type(key)
         labels, fields = _labels(label_selector), _fields(field_selector, rt)
         watcher = Watcher(
             rt,
@@ -846,6 +866,7 @@ class Store:
             on_queued=on_queued,
             on_overflow=on_overflow,
             max_queued_bytes=self.watch_queue_bytes,
+            recode=recode,
         )
         with self._lock:
             start, initial = self._watch_start_locked(rt, resource_version, send_initial_events)
@@ -922,4 +943,4 @@ class Store:
 
     def history_size(self, key: str) -> int:
         with self._lock:
-            return len(self._history[resource_type(key).key])
+            return len(self._history[self.types.resource_type(key).key])

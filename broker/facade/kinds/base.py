@@ -64,6 +64,10 @@ class Context(Protocol):
         """PriorityClass name -> value, the built-in classes included."""
         ...
 
+    def serves(self, group: str, version: str, plural: str) -> bool:
+        """Whether a type of that group, version and plural is served (CRD names)."""
+        ...
+
 
 class Strategy:
     """The behaviour of a kind with nothing special; see the module docstring."""
@@ -97,6 +101,15 @@ class Strategy:
         """Defaults and update-only rules of a PUT or PATCH (``subresource`` None for the
         object, ``"status"`` for its status; ``new`` already carries the kept metadata and,
         for a status write, the stored spec)."""
+
+    def scale_of(self, rt: TypeNames, obj: Obj) -> Obj | None:
+        """The object's autoscaling/v1 Scale; None: the apps kinds' (``spec.replicas``,
+        ``status.replicas``, ``spec.selector``: ``kinds/autoscaling.py``)."""
+        return None
+
+    def with_replicas(self, obj: Obj, replicas: int) -> None:
+        """What a write of the Scale changes in the object."""
+        obj.setdefault("spec", {})["replicas"] = replicas
 
     def validate(self, rt: TypeNames, obj: Obj) -> None:
         """The API server's validation of a decoded, defaulted object: 422 Invalid with
