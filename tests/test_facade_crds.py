@@ -133,6 +133,14 @@ def test_custom_objects_crud_selectors_patch_and_watch(clients, tmp_path):
         content_type="application/json-patch+json",
     )
     assert json_patched.spec.replicas == 7
+    with pytest.raises(ApiException) as strategic:
+        dyn.resources.get(api_version=f"{GROUP}/v1", kind="CronTab").patch(
+            name="b",
+            namespace="default",
+            body={"spec": {"replicas": 8}},
+            content_type="application/strategic-merge-patch+json",
+        )
+    assert strategic.value.status == 415
     objs.delete_namespaced_custom_object(*args, "a")
     assert [o["metadata"]["name"] for o in objs.list_namespaced_custom_object(*args)["items"]] == [
         "b"
