@@ -435,9 +435,9 @@ def read_declared_objects(path: str | Path) -> list[tuple[str, dict[str, Any]]]:
             where = f"{path}: {key}[{index}]"
             if not isinstance(obj, dict):
                 raise WorkloadError(f"{where}: expected an object, got {obj!r}")
-            for field in ("apiVersion", "kind"):
-                if not isinstance(obj.get(field), str) or not obj[field]:
-                    raise WorkloadError(f"{where}.{field}: missing")
+            for name in ("apiVersion", "kind"):
+                if not isinstance(obj.get(name), str) or not obj[name]:
+                    raise WorkloadError(f"{where}.{name}: missing")
             out.append((where, obj))
     return out
 
