@@ -45,12 +45,13 @@ from commands.outfiles import (
 from commands.run import add_time_arguments
 from commands.services_report import SERVICES_CSV, plot_services, write_rows
 from commands.stopping import Interrupted, StopSignals
+from commands.threadname import name_os_thread
 from patcher.launch import DEFAULT_SEED
 from timewarp import __version__
 
 if TYPE_CHECKING:
     from simulator.platform import Platform
-    from simulator.services import ServiceSpec
+    from simulator.traffic.spec import ServiceSpec
     from simulator.workload import Workload
 
 OUT_PREFIX = "out"
@@ -119,6 +120,14 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="report when pods wait and nothing was bound, started or ended for T of "
         "simulated time although a pod would fit (seconds, or 10m, 1h, ...; 0: never; "
         "default 10m)",
+    )
+    parser.add_argument(
+        "--scheduler-exit",
+        choices=("continue", "fail"),
+        default="continue",
+        help="a scheduler process that exits 0 before the simulation ends: that process is "
+        "done and the run goes on (continue, the default: one-shot tools, --once modes), "
+        "or the run fails (fail); any other exit fails the run",
     )
     parser.add_argument(
         "--on-no-progress",
@@ -389,7 +398,7 @@ def _declared(workloads: list[Workload]) -> list[tuple[str, dict]]:
 
 def _services(workloads: list[Workload]) -> list[ServiceSpec]:
     """The workloads' services (docs/services.md); a name is declared once."""
-    from simulator.services import declared_twice
+    from simulator.traffic.spec import declared_twice
 
     services = [s for w in workloads for s in w.services]
     duplicate = declared_twice(services)
@@ -575,6 +584,9 @@ class _Simulation:
             virtual=args.mode != "realtime",
             import_hook=not args.no_import_hook,
             seed=run_seed(args),
+        )
+        parts.launcher.zero_exit_continues = getattr(args, "scheduler_exit", "continue") == (
+            "continue"
         )
 
     def _start_schedulers(self, parts: _Wiring) -> None:
@@ -837,6 +849,12 @@ class _Simulation:
         self.per_process = process_figures(
             names, getattr(self, "process_cpu", {}), dict(parts.facade.api.request_counts)
         )
+        try:
+            exits = parts.launcher.exits()
+        except Exception:  # a report must never be what fails the run
+            exits = {}
+        for name, ended in exits.items():
+            self.per_process.setdefault(name, {}).update(ended=ended)
 
     def _print_services(self, figures: dict) -> None:
         for name, web in sorted((figures.get("services") or {}).items()):
@@ -1023,6 +1041,7 @@ class _EmbeddedSimulator:
             return
 
         def run() -> None:
+            name_os_thread()  # so /proc tells this thread's CPU from the broker's
             code = 1
             try:
                 code = sim_cli.drive(
@@ -1153,6 +1172,8 @@ class _ProgressView:
         self.progress.__exit__(*exc)
 
     def update(self, p) -> None:  # type: ignore[no-untyped-def]
+        if self.disabled:  # -q or no terminal: runs after every Batsim message, shows nothing
+            return
         self.jobs_dynamic = p.jobs_dynamic
         self._show(p.now_s, _wall.perf_counter() - self.started, completed=p.jobs_done)
 

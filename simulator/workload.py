@@ -1,5 +1,5 @@
 """Batsim workload JSON → validated jobs and profiles (plus timewarp's profile extensions
-and its ``services``, validated by :mod:`simulator.services`).
+and its ``services``, validated by :mod:`simulator.traffic.spec`).
 
 A workload file is ``{"nb_res": int, "jobs": [...], "profiles": {...}}``. Workloads are
 named ``w0``, ``w1``… in command-line order and job ids become ``w0!<id>``. Every check
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simulator.services import ServiceError, ServiceSpec, parse_services
+from simulator.traffic.spec import ServiceError, ServiceSpec, parse_services
 
 SUPPORTED_PROFILE_TYPES = (
     "delay",

@@ -22,6 +22,7 @@ from timewarp.wire import clockproto as cp
             b'{"op":"state","busy":false,"ack":12,"io":[[53412,310,2048,1]],"runnable":0,"blocked":3,"detached":1}',
         ),
         (cp.stacks("T"), b'{"op":"stacks","text":"T"}'),
+        (cp.woke("a connection"), b'{"op":"woke","cause":"a connection"}'),
         (cp.bye(), b'{"op":"bye"}'),
         (
             cp.welcome(0, 5, 6, "deterministic"),

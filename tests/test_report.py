@@ -121,3 +121,16 @@ def test_the_progress_bar_ends_on_the_summarys_figures():
     fields = view.progress.tasks[0].fields
     assert fields["now"] == "600 s" and fields["wall"] == "2.9 s"
     assert fields["speedup"] == report.format_speedup(report.speedup(600.0, 2.9)) == "207x"
+
+
+def test_a_hidden_progress_bar_does_no_work_per_message():
+    """Under -q (or without a terminal) the view is called after every Batsim message and
+    shows nothing: it must not format fields nor update rich's task (issue 29)."""
+    from types import SimpleNamespace
+
+    from commands.simulate import _ProgressView
+
+    view = _ProgressView(40, disabled=True, started=0.0, prog="timewarp simulate")
+    view.update(SimpleNamespace(now_s=600.0, jobs_done=7, jobs_dynamic=3))
+    task = view.progress.tasks[0]
+    assert task.completed == 0 and task.fields["now"] == "0 s" and view.jobs_dynamic == 0

@@ -121,6 +121,7 @@ class ProcessState:
     settled: bool = False  # has been idle at least once (start-up is over)
     gone: bool = False
     said_bye: bool = False  # gone by its own word (exiting), not a dropped connection
+    gone_at_ns: int | None = None  # the virtual instant it went (its exit's instant)
     returncode: int | None = None
     stacks: str | None = None
 
@@ -196,6 +197,7 @@ class ClockService:
         self.fires = 0
         self.advances = 0
         self.nondeterministic_advances = 0
+        self.nondeterministic_causes: list[str] = []  # one line each, in the manifest
         self.io_releases = 0
         self.stall_reports: list[str] = []
         self.messages_in = 0
@@ -426,6 +428,7 @@ class ClockService:
         if proc.gone:
             return
         proc.gone = True
+        proc.gone_at_ns = self._now  # time stood still while it ran: this is its instant
         for key in [k for k in self._timers if k[0] == proc.name]:
             self._timers.pop(key).cancel()
         self._cond.notify_all()
@@ -657,7 +660,11 @@ class ClockService:
         self._gather_stacks_locked(busy)
         report = self._stall_report_locked(busy, limit, traffic)
         self.stall_reports.append(report)
-        self.nondeterministic_advances += 1
+        self._count_nondeterministic_locked(
+            f"stall guard at t={self._now / 1e9:.9f} s: "
+            + ", ".join(repr(p.name) for p in busy)
+            + " not in a virtual wait"
+        )
         self.log.write(report + "\n")
         self.log.flush()
         self._progressed_locked()
@@ -672,6 +679,10 @@ class ClockService:
                 return True
             self._cond.wait(0.05)
         return True
+
+    def _count_nondeterministic_locked(self, cause: str) -> None:
+        self.nondeterministic_advances += 1
+        self.nondeterministic_causes.append(cause)
 
     def _gather_stacks_locked(self, busy: list[ProcessState]) -> None:
         """Ask every connected stuck process for its threads' stacks; wait up to 2 s."""
@@ -937,6 +948,11 @@ class ClockService:
             self._on_state_locked(proc, msg)
         elif op == "stacks":
             proc.stacks = msg["text"]
+        elif op == "woke":
+            cause = f"{proc.name!r} at t={self._now / 1e9:.9f} s: {msg['cause']}"
+            self._count_nondeterministic_locked(cause)
+            self.log.write(f"timewarp: non-deterministic advance: {cause}\n")
+            self.log.flush()
         elif op == "bye":
             proc.said_bye = True
             self._mark_gone_locked(proc)

@@ -58,7 +58,7 @@ from broker.cluster import kubelet_admission as admission
 from broker.cluster import pod_lifecycle
 from broker.cluster.node_shape import build_node, node_name_for, node_shape
 from broker.cluster.pod_shape import DEFAULT_IMAGE, build_pod
-from broker.cluster.traffic_driver import ServiceDriver
+from broker.cluster.traffic_driver import TrafficDriver
 from broker.controllers import events as k8s_events
 from broker.controllers.deployment import DeploymentController
 from broker.controllers.job import JobController
@@ -160,7 +160,7 @@ class Cluster:
     profiles: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     stats: Stats = field(default_factory=Stats)
     all_submitted: bool = False
-    services: ServiceDriver | None = None  # the workload's services with traffic
+    services: TrafficDriver | None = None  # the workload's services with traffic
 
     def __post_init__(self) -> None:
         self._running: dict[tuple[str, str], JobPod] = {}

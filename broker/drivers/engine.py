@@ -38,11 +38,11 @@ import zmq
 from broker.clock.service import ClockService, ClockStall
 from broker.cluster.cluster import Cluster
 from broker.cluster.declared import create_declared
-from broker.cluster.traffic_driver import ServiceDriver
+from broker.cluster.traffic_driver import TrafficDriver
 from broker.facade import Facade
 from broker.processes.launcher import Launcher, SchedulerFailed
 from simulator import protocol as p
-from simulator.services import ServiceSpec
+from simulator.traffic.spec import ServiceSpec
 
 
 @dataclass
@@ -103,7 +103,7 @@ class Broker:
         self._simulator_exit: str | None = None
         self.cluster = Cluster(facade, lambda: clock.now_ns)
         # the workload's services with traffic (docs/services.md)
-        self.services = ServiceDriver(services, facade.store, facade.clock) if services else None
+        self.services = TrafficDriver(services, facade.store, facade.clock) if services else None
         self.cluster.services = self.services
         # timewarp broker: the services are those of the workload files the simulator
         # names in SIMULATION_BEGINS (this broker never saw its command line)
@@ -248,7 +248,7 @@ class Broker:
         fatal (real Batsim names it as it was given, relative to its own directory)."""
         from broker.cluster.declared import DeclaredError, check_declared
         from broker.cluster.input_check import InputError, check_services, node_views
-        from simulator.services import declared_twice
+        from simulator.traffic.spec import declared_twice
         from simulator.workload import WorkloadError, read_declared_objects, read_services
 
         specs: list[ServiceSpec] = []
@@ -282,7 +282,7 @@ class Broker:
             raise SimulatorInputError(str(exc)) from None
         self.declared = declared
         if specs:
-            self.services = ServiceDriver(specs, self.facade.store, self.facade.clock)
+            self.services = TrafficDriver(specs, self.facade.store, self.facade.clock)
             self.cluster.services = self.services
 
     def _advance(self, t_ns: int) -> None:
@@ -331,6 +331,8 @@ class Broker:
     def _result(self, ok: bool, reason: str = "") -> BrokerResult:
         stats = dict(vars(self.cluster.stats))
         stats["nondeterministic_advances"] = self.clock.nondeterministic_advances
+        if self.clock.nondeterministic_causes:
+            stats["nondeterministic_causes"] = list(self.clock.nondeterministic_causes)
         stats["timer_fires"] = self.clock.fires
         return BrokerResult(ok, reason, self.progress.messages, self.clock.now_ns / 1e9, stats)
 

@@ -22,11 +22,18 @@ from .auth import TokenRegistry, TokenStats, bearer_token
 from .clock import Cancellable, Clock
 from .errors import ApiError
 from .kinds import autoscaling
-from .metrics import MetricsBoard, custom_metric_value, node_metrics, pod_metrics
+from .metrics import (
+    CUSTOM_METRICS,
+    CUSTOM_METRICS_GROUP,
+    MetricsBoard,
+    custom_metric_value,
+    node_metrics,
+    pod_metrics,
+)
 from .objects import format_time
 from .patch import apply_patch
 from .requestinfo import request_info
-from .resources import CUSTOM_METRICS, CUSTOM_METRICS_GROUP, ResourceType, lookup
+from .resources import ResourceType, lookup
 from .selectors import parse_field_selector, parse_label_selector
 from .server import Request, Response, WatchStream
 from .store import Store

@@ -29,6 +29,7 @@ from .kinds.core import (
 from .kinds.crd import CustomResourceDefinitionStrategy
 from .kinds.pods import BindingStrategy, PodStrategy
 from .kinds.scheduling import PriorityClassStrategy
+from .metrics import CUSTOM_METRICS, CUSTOM_METRICS_GROUP
 
 READ = ("get", "list", "watch")
 CRUD = ("create", "delete", "get", "list", "patch", "update", "watch")
@@ -277,7 +278,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     # custom-metrics adapter lists them: one "pods/<metric>" resource per metric
     *(
         _r(
-            "custom.metrics.k8s.io",
+            CUSTOM_METRICS_GROUP,
             "v1beta1",
             f"pods/{metric}",
             "",
@@ -286,11 +287,9 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
             verbs=("get",),
             stored=False,
         )
-        for metric in ("concurrency", "requests_per_second")
+        for metric in CUSTOM_METRICS
     ),
 )
-CUSTOM_METRICS_GROUP = "custom.metrics.k8s.io"
-CUSTOM_METRICS = ("concurrency", "requests_per_second")
 
 
 class Registry:

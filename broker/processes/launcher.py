@@ -94,6 +94,10 @@ class Launcher:
         self._finishing = False
         self._lock = threading.Lock()
         self._unjoined: dict[str, str] = {}  # name -> why it was stopped (never joined)
+        # exit 0 ends that process only (`--scheduler-exit continue`, the default); off:
+        # any exit before the simulation's end fails the run
+        self.zero_exit_continues = True
+        self._finished: set[str] = set()  # processes that ended with exit 0, run going on
         if virtual:
             facade.tokens.add_first_request_listener(self._first_request)
 
@@ -187,8 +191,34 @@ class Launcher:
         if self.virtual:
             self.clock.process_gone(proc.name, code)
 
+    def exits(self) -> dict[str, dict[str, object]]:
+        """Each process that ended before the run did: its exit code and the virtual
+        instant it went (seconds; None if it never joined the clock)."""
+        gone_at = {p.name: p.gone_at_ns for p in self.clock.processes()} if self.virtual else {}
+        out: dict[str, dict[str, object]] = {}
+        with self._lock:
+            for proc in self.processes:
+                if proc.name in self._finished:
+                    at = gone_at.get(proc.name)
+                    out[proc.name] = {
+                        "exit": proc.returncode,
+                        "at_s": None if at is None else at / 1e9,
+                    }
+        return out
+
+    def _finished_ok(self, proc: SchedulerProcess) -> bool:
+        """Exit 0 of a process that joined the clock, with ``zero_exit_continues``: that
+        process is done (a one-shot tool, a --once mode), the run goes on."""
+        if not self.zero_exit_continues or proc.returncode != 0:
+            return False
+        if self.virtual and not self.clock.joined(proc.name):
+            return False  # it never ran in virtual time: that is a failure to report
+        self._finished.add(proc.name)
+        return True
+
     def check(self) -> None:
-        """Raise SchedulerFailed if a scheduler ended before the simulation did."""
+        """Raise SchedulerFailed if a scheduler ended before the simulation did (exit 0
+        ends only that process, unless ``zero_exit_continues`` is off)."""
         if self._finishing:
             return
         # A process gone from the clock ended at that virtual instant: the run stops there,
@@ -209,6 +239,8 @@ class Launcher:
                     continue
                 with self._lock:
                     proc.returncode = code
+        if self.zero_exit_continues:
+            exiting = []  # said bye, still winding down: judged by its exit code when it comes
         if exiting and not any(p.returncode is not None for p in self.processes):
             proc = exiting[0]
             raise SchedulerFailed(
@@ -219,7 +251,12 @@ class Launcher:
         with self._lock:
             if self._unjoined:
                 raise SchedulerFailed(next(iter(self._unjoined.values())))
-            dead = [p for p in self.processes if p.returncode is not None]
+            dead = [
+                p
+                for p in self.processes
+                if p.returncode is not None and p.name not in self._finished
+            ]
+        dead = [p for p in dead if not self._finished_ok(p)]
         if dead:
             proc = dead[0]
             how = (

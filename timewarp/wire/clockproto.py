@@ -20,6 +20,11 @@ Runtime -> broker::
     {"op":"cancel","id":3}                                 the waiter woke some other way
     {"op":"state","busy":false,"ack":12,"io":[[53412,310,2048,1]],"runnable":0,"blocked":3,"detached":0}
     {"op":"stacks","text":"Thread main (holds the baton) ..."}
+    {"op":"woke","cause":"a connection from outside to 127.0.0.1:9100 ..."}
+                                                           input from outside the simulation
+                                                           made a thread run without the
+                                                           broker's go (deterministic mode:
+                                                           a non-deterministic advance)
     {"op":"bye"}
 
 Broker -> runtime::
@@ -158,6 +163,7 @@ _TO_BROKER = {
         _int(m, "detached"),
     ),
     "stacks": lambda m: _str(m, "text"),
+    "woke": lambda m: _str(m, "cause"),
     "bye": lambda m: None,
 }
 _TO_RUNTIME = {
@@ -286,6 +292,10 @@ def state(
 
 def stacks(text: str) -> dict[str, Any]:
     return {"op": "stacks", "text": text}
+
+
+def woke(cause: str) -> dict[str, Any]:
+    return {"op": "woke", "cause": cause}
 
 
 def bye() -> dict[str, Any]:
