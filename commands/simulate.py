@@ -260,6 +260,7 @@ def run(args: argparse.Namespace) -> int:
         _check_platform_for_batsim(args, platform)
         _check_paths(args)
         services = _services(workloads)
+        declared = _declared(workloads)
         _check_output(out)
     except _Refused as exc:
         return _fail(str(exc))
@@ -267,7 +268,7 @@ def run(args: argparse.Namespace) -> int:
     node_names = [host.name for host in platform.compute]
 
     def run_into(folder: Path) -> int:
-        simulation = _Simulation(args, folder, total_jobs, node_names, services)
+        simulation = _Simulation(args, folder, total_jobs, node_names, services, declared)
         simulation.master_flags = _master_flags(platform)
         return simulation.run()
 
@@ -381,6 +382,20 @@ def _check_paths(args: argparse.Namespace) -> None:
             raise _Refused(str(exc)) from None
 
 
+def _declared(workloads: list[Workload]) -> list[tuple[str, dict]]:
+    """The CRDs and custom resources the workloads declare, as the API would take them
+    (``broker/cluster/declared.py``)."""
+    from broker.cluster.declared import DeclaredError, check_declared
+    from simulator.workload import WorkloadError, read_declared_objects
+
+    try:
+        declared = [d for w in workloads for d in read_declared_objects(w.path)]
+        check_declared(declared)
+    except (WorkloadError, DeclaredError) as exc:
+        raise _Refused(str(exc)) from None
+    return declared
+
+
 def _services(workloads: list[Workload]) -> list[ServiceSpec]:
     """The workloads' services (docs/services.md); a name is declared once."""
     from simulator.traffic.spec import declared_twice
@@ -447,8 +462,10 @@ class _Simulation:
         total_jobs: int,
         node_names: list[str],
         services: list | None = None,
+        declared: list | None = None,
     ) -> None:
         self.args = args
+        self.declared = declared or []  # the workloads' CRDs and custom resources
         self.out = out
         self.total_jobs = total_jobs
         self.node_names = node_names  # resource id -> host name (the plots' labels)
@@ -607,6 +624,7 @@ class _Simulation:
             launcher=parts.launcher,
             rt_clock=parts.rt_clock,
             services=self.services,
+            declared=self.declared,
         )
         self._watch_progress(parts, progress)
         if args.mode == "deterministic":

@@ -415,6 +415,33 @@ def _services(data: dict[str, Any], path: str) -> list[ServiceSpec]:
         raise WorkloadError(str(exc)) from None
 
 
+# timewarp's extension: API objects created when the simulation begins, CRDs first
+DECLARED_KEYS = ("customResourceDefinitions", "customResources")
+
+
+def read_declared_objects(path: str | Path) -> list[tuple[str, dict[str, Any]]]:
+    """The CustomResourceDefinitions, then the custom resources, a workload file
+    declares (``customResourceDefinitions``, ``customResources``: lists of objects as
+    ``kubectl apply`` takes them), each with where it is (``w.json: customResources[0]``);
+    their shape only is checked here, the API's admission later."""
+    path = str(path)
+    data = _read_json(path)
+    out = []
+    for key in DECLARED_KEYS:
+        items = data.get(key, [])
+        if not isinstance(items, list):
+            raise WorkloadError(f"{path}: {key}: expected a list of objects, got {items!r}")
+        for index, obj in enumerate(items):
+            where = f"{path}: {key}[{index}]"
+            if not isinstance(obj, dict):
+                raise WorkloadError(f"{where}: expected an object, got {obj!r}")
+            for name in ("apiVersion", "kind"):
+                if not isinstance(obj.get(name), str) or not obj[name]:
+                    raise WorkloadError(f"{where}.{name}: missing")
+            out.append((where, obj))
+    return out
+
+
 def read_services(path: str | Path) -> list[ServiceSpec]:
     """The services a workload file declares, checked; its jobs are not (the simulator
     that read the file judged them: ``timewarp broker`` learns the file from it)."""

@@ -133,6 +133,14 @@ def test_custom_objects_crud_selectors_patch_and_watch(clients, tmp_path):
         content_type="application/json-patch+json",
     )
     assert json_patched.spec.replicas == 7
+    with pytest.raises(ApiException) as strategic:
+        dyn.resources.get(api_version=f"{GROUP}/v1", kind="CronTab").patch(
+            name="b",
+            namespace="default",
+            body={"spec": {"replicas": 8}},
+            content_type="application/strategic-merge-patch+json",
+        )
+    assert strategic.value.status == 415
     objs.delete_namespaced_custom_object(*args, "a")
     assert [o["metadata"]["name"] for o in objs.list_namespaced_custom_object(*args)["items"]] == [
         "b"
@@ -350,3 +358,18 @@ def test_several_versions_share_the_storage_version_and_only_served_ones_are_rou
     with pytest.raises(ApiException) as unserved:
         objs.list_namespaced_custom_object(GROUP, "v2", "default", "crontabs")
     assert unserved.value.status == 404
+
+
+def test_a_crd_whose_plural_is_taken_is_not_accepted_and_serves_nothing(clients):
+    facade, api = clients
+    crd = crontab_crd()
+    crd["metadata"]["name"] = "leases.coordination.k8s.io"
+    crd["spec"]["group"] = "coordination.k8s.io"
+    crd["spec"]["names"] = {"plural": "leases", "kind": "Lease2"}
+    made = client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
+    conditions = {c.type: (c.status, c.reason) for c in made.status.conditions}
+    assert conditions == {
+        "NamesAccepted": ("False", "PluralConflict"),
+        "Established": ("False", "NotAccepted"),
+    }
+    assert facade.store.types.lookup("coordination.k8s.io", "v1", "leases").kind == "Lease"

@@ -37,6 +37,7 @@ import zmq
 
 from broker.clock.service import ClockService, ClockStall
 from broker.cluster.cluster import Cluster
+from broker.cluster.declared import create_declared
 from broker.cluster.traffic_driver import TrafficDriver
 from broker.facade import Facade
 from broker.processes.launcher import Launcher, SchedulerFailed
@@ -87,8 +88,12 @@ class Broker:
         on_progress: Callable[[Progress], None] | None = None,
         batsim_timeout_s: float | None = None,
         services: Sequence[ServiceSpec] = (),
+        declared: Sequence[tuple[str, dict]] = (),
     ) -> None:
         self.clock = clock
+        # the CRDs and custom resources the workloads declare (checked), created at
+        # SIMULATION_BEGINS before the services' objects (broker/cluster/declared.py)
+        self.declared = list(declared)
         self.facade = facade
         self.launcher = launcher
         self.log = log or sys.stderr
@@ -221,6 +226,9 @@ class Broker:
         if isinstance(data, p.SimulationBegins):
             if self.services_from_simulator and self.services is None:
                 self._adopt_services(data)
+            if self.declared:
+                # checked before: a refusal now is the broker's bug, said as it is
+                create_declared(self.facade.store, self.declared)
             self.cluster.begin(data)
             if self.facade is not None:
                 self.facade.cluster_ready()  # the nodes exist: held requests go on
@@ -238,11 +246,13 @@ class Broker:
         """The services of the workload files SIMULATION_BEGINS names, checked and run
         as ``timewarp simulate`` does. A file this process cannot open is said, not
         fatal (real Batsim names it as it was given, relative to its own directory)."""
+        from broker.cluster.declared import DeclaredError, check_declared
         from broker.cluster.input_check import InputError, check_services, node_views
         from simulator.traffic.spec import declared_twice
-        from simulator.workload import WorkloadError, read_services
+        from simulator.workload import WorkloadError, read_declared_objects, read_services
 
         specs: list[ServiceSpec] = []
+        declared: list[tuple[str, dict]] = []
         for name, path in sorted(data.workloads.items()):
             if not os.path.isfile(path):
                 print(
@@ -254,6 +264,7 @@ class Broker:
                 continue
             try:
                 specs += read_services(path)
+                declared += read_declared_objects(path)
             except WorkloadError as exc:
                 raise SimulatorInputError(f"workload {name}: {exc}") from None
         twice = declared_twice(specs)
@@ -265,6 +276,11 @@ class Broker:
             check_services(specs, node_views(hosts, "SIMULATION_BEGINS"))
         except InputError as exc:
             raise SimulatorInputError(str(exc)) from None
+        try:
+            check_declared(declared)
+        except DeclaredError as exc:
+            raise SimulatorInputError(str(exc)) from None
+        self.declared = declared
         if specs:
             self.services = TrafficDriver(specs, self.facade.store, self.facade.clock)
             self.cluster.services = self.services

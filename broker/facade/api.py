@@ -436,6 +436,14 @@ class Api:
         if method == "PATCH":
             body = _parse_body(request)
             ctype = request.headers.get("content-type", "")
+            if not rt.strategy.strategic_merge and _media(ctype) == STRATEGIC:
+                raise ApiError(
+                    415,
+                    "the body of the request was in an unknown format - accepted media types "
+                    "include: application/json-patch+json, application/merge-patch+json, "
+                    "application/apply-patch+yaml",
+                    "UnsupportedMediaType",
+                )
             patched = self.store.patch(
                 rt.key, route.namespace, route.name, body, ctype, subresource=route.subresource
             )
@@ -978,6 +986,13 @@ CONTINUE_TOO_OLD = (
     "The provided continue parameter is too old to display a consistent list result. You "
     "can start a new list without the continue parameter."
 )
+
+
+STRATEGIC = "application/strategic-merge-patch+json"
+
+
+def _media(content_type: str) -> str:
+    return content_type.split(";")[0].strip().lower()
 
 
 def _scale_of(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:

@@ -103,3 +103,13 @@ def version_recoder(rt: ResourceType, registry: Registry) -> Callable[[bytes], b
     old = b'"apiVersion":"' + stored.api_version.encode() + b'"'
     new = b'"apiVersion":"' + rt.api_version.encode() + b'"'
     return lambda data: data.replace(old, new)
+
+
+def key_of(registry: Registry, api_version: str, kind: str) -> str | None:
+    """The stored type's key of objects of ``apiVersion``/``kind`` (``"crontabs.stable.
+    example.com"``), None if no served type has them."""
+    group, _, version = api_version.rpartition("/")
+    for rt in registry.served():
+        if (rt.group, rt.version, rt.kind) == (group, version, kind) and "/" not in rt.plural:
+            return rt.key
+    return None

@@ -84,6 +84,9 @@ class Strategy:
     deletion = "immediate"
     #: whether DELETE on the collection is served
     delete_collection = True
+    #: whether a strategic merge patch is taken (kube-apiserver refuses it for custom
+    #: resources: 415, there is no Go type to read the merge keys from)
+    strategic_merge = True
     #: deleting one of these deletes the namespaced objects named after it (namespaces)
     holds_namespace_content = False
 

@@ -183,6 +183,7 @@ class CustomResourceStrategy(Strategy):
     the CRD names."""
 
     fields = COMMON_FIELDS
+    strategic_merge = False
 
     def __init__(self, crd: Obj, version: str) -> None:
         self.version = next(ver for ver in spec_of(crd)["versions"] if ver["name"] == version)
