@@ -14,7 +14,10 @@ when started. Schedulers are either launched by the broker (``--scheduler CMD``,
 ``NAME.kubeconfig`` and ``NAME.env`` in ``-o`` and waits for ``NAME`` to connect before
 time moves). Everything else is ``timewarp simulate``'s: modes, the stall guard, the
 no-progress report, ``--until``, the manifest and summary, signals. The simulator's CSVs
-are where its ``-e`` prefix says; with ``-e OUT/out`` the summary reads them.
+are where its ``-e`` prefix says; with ``-e OUT/out`` the summary reads them. Services
+with traffic (``docs/services.md``) are read from the workload files the simulator names
+in SIMULATION_BEGINS (a path this process cannot open is said, and its services are not
+run), and run as ``timewarp simulate`` runs them: ``out_services.csv`` in ``-o``.
 """
 
 from __future__ import annotations
@@ -144,7 +147,7 @@ class _BrokerRun(_Simulation):
     def _check_by_hand(self, parts: _Wiring) -> None:
         from broker.processes.launcher import SchedulerFailed
 
-        for proc in parts.clock.processes():
+        for proc in parts.clock.registry.processes():
             if proc.name in self.args.expect and proc.gone:
                 code = "" if proc.returncode is None else f" (exit code {proc.returncode})"
                 raise SchedulerFailed(
@@ -179,6 +182,9 @@ class _BrokerRun(_Simulation):
         self._monitor = self._parts.broker._sock.get_monitor_socket(
             zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED
         )
+        # the workloads are the simulator's: their services are read from the files its
+        # SIMULATION_BEGINS names (they were silently dropped before: issue 27 item 9)
+        self._parts.broker.services_from_simulator = True
         steps = []
         for name in self.args.expect:
             env = self.out / f"{name}.env"

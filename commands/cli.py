@@ -7,6 +7,7 @@ never loads libcst.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import gc
 import importlib
@@ -17,6 +18,7 @@ STARTED = time.perf_counter()  # the command's start, for "wall time of the whol
 
 
 from commands.parsing import CommandParser  # noqa: E402 - after STARTED, on purpose
+from commands.stopping import StopSignals  # noqa: E402
 
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -31,6 +33,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     ),
     "simulate": ("commands.simulate", "simulator + broker + scheduler(s) in one command"),
     "sweep": ("commands.sweep", "parameter studies and replicates on Dask"),
+    "explain": ("commands.explain", "one pod's life in a finished run: bound by whom, where, why"),
+    "resume": ("commands.resume", "resume a paused `timewarp simulate` run (see --pause-at)"),
+    "compare": ("commands.compare", "runs side by side: a table and a self-contained HTML report"),
+    "report": ("commands.report_run", "one run's figures, plots and manifest (table and HTML)"),
 }
 
 
@@ -73,15 +79,19 @@ def main(argv: list[str] | None = None) -> int:
     import faulthandler
     import signal
 
-    try:  # `kill -USR1 <pid>` prints every thread's stack
-        faulthandler.register(signal.SIGUSR1)
+    try:  # `kill -QUIT <pid>` (Ctrl-\\) prints every thread's stack; SIGUSR1 pauses a run
+        faulthandler.register(signal.SIGQUIT)
     except (AttributeError, ValueError, OSError):  # no real stderr (embedded, captured)
         pass
     parser = CommandParser(prog=f"timewarp {name}", description=help_text)
     module.add_arguments(parser)
     args = parser.parse_args(rest)
     try:
-        return int(module.run(args) or 0)
+        # a tool that does not handle the stop signals itself asks for SIGTERM and SIGHUP
+        # to unwind it as Ctrl-C does (its clean-up then runs), not to kill it
+        stops = getattr(module, "STOPPED_BY_SIGNALS", False)
+        with StopSignals(f"timewarp {name}") if stops else contextlib.nullcontext():
+            return int(module.run(args) or 0)
     except KeyboardInterrupt as exc:  # 128 + the signal (commands.stopping raises with it)
         print(f"timewarp {name}: interrupted", file=sys.stderr)
         return 128 + getattr(exc, "signum", signal.SIGINT)

@@ -9,6 +9,12 @@ a fault). The report names the pods' ``schedulerName`` and, when the facade can 
 the schedulers look for — a scheduler that never binds because the names differ is the
 most common first mistake. One report per stretch without a binding.
 
+Once every job of the workloads has been submitted, a report also ends the run (unless
+``--on-no-progress warn``): nothing that can still happen would change it, and a run that
+can never progress would otherwise simulate on until ``--until`` or the sweep's timeout.
+:class:`NoProgressStop` carries the report; the outputs are partial and the exit status
+is :data:`NO_PROGRESS_EXIT`. Progress is a binding, a pod started or a job ended.
+
 ``--until T``: a broker-side timer at T makes Batsim call back at exactly T (deterministic
 and lockstep time would otherwise jump from one event to the next, past T); the first
 progress report at or after T raises :class:`StopAt`, which ends the run there.
@@ -29,6 +35,18 @@ class StopAt(Exception):
         self.t_s = t_s
 
 
+NO_PROGRESS_EXIT = 4
+
+
+class NoProgressStop(Exception):
+    """Every job was submitted and nothing progressed for ``--no-progress-after``."""
+
+    def __init__(self, t_s: float, report: str) -> None:
+        super().__init__(report)
+        self.t_s = t_s
+        self.report = report
+
+
 def _seconds(t_s: float) -> str:
     return f"{t_s:,.0f} s"
 
@@ -36,13 +54,17 @@ def _seconds(t_s: float) -> str:
 class NoProgressGuard:
     """See the module docstring. ``warn(text)`` shows a report."""
 
-    def __init__(self, broker: Any, after_s: float, warn: Callable[[str], None]) -> None:
+    def __init__(
+        self, broker: Any, after_s: float, warn: Callable[[str], None], stop: bool = False
+    ) -> None:
         self.broker = broker
         self.after_s = after_s
         self.warn = warn
+        self.stop = stop  # end the run on a report once every job was submitted
         self.reports: list[str] = []
-        self._bindings = -1
-        self._since_s = 0.0  # simulated time of the last binding (or of the start)
+        self._progress: tuple[int, ...] = ()
+        self._since_s = 0.0  # simulated time of the last progress (or of the start)
+        self._reported = False  # a report was shown for this stretch
         self._next_look_s = after_s
 
     def check(self, now_s: float) -> None:
@@ -50,25 +72,42 @@ class NoProgressGuard:
             return
         try:
             self._check(now_s)
-        except Exception as exc:  # a report must never be what ends a run
+        except NoProgressStop:
+            raise
+        except Exception as exc:  # a failing report must never be what ends a run
             self.after_s = 0
             self.warn(f"the no-progress report is off for this run (it failed: {exc!r})")
 
     def _check(self, now_s: float) -> None:
-        bindings = self.broker.cluster.stats.bindings
-        if bindings != self._bindings:
-            self._bindings = bindings
+        cluster = self.broker.cluster
+        stats = cluster.stats
+        progress = (stats.bindings, stats.jobs_started, stats.jobs_done)
+        if progress != self._progress:
+            self._progress = progress
             self._since_s = now_s
             self._next_look_s = now_s + self.after_s
+            self._reported = False
             return
         if now_s < self._next_look_s:
             return
         self._next_look_s = now_s + self.after_s  # look again one period on at most
         report = self.report(now_s)
-        if report is not None:
-            self._next_look_s = float("inf")  # once per stretch: until the next binding
+        if report is None:
+            return
+        final = self.stop and cluster.all_submitted
+        if not self._reported or final:  # once per stretch
+            self._reported = True
+            if final:
+                report += (
+                    "\n  every job has been submitted: the run stops here, outputs partial "
+                    "(--on-no-progress warn lets it go on)"
+                )
             self.reports.append(report)
             self.warn(report)
+        if final:
+            raise NoProgressStop(now_s, report)
+        if not self.stop:
+            self._next_look_s = float("inf")  # warn only: until the next progress
 
     def report(self, now_s: float) -> str | None:
         """The report, or None when nothing is wrong (no pod waits, or none could fit)."""

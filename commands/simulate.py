@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -44,32 +45,43 @@ from commands.outfiles import (
 from commands.run import add_time_arguments
 from commands.services_report import SERVICES_CSV, plot_services, write_rows
 from commands.stopping import Interrupted, StopSignals
+from commands.threadname import name_os_thread
+from patcher.launch import DEFAULT_SEED
 from timewarp import __version__
 
 if TYPE_CHECKING:
     from simulator.platform import Platform
-    from simulator.services import ServiceSpec
+    from simulator.traffic.spec import ServiceSpec
     from simulator.workload import Workload
 
 OUT_PREFIX = "out"
 SIGTERM_GRACE_S = 20.0  # time a stopped simulator gets to write partial outputs
 OUT_FILES = tuple(f"{OUT_PREFIX}_{kind}.csv" for kind in ("jobs", "schedule", "machine_states"))
+DECISIONS_CSV = f"{OUT_PREFIX}_decisions.csv"  # broker/cluster/decisions.py
+RUNNING_CSV = f"{OUT_PREFIX}_running.csv"  # a partial run's jobs still running at the stop
 PLOT_FILES = ("gantt.png", "utilisation.png")
+
+
+_DAYS = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)d(.*)$")
 
 
 def sim_duration(text: str) -> float:
     """Simulated seconds: a number of seconds (``3600``) or a duration with units
-    (``1h``, ``90m``, ``1h30m``)."""
+    (``1h``, ``90m``, ``1h30m``, and days: ``3d``, ``1d12h`` — a run prints days, so
+    it takes them; Go's durations, which Batkube's flags follow, have none)."""
     try:
         value = float(text)
     except ValueError:
         from broker.drivers.lockstep_params import parse_duration_ns
 
+        days = _DAYS.match(text)
         try:
-            value = parse_duration_ns(text) / 1e9
+            value = float(days.group(1)) * 86400 if days else 0.0
+            rest = days.group(2) if days else text
+            value += parse_duration_ns(rest) / 1e9 if rest.strip() else 0.0
         except ValueError:
             raise argparse.ArgumentTypeError(
-                f"expected seconds (3600) or a duration like 1h, 90m or 1h30m, got {text!r}"
+                f"expected seconds (3600) or a duration like 3d, 1h, 90m or 1h30m, got {text!r}"
             ) from None
     if not 0 <= value < float("inf"):
         raise argparse.ArgumentTypeError(f"expected a duration >= 0, got {text!r}")
@@ -97,7 +109,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         type=sim_duration,
         default=None,
         metavar="T",
-        help="stop the run at simulated time T (seconds, or 2h, 90m, ...); the outputs are "
+        help="stop the run at simulated time T (seconds, or 3d, 2h, 90m, ...); the outputs are "
         "then partial (the jobs that ended by T) and the exit status 0",
     )
     parser.add_argument(
@@ -105,8 +117,24 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         type=sim_duration,
         default=600.0,
         metavar="T",
-        help="warn when pods wait and none was bound for T of simulated time although one "
-        "would fit (seconds, or 10m, 1h, ...; 0: never; default 10m)",
+        help="report when pods wait and nothing was bound, started or ended for T of "
+        "simulated time although a pod would fit (seconds, or 10m, 1h, ...; 0: never; "
+        "default 10m)",
+    )
+    parser.add_argument(
+        "--scheduler-exit",
+        choices=("continue", "fail"),
+        default="continue",
+        help="a scheduler process that exits 0 before the simulation ends: that process is "
+        "done and the run goes on (continue, the default: one-shot tools, --once modes), "
+        "or the run fails (fail); any other exit fails the run",
+    )
+    parser.add_argument(
+        "--on-no-progress",
+        choices=("stop", "warn"),
+        default="stop",
+        help="once every job was submitted, a no-progress report stops the run with partial "
+        "outputs and exit status 4 (stop, the default), or only warns (warn)",
     )
     add_mode_arguments(parser)
     add_pacing_arguments(parser)
@@ -171,10 +199,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also write the (first) scheduler's kubeconfig at PATH",
     )
     parser.add_argument(
+        "--pause-at",
+        action="append",
+        type=sim_duration,
+        default=[],
+        metavar="T",
+        help="pause at simulated time T (repeatable): the cluster holds still and the API "
+        "answers (kubectl) until Enter or `timewarp resume OUT`; deterministic mode only",
+    )
+    parser.add_argument(
+        "--pause-on",
+        action="append",
+        default=[],
+        metavar="COND",
+        help="pause the first time COND holds (repeatable): refused (the kubelet refused a "
+        "pod), pending>D (a pod pending longer than D, e.g. pending>10m), failed-rate>X (a "
+        "service's failed share of requests above X); SIGUSR1 pauses at the next instant",
+    )
+    parser.add_argument(
+        "--check-determinism",
+        action="store_true",
+        help="run the simulation twice and compare every output and every process's log "
+        "byte for byte, naming the first line that differs (exit 3 when they do)",
+    )
+    parser.add_argument(
         "--incluster",
         action="store_true",
         help="serve HTTPS and give the schedulers in-cluster configuration (load_incluster_config)",
     )
+
+
+def run_seed(args: argparse.Namespace) -> int:
+    """The run's seed: ``--seed``, or the fixed default (runs are reproducible unless
+    told otherwise)."""
+    return DEFAULT_SEED if args.seed is None else args.seed
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -202,14 +260,23 @@ def run(args: argparse.Namespace) -> int:
         _check_platform_for_batsim(args, platform)
         _check_paths(args)
         services = _services(workloads)
+        declared = _declared(workloads)
         _check_output(out)
     except _Refused as exc:
         return _fail(str(exc))
     total_jobs = sum(len(w.jobs) for w in workloads)
     node_names = [host.name for host in platform.compute]
-    simulation = _Simulation(args, out, total_jobs, node_names, services)
-    simulation.master_flags = _master_flags(platform)
-    return simulation.run()
+
+    def run_into(folder: Path) -> int:
+        simulation = _Simulation(args, folder, total_jobs, node_names, services, declared)
+        simulation.master_flags = _master_flags(platform)
+        return simulation.run()
+
+    if getattr(args, "check_determinism", False):
+        from commands.determinism_check import run_twice
+
+        return run_twice(out, run_into, sys.stderr, "timewarp simulate")
+    return run_into(out)
 
 
 def _read_inputs(args: argparse.Namespace) -> tuple[Platform, list[Workload]]:
@@ -264,6 +331,26 @@ def _check_options(args: argparse.Namespace) -> None:
             raise _Refused(f"--scheduler {command!r}: {exc}") from None
     if args.batsim and shutil.which(args.batsim) is None:
         raise _Refused(f"--batsim: program not found: {args.batsim!r}")
+    _check_pauses(args)
+
+
+def _check_pauses(args: argparse.Namespace) -> None:
+    """``--pause-on`` conditions parsed (into ``args.pause_conditions``); pauses only
+    where simulated time waits for them (deterministic mode)."""
+    from commands.pausing import parse_condition
+
+    conditions = []
+    for text in getattr(args, "pause_on", None) or []:
+        try:
+            conditions.append(parse_condition(text, sim_duration))
+        except (ValueError, argparse.ArgumentTypeError) as exc:
+            raise _Refused(f"--pause-on {text!r}: {exc}") from None
+    args.pause_conditions = conditions
+    if (conditions or getattr(args, "pause_at", None)) and args.mode != "deterministic":
+        raise _Refused(
+            f"--pause-at/--pause-on need --mode deterministic: in {args.mode} mode simulated "
+            "time follows the wall clock and would not hold still"
+        )
 
 
 def _check_platform_for_batsim(args: argparse.Namespace, platform: Platform) -> None:
@@ -295,11 +382,26 @@ def _check_paths(args: argparse.Namespace) -> None:
             raise _Refused(str(exc)) from None
 
 
+def _declared(workloads: list[Workload]) -> list[tuple[str, dict]]:
+    """The CRDs and custom resources the workloads declare, as the API would take them
+    (``broker/cluster/declared.py``)."""
+    from broker.cluster.declared import DeclaredError, check_declared
+    from simulator.workload import WorkloadError, read_declared_objects
+
+    try:
+        declared = [d for w in workloads for d in read_declared_objects(w.path)]
+        check_declared(declared)
+    except (WorkloadError, DeclaredError) as exc:
+        raise _Refused(str(exc)) from None
+    return declared
+
+
 def _services(workloads: list[Workload]) -> list[ServiceSpec]:
     """The workloads' services (docs/services.md); a name is declared once."""
+    from simulator.traffic.spec import declared_twice
+
     services = [s for w in workloads for s in w.services]
-    names = [s.name for s in services]
-    duplicate = next((n for n in names if names.count(n) > 1), None)
+    duplicate = declared_twice(services)
     if duplicate is not None:
         raise _Refused(f"service {duplicate!r} is declared in more than one workload file")
     return services
@@ -360,8 +462,10 @@ class _Simulation:
         total_jobs: int,
         node_names: list[str],
         services: list | None = None,
+        declared: list | None = None,
     ) -> None:
         self.args = args
+        self.declared = declared or []  # the workloads' CRDs and custom resources
         self.out = out
         self.total_jobs = total_jobs
         self.node_names = node_names  # resource id -> host name (the plots' labels)
@@ -370,17 +474,24 @@ class _Simulation:
         self.sim_proc: subprocess.Popen | _EmbeddedSimulator | None = None
 
     def run(self) -> int:
-        for name in (*OUT_FILES, *PLOT_FILES, SERVICES_CSV):  # an earlier run's must not
+        for name in (
+            *OUT_FILES,
+            *PLOT_FILES,
+            SERVICES_CSV,
+            RUNNING_CSV,
+            DECISIONS_CSV,
+        ):  # an earlier run's must not
             # pass for this one's
             (self.out / name).unlink(missing_ok=True)
         from broker.processes.launcher import SchedulerFailed
-        from commands.guards import StopAt
+        from commands.guards import NO_PROGRESS_EXIT, NoProgressStop, StopAt
 
         started = self.started = _wall.perf_counter()
         parts = self._parts = _Wiring()
         result = None
         reason = ""
         stopped_at: StopAt | None = None
+        no_progress: NoProgressStop | None = None
         with StopSignals(self.prog) as signals:
             try:
                 self._wire(parts)
@@ -399,6 +510,11 @@ class _Simulation:
             except StopAt as exc:
                 stopped_at = exc
                 reason = str(exc)
+            except NoProgressStop as exc:
+                no_progress = exc
+                reason = exc.report.splitlines()[0]
+                self.stopped_at_s = exc.t_s
+                self.stopped_by = "no progress"
             except OSError as exc:  # a full disk, a file that cannot be made: not a bug
                 reason = f"cannot go on: {exc}"
                 self.traceback = traceback.format_exc()
@@ -414,6 +530,8 @@ class _Simulation:
             if stopped_at is not None:
                 ok, reason = True, reason  # stopped where asked: a good, partial run
                 self.stopped_at_s = stopped_at.t_s
+            elif no_progress is not None:
+                ok = False  # the report is the reason; the outputs are partial
             else:
                 ok, reason = self._verdict(result, sim_code, reason)
             if signals.interrupted:
@@ -428,6 +546,8 @@ class _Simulation:
             return signals.exit_code or 130
         if not kept:
             return 1
+        if no_progress is not None:
+            return NO_PROGRESS_EXIT
         return 0 if ok else 1
 
     def _wire(self, parts: _Wiring) -> None:
@@ -463,6 +583,10 @@ class _Simulation:
             extra_kubeconfig=Path(args.write_kubeconfig) if args.write_kubeconfig else None,
             virtual=args.mode != "realtime",
             import_hook=not args.no_import_hook,
+            seed=run_seed(args),
+        )
+        parts.launcher.zero_exit_continues = getattr(args, "scheduler_exit", "continue") == (
+            "continue"
         )
 
     def _start_schedulers(self, parts: _Wiring) -> None:
@@ -491,6 +615,7 @@ class _Simulation:
         progress = _ProgressView(
             self.total_jobs, disabled=args.quiet, started=self.started, prog=self.prog
         )
+        self._record_decisions(parts.facade)
         parts.broker = make_broker(
             args,
             endpoint=self._broker_endpoint(),
@@ -499,6 +624,7 @@ class _Simulation:
             launcher=parts.launcher,
             rt_clock=parts.rt_clock,
             services=self.services,
+            declared=self.declared,
         )
         self._watch_progress(parts, progress)
         if args.mode == "deterministic":
@@ -511,21 +637,53 @@ class _Simulation:
                 poll_latency_ns=args.poll_latency_ns,
             ).attach(parts.facade)
             # the cluster changing is progress for the stall guard; API traffic is not
-            parts.clock.set_progress_probe(parts.facade.revision)
+            parts.clock.stall.set_progress_probe(parts.facade.revision)
         self.sim_proc = self._start_simulator(parts.broker.endpoint)
         watcher = threading.Thread(target=self._watch_simulator, args=(parts.broker,), daemon=True)
         watcher.start()
         return progress
 
+    def _record_decisions(self, facade) -> None:  # type: ignore[no-untyped-def]
+        """``out_decisions.csv``: every binding, deletion, scale change, cordon and
+        refusal, with the cluster at that instant (``broker/cluster/decisions.py``)."""
+        from broker.cluster.cluster import JOB_ID_ANNOTATION
+        from broker.cluster.decisions import DecisionLog
+
+        clock = facade.clock
+
+        def job_id_of(pod: dict) -> str:
+            annotations = (pod.get("metadata") or {}).get("annotations") or {}
+            return str(annotations.get(JOB_ID_ANNOTATION, ""))
+
+        self.decisions = DecisionLog(lambda: clock.now_ns() / 1e9, clock.wall_epoch_ns(), job_id_of)
+        facade.store.add_listener(self.decisions.on_commit)
+
     def _watch_progress(self, parts: _Wiring, progress: _ProgressView) -> None:
         """After each Batsim message: the progress bar, the no-progress report and
         ``--until`` (see :mod:`commands.guards`)."""
         from commands.guards import NoProgressGuard, StopAtGuard
+        from commands.pausing import PauseGuard
 
         checks = [lambda p: progress.update(p)]
+        if self.args.mode == "deterministic":
+            self.pauser = PauseGuard(
+                parts.broker,
+                self.out,
+                list(getattr(self.args, "pause_at", None) or []),
+                list(getattr(self.args, "pause_conditions", None) or []),
+                sys.stderr,
+                self.prog,
+                kubeconfig=getattr(self.args, "write_kubeconfig", None),
+            )
+            self.pauser.arm(parts.clock)
+            self.pauser.install_signals()
+            checks.append(lambda p: self.pauser.check(p.now_s))
         if self.args.no_progress_after > 0:
             self.no_progress = NoProgressGuard(
-                parts.broker, self.args.no_progress_after, progress.warn
+                parts.broker,
+                self.args.no_progress_after,
+                progress.warn,
+                stop=getattr(self.args, "on_no_progress", "warn") == "stop",
             )
             checks.append(lambda p: self.no_progress.check(p.now_s))
         if self.args.until is not None:
@@ -557,6 +715,10 @@ class _Simulation:
             nonlocal sim_code
             sim_code = self._stop_simulator(wait=result is not None and result.ok)
 
+        if parts.launcher is not None:  # their CPU, before they are stopped
+            from commands.process_figures import sample_cpu
+
+            self.process_cpu = sample_cpu(list(parts.launcher.processes))
         steps = [
             ("schedulers", parts.launcher and parts.launcher.stop_all),
             ("simulator", stop_simulator),
@@ -612,10 +774,14 @@ class _Simulation:
         written = all((out / name).exists() for name in OUT_FILES)
         complete = ok and stopped_at is None
         figures["outputs"] = ("complete" if complete else "partial") if written else "none"
+        figures["seed"] = run_seed(self.args)
         if stopped_at is not None:
             figures["stopped_at_s"] = stopped_at
+        if getattr(self, "stopped_by", None):
+            figures["stopped_by"] = self.stopped_by
         if self.pacer is not None:
             figures["api_latency"] = self.pacer.figures()
+        self._process_figures()
         guard = getattr(self, "no_progress", None)
         warnings = list(guard.reports) if guard is not None else []
         refused: list[str] = []
@@ -624,6 +790,13 @@ class _Simulation:
             service_plots = self._write_services(figures)
         except OSError as exc:
             refused.append(f"{SERVICES_CSV} ({exc.strerror or exc})")
+        decisions = getattr(self, "decisions", None)
+        if decisions is not None:
+            try:
+                decisions.finish()
+                decisions.write(out / DECISIONS_CSV)
+            except OSError as exc:
+                refused.append(f"{DECISIONS_CSV} ({exc.strerror or exc})")
         try:
             self._write_manifest(figures, ok, reason, wall, warnings)
         except OSError as exc:
@@ -655,9 +828,33 @@ class _Simulation:
         if not self.args.quiet or not ok or figures["outputs"] != "complete" or refused:
             report.print_summary(figures, sys.stderr, title=self.prog)
             self._print_services(figures)
+            from commands.process_figures import summary_lines
+
+            for line in summary_lines(getattr(self, "per_process", {})):
+                print(f"{self.prog}: {line}", file=sys.stderr)
         for line in self.pacer.summary() if self.pacer is not None else ():
             print(f"{self.prog}: busy polling: {line}", file=sys.stderr)  # a warning: always
         return not refused
+
+    def _process_figures(self) -> None:
+        """Per scheduler process: CPU and API requests (``commands/process_figures.py``),
+        for the manifest and the summary."""
+        from commands.process_figures import figures as process_figures
+
+        parts = self._parts
+        if parts is None or parts.launcher is None or parts.facade is None:
+            self.per_process = {}
+            return
+        names = [proc.name for proc in parts.launcher.processes]
+        self.per_process = process_figures(
+            names, getattr(self, "process_cpu", {}), dict(parts.facade.api.request_counts)
+        )
+        try:
+            exits = parts.launcher.exits()
+        except Exception:  # a report must never be what fails the run
+            exits = {}
+        for name, ended in exits.items():
+            self.per_process.setdefault(name, {}).update(ended=ended)
 
     def _print_services(self, figures: dict) -> None:
         for name, web in sorted((figures.get("services") or {}).items()):
@@ -681,7 +878,8 @@ class _Simulation:
         figures["traffic_model_cpu_s"] = round(driver.cpu_s, 3)
         if self.args.no_plots:
             return None
-        timeouts = {s.name: s.traffic.timeout for s in self.services}
+        # the driver's: `timewarp broker` learns its services from the simulator
+        timeouts = {s.spec.name: s.spec.traffic.timeout for s in driver.services}
         return lambda: plot_services(path, self.out, timeouts)
 
     # ----------------------------------------------------------------- simulator
@@ -799,6 +997,7 @@ class _Simulation:
             "schedulers": args.scheduler,
             "patch_modules": args.patch_module,
             "epoch_ns": args.epoch,
+            "seed": run_seed(args),
             "ok": ok,
             "reason": reason,
             "outputs": figures["outputs"],
@@ -806,6 +1005,11 @@ class _Simulation:
             "figures": figures,
             "warnings": warnings,
         }
+        if getattr(self, "per_process", None):
+            manifest["processes"] = self.per_process
+        pauser = getattr(self, "pauser", None)
+        if pauser is not None and pauser.pauses:
+            manifest["pauses"] = pauser.pauses  # when and why (the outputs do not change)
         if getattr(self, "traceback", None):
             manifest["traceback"] = self.traceback
         text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
@@ -837,6 +1041,7 @@ class _EmbeddedSimulator:
             return
 
         def run() -> None:
+            name_os_thread()  # so /proc tells this thread's CPU from the broker's
             code = 1
             try:
                 code = sim_cli.drive(
@@ -967,6 +1172,8 @@ class _ProgressView:
         self.progress.__exit__(*exc)
 
     def update(self, p) -> None:  # type: ignore[no-untyped-def]
+        if self.disabled:  # -q or no terminal: runs after every Batsim message, shows nothing
+            return
         self.jobs_dynamic = p.jobs_dynamic
         self._show(p.now_s, _wall.perf_counter() - self.started, completed=p.jobs_done)
 

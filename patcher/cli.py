@@ -9,7 +9,8 @@ and the number of rewrites of each kind; ``--diff`` prints a unified diff on std
 
 Exit status: 0 done; 1 when ``--check`` finds something to change, or when a file does not
 parse (it is reported and left/copied untouched; ``--keep-going`` makes that exit 0);
-2 for usage errors (missing SRC, conflicting options, unsafe output directory).
+2 for usage errors (missing SRC, conflicting options, unsafe output directory); 128 + the
+signal when stopped (130 for Ctrl-C, 143 for SIGTERM), after removing what it half-made.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import argparse
 import difflib
 import importlib.util
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -33,6 +35,10 @@ from patcher.tree import (
     process_single,
     process_tree,
 )
+
+# SIGTERM and SIGHUP unwind a run as Ctrl-C does, so what it half-made is removed (the
+# staging copy of -o, a temporary file) and it says so (``commands/cli.py``, ``main``)
+STOPPED_BY_SIGNALS = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -156,6 +162,11 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"timewarp patch: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (see STOPPED_BY_SIGNALS)
+        signum = getattr(exc, "signum", signal.SIGINT)
+        print(f"timewarp patch: stopped by {signal.Signals(signum).name}: {_left(args, out)}",
+              file=sys.stderr)  # fmt: skip
+        return 128 + signum
     print_report(report, src, out, in_place=args.in_place)
     if args.in_place and src.is_symlink() and not src.is_dir():
         print(
@@ -166,6 +177,15 @@ def run(args: argparse.Namespace) -> int:
     if args.check and report.count("changed"):
         return 1
     return 0
+
+
+def _left(args: argparse.Namespace, out: Path | None) -> str:
+    """What an interrupted run leaves: every write is whole or undone."""
+    if args.in_place:
+        return "the files rewritten so far stay rewritten (each whole), the others untouched"
+    if out is not None:
+        return f"{out} left as it was (the partial copy removed)"
+    return "nothing was written"
 
 
 def _patch_file_to(src: Path, target: Path, sink: _DiffPrinter) -> Report:
@@ -211,6 +231,8 @@ def print_report(report: Report, src: Path, out: Path | None, *, in_place: bool)
     for outcome in report.files:
         if outcome.status == "skipped":
             print(f"  skipped {outcome.rel}: {outcome.reason}", file=err)
+    for line in report.special:
+        print(f"  skipped {line}", file=err)
     rewrites = report.rewrites
     if rewrites:
         print("  rewrites:", file=err)

@@ -66,6 +66,19 @@ _MODULE_WORD = re.compile(
     rb"\b(?:" + b"|".join(m.encode() for m in sorted(TARGET_MODULES)) + rb")\b"
 )
 _CLASS_CHECKS = frozenset({"builtins.isinstance", "builtins.issubclass"})
+# The libcst pass costs ~15 s and ~450 MB per MB of source: a module larger than this
+# that needs it is left unpatched with a reason (modules with nothing to rewrite, such as
+# the 6 MB generated APIs of the kubernetes client, never reach it, whatever their size)
+MAX_REWRITE_BYTES = 1 << 20
+# CPython's parser refuses deeper nesting than its limits ("too many nested
+# parentheses": 200 levels; ~3,000 for expressions); libcst's native parser has no limit
+# of its own and overflows its stack (SIGSEGV) on 2,000 nested brackets, so what CPython
+# refuses for depth never reaches it (CPython could not run that module anyway)
+_TOO_DEEP = "too many nested parentheses"
+
+
+class _TooDeep(Exception):
+    """CPython's own parser refuses the source for its depth."""
 
 
 class PatchError(Exception):
@@ -104,21 +117,31 @@ def patch_source(
     returned unchanged without being parsed at all, even if it has syntax errors (the
     import hook uses this: the interpreter compiles the module next and reports them).
     """
-    if not _may_use_targets(source, verify_syntax):
-        return PatchResult(output=source, changed=False)
+    try:
+        if not _may_use_targets(source, verify_syntax):
+            return PatchResult(output=source, changed=False)
+    except _TooDeep as exc:
+        raise PatchError(filename, f"nested too deeply for CPython's parser ({exc})") from None
+    size = len(source.encode("utf-8", "surrogatepass") if isinstance(source, str) else source)
+    if size > MAX_REWRITE_BYTES:
+        raise PatchError(
+            filename, f"{size:,} bytes to rewrite, over the limit of {MAX_REWRITE_BYTES:,}"
+        )
     try:
         module = cst.parse_module(source)
+        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        rewriter = _Rewriter(_star_imports(module))
+        new_module = wrapper.visit(rewriter)
+        notes = []
+        if rewriter.notes:  # positions cost a full pass: only computed when needed
+            positions = wrapper.resolve(PositionProvider)
+            notes = [f"line {positions[n].start.line}: {text}" for n, text in rewriter.notes]
     except cst.ParserSyntaxError as exc:
         raise PatchError(filename, f"does not parse: {exc.message}", exc.raw_line) from None
     except (UnicodeDecodeError, LookupError, SyntaxError) as exc:
         raise PatchError(filename, f"cannot be decoded: {exc}") from None
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    rewriter = _Rewriter(_star_imports(module))
-    new_module = wrapper.visit(rewriter)
-    notes = []
-    if rewriter.notes:  # positions cost a full pass: only computed when needed
-        positions = wrapper.resolve(PositionProvider)
-        notes = [f"line {positions[n].start.line}: {text}" for n, text in rewriter.notes]
+    except RecursionError:  # a tree deeper than the visitors' Python recursion allows
+        raise PatchError(filename, "nested too deeply to rewrite") from None
     if rewriter.needed_runtime_modules:
         new_module = _add_runtime_imports(new_module, rewriter.needed_runtime_modules)
     output: str | bytes = new_module.bytes if isinstance(source, bytes) else new_module.code
@@ -149,7 +172,13 @@ def _may_use_targets(source: str | bytes, verify_syntax: bool = True) -> bool:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. SyntaxWarning: invalid escape sequence
             tree = ast.parse(source)
-    except (SyntaxError, ValueError, UnicodeDecodeError):
+    except (RecursionError, MemoryError) as exc:  # "... during ast construction"
+        raise _TooDeep(str(exc) or type(exc).__name__) from None
+    except SyntaxError as exc:
+        if exc.msg == _TOO_DEEP:
+            raise _TooDeep(f"{exc.msg}, line {exc.lineno}") from None
+        return True
+    except (ValueError, UnicodeDecodeError):
         return True
     if not mentions_a_module:
         return False

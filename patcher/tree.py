@@ -18,6 +18,7 @@ import io
 import os
 import re
 import shutil
+import stat
 import tempfile
 import tokenize
 from collections import Counter
@@ -44,6 +45,9 @@ SKIPPED_DIRS = frozenset(
     }
 )
 MARKER = ".timewarp-patch"
+# a Python file larger than this is not read: skipped with a reason (copied unchanged
+# when mirroring); the largest modules seen in the wild are generated API clients of ~6 MB
+MAX_SOURCE_BYTES = 16 << 20
 _PYTHON_SHEBANG = re.compile(rb"#![^\n]*\bpython[0-9.]*\b")
 
 
@@ -70,6 +74,7 @@ class FileOutcome:
 class Report:
     files: list[FileOutcome] = field(default_factory=list)
     copied: int = 0  # non-Python files copied unchanged (mirror mode)
+    special: list[str] = field(default_factory=list)  # "rel: why" of files never opened
 
     def count(self, status: str) -> int:
         return sum(1 for f in self.files if f.status == status)
@@ -193,6 +198,14 @@ def process_tree(
     for rel_path in walk(src, excludes, avoid):
         path = src / rel_path
         rel = rel_path.as_posix()
+        special = _not_regular(os.lstat(path).st_mode)
+        if special is not None:  # a FIFO would block the walk forever: never opened
+            reason = f"{special}: not opened, not copied"
+            if path.suffix in PYTHON_SUFFIXES:
+                report.files.append(FileOutcome(rel, "skipped", reason))
+            else:
+                report.special.append(f"{rel}: {reason}")
+            continue
         if path.is_symlink() and is_python(path):
             report.files.append(FileOutcome(rel, "skipped", "symbolic link (kept, not followed)"))
         if path.is_symlink() or not is_python(path):
@@ -200,7 +213,13 @@ def process_tree(
                 copy_other(rel_path)
                 report.copied += 1
             continue
-        data = path.read_bytes()
+        data = read_source(path)
+        if isinstance(data, FileOutcome):  # too large (or no longer a regular file)
+            data.rel = rel
+            report.files.append(data)
+            if copy_other is not None and data.failed:
+                copy_other(rel_path)  # streamed, never held in memory
+            continue
         pattern = _excluded(rel, excludes)
         if pattern is not None:
             outcome = FileOutcome(rel, "skipped", f"excluded by --exclude {pattern!r}")
@@ -212,6 +231,40 @@ def process_tree(
         if sink is not None:
             sink(outcome, data, output)
     return report
+
+
+def _not_regular(mode: int) -> str | None:
+    """What a file that is neither regular nor a symbolic link is, or None."""
+    if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+        return None
+    kinds = ((stat.S_ISFIFO, "named pipe"), (stat.S_ISSOCK, "socket"),
+             (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"))  # fmt: skip
+    return next((f"a {name}" for test, name in kinds if test(mode)), "not a regular file")
+
+
+def read_source(path: Path) -> bytes | FileOutcome:
+    """A Python file's bytes, or a 'skipped' outcome saying why not: a file over
+    :data:`MAX_SOURCE_BYTES` is not read, and only a regular file is ever read (opened
+    without blocking and checked again once open, so a FIFO put in its place in between
+    cannot hang the read)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        special = _not_regular(info.st_mode)
+        if special is not None:
+            return FileOutcome(path.name, "skipped", f"{special}: not opened, not copied")
+        if info.st_size > MAX_SOURCE_BYTES:
+            return _too_large(path.name, info.st_size)
+        os.set_blocking(fd, True)
+        data = handle.read(MAX_SOURCE_BYTES + 1)
+    if len(data) > MAX_SOURCE_BYTES:  # it grew while being read
+        return _too_large(path.name, len(data))
+    return data
+
+
+def _too_large(rel: str, size: int) -> FileOutcome:
+    reason = f"{size:,} bytes, over the limit of {MAX_SOURCE_BYTES:,} (left unpatched)"
+    return FileOutcome(rel, "skipped", reason, failed=True)
 
 
 def _is_within(child: Path, parent: Path) -> bool:
@@ -334,7 +387,9 @@ def patch_in_place(src: Path, excludes: Sequence[str], on_file: Sink | None = No
 
 def process_single(src: Path, sink: Sink | None = None) -> Report:
     """Patch one file (whatever its suffix: the user named it)."""
-    data = src.read_bytes()
+    data = read_source(src)
+    if isinstance(data, FileOutcome):
+        return Report(files=[data])
     outcome = patch_file_bytes(data, src.name)
     output = outcome.result.output if outcome.result is not None else data
     assert isinstance(output, bytes)

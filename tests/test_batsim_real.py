@@ -234,7 +234,9 @@ def test_batsim_exiting_0_after_a_deadlock_is_a_failure_with_simgrids_message(
         EXAMPLES / "cluster16.xml",
         EXAMPLES / "burst_40_delay170.json",
     )
-    proc, out, manifest = _simulate(tmp_path, subprocess_env, "deadlock", *args, batsim=batsim)
+    proc, out, manifest = _simulate(
+        tmp_path, subprocess_env, "deadlock", *args, "--on-no-progress", "warn", batsim=batsim
+    )
     assert proc.returncode == 1
     assert "real Batsim exited with code 0 before the end" in manifest["reason"]
     assert "Deadlock detected" in manifest["reason"]

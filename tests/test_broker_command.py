@@ -184,3 +184,76 @@ def test_the_broker_is_a_listed_command(subprocess_env):
         env=subprocess_env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert proc.returncode == 0 and "--expect NAME" in proc.stdout, proc.stderr
+
+
+def test_the_services_of_the_simulators_workload_are_run(tmp_path, subprocess_env, terminals):
+    """Issue 27 item 9: with `timewarp sim -w` naming a workload with services, the
+    broker never created the Deployment and reported ok. It reads them from the file
+    SIMULATION_BEGINS names and runs them as `timewarp simulate` does, same rows."""
+    example = ROOT / "examples" / "inputs" / "service_step"
+    doc = json.loads((example / "workload.json").read_text())
+    doc["services"][0]["traffic"] = {"type": "constant", "rate": 5, "duration": 120}
+    doc["services"][0].pop("horizontalPodAutoscaler", None)
+    workload = tmp_path / "w.json"
+    workload.write_text(json.dumps(doc))
+    platform = example / "platform.xml"
+    scheduler = "python -m sample_schedulers.default_like"
+    out, port = tmp_path / "out", free_port()
+    broker, lines, reader = start_broker(
+        terminals, out, port, subprocess_env, "--scheduler", scheduler
+    )
+    sim = terminals.start(
+        timewarp("sim", "-q", "-p", str(platform), "-w", str(workload), "-e", str(out / "out"),
+                 "--enable-compute-sharing", "--enable-dynamic-jobs", "--enable-profile-reuse",
+                 "-s", f"tcp://127.0.0.1:{port}", env=subprocess_env)
+    )  # fmt: skip
+    assert sim.wait(180) == 0, sim.stderr.read()
+    assert broker.wait(120) == 0, "".join(lines)
+    reader.join(10)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["ok"] is True
+    assert (
+        manifest["figures"]["services"]["web"]["requests"] == 599
+    )  # 5/s over 120 s, regular: the 600th would fall at the end
+    table = (out / "out_services.csv").read_text()
+    alone = tmp_path / "alone"
+    proc = subprocess.run(
+        [sys.executable, "-m", "timewarp", "simulate", "-q", "--scheduler", scheduler,
+         "-p", str(platform), "-w", str(workload), "-o", str(alone)],
+        cwd=ROOT, env=subprocess_env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert table == (alone / "out_services.csv").read_text()
+
+
+def test_what_the_broker_cannot_read_is_said_and_bad_services_fail_the_run(tmp_path):
+    """The other two outcomes of reading the simulator's workloads: a path the broker
+    cannot open (real Batsim names it as given) is a note, not a silent drop; services
+    the API would refuse fail the run naming the file and field."""
+    import dataclasses
+    import io
+    from types import SimpleNamespace
+
+    from broker.drivers.engine import Broker, SimulatorInputError
+    from simulator.testing import simulation_begins
+
+    hosts = [{"id": 0, "name": "h0", "properties": {"core": "4", "memory": "16Gi"}}]
+    begins = simulation_begins(hosts, {})
+    data = dataclasses.replace(begins, workloads={"w0": str(tmp_path / "elsewhere.json")})
+    log = io.StringIO()
+    broker = SimpleNamespace(log=log, services=None, cluster=SimpleNamespace(services=None))
+    Broker._adopt_services(broker, data)  # type: ignore[arg-type]
+    assert f"workload w0: cannot open {str(tmp_path / 'elsewhere.json')!r}" in log.getvalue()
+    assert broker.services is None
+    doc = json.loads((ROOT / "examples" / "inputs" / "service_step" / "workload.json").read_text())
+    hpa = doc["services"][0]["horizontalPodAutoscaler"]["spec"]
+    hpa["metrics"][0]["resource"]["target"]["averageUtilization"] = 0  # the API's rule
+    workload = tmp_path / "w.json"
+    workload.write_text(json.dumps(doc))
+    data = dataclasses.replace(begins, workloads={"w0": str(workload)})
+    with pytest.raises(SimulatorInputError) as err:
+        Broker._adopt_services(broker, data)  # type: ignore[arg-type]
+    assert str(err.value) == (
+        f"{workload}: services[0].horizontalPodAutoscaler.spec.metrics[0].resource.target"
+        ".averageUtilization: Invalid value: 0: must be greater than 0"
+    )

@@ -44,7 +44,7 @@ def test_a_scheduler_that_never_binds_is_reported_and_until_ends_the_run(
     out = tmp_path / "out"
     r = run_simulate(
         out, subprocess_env, POLLER + " --scheduler-name default-scheduler", platform, workload,
-        "--no-progress-after", "1m", "--until", "300",
+        "--no-progress-after", "1m", "--until", "300", "--on-no-progress", "warn",
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     assert "WARNING: no progress: 3 pod(s) pending and none bound for 60 s" in r.stderr
@@ -59,6 +59,41 @@ def test_a_scheduler_that_never_binds_is_reported_and_until_ends_the_run(
     # partial run is printed even with -q)
     assert "stopped at simulated t=300.0 s" in r.stderr
     assert "makespan" not in r.stderr and "makespan" not in m["figures"]
+
+
+def test_a_run_that_can_never_progress_stops_with_the_report(tmp_path, subprocess_env, platform):
+    """Every job submitted, nothing bound for --no-progress-after: the run ends there
+    (instead of simulating on for ever), outputs partial, the report as the reason, exit 4."""
+    workload = write_workload(tmp_path / "w.json", *jobs_and_profiles("default"))
+    out = tmp_path / "out"
+    r = run_simulate(
+        out, subprocess_env, POLLER + " --scheduler-name default-scheduler", platform, workload,
+        "--no-progress-after", "1m",
+    )  # fmt: skip
+    assert r.returncode == 4, r.stderr[-3000:]
+    assert "no progress: 3 pod(s) pending and none bound for 60 s" in r.stderr
+    assert "every job has been submitted: the run stops here" in r.stderr
+    assert "stopped: no progress (PARTIAL outputs)" in r.stderr
+    m = manifest(out)
+    assert m["ok"] is False and m["outputs"] == "partial"
+    assert m["reason"].startswith("no progress: 3 pod(s) pending")
+    assert m["figures"]["stopped_by"] == "no progress"
+    assert m["figures"]["stopped_at_s"] == 60.0
+    assert len(m["warnings"]) == 1
+
+
+def test_a_pod_that_waits_for_a_full_cluster_while_others_run_is_progress(
+    tmp_path, subprocess_env, platform
+):
+    """Jobs starting and ending are progress: five 100 s jobs on two one-core nodes wait
+    their turn for 200 s with --no-progress-after 30 s, and the run ends complete."""
+    workload = write_workload(
+        tmp_path / "w.json", *jobs_and_profiles("default-scheduler", (100,) * 5)
+    )
+    out = tmp_path / "out"
+    r = run_simulate(out, subprocess_env, POLLER, platform, workload, "--no-progress-after", "30")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert manifest(out)["outputs"] == "complete"
 
 
 def test_until_keeps_the_jobs_that_ended_by_then(tmp_path, subprocess_env, platform):

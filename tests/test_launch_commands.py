@@ -78,6 +78,10 @@ def test_env_clear_and_unset():
         (["env", "A=1"], "`env` without a command"),
         (["timewarp", "run", "--standalone", "--", "python", "x.py"], "drop --standalone"),
         (["timewarp", "run", "--epoch", "0", "--", "python", "x.py"], "no meaning under"),
+        (
+            ["timewarp", "run", "--seed=3", "--", "python", "x.py"],
+            "from the run.s .`timewarp simulate --seed",
+        ),
         (["timewarp", "run", "--"], "without a program"),
     ],
 )
@@ -211,3 +215,24 @@ def test_a_scheduler_that_exits_without_joining_says_so(tmp_path, subprocess_env
     assert r.returncode == 1, r.stderr[-3000:]
     assert "exited with code 3 without ever joining the virtual clock" in r.stderr
     assert "replaces PYTHONPATH" in r.stderr
+
+
+@pytest.mark.parametrize("mode", ["deterministic", "lockstep", "realtime"])
+def test_a_bare_python_is_timewarps_interpreter_in_every_mode(
+    tmp_path, subprocess_env, inputs, mode
+):
+    """Issue 27 item 14: deterministic mode ran `python` as timewarp's interpreter,
+    realtime and lockstep whatever `python` came first on PATH."""
+    platform, workload = inputs
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for name in ("python", "python3"):
+        (fake / name).write_text("#!/bin/sh\necho 'the python on PATH' >&2\nexit 7\n")
+        (fake / name).chmod(0o755)
+    env = {**subprocess_env, "PATH": f"{fake}:{subprocess_env.get('PATH', '')}"}
+    command = "python -c 'import sys; print(\"interpreter:\", sys.executable, flush=True)'"
+    out = tmp_path / "out"
+    run_simulate(out, env, command, platform, workload, "--mode", mode)
+    log = (out / "scheduler-0.log").read_text()
+    assert f"interpreter: {sys.executable}" in log, log
+    assert "the python on PATH" not in log

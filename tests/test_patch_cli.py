@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -294,3 +296,124 @@ def test_an_output_that_cannot_be_written_is_a_usage_error(tree: Path, tmp_path:
     a_file.write_text("")
     assert patch(tree, "-o", a_file / "out") == 2
     assert f"-o {a_file / 'out'}: cannot write there (File exists)" in capsys.readouterr().err
+
+
+# Issue 27 item 8: what could kill or hang the patcher is skipped with a reason
+
+
+def _patch_in_subprocess(env: dict, *args: str | Path) -> subprocess.CompletedProcess:
+    """In a child: a SIGSEGV or a hang must fail the test, not take pytest down."""
+    return subprocess.run(
+        [sys.executable, "-m", "timewarp", "patch", *map(str, args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        ("[" * 2000 + "]" * 2000, "(too many nested parentheses, line 3)"),
+        ("1+" * 5000 + "1", "(maximum recursion depth exceeded during ast construction)"),
+    ],
+    ids=["brackets", "expression"],
+)
+def test_deep_nesting_is_skipped_with_a_reason_not_a_crash(
+    tmp_path: Path, subprocess_env, body: str, why: str
+) -> None:
+    deep = tmp_path / "deep.py"
+    deep.write_text(f"import time\ntime.sleep(1)\nx = {body}\n")
+    proc = _patch_in_subprocess(subprocess_env, deep, "--check")
+    assert proc.returncode == 1, proc.stderr  # a file left unpatched, as for a parse error
+    assert f"skipped deep.py: line ?: nested too deeply for CPython's parser {why}" in proc.stderr
+
+
+def test_a_file_over_the_rewrite_limit_is_skipped_before_libcst(tmp_path: Path, capsys) -> None:
+    from patcher.transform import MAX_REWRITE_BYTES
+
+    big = tmp_path / "big.py"
+    filler = "# " + "x" * 1000 + "\n"
+    big.write_text("import time\ntime.sleep(1)\n" + filler * (MAX_REWRITE_BYTES // len(filler) + 1))
+    size = big.stat().st_size
+    assert MAX_REWRITE_BYTES == 1 << 20 and size > MAX_REWRITE_BYTES
+    assert patch(big, "--check") == 1
+    err = capsys.readouterr().err
+    assert f"skipped big.py: line ?: {size:,} bytes to rewrite, over the limit of 1,048,576" in err
+
+
+def test_a_file_over_the_read_limit_is_not_read_and_is_copied_unchanged(
+    tree: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    import patcher.tree
+
+    monkeypatch.setattr(patcher.tree, "MAX_SOURCE_BYTES", 100)
+    (tree / "pkg" / "huge.py").write_text("import time\n" * 10)  # 120 bytes
+    out = tmp_path / "build"
+    assert patch(tree, "-o", out) == 1
+    assert (out / "pkg" / "huge.py").read_text() == "import time\n" * 10
+    assert (out / "pkg" / "loop.py").read_text() == PATCHED  # the rest is patched
+    err = capsys.readouterr().err
+    assert "skipped pkg/huge.py: 120 bytes, over the limit of 100 (left unpatched)" in err
+
+
+def test_a_fifo_is_never_opened(tree: Path, tmp_path: Path, subprocess_env) -> None:
+    os.mkfifo(tree / "pkg" / "pipe.py")
+    os.mkfifo(tree / "queue")
+    out = tmp_path / "build"
+    for args in ([tree, "--check"], [tree, "-o", out]):
+        proc = _patch_in_subprocess(subprocess_env, *args)
+        assert proc.returncode == (1 if "--check" in args else 0), proc.stderr
+        assert "skipped pkg/pipe.py: a named pipe: not opened, not copied" in proc.stderr
+        assert "skipped queue: a named pipe: not opened, not copied" in proc.stderr
+    assert (out / "pkg" / "loop.py").read_text() == PATCHED
+    assert not (out / "pkg" / "pipe.py").exists() and not (out / "queue").exists()
+    proc = _patch_in_subprocess(subprocess_env, tree / "pkg" / "pipe.py")  # named as SRC
+    assert "skipped pipe.py: a named pipe: not opened, not copied" in proc.stderr
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stopped_patch_removes_its_staging_copy_and_says_so(
+    tree: Path, tmp_path: Path, subprocess_env, signum: int
+) -> None:
+    """Issue 27 item 15: SIGTERM to `timewarp patch -o OUT` left `.OUT.staging-*` and
+    printed nothing. The child holds still after its first file (no race with a fast
+    patch), then gets the signal."""
+    (tree / "pkg" / "more.py").write_text(UNPATCHED)
+    marker, out = tmp_path / "one-file-done", tmp_path / "build"
+    child = (
+        "import pathlib, sys, threading\n"
+        "import patcher.tree as tree\n"
+        "real = tree.patch_file_bytes\n"
+        "def held(data, rel):\n"
+        "    result = real(data, rel)\n"
+        f"    pathlib.Path({str(marker)!r}).write_text(rel)\n"
+        "    threading.Event().wait()  # until the signal\n"
+        "    return result\n"
+        "tree.patch_file_bytes = held\n"
+        "from commands.cli import main\n"
+        f"sys.exit(main(['patch', {str(tree)!r}, '-o', {str(out)!r}]))\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", child], env=subprocess_env, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        for _ in range(600):  # up to 60 s for the interpreter and the first file
+            if marker.exists() or proc.poll() is not None:
+                break
+            threading.Event().wait(0.1)
+        assert marker.exists(), proc.stderr.read() if proc.poll() is not None else "no file"
+        assert list(tmp_path.glob(".build.staging-*"))  # the copy being built
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 128 + signum, err
+    name = signal.Signals(signum).name
+    assert (
+        f"timewarp patch: stopped by {name}: {out} left as it was (the partial copy removed)" in err
+    )
+    assert not list(tmp_path.glob(".build.*")) and not out.exists()

@@ -137,3 +137,16 @@ def test_replicas_left_for_later_bursts_are_in_the_summary_only_when_some_are(tm
         texts.append(text.getvalue())
     assert "replicas not created yet" not in texts[0]
     assert "999,998,498" in texts[1] and "CreationsDeferred" in texts[1]
+
+
+def test_a_hidden_progress_bar_does_no_work_per_message():
+    """Under -q (or without a terminal) the view is called after every Batsim message and
+    shows nothing: it must not format fields nor update rich's task (issue 29)."""
+    from types import SimpleNamespace
+
+    from commands.simulate import _ProgressView
+
+    view = _ProgressView(40, disabled=True, started=0.0, prog="timewarp simulate")
+    view.update(SimpleNamespace(now_s=600.0, jobs_done=7, jobs_dynamic=3))
+    task = view.progress.tasks[0]
+    assert task.completed == 0 and task.fields["now"] == "0 s" and view.jobs_dynamic == 0

@@ -418,7 +418,7 @@ def run_simulate(tmp_path, env, scheduler):
     workload.write_text(json.dumps({"nb_res": 4, "jobs": jobs, "profiles": {"p": profile}}))
     out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, "-m", "timewarp", "simulate", "-q", "--no-plots"]
+        [sys.executable, "-m", "timewarp", "simulate", "-q", "--no-plots", "--check-determinism"]
         + ["--scheduler", scheduler, "-p", str(platform), "-w", str(workload), "-o", str(out)],
         cwd=ROOT,
         env=env,

@@ -641,3 +641,29 @@ def test_simulate_rebalancing_every_60_virtual_seconds_lowers_imbalance(subproce
     # imbalance falls: the next measured round sees what the first one planned
     assert float(rows[1]["mae"]) == pytest.approx(float(rows[0]["planned_mae"]), abs=0.01)
     assert float(rows[1]["mae"]) < float(rows[0]["mae"])
+
+
+def test_simulated_rebalancing_passes_the_determinism_check(subprocess_env, tmp_path):
+    """Both runs of `--check-determinism` give the same bytes, evictions and
+    replacements included (its imbalance CSV goes to the working directory, outside the
+    outputs: both runs append to it, so it is not what is compared)."""
+    platform = tmp_path / "platform.xml"
+    platform.write_text(KSE_PLATFORM)
+    workload = tmp_path / "workload.json"
+    workload.write_text(json.dumps(kse_workload()))
+    r = run_simulate(
+        tmp_path / "out",
+        subprocess_env,
+        "python -m sample_schedulers.kse_rebalancer --scheduler-name kse --algorithm refine",
+        platform,
+        workload,
+        "--patch-module",
+        "apscheduler",
+        "--cwd",
+        str(tmp_path),
+        "--check-determinism",
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "the two runs wrote the same bytes" in r.stderr
+    assert "evicted default/" in (tmp_path / "out" / "scheduler-0.log").read_text()

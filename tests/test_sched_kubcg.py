@@ -1067,9 +1067,11 @@ def simulate_kubcg(tmp_path, env, name="out"):
         "python -m sample_schedulers.kubcg --scheduler-name kubcg",
         platform,
         workload,
+        "--check-determinism",
         timeout=600,
     )
     assert r.returncode == 0, r.stderr[-3000:]
+    assert "the two runs wrote the same bytes" in r.stderr
     return out
 
 

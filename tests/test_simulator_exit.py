@@ -21,13 +21,15 @@ DEFAULT_LIKE = "python -m sample_schedulers.default_like --scheduler-name defaul
 def test_a_scheduler_that_never_binds_fails_with_the_simulators_deadlock_report(
     tmp_path, subprocess_env
 ):
+    # (--on-no-progress warn: by default the broker's no-progress stop comes first, see
+    # tests/test_first_hour.py; here the simulator's own report is the subject)
     """A first scheduler that only watches: the embedded simulator finds nothing left to
     happen and stops with its deadlock report, which is the reason given — not the
     broker's "no message from Batsim for 0.5 s" that followed."""
     out = tmp_path / "out"
     proc = run_simulate(
         out, subprocess_env, WATCH_ONLY, EXAMPLES / "cluster16.xml",
-        EXAMPLES / "burst_40_delay170.json",
+        EXAMPLES / "burst_40_delay170.json", "--on-no-progress", "warn",
     )  # fmt: skip
     assert proc.returncode == 1
     manifest = json.loads((out / "manifest.json").read_text())

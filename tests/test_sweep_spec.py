@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from commands.sweeping.plan import plan_runs
-from commands.sweeping.spec import SpecError, load_sweep, parse_sweep
+from commands.sweeping.spec import MAX_RUNS, SpecError, load_sweep, parse_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 PLATFORM = "examples/inputs/cluster16.xml"
@@ -254,6 +254,30 @@ def test_mode_parameters_become_simulate_flags_and_placeholders_take_the_seed(tm
     assert "--stall-timeout" in argv and "--no-plots" in argv
 
 
+def test_each_run_gets_its_seed_and_seeds_can_be_the_axis(tmp_path):
+    """Replicate r runs `timewarp simulate --seed base_seed + r`; a `seeds` list names
+    the seeds instead (one run per seed and point), and a sweep file may not pass --seed."""
+    runs = plan_runs(parse(base_spec(replicates=2, base_seed=3), tmp_path), tmp_path / "r")
+    for run, seed in zip(runs, (3, 4), strict=True):
+        i = run.simulate_argv.index("--seed")
+        assert (run.seed, run.simulate_argv[i + 1]) == (seed, str(seed))
+    sweep = parse(base_spec(seeds=[7, 1, 100]), tmp_path)
+    assert (sweep.replicates, sweep.seeds) == (3, [7, 1, 100])
+    runs = plan_runs(sweep, tmp_path / "s")
+    assert [(r.replicate, r.seed) for r in runs] == [(0, 7), (1, 1), (2, 100)]
+    assert len({r.run_id for r in runs}) == 3
+    for bad, where, message in (
+        ({"seeds": [1, 2], "replicates": 2}, "seeds", "either seeds or replicates"),
+        ({"seeds": []}, "seeds", "non-empty list"),
+        ({"seeds": [1, "x"]}, "seeds[1]", "expected an integer"),
+        ({"seeds": [1, 1]}, "seeds[1]", "already in the list"),
+        ({"simulate_args": ["--seed", "3"]}, "simulate_args[0]", "chosen by the sweep"),
+    ):
+        with pytest.raises(SpecError) as err:
+            parse(base_spec(**bad), tmp_path)
+        assert where in str(err.value) and message in str(err.value)
+
+
 levels = st.lists(st.integers(0, 50), min_size=1, max_size=4, unique=True)
 
 
@@ -359,3 +383,158 @@ def test_a_failing_script_generator_is_reported_with_its_message(tmp_path):
     assert "workloads.g: the generator failed" in str(info.value)
     assert "count must be >= 1" in str(info.value)
     assert not list((tmp_path / "results" / "inputs").glob("*.json"))
+
+
+def test_a_relative_results_folder_is_the_callers_whatever_the_root(
+    tmp_path, subprocess_env, monkeypatch
+):
+    """Issue 27 item 6: with ``root: DIR`` and a relative ``-o``, the generated inputs
+    landed in ``DIR/res/inputs`` (the generator runs with its cwd at the root) and the
+    sweep then failed; every path a run or generator is given must be the caller's."""
+    root, here = tmp_path / "root", tmp_path / "here"
+    root.mkdir()
+    here.mkdir()
+    spec = base_spec(
+        root=str(root),
+        platforms={"c16": str(ROOT / PLATFORM)},
+        workloads={"p": {"generator": "poisson", "count": 3, "rate": 0.1, "mean_delay": 20}},
+    )
+    file = tmp_path / "sweep.yaml"
+    file.write_text(yaml.safe_dump(spec))
+    proc = subprocess.run(
+        [sys.executable, "-m", "timewarp", "sweep", str(file), "-o", "res", "--dry-run"],
+        capture_output=True,
+        text=True,
+        env=subprocess_env,
+        cwd=here,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert len(list((here / "res" / "inputs").glob("workload-p-*.json"))) == 1
+    assert not (root / "res").exists()
+    monkeypatch.chdir(here)
+    runs = plan_runs(parse(spec, tmp_path), Path("res"))  # as the command plans, from here…
+    for r in runs:  # …every path a run gets works from the root, where it runs
+        argv = r.simulate_argv
+        for flag in ("-w", "-o"):
+            assert Path(argv[argv.index(flag) + 1]).is_absolute()
+        assert r.directory.is_absolute()
+
+
+LEVELS = list(range(400))  # 400 × 400 = 160,000 points: over the limit, cheap to refuse
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"replicates": 10**9}, "replicates: 1,000,000,000 is over the limit of 100,000 runs"),
+        (
+            {"workloads": {"p": {"generator": "burst", "count": LEVELS, "delay": LEVELS}}},
+            "grid: 160,000 points × 1 replicates is over the limit of 100,000 runs per sweep",
+        ),
+        (
+            {"replicates": 1_000, "workloads": {"p": {"generator": "burst", "count": LEVELS}}},
+            "grid: 400 points × 1,000 replicates is over the limit of 100,000 runs per sweep",
+        ),
+        (
+            {
+                "workloads": {"p": {"generator": "burst", "count": LEVELS, "delay": LEVELS}},
+                "rows": [{"workload": "p"}],
+            },
+            "rows[0]: more than 100,000 points × 1 replicates is over the limit",
+        ),
+    ],
+    ids=["replicates", "grid", "grid-replicates", "rows"],
+)
+def test_a_sweep_past_the_run_limit_is_refused_before_it_is_expanded(change, message):
+    """Issue 27 item 7: replicates: 1e9 or a 1000×1000 grid took 3 GB in --dry-run."""
+    assert MAX_RUNS == 100_000  # the value docs/sweep.md and docs/security.md state
+    with pytest.raises(SpecError) as info:
+        parse(base_spec(**change))
+    assert message in str(info.value)
+
+
+def test_the_cli_refuses_a_billion_replicates_at_once(tmp_path, subprocess_env):
+    spec = tmp_path / "big.yaml"
+    spec.write_text(yaml.safe_dump(base_spec(replicates=10**9)))
+    proc = subprocess.run(
+        [sys.executable, "-m", "timewarp", "sweep", str(spec), "-o", str(tmp_path / "r")]
+        + ["--dry-run"],
+        capture_output=True,
+        text=True,
+        env=subprocess_env,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert f"{spec}: replicates: 1,000,000,000 is over the limit" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("bin.yaml", bytes(range(256)) * 4, "not a YAML text file (not UTF-8 at byte 128)"),
+        ("deep.yaml", b"a: " + b"[" * 20_000 + b"]" * 20_000, "not valid YAML: nested too deeply"),
+        ("deep.toml", b"a = " + b"[" * 20_000 + b"]" * 20_000, "not valid TOML: nested too deeply"),
+    ],
+    ids=["binary", "deep-yaml", "deep-toml"],
+)
+def test_an_unreadable_sweep_file_is_exit_2_not_a_traceback(
+    tmp_path, subprocess_env, name, content, message
+):
+    """Issue 27 item 12: UnicodeDecodeError and RecursionError tracebacks."""
+    spec = tmp_path / name
+    spec.write_bytes(content)
+    proc = subprocess.run(
+        [sys.executable, "-m", "timewarp", "sweep", str(spec), "-o", str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+        env=subprocess_env,
+        timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert f"timewarp sweep: {spec}: {message}" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_sweep_file_that_is_not_a_regular_file_is_refused(tmp_path):
+    import os
+
+    fifo = tmp_path / "pipe.yaml"
+    os.mkfifo(fifo)
+    for path, message in ((fifo, "not a file"), (Path("/dev/zero"), "not a file")):
+        with pytest.raises(SpecError) as info:
+            load_sweep(path)
+        assert str(info.value) == f"{path}: {message}"
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "words"),
+    [
+        ({"replicate": 3}, "replicate", "unknown field (did you mean 'replicates'?)"),
+        ({"base-seed": 3}, "base-seed", "(did you mean 'base_seed'?)"),
+        ({"grid": {"schedulers": ["tiny"]}}, "grid.schedulers", "(did you mean 'scheduler'?)"),
+        ({"grid": {"scheduler": ["tinny"]}}, "grid.scheduler", "(did you mean 'tiny'?)"),
+        ({"rows": [{"workload": "b04"}]}, "rows[0].workload", "(did you mean 'b40'?)"),
+        ({"rows": [{"shceduler": "tiny"}]}, "rows[0].shceduler", "(did you mean 'scheduler'?)"),
+        ({"workloads": {"w": {"generator": "poison", "count": 1}}}, "workloads.w.generator",
+         "(did you mean 'poisson'?)"),
+        ({"workloads": {"w": {"generator": "poisson", "count": 2, "rate": 1,
+                              "mean_dealy": 10}}},
+         "workloads.w.mean_dealy", "timewarp workload poisson has no --mean-dealy "
+         "(did you mean 'mean-delay'?)"),
+        ({"platforms": {"p": {"generator": "platform", "node": 4}}}, "platforms.p.node",
+         "(did you mean 'nodes'?)"),
+    ],
+)  # fmt: skip
+def test_a_mistyped_key_gets_did_you_mean(change, field, words):
+    with pytest.raises(SpecError) as info:
+        parse(base_spec(**change))
+    assert f": {field}: " in str(info.value) and words in str(info.value), str(info.value)
+
+
+def test_every_generator_flag_is_accepted():
+    spec = base_spec(workloads={
+        "p": {"generator": "poisson", "count": 2, "rate": 1, "mean_delay": 10, "fixed-delay": True},
+        "s": {"generator": "service", "pattern": "daily", "hpa-target": 60},
+    })  # fmt: skip
+    assert len(parse(spec).points) == 2

@@ -17,16 +17,19 @@ choose to ignore them.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from broker.cluster import kubelet_admission as admission
 from broker.cluster.node_shape import NodeShape, node_name_for, node_shape
 from broker.cluster.pod_shape import build_pod, check_containers_resources, check_fields
+from broker.facade.errors import ApiError
+from broker.facade.store import admissible
 from broker.k8s import resource_names as rn
 from broker.k8s.quantity import canonical
 from broker.k8s.shape_rules import ShapeError
 from simulator.platform import Platform
+from simulator.traffic.spec import ServiceSpec
 from simulator.workload import Workload
 
 
@@ -42,15 +45,22 @@ def check_inputs(platform: Platform, workloads: Sequence[Workload]) -> None:
 
 def check_platform(platform: Platform) -> list[tuple[admission.NodeView, NodeShape]]:
     """Each compute host's node shape (InputError naming the host and property)."""
+    return node_views(((h.name, h.properties) for h in platform.compute), str(platform.path))
+
+
+def node_views(
+    hosts: Iterable[tuple[str, dict[str, Any]]], where: str
+) -> list[tuple[admission.NodeView, NodeShape]]:
+    """The nodes hosts (name, properties) make, as an empty node would admit pods."""
     out = []
-    for host in platform.compute:
+    for host_name, properties in hosts:
         try:
-            shape = node_shape(host.properties)
+            shape = node_shape(properties)
         except ShapeError as exc:
             raise InputError(
-                f"{platform.path}: <host id={host.name!r}>: prop {exc.field}: {exc.message}"
+                f"{where}: <host id={host_name!r}>: prop {exc.field}: {exc.message}"
             ) from None
-        name = node_name_for(host.name)
+        name = node_name_for(host_name)
         view = admission.NodeView(
             name, {"kubernetes.io/hostname": name, **shape.labels}, shape.taints, shape.amounts()
         )
@@ -58,7 +68,50 @@ def check_platform(platform: Platform) -> list[tuple[admission.NodeView, NodeSha
     return out
 
 
+def api_refusal(key: str, obj: dict[str, Any], where: str) -> InputError | None:
+    """What the API would answer a create of ``obj`` (its own decoding, defaults and
+    validation: ``broker/facade/store.py`` ``admissible``), as an InputError naming
+    each field under ``where``; None if it would be created."""
+    try:
+        admissible(key, obj)
+    except ApiError as exc:
+        causes = exc.details.get("causes") or []
+        if not causes:
+            return InputError(f"{where}: {exc.message}")
+        return InputError("; ".join(f"{where}.{c['field']}: {c['message']}" for c in causes))
+    return None
+
+
+def check_services(
+    services: Sequence[ServiceSpec], nodes: list[tuple[admission.NodeView, NodeShape]]
+) -> None:
+    """Each service's Deployment and HPA as the API would take them, and whether its
+    pods could ever run (a template that fits no node fails every request: issue 27)."""
+    for service in services:
+        where = service.source
+        for key, obj, field in (
+            ("deployments.apps", service.deployment, "deployment"),
+            ("horizontalpodautoscalers.autoscaling", service.hpa, "horizontalPodAutoscaler"),
+        ):
+            refusal = None if obj is None else api_refusal(key, obj, f"{where}.{field}")
+            if refusal is not None:
+                raise refusal
+        template = service.deployment["spec"]["template"]
+        meta = {**template.get("metadata", {}), "name": service.name}
+        try:
+            pod = admissible("pods", {"metadata": meta, "spec": template["spec"]})
+        except ApiError as exc:
+            raise InputError(f"{where}.deployment.spec.template: {exc.message}") from None
+        verdict = never_fits(pod, nodes)
+        if verdict is not None:
+            raise InputError(
+                f"{where}.deployment.spec.template.spec.containers: {verdict} (every "
+                "request of the service would fail)"
+            )
+
+
 def check_workload(workload: Workload, nodes: list[tuple[admission.NodeView, NodeShape]]) -> None:
+    check_services(workload.services, nodes)
     for name, profile in workload.profiles.items():
         try:
             check_fields(profile)
@@ -67,6 +120,7 @@ def check_workload(workload: Workload, nodes: list[tuple[admission.NodeView, Nod
                 f"{workload.path}: profiles.{name}.{exc.field}: {exc.message}"
             ) from None
     verdicts: dict[str, str | None] = {}  # pods alike get the same verdict
+    never: list[tuple[str, str]] = []  # (where, verdict) of every job that can never run
     for index, job in enumerate(workload.jobs):
         where = f"{workload.path}: jobs[{index}] (id {job.local_id!r})"
         try:
@@ -84,7 +138,28 @@ def check_workload(workload: Workload, nodes: list[tuple[admission.NodeView, Nod
         if key not in verdicts:
             verdicts[key] = never_fits(pod, nodes)
         if verdicts[key] is not None:
-            raise InputError(f"{where}.{verdicts[key]}")
+            never.append((where, verdicts[key]))
+    if never:
+        raise InputError(_never_message(never))
+
+
+SHOWN_NEVER = 10  # jobs named in full after the first, when several can never run
+
+
+def _never_message(never: list[tuple[str, str]]) -> str:
+    """The first job that can never run in full, then every other one (the first few by
+    index, id and field, then how many more): a user fixes them all in one go."""
+    where, verdict = never[0]
+    text = f"{where}.{verdict}"
+    if len(never) == 1:
+        return text
+    others = [f"{w.partition(': ')[2]}.{v.partition(':')[0]}" for w, v in never[1:]]
+    text += f"\n  {len(others)} more job(s) can never run either: " + "; ".join(
+        others[:SHOWN_NEVER]
+    )
+    if len(others) > SHOWN_NEVER:
+        text += f"; and {len(others) - SHOWN_NEVER} more"
+    return text
 
 
 def never_fits(
@@ -102,16 +177,16 @@ def never_fits(
             return f"{field}: can never run: {refusal.message}"
     fits = {v.name: True for v in views}
     for name, amount in sorted(requests.items(), key=lambda kv: (kv[0] not in _FIRST, kv[0])):
-        ok = [v for v in views if v.allocatable.get(name, 0) >= amount]
+        ok = {v.name for v in views if v.allocatable.get(name, 0) >= amount}
         if not ok:
             return f"requests.{name}: can never run: {_short(name, amount, nodes)}"
-        for v in views:
-            fits[v.name] &= v in ok
+        for v in views:  # by name: O(nodes) per request (NodeView equality is costly)
+            fits[v.name] &= v.name in ok
     if not any(v.allocatable.get(rn.PODS, 0) >= 1 for v in views):
         return "pods: can never run: every node has allocatable pods 0"
     for v in views:
         fits[v.name] &= v.allocatable.get(rn.PODS, 0) >= 1
-    affinity = [v for v in views if admission.check_node_affinity(pod, v) is None]
+    affinity = {v.name for v in views if admission.check_node_affinity(pod, v) is None}
     if not affinity:
         field = "nodeSelector" if spec.get("nodeSelector") else "pod.spec.affinity.nodeAffinity"
         if spec.get("nodeSelector") and any(
@@ -122,7 +197,7 @@ def never_fits(
         ):
             field = "pod.spec.affinity.nodeAffinity"
         return f"{field}: can never run: no node has the labels it requires"
-    tolerated = [v for v in views if admission.check_no_execute_taints(pod, v) is None]
+    tolerated = {v.name for v in views if admission.check_no_execute_taints(pod, v) is None}
     if not tolerated:
         taint = admission.untolerated_taint(
             views[0].taints, spec.get("tolerations"), ("NoExecute",)
@@ -131,7 +206,7 @@ def never_fits(
             "tolerations: can never run: every node has a NoExecute taint it does not "
             f"tolerate (e.g. {_taint_text(taint)} on {views[0].name})"
         )
-    both = [v for v in views if fits[v.name] and v in affinity and v in tolerated]
+    both = [v for v in views if fits[v.name] and v.name in affinity and v.name in tolerated]
     if not both:
         return (
             "requests: can never run: no single node has the resources, the labels and "

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.cluster import kubelet_admission as admission
-from broker.cluster.traffic_driver import ServiceDriver
+from broker.cluster.traffic_driver import TrafficDriver
 from broker.facade import Facade
 
 JOB_ID_ANNOTATION = "timewarp.io/job-id"
@@ -112,7 +112,7 @@ class ClusterState:
     profiles: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     stats: Stats = field(default_factory=Stats)
     all_submitted: bool = False
-    services: ServiceDriver | None = None  # the workload's services with traffic
+    services: TrafficDriver | None = None  # the workload's services with traffic
     open_jobs: int = 0  # Batsim jobs submitted or registered, not yet ended
     dynamic_jobs: bool = False  # the simulator accepts REGISTER_JOB
     registration_finished: bool = False

@@ -59,8 +59,8 @@ from broker.controllers import events as k8s_events
 from broker.controllers.base import ControllerState, KeyedController, PodOps
 from broker.controllers.ownership import claim, controller_ref
 from broker.controllers.replicaset import RS_KEY, is_workload_replicaset
-from broker.facade.apps import scaled_value
 from broker.facade.errors import ApiError
+from broker.facade.kinds.apps import scaled_value
 from broker.facade.objects import format_time
 from broker.facade.selectors import LabelSelector, selector_from_dict
 from broker.facade.store import Store

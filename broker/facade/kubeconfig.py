@@ -98,9 +98,22 @@ def write_incluster_files(
 
 
 def incluster_env(host: str, port: int, directory: str | Path) -> dict[str, str]:
-    """Environment for a scheduler process using ``load_incluster_config()``."""
+    """Environment for a scheduler process using ``load_incluster_config()``: the
+    ``kubernetes`` Service's variables as the kubelet sets them in every pod (the
+    ``*_SERVICE_*`` pair and the Docker-style service links), with the facade's address.
+
+    One difference from a real pod: the port is the facade's, not 443, so that a client
+    connecting to ``$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT`` reaches it (the
+    link variables keep their ``443`` names, as programs look them up by name)."""
+    url = f"tcp://{host}:{port}"
     return {
         "KUBERNETES_SERVICE_HOST": host,
         "KUBERNETES_SERVICE_PORT": str(port),
+        "KUBERNETES_SERVICE_PORT_HTTPS": str(port),
+        "KUBERNETES_PORT": url,
+        "KUBERNETES_PORT_443_TCP": url,
+        "KUBERNETES_PORT_443_TCP_PROTO": "tcp",
+        "KUBERNETES_PORT_443_TCP_PORT": str(port),
+        "KUBERNETES_PORT_443_TCP_ADDR": host,
         INCLUSTER_ENV: str(Path(directory).resolve()),
     }

@@ -37,7 +37,8 @@ def generate(
 ) -> TlsFiles:
     """Write ``ca.crt``, ``server.crt``, ``server.key`` into ``directory``; the server
     certificate names every entry of ``hosts`` (IP addresses or DNS names) plus the
-    in-cluster names ``kubernetes``, ``kubernetes.default``, ``kubernetes.default.svc``."""
+    in-cluster names ``kubernetes``, ``kubernetes.default``, ``kubernetes.default.svc``,
+    ``kubernetes.default.svc.cluster.local``."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
@@ -73,7 +74,13 @@ def generate(
     )
     key = ec.generate_private_key(ec.SECP256R1())
     names: list[x509.GeneralName] = []
-    for host in (*hosts, "kubernetes", "kubernetes.default", "kubernetes.default.svc"):
+    in_cluster = (
+        "kubernetes",
+        "kubernetes.default",
+        "kubernetes.default.svc",
+        "kubernetes.default.svc.cluster.local",
+    )
+    for host in (*hosts, *in_cluster):
         try:
             names.append(x509.IPAddress(ipaddress.ip_address(host)))
         except ValueError:

@@ -1,4 +1,5 @@
-"""Services with traffic: timewarp's workload extension, validated before anything runs.
+"""The spec of services with traffic: timewarp's workload extension, validated before
+anything runs.
 
 A workload file may carry, beside Batsim's ``nb_res``/``jobs``/``profiles`` (untouched;
 real Batsim ignores the extra key), a list ``services``. Each names the Deployment that
@@ -32,21 +33,39 @@ field (``w.json: services[0].traffic.rate: expected a number >= 0, got -1``).
 from __future__ import annotations
 
 import csv
+import io
 import math
+import os
 import re
+import stat
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simulator.traffic import PIPELINES, Cost, TrafficConfig, patterns
-from simulator.traffic.costs import DISTRIBUTIONS, parse_cost
+from simulator.traffic import patterns
+from simulator.traffic.costs import DISTRIBUTIONS, Cost, parse_cost
+from simulator.traffic.metrics import PIPELINES
+from simulator.traffic.model import SERVINGS
+from simulator.traffic.serving import TrafficConfig
 
 TRAFFIC_TYPES = ("constant", "poisson", "step", "ramp", "sinusoid", "replay")
-MODELS = ("auto", "exact", "fluid")
+MODELS = ("auto", *SERVINGS)
 # "auto": the exact model up to this many expected requests per service, fluid beyond
 # (benchmarks/traffic_model.py: the exact model serves ~10^6 requests in a few seconds)
 AUTO_EXACT_LIMIT = 5_000_000
+# Bounds on every rate and interval, so that no valid-looking number makes the run take
+# unbounded memory or time (docs/security.md lists them):
+MAX_SECONDS = 366 * 86_400.0  # any interval or time: a service lives at most a year
+MIN_TICK_S = 0.001  # out_services.csv writes times in milliseconds
+MAX_TICK_S = 86_400.0  # the sinusoid's Λ⁻¹ grid spans one tick at most (GRID_S apart)
+# one out_services.csv row per tick, kept until the end (~470 bytes each: ~94 MB)
+MAX_TICKS = 200_000
+MAX_RATE = 1e9  # requests per second
+# "exact" serves every request (~2 s of CPU per 10^6): asked for by name, up to 10× "auto"'s
+MAX_EXACT_REQUESTS = 10 * AUTO_EXACT_LIMIT
+MIN_SINUSOID_PERIOD_S = 10 * patterns.GRID_S  # the rate is interpolated every GRID_S
+MAX_REPLAY_BYTES = 16 << 20  # a replayed series: a day at one row per second is ~1.2 MB
 SERVICE_KEYS = (
     "name",
     "deployment",
@@ -96,12 +115,16 @@ def _fail(where: str, message: str) -> ServiceError:
 
 
 def _number(obj: dict, key: str, where: str, *, default: Any = None, minimum: float = 0.0,
-            strict: bool = False) -> float:  # fmt: skip
+            strict: bool = False, maximum: float = MAX_SECONDS) -> float:  # fmt: skip
+    """A finite number in [minimum, maximum] (``strict``: above ``minimum``). The default
+    maximum is the bound of every interval (:data:`MAX_SECONDS`); rates pass theirs."""
     value = obj.get(key, default)
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     if not ok or value < minimum or (strict and value == minimum):
         bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
         raise _fail(f"{where}.{key}", f"expected a number {bound}, got {value!r}")
+    if value > maximum:
+        raise _fail(f"{where}.{key}", f"{value:g} is over the limit of {maximum:g}")
     return float(value)
 
 
@@ -115,6 +138,12 @@ def _unknown(obj: dict, known: tuple[str, ...], where: str) -> None:
     extra = sorted(set(obj) - set(known))
     if extra:
         raise _fail(where, f"unknown key(s) {extra} (known: {list(known)})")
+
+
+def declared_twice(specs: list[ServiceSpec]) -> str | None:
+    """The first service name declared more than once (across workload files), if any."""
+    names = [s.name for s in specs]
+    return next((n for n in names if names.count(n) > 1), None)
 
 
 def parse_services(raw: Any, path: str) -> list[ServiceSpec]:
@@ -155,12 +184,25 @@ def _parse_service(item: Any, where: str, base: Path, index: int) -> ServiceSpec
     pattern, process, duration = _traffic(item["traffic"], f"{where}.traffic", base)
     cost, timeout = _request(item["request"], f"{where}.request")
     tick, lag = _metrics(item.get("metrics", {}), f"{where}.metrics")
+    if duration / tick > MAX_TICKS:
+        raise _fail(
+            f"{where}.metrics.tick",
+            f"{tick:g} s over a {duration:g} s service makes {duration / tick:.3g} ticks "
+            f"(rows of out_services.csv), over the limit of {MAX_TICKS:,}: a tick of at "
+            f"least {duration / MAX_TICKS:.3g} s",
+        )
     model = item.get("model", "auto")
     if model not in MODELS:
         raise _fail(f"{where}.model", f"expected one of {list(MODELS)}, got {model!r}")
+    expected = patterns.expected_requests(pattern, duration)
     if model == "auto":
-        expected = patterns.expected_requests(pattern, duration)
         model = "exact" if expected <= AUTO_EXACT_LIMIT else "fluid"
+    elif model == "exact" and expected > MAX_EXACT_REQUESTS:
+        raise _fail(
+            f"{where}.model",
+            f"'exact' would serve {expected:.3g} requests one by one, over the limit of "
+            f"{MAX_EXACT_REQUESTS:,}: use 'fluid' or 'auto'",
+        )
     seed = item.get("seed", zlib.crc32(name.encode()))
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise _fail(f"{where}.seed", f"expected an integer >= 0, got {seed!r}")
@@ -293,14 +335,14 @@ def _traffic(raw: Any, where: str, base: Path) -> tuple[patterns.Pattern, str, f
     if process not in ("regular", "poisson"):
         raise _fail(f"{where}.arrivals", f"expected 'regular' or 'poisson', got {process!r}")
     if kind in ("constant", "poisson"):
-        return patterns.constant(_number(t, "rate", where)), process, duration
+        return patterns.constant(_number(t, "rate", where, maximum=MAX_RATE)), process, duration
     if kind == "step":
         return patterns.step(_series(t.get("steps"), f"{where}.steps")), process, duration
     if kind == "ramp":
         return (
             patterns.ramp(
-                _number(t, "from", where),
-                _number(t, "to", where),
+                _number(t, "from", where, maximum=MAX_RATE),
+                _number(t, "to", where, maximum=MAX_RATE),
                 _number(t, "start", where, default=0),
                 _number(t, "ramp_duration", where, default=duration),
             ),
@@ -308,14 +350,14 @@ def _traffic(raw: Any, where: str, base: Path) -> tuple[patterns.Pattern, str, f
             duration,
         )
     if kind == "sinusoid":
-        mean = _number(t, "mean", where)
-        amplitude = _number(t, "amplitude", where)
+        mean = _number(t, "mean", where, maximum=MAX_RATE)
+        amplitude = _number(t, "amplitude", where, maximum=MAX_RATE)
         if amplitude > mean:
             raise _fail(
                 f"{where}.amplitude",
                 f"{amplitude:g} > mean {mean:g} would make the rate negative",
             )
-        period = _number(t, "period", where, strict=True)
+        period = _number(t, "period", where, minimum=MIN_SINUSOID_PERIOD_S)
         phase = _number(t, "phase", where, default=0)
         return patterns.Sinusoid(mean, amplitude, period, phase), process, duration
     file = t.get("file")
@@ -337,8 +379,12 @@ def _series(raw: Any, where: str) -> list[tuple[float, float]]:
                 for x in point
             )
         )
-        if not ok or point[0] < 0 or point[1] < 0:
-            raise _fail(f"{where}[{i}]", f"expected [seconds >= 0, rate >= 0], got {point!r}")
+        if not ok or not (0 <= point[0] <= MAX_SECONDS and 0 <= point[1] <= MAX_RATE):
+            raise _fail(
+                f"{where}[{i}]",
+                f"expected [seconds in [0, {MAX_SECONDS:g}], rate in [0, {MAX_RATE:g}]], "
+                f"got {point!r}",
+            )
         if out and point[0] <= out[-1][0]:
             raise _fail(f"{where}[{i}]", f"times must increase ({point[0]} after {out[-1][0]})")
         out.append((float(point[0]), float(point[1])))
@@ -348,36 +394,67 @@ def _series(raw: Any, where: str) -> list[tuple[float, float]]:
 
 
 def read_rate_csv(path: Path, where: str) -> list[tuple[float, float]]:
-    """A request-rate series: header ``time,rate`` then rows; times increasing from 0."""
-    try:
-        with open(path, newline="", encoding="utf-8") as handle:
-            rows = list(csv.reader(handle))
-    except OSError as exc:
-        raise _fail(where, f"cannot read {path} ({exc.strerror or exc})") from None
-    if not rows or [c.strip() for c in rows[0]] != ["time", "rate"]:
-        raise _fail(where, f"{path}: line 1: expected the header 'time,rate'")
+    """A request-rate series: header ``time,rate`` then rows; times increasing from 0.
+    A regular file (a FIFO would hang the read) of at most :data:`MAX_REPLAY_BYTES`
+    (``/dev/zero`` would fill the memory), UTF-8, each field within csv's 128 KiB."""
+    text = _read_text(path, MAX_REPLAY_BYTES, where)
+    rows = csv.reader(io.StringIO(text, newline=""))
     out: list[tuple[float, float]] = []
-    for lineno, row in enumerate(rows[1:], start=2):
-        if not row or all(not c.strip() for c in row):
-            continue
-        try:
-            if len(row) != 2:
-                raise ValueError
-            t, r = float(row[0]), float(row[1])
-        except ValueError:
-            raise _fail(
-                where, f"{path}: line {lineno}: expected two numbers, got {row!r}"
-            ) from None
-        if not (math.isfinite(t) and math.isfinite(r)) or t < 0 or r < 0:
-            raise _fail(where, f"{path}: line {lineno}: expected time >= 0 and rate >= 0")
-        if out and t <= out[-1][0]:
-            raise _fail(where, f"{path}: line {lineno}: times must increase")
-        out.append((t, r))
+    try:
+        header = next(rows, [])
+        if [c.strip() for c in header] != ["time", "rate"]:
+            raise _fail(where, f"{path}: line 1: expected the header 'time,rate'")
+        for lineno, row in enumerate(rows, start=2):
+            if not row or all(not c.strip() for c in row):
+                continue
+            out.append(_rate_row(row, out[-1][0] if out else None, f"{path}: line {lineno}"))
+    except csv.Error as exc:  # e.g. "field larger than field limit (131072)"
+        raise _fail(where, f"{path}: line {rows.line_num}: {exc}") from None
+    except ServiceError as exc:
+        raise _fail(where, str(exc)) from None
     if not out:
         raise _fail(where, f"{path}: no rows")
     if out[0][0] != 0:
         raise _fail(where, f"{path}: line 2: the series must start at time 0")
     return out
+
+
+def _rate_row(row: list[str], previous: float | None, where: str) -> tuple[float, float]:
+    try:
+        if len(row) != 2:
+            raise ValueError
+        t, r = float(row[0]), float(row[1])
+    except ValueError:
+        raise ServiceError(f"{where}: expected two numbers, got {row!r}") from None
+    if not (0 <= t <= MAX_SECONDS and 0 <= r <= MAX_RATE):  # NaN fails both
+        raise ServiceError(
+            f"{where}: expected time in [0, {MAX_SECONDS:g}] and rate in [0, {MAX_RATE:g}]"
+        )
+    if previous is not None and t <= previous:
+        raise ServiceError(f"{where}: times must increase")
+    return t, r
+
+
+def _read_text(path: Path, limit: int, where: str) -> str:
+    """A regular file's UTF-8 text, refused naming ``where`` if it is anything else:
+    opened without blocking and checked once open, so a FIFO never hangs the read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise _fail(where, f"cannot read {path} ({exc.strerror or exc})") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _fail(where, f"{path}: not a regular file")
+        os.set_blocking(fd, True)
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise _fail(where, f"{path}: larger than the limit of {limit:,} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _fail(
+            where, f"{path}: not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start})"
+        ) from None
 
 
 def _request(raw: Any, where: str) -> tuple[Cost, float]:
@@ -413,7 +490,7 @@ def _metrics(raw: Any, where: str) -> tuple[float, float]:
     if pipeline not in PIPELINES:
         raise _fail(f"{where}.pipeline", f"expected one of {list(PIPELINES)}, got {pipeline!r}")
     tick, lag = PIPELINES[pipeline]
-    tick = _number(m, "tick", where, default=tick, strict=True)
+    tick = _number(m, "tick", where, default=tick, minimum=MIN_TICK_S, maximum=MAX_TICK_S)
     lag = _number(m, "lag", where, default=lag)
     return tick, lag
 
@@ -434,26 +511,6 @@ def _hpa(raw: Any, where: str, deployment: dict, namespace: str) -> dict[str, An
     for key, value in want.items():
         if ref.get(key, value) != value:
             raise _fail(f"{where}.spec.scaleTargetRef.{key}", f"expected {value!r}")
-    maxr = spec.get("maxReplicas")
-    if isinstance(maxr, bool) or not isinstance(maxr, int) or maxr < 1:
-        raise _fail(f"{where}.spec.maxReplicas", f"expected an integer >= 1, got {maxr!r}")
-    minr = spec.get("minReplicas", 1)
-    if isinstance(minr, bool) or not isinstance(minr, int) or not 0 <= minr <= maxr:
-        raise _fail(
-            f"{where}.spec.minReplicas", f"expected an integer in [0, maxReplicas], got {minr!r}"
-        )
-    metrics = spec.get("metrics", [])
-    if not isinstance(metrics, list):
-        raise _fail(f"{where}.spec.metrics", "expected a list")
-    for i, metric in enumerate(metrics):
-        mw = f"{where}.spec.metrics[{i}]"
-        metric = _object(metric, mw)
-        if metric.get("type") not in (
-            "Resource",
-            "Pods",
-            "Object",
-            "External",
-            "ContainerResource",
-        ):
-            raise _fail(f"{mw}.type", f"not an autoscaling/v2 metric type: {metric.get('type')!r}")
+    # the rest of the spec (replica bounds, metrics, behavior) is checked before the run
+    # by the API's own validation (broker/cluster/input_check.py check_services)
     return hpa
