@@ -87,7 +87,7 @@ def summarise(
         "rejected_by_kubelet",
         "dynamic_jobs",
         "pods_outside_batsim",
-        "replicas_deferred",
+        "pods_deferred",
         "kills",
         "bindings",
         "nondeterministic_advances",
@@ -112,14 +112,14 @@ _LABELS = [
     ("nb_jobs_rejected", "jobs rejected", "{}"),
     ("dynamic_jobs", "jobs made by controllers (dynamic)", "{}"),
     ("pods_outside_batsim", "pods outside Batsim (run until deleted)", "{}"),
-    ("replicas_deferred", "replicas not created yet (500 per 25 s: CreationsDeferred)", "{:,}"),
+    ("pods_deferred", "replicas not created yet (500 per 25 s: CreationsDeferred)", "{:,}"),
     ("rejected_by_kubelet", "pods refused by the kubelet (over-allocation)", "{}"),
     ("nondeterministic_advances", "non-deterministic advances", "{}"),
     ("seed", "seed (--seed: entropy and hash order)", "{}"),
 ]
 
 
-_ONLY_IF_NONZERO = {"dynamic_jobs", "pods_outside_batsim", "replicas_deferred"}
+_ONLY_IF_NONZERO = {"dynamic_jobs", "pods_outside_batsim", "pods_deferred"}
 
 
 def _outputs_row(figures: dict[str, Any]) -> str:

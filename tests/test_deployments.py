@@ -642,7 +642,7 @@ def test_scaling_to_a_billion_replicas_creates_bursts_while_time_moves(world):
     """issue 27 item 2: ``…/scale`` to 10^9 (a valid int32) no longer hangs the run in
     one virtual instant: one burst of 500 per 25 s of virtual time (slow-start batches
     within it), the run ends with the static workload, the summary counts the rest."""
-    from broker.controllers import replicaset
+    from broker.controllers import bursts, replicaset
 
     forty = (
         [{"id": "1", "subtime": 0, "res": 1, "profile": "p"}],
@@ -659,14 +659,17 @@ def test_scaling_to_a_billion_replicas_creates_bursts_while_time_moves(world):
     # simulation's last event, as any CALL_ME_LATER pending at the end
     assert sim.ended and sim.now == pytest.approx(60.0)
     burst = replicaset.BURST_REPLICAS
-    assert replicaset.BURST_INTERVAL_NS == 25 * 10**9
+    assert bursts.BURST_INTERVAL_NS == 25 * 10**9
     # bursts at t=10, 35 and 60, each of 500 (the first one counts the two pods there)
     assert script.seen[10.5] == burst + 2 == script.seen[34]
     assert script.seen[36] == 2 * burst + 2
     made = len(pods_of(world, app="web"))
     assert made == 3 * burst + 2
-    assert world.cluster.stats.replicas_deferred == 10**9 - made
-    (warning,) = world.events(replicaset.THROTTLED)
-    assert warning["type"] == "Warning" and "1000000000" in warning["message"]
+    assert world.cluster.stats.pods_deferred == 10**9 - made
+    (warning,) = world.events(bursts.DEFERRED)
+    assert (
+        warning["type"] == "Warning"
+        and f"{10**9 - 502} pods are still to create" in warning["message"]
+    )
     (rs,) = world.store.list("replicasets.apps", NS)[0]
     assert rs["status"]["replicas"] == made

@@ -123,19 +123,19 @@ def test_the_progress_bar_ends_on_the_summarys_figures():
     assert fields["speedup"] == report.format_speedup(report.speedup(600.0, 2.9)) == "207x"
 
 
-def test_replicas_left_for_later_bursts_are_in_the_summary_only_when_some_are(tmp_path):
-    """issue 27 item 2: a ReplicaSet scaled past what it can create says so at the end."""
+def test_pods_left_for_later_bursts_are_in_the_summary_only_when_some_are(tmp_path):
+    """issue 27 item 2: a controller asked for more pods than it can create says so at the end."""
     import io
 
     (tmp_path / "out_jobs.csv").write_text(JOBS)
     (tmp_path / "out_schedule.csv").write_text(SCHEDULE)
     texts = []
     for deferred in (0, 999_998_498):
-        fig = report.summarise(tmp_path / "out", {"replicas_deferred": deferred}, wall_s=1.0)
+        fig = report.summarise(tmp_path / "out", {"pods_deferred": deferred}, wall_s=1.0)
         text = io.StringIO()
         report.print_summary(fig, text)
         texts.append(text.getvalue())
-    assert "replicas not created yet" not in texts[0]
+    assert "pods not created yet" not in texts[0]
     assert "999,998,498" in texts[1] and "CreationsDeferred" in texts[1]
 
 

@@ -26,7 +26,7 @@ class ControllerPods:
         self.state = state
         self.dynamic = dynamic
         self.kubelet = kubelet
-        self._deferred: dict[tuple[str, str], int] = {}  # ReplicaSet -> pods left for later
+        self._deferred: dict[tuple[str, str, str], int] = {}  # owner -> pods left for later
 
     def simulates(self, template: Obj) -> bool:
         """Pods from ``template`` would become Batsim jobs (the Job controller asks)."""
@@ -71,12 +71,12 @@ class ControllerPods:
         store.delete("pods", namespace, name)
         self.kubelet.removed_pod(namespace, name, obj)
 
-    def defer_creations(self, namespace: str, name: str, later: int) -> None:
-        """A ReplicaSet leaves ``later`` pods to later bursts: counted in the stats
-        (``replicas_deferred``, the pods still to make)."""
-        key = (namespace, name)
+    def defer_creations(self, kind: str, namespace: str, name: str, later: int) -> None:
+        """An owner leaves ``later`` pods to later bursts: counted in the stats
+        (``pods_deferred``, the pods still to make)."""
+        key = (kind, namespace, name)
         if later:
             self._deferred[key] = later
         elif self._deferred.pop(key, None) is None:
             return
-        self.state.stats.replicas_deferred = sum(self._deferred.values())
+        self.state.stats.pods_deferred = sum(self._deferred.values())

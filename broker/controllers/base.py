@@ -47,9 +47,9 @@ class PodOps(Protocol):
         """False when pods from ``template`` should no longer be made (a service over)."""
         ...
 
-    def defer_creations(self, namespace: str, name: str, later: int) -> None:
-        """The ReplicaSet ``name`` leaves ``later`` pods to later bursts (0: none); the
-        run's summary says how many were still to make at the end."""
+    def defer_creations(self, kind: str, namespace: str, name: str, later: int) -> None:
+        """The ``kind`` (ReplicaSet, Job) ``name`` leaves ``later`` pods to later bursts
+        (0: none); the run's summary says how many were still to make at the end."""
         ...
 
 
@@ -59,6 +59,11 @@ class ControllerState:
 
     uid: str
     timers: WakeTimers = field(default_factory=WakeTimers)
+    # creating pods (broker/controllers/bursts.py): failed rounds in a row (the work
+    # queue's back-off), when the next burst may come, whether the deferral was told
+    failures: int = 0
+    next_burst_ns: int | None = None
+    warned: bool = False
 
 
 S = TypeVar("S", bound=ControllerState)

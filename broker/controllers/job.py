@@ -17,7 +17,11 @@ For each Job (created through the API), like kube-controller-manager's job contr
 - ``status`` carries ``startTime``, ``active``/``succeeded``/``failed`` (absent when 0, as
   the real server's ``omitempty`` does), ``ready``, ``uncountedTerminatedPods`` and the
   conditions; Normal/Warning Events (``SuccessfulCreate``, ``SuccessfulDelete``,
-  ``Completed``, ``BackoffLimitExceeded``, ``DeadlineExceeded``) go with them.
+  ``Completed``, ``BackoffLimitExceeded``, ``DeadlineExceeded``) go with them;
+- pods are created in bursts (:mod:`broker.controllers.bursts`: slow-start batches, at most
+  500 a round, the next burst 25 s of virtual time later); one the API refuses is a Warning
+  ``FailedCreate``, retried after the work queue's back-off, and a Job whose last round
+  failed with none of its pods left does not keep an otherwise finished simulation going.
 
 How long a pod runs is not Kubernetes' business: the cluster turns each pod into a Batsim
 job when its template carries ``timewarp.io/duration`` (see ``broker.cluster.dynamic_jobs``).
@@ -41,9 +45,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.controllers import bursts
 from broker.controllers import events as k8s_events
 from broker.controllers.base import ControllerState, KeyedController, PodOps
 from broker.controllers.ownership import pod_from_template
+from broker.facade.errors import ApiError
 from broker.facade.objects import format_time
 from broker.facade.store import Store
 
@@ -133,10 +139,16 @@ class JobController(KeyedController[_JobState]):
 
     def keeps_simulation_alive(self, now_ns: int) -> bool:
         """Some Job may still create pods that become Batsim jobs (or is not looked at
-        yet): the broker must not tell Batsim that registration is finished."""
+        yet): the broker must not tell Batsim that registration is finished. Not a Job
+        whose pods the API refuses (its last round failed, none of its pods is left): it
+        retries after the back-off, but would keep an otherwise finished run going for
+        ever."""
         if self.has_work():
             return True
-        return any(s.simulated and not s.finished for s in self._states.values())
+        return any(
+            s.simulated and not s.finished and not (s.failures and not s.active)
+            for s in self._states.values()
+        )
 
     # ------------------------------------------------------------ reconciliation
     def reconcile(self) -> bool:
@@ -168,6 +180,8 @@ class JobController(KeyedController[_JobState]):
         self._track_start(state, key, spec, suspended, now)
         active = self._count(state, job, self._pending_changes.get(key, set()), now)
         verdict = self._verdict(state, spec, active, now)
+        if verdict is not None or suspended:
+            bursts.no_creations_deferred(self, "Job", *key)
         if verdict is not None:
             self._terminate(state, job, active, failed=verdict[0] == "Failed")
             did = True  # the verdict itself is a change (status, event)
@@ -189,10 +203,12 @@ class JobController(KeyedController[_JobState]):
         timers are cancelled and its pods are orphaned."""
         if job is None:
             self.forget(key)
+            bursts.no_creations_deferred(self, "Job", *key)
             return None
         state = self.state_for(key, job["metadata"]["uid"])
         if state.finished or is_finished(job):
             state.finished = True
+            bursts.no_creations_deferred(self, "Job", *key)
             return None
         return state
 
@@ -269,9 +285,11 @@ class JobController(KeyedController[_JobState]):
             if ready_ns > now:
                 self.wake_at(state, key, ready_ns)
                 return False
-            for _ in range(missing):
-                active.append(self._create(state, job))
-            return True
+            made, _ = bursts.create_in_bursts(
+                self, state, job, missing, lambda: self._create_one(state, job, active)
+            )
+            return made > 0
+        bursts.no_creations_deferred(self, "Job", *key)
         if missing < 0:
             newest = sorted(
                 active, key=lambda p: (p["metadata"]["creationTimestamp"], p["metadata"]["name"])
@@ -329,22 +347,31 @@ class JobController(KeyedController[_JobState]):
         delay_s = min(BACKOFF_BASE_S * 2 ** (state.failed - 1), BACKOFF_MAX_S)
         return state.last_failure_ns + delay_s * 10**9
 
-    def _create(self, state: _JobState, job: dict[str, Any]) -> dict[str, Any]:
+    def _create_one(
+        self, state: _JobState, job: dict[str, Any], active: list[dict[str, Any]]
+    ) -> str | None:
+        """One pod from the template, added to ``active``; the error's message if the
+        API refused it (a Warning Event ``FailedCreate``, as the real controller's)."""
         meta = job["metadata"]
         pod = pod_from_template(
             job["spec"]["template"], f"{meta['name'][:58]}-", meta["namespace"], job
         )
-        created = self.pods.create_controlled_pod(pod)
+        try:
+            created = self.pods.create_controlled_pod(pod)
+        except ApiError as exc:
+            self._event(job, "Warning", "FailedCreate", f"Error creating: {exc.message}")
+            return exc.message
         state.active[created["metadata"]["name"]] = created
-        k8s_events.emit(
-            self.store,
-            job,
-            type_="Normal",
-            reason="SuccessfulCreate",
-            message=f"Created pod: {created['metadata']['name']}",
-            component=COMPONENT,
+        active.append(created)
+        self._event(
+            job, "Normal", "SuccessfulCreate", f"Created pod: {created['metadata']['name']}"
         )
-        return created
+        return None
+
+    def _event(self, job: dict[str, Any], type_: str, reason: str, message: str) -> None:
+        k8s_events.emit(
+            self.store, job, type_=type_, reason=reason, message=message, component=COMPONENT
+        )
 
     def _delete(self, state: _JobState, job: dict[str, Any], pod: dict[str, Any]) -> None:
         name = pod["metadata"]["name"]

@@ -43,8 +43,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.controllers import bursts, victims
 from broker.controllers import events as k8s_events
-from broker.controllers import victims
 from broker.controllers.base import ControllerState, KeyedController, PodOps
 from broker.controllers.ownership import claim, pod_from_template
 from broker.facade.errors import ApiError
@@ -56,15 +56,7 @@ from broker.k8s import podutil
 COMPONENT = "replicaset-controller"
 RS_KEY = "replicasets.apps"
 WORKLOAD_LABEL = "timewarp.io/replicaset"  # the selector key of workload-declared ones
-BURST_REPLICAS = 500
-SLOW_START_INITIAL_BATCH = 1  # kube-controller-manager's SlowStartInitialBatchSize
-# A ReplicaSet that lacks more than a burst creates the rest later: its next burst once
-# kube-controller-manager's client could have sent this one (500 creations at its
-# default --kube-api-qps of 20/s), not in the same virtual instant.
-BURST_INTERVAL_NS = BURST_REPLICAS // 20 * 10**9
-THROTTLED = "CreationsDeferred"  # reason of the Warning Event when that begins
-BACKOFF_BASE_NS = 5_000_000  # client-go's default controller rate limiter: 5 ms …
-BACKOFF_MAX_NS = 1000 * 10**9  # … doubling, at most 1000 s
+BURST_REPLICAS = bursts.BURST
 
 Obj = dict[str, Any]
 
@@ -84,9 +76,7 @@ class _Known:
 
 @dataclass
 class _State(ControllerState):
-    failures: int = 0
-    next_burst_ns: int | None = None  # a full burst left pods missing: the next one then
-    warned: bool = False  # the Warning Event about deferred creations was written
+    pass
 
 
 class ReplicaSetController(KeyedController[_State]):
@@ -190,7 +180,7 @@ class ReplicaSetController(KeyedController[_State]):
         rs = self.store.get_or_none(RS_KEY, namespace, name)
         if rs is None or is_workload_replicaset(rs):
             self.forget(key)
-            self.pods.defer_creations(namespace, name, 0)
+            bursts.no_creations_deferred(self, "ReplicaSet", namespace, name)
             return False
         state = self.state_for(key, rs["metadata"]["uid"])
         with self._lock:
@@ -232,8 +222,8 @@ class ReplicaSetController(KeyedController[_State]):
         wanted = int((rs.get("spec") or {}).get("replicas", 1))
         diff = len(active) - wanted
         if diff < 0:
-            return self._create_burst(state, rs, -diff)
-        self._defer(state, rs, 0)
+            return self._create(state, rs, -diff)
+        bursts.no_creations_deferred(self, "ReplicaSet", *_key(rs))
         if diff > 0:
             related = self._related_pods(rs, active)
             now = self.store.now_epoch_ns()
@@ -244,68 +234,18 @@ class ReplicaSetController(KeyedController[_State]):
             return True, None
         return False, None
 
-    def _create_burst(self, state: _State, rs: Obj, missing: int) -> tuple[bool, str | None]:
-        """At most one burst (``burstReplicas``) of the ``missing`` pods per virtual
-        instant: a burst that leaves pods missing sets the next one
-        ``BURST_INTERVAL_NS`` later (the real controller waits for its expectations —
-        the informer seeing its creations — and its client's rate limit), so time moves
-        and a huge ``spec.replicas`` makes pods at a bounded rate."""
-        now = self.clock.now_ns()
-        if state.next_burst_ns is not None and now < state.next_burst_ns:
-            self._defer(state, rs, missing)
-            return False, None  # the wake-up for the next burst is set
-        state.next_burst_ns = None
-        count = min(missing, BURST_REPLICAS)
-        made, error = self._create(state, rs, count)
-        if error is None and missing > count:
-            state.next_burst_ns = now + BURST_INTERVAL_NS
-            self.wake_at(state, _key(rs), state.next_burst_ns)
-            self._defer(state, rs, missing - count)
-        else:
-            self._defer(state, rs, 0)
-        return made, error
-
-    def _defer(self, state: _State, rs: Obj, later: int) -> None:
-        """Say (once per ReplicaSet, Warning Event) and count (the run's summary) that
-        ``later`` pods wait for later bursts; 0: none (any more)."""
-        if later and not state.warned:
-            state.warned = True
-            wanted = int((rs.get("spec") or {}).get("replicas", 1))
-            k8s_events.emit(
-                self.store,
-                rs,
-                type_="Warning",
-                reason=THROTTLED,
-                message=(
-                    f"timewarp: spec.replicas is {wanted} and {later} pods are still to "
-                    f"create: the controller creates at most {BURST_REPLICAS} per burst, one "
-                    f"burst every {BURST_INTERVAL_NS // 10**9} s of virtual time "
-                    "(kube-controller-manager's burstReplicas at its client's 20 requests/s)"
-                ),
-                component="timewarp-broker",
-            )
-        self.pods.defer_creations(*_key(rs), later)
-
-    def _create(self, state: _State, rs: Obj, count: int) -> tuple[bool, str | None]:
-        """``slowStartBatch``: create ``count`` pods in batches of 1, 2, 4, …; a batch
-        with a failure (each one a ``FailedCreate`` Event) ends the round, the rest is
-        retried after the back-off. Returns whether any was made, and the first error."""
+    def _create(self, state: _State, rs: Obj, missing: int) -> tuple[bool, str | None]:
+        """Create the ``missing`` pods, a burst at a time (``broker/controllers/bursts.py``)."""
         template = (rs.get("spec") or {}).get("template") or {}
         if not self.pods.may_create_for(template):
+            bursts.no_creations_deferred(self, "ReplicaSet", *_key(rs))
             return False, None
-        made, batch, remaining = False, SLOW_START_INITIAL_BATCH, count
-        while remaining > 0:
-            size = min(batch, remaining)
-            errors = [e for e in (self._create_one(state, rs, template) for _ in range(size)) if e]
-            made = made or len(errors) < size
-            if errors:
-                self._retry_later(state, rs)
-                return made, errors[0]
-            remaining -= size
-            batch *= 2
-        return made, None
+        made, error = bursts.create_in_bursts(
+            self, state, rs, missing, lambda: self._create_one(rs, template)
+        )
+        return made > 0, error
 
-    def _create_one(self, state: _State, rs: Obj, template: Obj) -> str | None:
+    def _create_one(self, rs: Obj, template: Obj) -> str | None:
         """One pod from the template; the error's message if the API refused it."""
         meta = rs["metadata"]
         pod = pod_from_template(template, f"{meta['name']}-", meta["namespace"], rs)
@@ -317,7 +257,6 @@ class ReplicaSetController(KeyedController[_State]):
         except ApiError as exc:
             self._event(rs, "Warning", "FailedCreate", f"Error creating: {exc.message}")
             return exc.message
-        state.failures = 0
         self._event(rs, "Normal", "SuccessfulCreate", f"Created pod: {created['metadata']['name']}")
         return None
 
@@ -405,11 +344,6 @@ class ReplicaSetController(KeyedController[_State]):
         k8s_events.emit(
             self.store, rs, type_=type_, reason=reason, message=message, component=COMPONENT
         )
-
-    def _retry_later(self, state: _State, rs: Obj) -> None:
-        delay = min(BACKOFF_BASE_NS * 2**state.failures, BACKOFF_MAX_NS)
-        state.failures += 1
-        self.wake_at(state, _key(rs), self.clock.now_ns() + delay)
 
 
 def _key(rs: Obj) -> tuple[str, str]:
