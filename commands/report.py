@@ -112,7 +112,7 @@ _LABELS = [
     ("nb_jobs_rejected", "jobs rejected", "{}"),
     ("dynamic_jobs", "jobs made by controllers (dynamic)", "{}"),
     ("pods_outside_batsim", "pods outside Batsim (run until deleted)", "{}"),
-    ("pods_deferred", "replicas not created yet (500 per 25 s: CreationsDeferred)", "{:,}"),
+    ("pods_deferred", "pods wanted, never created (500 per 25 s: CreationsDeferred)", "{:,}"),
     ("rejected_by_kubelet", "pods refused by the kubelet (over-allocation)", "{}"),
     ("nondeterministic_advances", "non-deterministic advances", "{}"),
     ("seed", "seed (--seed: entropy and hash order)", "{}"),

@@ -673,3 +673,28 @@ def test_scaling_to_a_billion_replicas_creates_bursts_while_time_moves(world):
     )
     (rs,) = world.store.list("replicasets.apps", NS)[0]
     assert rs["status"]["replicas"] == made
+
+
+@pytest.mark.parametrize("then", ["scaled back", "deleted"])
+def test_the_summary_counts_pods_never_made_not_a_shortfall_made_up(world, then):
+    """Scaled back down, the ReplicaSet has every pod it wants: nothing was left undone.
+    Deleted while short, its shortfall stays: those pods were wanted and never made."""
+    from broker.controllers import bursts
+
+    forty = (
+        [{"id": "1", "subtime": 0, "res": 1, "profile": "p"}],
+        {"p": {"type": "delay", "delay": 40, "cpu": "1", "scheduler": "default"}},
+    )
+    web = deployment(2, template=template(duration=None))
+    script = Script(world).create(0, "deployments.apps", web)
+    script.at(10, lambda: world.store.patch(
+        "deployments.apps", NS, "web", {"spec": {"replicas": 10**9}}))  # fmt: skip
+    if then == "scaled back":
+        script.at(30, lambda: world.store.patch(
+            "deployments.apps", NS, "web", {"spec": {"replicas": 3}}))  # fmt: skip
+    else:
+        script.at(30, lambda: world.store.delete("deployments.apps", NS, "web"))
+    script.run(forty)
+    assert len(world.events(bursts.DEFERRED)) == 1
+    expected = 0 if then == "scaled back" else 10**9 - (bursts.BURST + 2)
+    assert world.cluster.stats.pods_deferred == expected

@@ -72,8 +72,8 @@ class ControllerPods:
         self.kubelet.removed_pod(namespace, name, obj)
 
     def defer_creations(self, kind: str, namespace: str, name: str, later: int) -> None:
-        """An owner leaves ``later`` pods to later bursts: counted in the stats
-        (``pods_deferred``, the pods still to make)."""
+        """An owner leaves ``later`` pods to later bursts (0: it has them all): the stats
+        count each owner's last shortfall (``pods_deferred``: pods never made)."""
         key = (kind, namespace, name)
         if later:
             self._deferred[key] = later

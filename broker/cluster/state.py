@@ -95,7 +95,7 @@ class Stats:
     replacements: int = 0
     dynamic_jobs: int = 0  # REGISTER_JOB sent (controller-made pods)
     pods_outside_batsim: int = 0  # pods that run until deleted (Warning Event)
-    pods_deferred: int = 0  # pods controllers still had to make, a burst at a time
+    pods_deferred: int = 0  # pods controllers wanted but had not made (bursts of 500)
     core_seconds: float = 0.0  # cpu requests x run time of finished jobs
     capacity_cores: float = 0.0
 

@@ -9,7 +9,8 @@ ReplicaSet controller's ``burstReplicas``, the Job controller's
 :data:`BURST_INTERVAL_NS` later: the real controller waits for its expectations (the
 informer seeing its creations) and its client sends 20 requests/s, so 500 creations take
 about 25 s. A Warning Event (``CreationsDeferred``, source ``timewarp-broker``) says so
-once per owner, and the run's summary counts the pods still to make. So a valid but huge
+once per owner, and the run's summary counts the pods never made (each owner's shortfall
+when it last wanted pods: 0 once it caught up or wants fewer). So a valid but huge
 ``spec.replicas`` or ``parallelism`` (10^9) makes pods at a bounded rate while time moves,
 instead of holding the run in one virtual instant.
 """
@@ -85,7 +86,9 @@ def create_in_bursts(
 def no_creations_deferred(
     controller: KeyedController[Any], kind: str, namespace: str, name: str
 ) -> None:
-    """The ``kind`` ``name`` wants no more pods (or is gone): nothing deferred any more."""
+    """The ``kind`` ``name`` has every pod it wants (it caught up, or wants fewer): nothing
+    deferred any more. An owner that stops wanting pods while short (deleted, its service
+    over, a failed Job) keeps its last count: the summary says what was never made."""
     controller.pods.defer_creations(kind, namespace, name, 0)
 
 

@@ -180,8 +180,8 @@ class JobController(KeyedController[_JobState]):
         self._track_start(state, key, spec, suspended, now)
         active = self._count(state, job, self._pending_changes.get(key, set()), now)
         verdict = self._verdict(state, spec, active, now)
-        if verdict is not None or suspended:
-            bursts.no_creations_deferred(self, "Job", *key)
+        if verdict is not None and verdict[0] == "Complete":
+            bursts.no_creations_deferred(self, "Job", *key)  # every pod it wanted was made
         if verdict is not None:
             self._terminate(state, job, active, failed=verdict[0] == "Failed")
             did = True  # the verdict itself is a change (status, event)
@@ -203,12 +203,10 @@ class JobController(KeyedController[_JobState]):
         timers are cancelled and its pods are orphaned."""
         if job is None:
             self.forget(key)
-            bursts.no_creations_deferred(self, "Job", *key)
             return None
         state = self.state_for(key, job["metadata"]["uid"])
         if state.finished or is_finished(job):
             state.finished = True
-            bursts.no_creations_deferred(self, "Job", *key)
             return None
         return state
 

@@ -180,7 +180,6 @@ class ReplicaSetController(KeyedController[_State]):
         rs = self.store.get_or_none(RS_KEY, namespace, name)
         if rs is None or is_workload_replicaset(rs):
             self.forget(key)
-            bursts.no_creations_deferred(self, "ReplicaSet", namespace, name)
             return False
         state = self.state_for(key, rs["metadata"]["uid"])
         with self._lock:
@@ -238,8 +237,7 @@ class ReplicaSetController(KeyedController[_State]):
         """Create the ``missing`` pods, a burst at a time (``broker/controllers/bursts.py``)."""
         template = (rs.get("spec") or {}).get("template") or {}
         if not self.pods.may_create_for(template):
-            bursts.no_creations_deferred(self, "ReplicaSet", *_key(rs))
-            return False, None
+            return False, None  # (what it still lacked stays in the summary)
         made, error = bursts.create_in_bursts(
             self, state, rs, missing, lambda: self._create_one(rs, template)
         )
