@@ -104,6 +104,13 @@ CASES = {
         _merge(containerStatuses=["x", {"restartCount": "many"}], phase=7),
     ),
     "job pod phase": ("pods", lambda w: _first_pod(w, "pi-"), _merge(phase=["Running"])),
+    "job pod container state x": (
+        "pods", lambda w: _first_pod(w, "pi-"), _merge(containerStatuses=[{"name": "c", "state": "x"}]),
+    ),
+    "job pod container running x": (
+        "pods", lambda w: _first_pod(w, "pi-"),
+        _merge(containerStatuses=[{"name": "c", "state": {"running": "x"}, "lastState": 5}]),
+    ),
 }  # fmt: skip
 
 

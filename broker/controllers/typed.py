@@ -113,11 +113,23 @@ def _list_of(value: Any, decode: Callable[[Any], Obj | None]) -> list[Obj] | Non
 
 
 def _container_status(value: Any) -> Obj | None:
+    """One container status decoded: ``restartCount`` an int, ``state``/``lastState``
+    objects of objects (``running``, ``waiting``, ``terminated``)."""
     if not isinstance(value, dict):
         return None
-    if "restartCount" in value and not _is_int(value["restartCount"]):
-        return {k: v for k, v in value.items() if k != "restartCount"}
-    return value
+    drop = [k for k in ("restartCount",) if k in value and not _is_int(value[k])]
+    states: Obj = {}
+    for key in ("state", "lastState"):
+        state = value.get(key)
+        if state is None:
+            continue
+        if not isinstance(state, dict):
+            drop.append(key)
+        elif not all(isinstance(v, dict) for v in state.values()):
+            states[key] = {k: v for k, v in state.items() if isinstance(v, dict)}
+    if not drop and not states:
+        return value
+    return {**{k: v for k, v in value.items() if k not in drop}, **states}
 
 
 def _status(schema: _StatusSchema, status: Obj) -> Obj:
