@@ -637,7 +637,7 @@ class _Simulation:
                 poll_latency_ns=args.poll_latency_ns,
             ).attach(parts.facade)
             # the cluster changing is progress for the stall guard; API traffic is not
-            parts.clock.set_progress_probe(parts.facade.revision)
+            parts.clock.stall.set_progress_probe(parts.facade.revision)
         self.sim_proc = self._start_simulator(parts.broker.endpoint)
         watcher = threading.Thread(target=self._watch_simulator, args=(parts.broker,), daemon=True)
         watcher.start()

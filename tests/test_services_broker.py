@@ -57,7 +57,7 @@ def settle(facade: Facade, cluster: Cluster) -> list[str]:
         for pod in sorted(pending, key=lambda q: q["metadata"]["name"]):
             node = min(nodes, key=lambda n: cluster.nodes[n].used_cpu_m)
             name = pod["metadata"]["name"]
-            cluster._on_bind("default", name, node)
+            cluster.inbox.on_bind("default", name, node)
             facade.store.bind("default", name, node)
     cluster.refresh_metrics()
     return sorted(p["metadata"]["name"] for p in facade.store.list("pods", "default")[0])

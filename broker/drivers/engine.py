@@ -125,8 +125,8 @@ class Broker:
         else:
             self._sock.bind(endpoint)
             self.endpoint = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
-        clock.set_io_checker(facade.connection_state, facade.connection_written)
-        clock.set_before_io_release(
+        clock.quiescence.set_io_checker(facade.connection_state, facade.connection_written)
+        clock.quiescence.set_before_io_release(
             self._process_cluster, pending=lambda: self.cluster.process_pending()
         )
         facade.add_idle_listener(lambda _port: clock.notify())
@@ -330,9 +330,15 @@ class Broker:
 
     def _result(self, ok: bool, reason: str = "") -> BrokerResult:
         stats = dict(vars(self.cluster.stats))
-        stats["nondeterministic_advances"] = self.clock.nondeterministic_advances
-        if self.clock.nondeterministic_causes:
-            stats["nondeterministic_causes"] = list(self.clock.nondeterministic_causes)
+        # every decision wall time made (manifest and summary, one line each): the clock's
+        # (StallGuard.count_locked) and requests handled out of their process's order
+        # after a wait for a predecessor that never came (broker/facade/sequencer.py)
+        causes = list(self.clock.stall.nondeterministic_causes)
+        if self.facade is not None:
+            causes += self.facade.request_order_causes
+        stats["nondeterministic_advances"] = len(causes)
+        if causes:
+            stats["nondeterministic_causes"] = causes
         stats["timer_fires"] = self.clock.fires
         return BrokerResult(ok, reason, self.progress.messages, self.clock.now_ns / 1e9, stats)
 

@@ -166,7 +166,7 @@ class Launcher:
         """The facade's first request with ``name``'s token (a facade thread). A process
         that has not joined the clock by then never will: its runtime would have joined
         before the program ran. Stop it now, before it acts on the wall clock."""
-        if self._finishing or not self.clock.never_joined(name):
+        if self._finishing or not self.clock.registry.never_joined(name):
             return
         proc = next((p for p in self.processes if p.name == name), None)
         if proc is None or proc.popen is None:
@@ -194,7 +194,9 @@ class Launcher:
     def exits(self) -> dict[str, dict[str, object]]:
         """Each process that ended before the run did: its exit code and the virtual
         instant it went (seconds; None if it never joined the clock)."""
-        gone_at = {p.name: p.gone_at_ns for p in self.clock.processes()} if self.virtual else {}
+        gone_at = (
+            {p.name: p.gone_at_ns for p in self.clock.registry.processes()} if self.virtual else {}
+        )
         out: dict[str, dict[str, object]] = {}
         with self._lock:
             for proc in self.processes:
@@ -211,7 +213,7 @@ class Launcher:
         process is done (a one-shot tool, a --once mode), the run goes on."""
         if not self.zero_exit_continues or proc.returncode != 0:
             return False
-        if self.virtual and not self.clock.joined(proc.name):
+        if self.virtual and not self.clock.registry.joined(proc.name):
             return False  # it never ran in virtual time: that is a failure to report
         self._finished.add(proc.name)
         return True
@@ -226,7 +228,7 @@ class Launcher:
         # its exit code; one that said bye is ending even if its interpreter takes longer.
         # (A connection that dropped without a bye from a process still running is an
         # exec: the program goes on under the same name, "#2".)
-        gone = {p.name: p.said_bye for p in self.clock.processes() if p.gone}
+        gone = {p.name: p.said_bye for p in self.clock.registry.processes() if p.gone}
         exiting = []
         for proc in self.processes:
             if proc.name in gone and proc.returncode is None and proc.popen is not None:
@@ -264,7 +266,7 @@ class Launcher:
                 if proc.returncode < 0
                 else f"exited with code {proc.returncode}"
             )
-            if self.virtual and not self.clock.joined(proc.name):
+            if self.virtual and not self.clock.registry.joined(proc.name):
                 how += (
                     " without ever joining the virtual clock (likely cause: "
                     f"{unjoined_cause(proc.command)})"
