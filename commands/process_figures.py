@@ -68,7 +68,15 @@ def summary_lines(per_process: dict[str, dict[str, Any]]) -> list[str]:
         cpu = ""
         if "user_cpu_s" in entry:
             cpu = f"cpu {entry['user_cpu_s'] + entry['system_cpu_s']:.2f} s, "
-        top = sorted(entry["requests_by_verb_and_resource"].items(), key=lambda kv: (-kv[1], kv[0]))
+        kinds = entry.get("requests_by_verb_and_resource", {})
+        top = sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))
         busiest = ", ".join(f"{kind} {n}" for kind, n in top[:4])
-        lines.append(f"{name}: {cpu}{entry['requests']} API requests ({busiest or 'none'})")
+        ended = ""
+        if entry.get("ended"):
+            at = entry["ended"].get("at_s")
+            when = f" at simulated t={at:,.3f} s" if at is not None else ""
+            ended = f"; exited {entry['ended'].get('exit')}{when}, the run went on"
+        lines.append(
+            f"{name}: {cpu}{entry.get('requests', 0)} API requests ({busiest or 'none'}){ended}"
+        )
     return lines

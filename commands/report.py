@@ -90,6 +90,7 @@ def summarise(
         "kills",
         "bindings",
         "nondeterministic_advances",
+        "nondeterministic_causes",
         "timer_fires",
         "lockstep_windows",
         "lockstep_windows_with_decision",
@@ -159,6 +160,8 @@ def print_summary(
                     f" (and {deleted} pods deleted by their controller: scale-downs, not failures)"
                 )
             table.add_row(label, value)
+    for cause in figures.get("nondeterministic_causes", ()):
+        table.add_row("  cause", cause)  # (stall guard, input from outside)
     if simulated is not None and "makespan" in figures and simulated != figures["makespan"]:
         table.add_row("simulated time at the end", f"{simulated:,.1f} s")
     table.add_row("wall time of the simulation", f"{figures['wall_s']:.2f} s")

@@ -1,7 +1,7 @@
 """``out_services.csv`` and one figure per service (``service_<name>.png``).
 
 One CSV row per service and metrics tick (the columns of
-:data:`simulator.traffic.ROW_FIELDS`; times in simulated seconds since the start,
+:data:`simulator.traffic.metrics.ROW_FIELDS`; times in simulated seconds since the start,
 latencies in seconds, empty when no request completed in the tick). Written to a
 temporary file and renamed, so a reader never sees half of it.
 """
@@ -16,16 +16,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from commands.timeaxis import time_unit
+from simulator.traffic.metrics import ROW_FIELDS
 
 if TYPE_CHECKING:
-    from simulator.traffic import TickRow
+    from simulator.traffic.model import TickRow
 
 SERVICES_CSV = "out_services.csv"
 
 
 def write_rows(path: Path, rows: Sequence[TickRow]) -> None:
-    from simulator.traffic import ROW_FIELDS  # numpy: only for runs with services
-
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(ROW_FIELDS)

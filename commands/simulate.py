@@ -51,7 +51,7 @@ from timewarp import __version__
 
 if TYPE_CHECKING:
     from simulator.platform import Platform
-    from simulator.services import ServiceSpec
+    from simulator.traffic.spec import ServiceSpec
     from simulator.workload import Workload
 
 OUT_PREFIX = "out"
@@ -120,6 +120,14 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="report when pods wait and nothing was bound, started or ended for T of "
         "simulated time although a pod would fit (seconds, or 10m, 1h, ...; 0: never; "
         "default 10m)",
+    )
+    parser.add_argument(
+        "--scheduler-exit",
+        choices=("continue", "fail"),
+        default="continue",
+        help="a scheduler process that exits 0 before the simulation ends: that process is "
+        "done and the run goes on (continue, the default: one-shot tools, --once modes), "
+        "or the run fails (fail); any other exit fails the run",
     )
     parser.add_argument(
         "--on-no-progress",
@@ -252,6 +260,7 @@ def run(args: argparse.Namespace) -> int:
         _check_platform_for_batsim(args, platform)
         _check_paths(args)
         services = _services(workloads)
+        declared = _declared(workloads)
         _check_output(out)
     except _Refused as exc:
         return _fail(str(exc))
@@ -259,7 +268,7 @@ def run(args: argparse.Namespace) -> int:
     node_names = [host.name for host in platform.compute]
 
     def run_into(folder: Path) -> int:
-        simulation = _Simulation(args, folder, total_jobs, node_names, services)
+        simulation = _Simulation(args, folder, total_jobs, node_names, services, declared)
         simulation.master_flags = _master_flags(platform)
         return simulation.run()
 
@@ -373,9 +382,23 @@ def _check_paths(args: argparse.Namespace) -> None:
             raise _Refused(str(exc)) from None
 
 
+def _declared(workloads: list[Workload]) -> list[tuple[str, dict]]:
+    """The CRDs and custom resources the workloads declare, as the API would take them
+    (``broker/cluster/declared.py``)."""
+    from broker.cluster.declared import DeclaredError, check_declared
+    from simulator.workload import WorkloadError, read_declared_objects
+
+    try:
+        declared = [d for w in workloads for d in read_declared_objects(w.path)]
+        check_declared(declared)
+    except (WorkloadError, DeclaredError) as exc:
+        raise _Refused(str(exc)) from None
+    return declared
+
+
 def _services(workloads: list[Workload]) -> list[ServiceSpec]:
     """The workloads' services (docs/services.md); a name is declared once."""
-    from simulator.services import declared_twice
+    from simulator.traffic.spec import declared_twice
 
     services = [s for w in workloads for s in w.services]
     duplicate = declared_twice(services)
@@ -439,8 +462,10 @@ class _Simulation:
         total_jobs: int,
         node_names: list[str],
         services: list | None = None,
+        declared: list | None = None,
     ) -> None:
         self.args = args
+        self.declared = declared or []  # the workloads' CRDs and custom resources
         self.out = out
         self.total_jobs = total_jobs
         self.node_names = node_names  # resource id -> host name (the plots' labels)
@@ -560,6 +585,9 @@ class _Simulation:
             import_hook=not args.no_import_hook,
             seed=run_seed(args),
         )
+        parts.launcher.zero_exit_continues = getattr(args, "scheduler_exit", "continue") == (
+            "continue"
+        )
 
     def _start_schedulers(self, parts: _Wiring) -> None:
         """Schedulers first: their start-up (importing a Kubernetes client) is the
@@ -596,6 +624,7 @@ class _Simulation:
             launcher=parts.launcher,
             rt_clock=parts.rt_clock,
             services=self.services,
+            declared=self.declared,
         )
         self._watch_progress(parts, progress)
         if args.mode == "deterministic":
@@ -608,7 +637,7 @@ class _Simulation:
                 poll_latency_ns=args.poll_latency_ns,
             ).attach(parts.facade)
             # the cluster changing is progress for the stall guard; API traffic is not
-            parts.clock.set_progress_probe(parts.facade.revision)
+            parts.clock.stall.set_progress_probe(parts.facade.revision)
         self.sim_proc = self._start_simulator(parts.broker.endpoint)
         watcher = threading.Thread(target=self._watch_simulator, args=(parts.broker,), daemon=True)
         watcher.start()
@@ -820,6 +849,12 @@ class _Simulation:
         self.per_process = process_figures(
             names, getattr(self, "process_cpu", {}), dict(parts.facade.api.request_counts)
         )
+        try:
+            exits = parts.launcher.exits()
+        except Exception:  # a report must never be what fails the run
+            exits = {}
+        for name, ended in exits.items():
+            self.per_process.setdefault(name, {}).update(ended=ended)
 
     def _print_services(self, figures: dict) -> None:
         for name, web in sorted((figures.get("services") or {}).items()):

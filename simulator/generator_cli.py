@@ -9,7 +9,7 @@ from typing import Any
 
 from simulator import batch_gen, cli_types, service_gen
 from simulator.generators import DEFAULT_SCHEDULER
-from simulator.services import read_rate_csv
+from simulator.traffic.spec import read_rate_csv
 
 _positive = cli_types.positive
 _non_negative = cli_types.non_negative

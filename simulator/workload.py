@@ -1,5 +1,5 @@
 """Batsim workload JSON → validated jobs and profiles (plus timewarp's profile extensions
-and its ``services``, validated by :mod:`simulator.services`).
+and its ``services``, validated by :mod:`simulator.traffic.spec`).
 
 A workload file is ``{"nb_res": int, "jobs": [...], "profiles": {...}}``. Workloads are
 named ``w0``, ``w1``… in command-line order and job ids become ``w0!<id>``. Every check
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simulator.services import ServiceError, ServiceSpec, parse_services
+from simulator.traffic.spec import ServiceError, ServiceSpec, parse_services
 
 SUPPORTED_PROFILE_TYPES = (
     "delay",
@@ -413,6 +413,33 @@ def _services(data: dict[str, Any], path: str) -> list[ServiceSpec]:
         return parse_services(data["services"], path)
     except ServiceError as exc:
         raise WorkloadError(str(exc)) from None
+
+
+# timewarp's extension: API objects created when the simulation begins, CRDs first
+DECLARED_KEYS = ("customResourceDefinitions", "customResources")
+
+
+def read_declared_objects(path: str | Path) -> list[tuple[str, dict[str, Any]]]:
+    """The CustomResourceDefinitions, then the custom resources, a workload file
+    declares (``customResourceDefinitions``, ``customResources``: lists of objects as
+    ``kubectl apply`` takes them), each with where it is (``w.json: customResources[0]``);
+    their shape only is checked here, the API's admission later."""
+    path = str(path)
+    data = _read_json(path)
+    out = []
+    for key in DECLARED_KEYS:
+        items = data.get(key, [])
+        if not isinstance(items, list):
+            raise WorkloadError(f"{path}: {key}: expected a list of objects, got {items!r}")
+        for index, obj in enumerate(items):
+            where = f"{path}: {key}[{index}]"
+            if not isinstance(obj, dict):
+                raise WorkloadError(f"{where}: expected an object, got {obj!r}")
+            for name in ("apiVersion", "kind"):
+                if not isinstance(obj.get(name), str) or not obj[name]:
+                    raise WorkloadError(f"{where}.{name}: missing")
+            out.append((where, obj))
+    return out
 
 
 def read_services(path: str | Path) -> list[ServiceSpec]:

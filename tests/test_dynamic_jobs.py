@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.cluster.cluster import DURATION_ANNOTATION, JOB_ID_ANNOTATION, NOT_SIMULATED
+from broker.cluster.state import DURATION_ANNOTATION, JOB_ID_ANNOTATION, NOT_SIMULATED
 from broker.drivers.inprocess import InProcessRun
 from broker.facade.errors import ApiError
 from broker.facade.objects import format_time

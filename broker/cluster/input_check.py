@@ -29,7 +29,7 @@ from broker.k8s import resource_names as rn
 from broker.k8s.quantity import canonical
 from broker.k8s.shape_rules import ShapeError
 from simulator.platform import Platform
-from simulator.services import ServiceSpec
+from simulator.traffic.spec import ServiceSpec
 from simulator.workload import Workload
 
 

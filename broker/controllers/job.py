@@ -20,7 +20,7 @@ For each Job (created through the API), like kube-controller-manager's job contr
   ``Completed``, ``BackoffLimitExceeded``, ``DeadlineExceeded``) go with them.
 
 How long a pod runs is not Kubernetes' business: the cluster turns each pod into a Batsim
-job when its template carries ``timewarp.io/duration`` (see ``broker.cluster.cluster``).
+job when its template carries ``timewarp.io/duration`` (see ``broker.cluster.dynamic_jobs``).
 
 Honest limits: ``completionMode: Indexed``, ``podFailurePolicy``, ``successPolicy``,
 ``backoffLimitPerIndex`` and ``podReplacementPolicy`` are not implemented (Indexed Jobs run
@@ -39,10 +39,10 @@ the broker's driver thread, Jobs in sorted order, so runs are reproducible.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from broker.controllers import events as k8s_events
-from broker.controllers.base import ControllerState, KeyedController
+from broker.controllers.base import ControllerState, KeyedController, PodOps
 from broker.controllers.ownership import pod_from_template
 from broker.facade.objects import format_time
 from broker.facade.store import Store
@@ -51,19 +51,6 @@ COMPONENT = "job-controller"
 BACKOFF_BASE_S = 10
 BACKOFF_MAX_S = 360
 _TERMINAL = ("Succeeded", "Failed")
-
-
-class PodOps(Protocol):
-    """What the controller needs from the simulated cluster."""
-
-    def create_controlled_pod(self, pod: dict[str, Any]) -> dict[str, Any]:
-        """Store the pod and make it a Batsim job if it can be one; returns it as stored."""
-
-    def delete_controlled_pod(self, namespace: str, name: str) -> None:
-        """Delete the pod now and kill (or reject) its Batsim job."""
-
-    def simulates(self, template: dict[str, Any]) -> bool:
-        """Whether pods made from ``template`` become Batsim jobs (they will end)."""
 
 
 @dataclass
@@ -117,11 +104,11 @@ class JobController(KeyedController[_JobState]):
     """batch/v1 Jobs (see the module docstring); started at SIMULATION_BEGINS."""
 
     watches = ("jobs.batch",)
+    owns = ("jobs.batch",)
     state_type = _JobState
 
     def __init__(self, store: Store, clock: Any, pods: PodOps) -> None:
-        super().__init__(store, clock)
-        self.pods = pods
+        super().__init__(store, clock, pods)
         self._changed: dict[tuple[str, str], set[str]] = {}  # Job -> its pods that changed
         self._pending_changes: dict[tuple[str, str], set[str]] = {}  # being reconciled
 
@@ -144,7 +131,7 @@ class JobController(KeyedController[_JobState]):
             if pod is not None:
                 self._changed.setdefault((namespace, name), set()).add(pod)
 
-    def keeps_simulation_alive(self) -> bool:
+    def keeps_simulation_alive(self, now_ns: int) -> bool:
         """Some Job may still create pods that become Batsim jobs (or is not looked at
         yet): the broker must not tell Batsim that registration is finished."""
         if self.has_work():

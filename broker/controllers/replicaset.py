@@ -29,7 +29,7 @@ For one ReplicaSet:
 
 The ReplicaSets a Batsim workload declares (``"replicaset": NAME`` on jobs; selector
 ``timewarp.io/replicaset=NAME``) are the workload's, not this controller's: their pods are
-the workload's jobs, replaced only when removed before they ended (``broker.cluster.cluster``).
+the workload's jobs, replaced only when removed before they ended (``broker.cluster.replacements``).
 
 Threading: the store listener only records what changed; :meth:`reconcile` runs in the
 broker's driver thread, ReplicaSets in sorted order.
@@ -38,11 +38,11 @@ broker's driver thread, ReplicaSets in sorted order.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from broker.controllers import events as k8s_events
 from broker.controllers import victims
-from broker.controllers.base import ControllerState, KeyedController
+from broker.controllers.base import ControllerState, KeyedController, PodOps
 from broker.controllers.ownership import claim, pod_from_template
 from broker.facade.errors import ApiError
 from broker.facade.objects import format_time
@@ -58,19 +58,6 @@ BACKOFF_BASE_NS = 5_000_000  # client-go's default controller rate limiter: 5 ms
 BACKOFF_MAX_NS = 1000 * 10**9  # … doubling, at most 1000 s
 
 Obj = dict[str, Any]
-
-
-class PodOps(Protocol):
-    """What the controller needs from the simulated cluster."""
-
-    def create_controlled_pod(self, pod: Obj) -> Obj:
-        """Store the pod (through admission) and make it a Batsim job if it can be one."""
-
-    def terminate_pod(self, namespace: str, name: str) -> None:
-        """Delete the pod as a DELETE with default options would (gracefully)."""
-
-    def may_create_for(self, template: Obj) -> bool:
-        """False when pods from ``template`` should no longer be made (a service over)."""
 
 
 def is_workload_replicaset(rs: Obj) -> bool:
@@ -96,11 +83,11 @@ class ReplicaSetController(KeyedController[_State]):
     the deleted ReplicaSets: (namespace, uid, the pods it controlled)."""
 
     watches = (RS_KEY, "pods")
+    owns = (RS_KEY,)
     state_type = _State
 
     def __init__(self, store: Store, clock: Any, pods: PodOps) -> None:
-        super().__init__(store, clock)
-        self.pods = pods
+        super().__init__(store, clock, pods)
         self._known: dict[tuple[str, str], _Known] = {}
         self._by_namespace: dict[str, set[str]] = {}  # API ReplicaSets per namespace
         # ReplicaSets whose template serves until a given instant (timewarp.io/serve-until):

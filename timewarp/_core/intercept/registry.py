@@ -1,7 +1,7 @@
 """Every interception mechanism, in the order activation installs them: the run-time
 patches first (threads, fork, entropy: before any adapter, which may draw from it),
 then the after-import adapters, then the facade's sockets (last, as the adapters of
-libraries already imported run at once)."""
+libraries already imported run at once) and the server sockets' waits around them."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from timewarp._core.intercept import (
     logging,
     numpy,
     podnetwork,
+    servers,
     sockets,
     threads,
     uuid,
@@ -33,5 +34,6 @@ MECHANISMS: tuple[Mechanism, ...] = (
     uuid.MECHANISM,
     numpy.MECHANISM,
     sockets.MECHANISM,
+    servers.MECHANISM,  # after the facade's sockets: their wrappers stay the inner ones
     incluster.MECHANISM,
 )
