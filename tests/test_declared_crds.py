@@ -63,3 +63,45 @@ def test_timewarp_simulate_refuses_a_bad_declared_object_before_anything_runs(tm
     path = _workload(tmp_path, [crontab_crd()], [crontab("Bad_Name")])
     with pytest.raises(simulate._Refused, match=r"customResources\[0\].metadata.name"):
         simulate._declared([Workload("w", path, [])])
+
+
+PROBE = """
+import json, sys
+from kubernetes import client, config
+config.load_kube_config()
+got = client.CustomObjectsApi().get_namespaced_custom_object(
+    "stable.example.com", "v1", "default", "crontabs", "a")
+with open(sys.argv[1], "w") as out:
+    out.write(json.dumps(got["spec"]))
+import runpy
+sys.argv = sys.argv[:1]
+runpy.run_module("sample_schedulers.default_like", run_name="__main__")
+"""
+
+
+def test_timewarp_simulate_serves_the_declared_objects_to_the_scheduler(tmp_path, subprocess_env):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    doc = {
+        "nb_res": 1,
+        "jobs": [{"id": "1", "subtime": 0, "res": 1, "walltime": 100, "profile": "d"}],
+        "profiles": {"d": {"type": "delay", "delay": 10, "cpu": "1", "memory": "1Gi"}},
+        "customResourceDefinitions": [crontab_crd(schema={"openAPIV3Schema": SCHEMA})],
+        "customResources": [crontab("a", cronSpec="x")],
+    }
+    workload = tmp_path / "w.json"
+    workload.write_text(json.dumps(doc))
+    probe, seen = tmp_path / "probe.py", tmp_path / "seen.json"
+    probe.write_text(PROBE)
+    scheduler = f"{sys.executable} {probe} {seen}"  # then the scheduler, same process
+    proc = subprocess.run(
+        [sys.executable, "-m", "timewarp", "simulate", "-q", "--scheduler", scheduler,
+         "-p", str(root / "examples" / "inputs" / "cluster16.xml"), "-w", str(workload),
+         "-o", str(tmp_path / "out")],
+        cwd=root, env=subprocess_env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(seen.read_text()) == {"cronSpec": "x", "replicas": 1, "mode": "Slow"}
