@@ -55,6 +55,9 @@ if TYPE_CHECKING:
     from simulator.workload import Workload
 
 OUT_PREFIX = "out"
+# kube-controller-manager's default, as broker/controllers/terminated_gc.py's
+# DEFAULT_THRESHOLD (not imported: the broker loads only once a run starts)
+TERMINATED_POD_GC_THRESHOLD = 12_500
 SIGTERM_GRACE_S = 20.0  # time a stopped simulator gets to write partial outputs
 OUT_FILES = tuple(f"{OUT_PREFIX}_{kind}.csv" for kind in ("jobs", "schedule", "machine_states"))
 DECISIONS_CSV = f"{OUT_PREFIX}_decisions.csv"  # broker/cluster/decisions.py
@@ -85,6 +88,16 @@ def sim_duration(text: str) -> float:
             ) from None
     if not 0 <= value < float("inf"):
         raise argparse.ArgumentTypeError(f"expected a duration >= 0, got {text!r}")
+    return value
+
+
+def _gc_threshold(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number of pods >= 0, got {text!r}")
     return value
 
 
@@ -135,6 +148,16 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         default="stop",
         help="once every job was submitted, a no-progress report stops the run with partial "
         "outputs and exit status 4 (stop, the default), or only warns (warn)",
+    )
+    parser.add_argument(
+        "--terminated-pod-gc-threshold",
+        type=_gc_threshold,
+        default=TERMINATED_POD_GC_THRESHOLD,
+        metavar="N",
+        help="as kube-controller-manager's: once more than N pods have terminated "
+        "(Succeeded or Failed), the oldest beyond N are deleted, every 20 s of simulated "
+        f"time (0: never; default {TERMINATED_POD_GC_THRESHOLD:,}). The outputs do not "
+        "change; the broker's memory stays flat in the number of pods that ended",
     )
     add_mode_arguments(parser)
     add_pacing_arguments(parser)
@@ -625,6 +648,9 @@ class _Simulation:
             rt_clock=parts.rt_clock,
             services=self.services,
             declared=self.declared,
+            terminated_pod_gc_threshold=getattr(
+                args, "terminated_pod_gc_threshold", TERMINATED_POD_GC_THRESHOLD
+            ),
         )
         self._watch_progress(parts, progress)
         if args.mode == "deterministic":

@@ -95,6 +95,7 @@ class Cluster(ClusterState):
         self.pod_ops = ControllerPods(self, self.dynamic, self.kubelet)
         store, clock = self.facade.store, self.facade.clock
         self.controllers = registry.build(store, clock, self.pod_ops)
+        self.controllers[registry.TERMINATED_POD_GC].threshold = self.terminated_pod_gc_threshold
         self.inbox = FacadeInbox(self, self.kubelet, self)
 
     # ------------------------------------------------------------- Batsim side

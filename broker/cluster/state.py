@@ -15,6 +15,7 @@ from typing import Any
 
 from broker.cluster import kubelet_admission as admission
 from broker.cluster.traffic_driver import TrafficDriver
+from broker.controllers.terminated_gc import DEFAULT_THRESHOLD
 from broker.facade import Facade
 
 JOB_ID_ANNOTATION = "timewarp.io/job-id"
@@ -117,6 +118,8 @@ class ClusterState:
     dynamic_jobs: bool = False  # the simulator accepts REGISTER_JOB
     registration_finished: bool = False
     decisions: list[Any] = field(default_factory=list)  # for Batsim, in order
+    # kube-controller-manager's --terminated-pod-gc-threshold (0: off)
+    terminated_pod_gc_threshold: int = DEFAULT_THRESHOLD
 
     def can_register(self) -> bool:
         """Whether a dynamic job may still be registered (REGISTER_JOB)."""
