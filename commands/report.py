@@ -121,7 +121,12 @@ _LABELS = [
 ]
 
 
-_ONLY_IF_NONZERO = {"dynamic_jobs", "pods_outside_batsim", "pods_deferred", "pods_garbage_collected"}
+_ONLY_IF_NONZERO = {
+    "dynamic_jobs",
+    "pods_outside_batsim",
+    "pods_deferred",
+    "pods_garbage_collected",
+}
 
 
 def _outputs_row(figures: dict[str, Any]) -> str:

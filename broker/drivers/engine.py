@@ -39,9 +39,9 @@ from broker.clock.service import ClockService, ClockStall
 from broker.cluster.cluster import Cluster
 from broker.cluster.declared import create_declared
 from broker.cluster.traffic_driver import TrafficDriver
-from broker.facade import Facade
 from broker.controllers.registry import TERMINATED_POD_GC
 from broker.controllers.terminated_gc import DEFAULT_THRESHOLD
+from broker.facade import Facade
 from broker.processes.launcher import Launcher, SchedulerFailed
 from simulator import protocol as p
 from simulator.traffic.spec import ServiceSpec
