@@ -42,6 +42,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy
 from procset import ProcSet
 
 from simulator import protocol as p
@@ -90,6 +91,7 @@ REMOTE_COST = (0.0, 0.0)
 #: Batsim's waiter sleeps at least this long ("found by trial and error", its source says).
 WAITER_MIN_SLEEP_S = 1e-5
 _BY_NAME = (BY_NAME,)
+_LONG = numpy.longdouble
 _NO_RESOURCES = ProcSet()
 
 
@@ -168,12 +170,20 @@ MACHINE_STATES = ("sleeping", "switching_on", "switching_off", "idle", "computin
 class MachineLog:
     """Per compute machine state accounting, as Batsim does it: every job start or end (and
     every power-state request, every switch done) writes one ``machine_states.csv`` row —
-    the number of machines in each state; time is credited to the state left."""
+    the number of machines in each state; time is credited to the state left, per machine
+    in long double (x87's 80 bits, numpy's ``longdouble``), as Batsim counts it."""
 
     rows: list[tuple[float, int, int, int, int, int]] = field(default_factory=list)
-    time_in_state: dict[str, float] = field(
-        default_factory=lambda: dict.fromkeys(MACHINE_STATES, 0.0)
-    )
+    spent: list[dict[str, Any]] = field(default_factory=list)  # per machine, per state
+
+    @property
+    def time_in_state(self) -> dict[str, float]:
+        """Seconds in each state, summed machine after machine as schedule.csv's are."""
+        totals = dict.fromkeys(MACHINE_STATES, _LONG(0))
+        for machine in self.spent:
+            for state, seconds in machine.items():
+                totals[state] += seconds
+        return {state: float(seconds) for state, seconds in totals.items()}
 
 
 class Simulator:
@@ -210,11 +220,13 @@ class Simulator:
         self.registration_finished = not options.dynamic_jobs
         self.host_jobs: list[list[str]] = [[] for _ in range(self.nb_compute)]
         self.machine_state = ["idle"] * self.nb_compute
-        self.machine_since = [0.0] * self.nb_compute
+        self.machine_since = [_LONG(0)] * self.nb_compute
         self.nb_in_state = dict.fromkeys(MACHINE_STATES, 0)
         self.nb_in_state["idle"] = self.nb_compute
         self._slowdown_running = 0  # running jobs with timewarp's sharing slowdown
-        self.machines = MachineLog()
+        self.machines = MachineLog(
+            spent=[dict.fromkeys(MACHINE_STATES, _LONG(0)) for _ in range(self.nb_compute)]
+        )
         self.resource_states: dict[int, str] = {}
         self.events_processed = 0  # messages handled by Batsim's server actor
         self.kernel = Kernel()
@@ -313,9 +325,10 @@ class Simulator:
     def machines_so_far(self) -> MachineLog:
         """The machine log with each machine's current state credited up to now (a copy:
         the simulation's own accounting is untouched)."""
-        log = MachineLog(list(self.machines.rows), dict(self.machines.time_in_state))
+        log = MachineLog(list(self.machines.rows), [dict(m) for m in self.machines.spent])
+        now = _LONG(self.now)
         for host, state in enumerate(self.machine_state):
-            log.time_in_state[state] += self.now - self.machine_since[host]
+            log.spent[host][state] += now - self.machine_since[host]
         return log
 
     # ------------------------------------------------------------------ the actors
@@ -1150,8 +1163,8 @@ class Simulator:
         credited to the state it leaves (only then: schedule.csv's times stop at each
         machine's last change)."""
         old = self.machine_state[host]
-        now = self.now
-        self.machines.time_in_state[old] += now - self.machine_since[host]
+        now = _LONG(self.now)
+        self.machines.spent[host][old] += now - self.machine_since[host]
         self.machine_since[host] = now
         if old != new:
             self.machine_state[host] = new
