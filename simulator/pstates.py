@@ -168,13 +168,6 @@ class PowerStates:
                     "it to sleep, and a computing machine's speed changing under a job is not "
                     "modelled by timewarp sim"
                 )
-            if new == SLEEP or now == SLEEP:
-                virtual = self.virtual(machine, target)
-                if not self.speeds[machine][virtual] > 0:
-                    raise ValueError(
-                        f"machine {machine}'s virtual power state {virtual} has speed 0: the "
-                        "switch's 1 flop would never end (SimGrid deadlocks)"
-                    )
         return target
 
     def virtual(self, machine: int, target: int) -> int:
