@@ -911,7 +911,9 @@ class Simulator:
         yield (EXEC, speed)  # 1 flop at the virtual state's speed
         energy.add_load(machine, self.now, -speed)
         self._set_pstate(machine, target)
-        self._machine_update(machine, "sleeping" if power.kind(machine, target) == ASLEEP else "idle")
+        self._machine_update(
+            machine, "sleeping" if power.kind(machine, target) == ASLEEP else "idle"
+        )
         yield _BY_NAME
         yield (PUT, self._box, ("switched", machine, target), self._remote[machine])
 

@@ -8,8 +8,10 @@
 * ``PREFIX_schedule.csv``: alphabetically ordered keys, one value row.
   ``scheduling_time`` / ``simulation_time`` are wall-clock seconds (as in Batsim); pass
   ``reproducible=True`` to write them as 0 so that same inputs give the same bytes.
-* ``PREFIX_machine_states.csv``: one row per job start or end per machine, time written
-  like C++'s default stream (``%g``: ``5e-10``, ``170``).
+* ``PREFIX_machine_states.csv``: one row per job start or end (whatever its number of
+  machines), per power-state request and per switch done: the machines sleeping,
+  switching on, switching off, idle, computing; time written like C++'s default stream
+  (``%g``: ``5e-10``, ``170``).
 
 Files are written to temporary names and renamed at the end, so a failure leaves no
 half-written file. A run stopped early writes *partial* outputs (``partial=True``): the

@@ -154,11 +154,19 @@ class PowerStates:
                     f"machine {machine} has no power state {target} (it has {len(kinds)})"
                 )
             now, new = kinds[self.current[machine]], kinds[target]
-            if (now, new) not in ((COMPUTATION, COMPUTATION), (COMPUTATION, SLEEP), (SLEEP, COMPUTATION)):
-                where = "is switching" if now == TRANSITION else f"is in {now} state"
+            if (now, new) not in (
+                (COMPUTATION, COMPUTATION),
+                (COMPUTATION, SLEEP),
+                (SLEEP, COMPUTATION),
+            ):
+                current = self.current[machine]
+                where = (
+                    f"is switching (virtual power state {current})"
+                    if now == TRANSITION
+                    else f"is in {now} power state {current}"
+                )
                 raise ValueError(
-                    f"machine {machine} {where} {self.current[machine]}, power state {target} is "
-                    f"a {new} one: Batsim only switches computation → computation or sleep, "
+                    f"machine {machine} {where} and power state {target} is a {new} one: Batsim only switches computation → computation or sleep, "
                     "sleep → computation (else it aborts, or logs an error and never reports "
                     "the switch)"
                 )

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -28,13 +27,11 @@ from realbatsim import (
     canonical,
     differing_outputs,
     fcfs_decider,
-    run_pair,
     run_embedded,
+    run_pair,
     run_real,
     scenario,
 )
-
-from simulator.testing import free_endpoint
 
 pytestmark = pytest.mark.batsim
 

@@ -87,7 +87,7 @@ def _reply(now, *payloads):
         ),
         (  # the second request finds it switching (Batsim logs an error, never reports it)
             [p.SetResourceState(ProcSet(0), "1"), p.SetResourceState(ProcSet(0), "1")],
-            "machine 0 is switching 2",
+            r"machine 0 is switching \(virtual power state 2\)",
         ),
         (  # a job on a machine going to sleep (Batsim aborts)
             [p.SetResourceState(ProcSet(2), "1"), p.ExecuteJob("w0!a", ProcSet(2))],
