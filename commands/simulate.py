@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 OUT_PREFIX = "out"
 SIGTERM_GRACE_S = 20.0  # time a stopped simulator gets to write partial outputs
 OUT_FILES = tuple(f"{OUT_PREFIX}_{kind}.csv" for kind in ("jobs", "schedule", "machine_states"))
+OBSERVER_KUBECONFIG = "observer.kubeconfig"  # the people's: kubectl, read-only (docs/security.md)
 PLOT_FILES = ("gantt.png", "utilisation.png")
 
 
@@ -176,7 +177,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--write-kubeconfig",
         metavar="PATH",
-        help="also write the (first) scheduler's kubeconfig at PATH",
+        help="also write the people's kubeconfig at PATH (HTTPS, read-only observer: "
+        "kubectl); a scheduler that loads it from that path acts as itself",
     )
     parser.add_argument(
         "--check-determinism",
@@ -484,6 +486,8 @@ class _Simulation:
 
             parts.rt_clock = ScaledWallClock(args.speed, epoch_ns)
         parts.endpoint = Endpoint(tls=args.incluster)
+        if args.write_kubeconfig:  # written as the first scheduler starts: HTTPS needed now
+            parts.endpoint.enable_https()
         if args.incluster:
             parts.incluster_dir = Path(tempfile.mkdtemp(prefix="timewarp-sa-"))
         parts.launcher = Launcher(
@@ -518,9 +522,16 @@ class _Simulation:
 
         args = self.args
         facade_clock = parts.rt_clock if parts.rt_clock is not None else FacadeClock(parts.clock)
-        parts.facade = Facade(
-            facade_clock, endpoint=parts.endpoint, hold_until_cluster=True
-        ).start()
+        # every run serves people too: HTTPS with the run's CA, the observer's kubeconfig
+        self.observer_kubeconfig = parts.endpoint.write_observer_kubeconfig(
+            self.out / OBSERVER_KUBECONFIG
+        )
+        parts.facade = Facade(facade_clock, endpoint=parts.endpoint, hold_until_cluster=True)
+        if args.mode != "realtime":  # requests belong to the runtime that sent them
+            parts.facade.attribute_by_pid(parts.clock.process_of_pid)
+        parts.facade.start()
+        if not args.quiet:
+            print(f"{self.prog}: look inside: {self._kubectl_line()}", file=sys.stderr)
         progress = _ProgressView(
             self.total_jobs, disabled=args.quiet, started=self.started, prog=self.prog
         )
@@ -693,9 +704,14 @@ class _Simulation:
         if not self.args.quiet or not ok or figures["outputs"] != "complete" or refused:
             report.print_summary(figures, sys.stderr, title=self.prog)
             self._print_services(figures)
+        if getattr(self, "observer_kubeconfig", None) is not None and not self.args.quiet:
+            print(f"kubectl (while a run goes on): {self._kubectl_line()}", file=sys.stderr)
         for line in self.pacer.summary() if self.pacer is not None else ():
             print(f"{self.prog}: busy polling: {line}", file=sys.stderr)  # a warning: always
         return not refused
+
+    def _kubectl_line(self) -> str:
+        return f"KUBECONFIG={shlex.quote(str(self.observer_kubeconfig))} kubectl get pods"
 
     def _print_services(self, figures: dict) -> None:
         for name, web in sorted((figures.get("services") or {}).items()):

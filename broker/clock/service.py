@@ -448,6 +448,15 @@ class ClockService:
         with self._cond:
             return list(self._procs.values())
 
+    def process_of_pid(self, pid: int) -> str | None:
+        """The name of the connected, living process whose runtime said hello as ``pid``
+        (the facade attributes API requests by it: ``broker/facade/identity.py``)."""
+        with self._cond:
+            for proc in self._procs.values():
+                if proc.pid == pid and proc.connected and not proc.gone:
+                    return proc.name
+        return None
+
     def alive(self) -> list[ProcessState]:
         with self._cond:
             return [p for p in self._procs.values() if not p.gone]
