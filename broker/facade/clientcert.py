@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -50,7 +51,7 @@ class CertAuthenticator:
         try:
             cert = x509.load_der_x509_certificate(der)
             cert.verify_directly_issued_by(self._ca)
-        except (ValueError, TypeError, x509.InvalidSignature):
+        except (ValueError, TypeError, InvalidSignature):
             return None
         now = datetime.datetime.now(datetime.UTC)
         if not cert.not_valid_before_utc <= now <= cert.not_valid_after_utc:

@@ -107,6 +107,24 @@ class Endpoint:
             user="observer",
         )
 
+    def write_cert_kubeconfig(
+        self, path: str | Path, user: str, groups: tuple[str, ...] = ()
+    ) -> Path:
+        """A kubeconfig authenticating with a client certificate the run's CA issues for
+        ``user`` in ``groups`` (CN and O of its subject), as kind and kubeadm write them."""
+        from .clientcert import issue
+
+        self.enable_https()
+        assert self.tls_files is not None
+        return write_kubeconfig(
+            path,
+            self.https_url,
+            None,
+            ca_file=self.tls_files.ca_cert,
+            client_cert=issue(self.tls_files, user, groups),
+            user=user,
+        )
+
     def write_incluster(
         self, directory: str | Path, name: str, *, namespace: str = "default"
     ) -> dict[str, str]:
