@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/batsim_speed.py                   # 100,000 jobs, ~10 min
     .venv/bin/python benchmarks/batsim_speed.py --jobs 20000 --skip-real
     .venv/bin/python benchmarks/batsim_speed.py --cpus 0          # every process on CPU 0
+    .venv/bin/python benchmarks/batsim_speed.py --cluster --hosts 512 --jobs 20000 --rate 0.77
 
 Issue 14's input: 100,000 one-host jobs on 1,000 one-core hosts, Poisson arrivals at 1.5
 jobs/s, exponential run times of mean 600 s (whole seconds): 90 % of the platform busy on
@@ -40,7 +41,10 @@ sys.path.insert(0, str(REPO))
 from experiments._common import load_average, print_table  # noqa: E402
 from simulator import generators  # noqa: E402
 
-BATSIM = REPO.parent / "shared" / "tools" / "batsim-4.2.1" / "bin" / "batsim"
+BATSIM = Path(  # $TIMEWARP_BATSIM: another binary (a worktree is one folder deeper)
+    os.environ.get("TIMEWARP_BATSIM")
+    or REPO.parent / "shared" / "tools" / "batsim-4.2.1" / "bin" / "batsim"
+)
 PROGRESS = re.compile(r"(\d+)/(\d+) jobs ended")
 DONE = re.compile(r"(\d+) messages in")
 
@@ -190,6 +194,12 @@ def main(argv: list[str] | None = None) -> int:
         "waking a thread on another, idle CPU costs an interrupt through the hypervisor "
         "(default: wherever the kernel puts them)",
     )
+    parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="a platform with a network instead: Batsim's cluster512.xml shape with --hosts "
+        "hosts (600 µs per message to the master; the simulator's network model at work)",
+    )
     parser.add_argument("-o", "--output", help="keep inputs and outputs here")
     args = parser.parse_args(argv)
     pin = ["taskset", "-c", args.cpus] if args.cpus else []
@@ -201,7 +211,10 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(args.output) if args.output else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         platform = work / "platform.xml"
-        platform.write_text(generators.homogeneous_platform(args.hosts))
+        if args.cluster:
+            platform.write_text(generators.cluster_platform(args.hosts))
+        else:
+            platform.write_text(generators.homogeneous_platform(args.hosts))
         workload = work / "workload.json"
         workload.write_text(
             json.dumps(generators.poisson(args.jobs, args.rate, args.mean_delay, seed=args.seed))
@@ -237,7 +250,9 @@ def main(argv: list[str] | None = None) -> int:
         for r in results
     ]  # fmt: skip
     print(
-        f"{args.jobs} jobs on {args.hosts} hosts, Poisson {args.rate}/s, mean {args.mean_delay} s"
+        f"{args.jobs} jobs on {args.hosts} hosts"
+        + (" (a cluster with latency)" if args.cluster else "")
+        + f", Poisson {args.rate}/s, mean {args.mean_delay} s"
         + (f", every process on CPU(s) {args.cpus}" if args.cpus else "")
     )
     print_table(

@@ -6,7 +6,10 @@ advance wakes every thread, and staggered, so each timer is its own advance), an
 wall time of the simulated day of `examples/ticking_day.py` as a user runs it (the whole
 `timewarp run --standalone` command: interpreter start-ups and the import hook included).
 
-    .venv/bin/python benchmarks/clock.py [--repeat 3]
+    .venv/bin/python benchmarks/clock.py [--repeat 3] [--frames]
+
+The last rows are the cost of decoding and checking one clock frame of each frequent
+kind, in this process (``--frames``: those rows only, in a few seconds).
 
 Each figure is measured inside a program run by `timewarp run --standalone`; wall times
 are real (perf_counter). With --repeat N, min/median/max over N runs are shown (the
@@ -101,6 +104,33 @@ def simulated_day() -> float:
     return real.perf_counter() - t0
 
 
+def frame_rows(repeat: int) -> list[tuple[str, list[float], str]]:
+    """µs to decode and check one frame of each frequent kind (timewarp/wire/clockproto.py)."""
+    from timewarp.wire import clockproto as cp
+
+    io = [[53412 + i, 310 * i, 2048 * i, i + 1] for i in range(4)]
+    frames = [
+        ("state report, 4 API connections", cp.decode_to_broker, cp.state(False, 12, io, 0, 3, 0)),
+        ("timer", cp.decode_to_broker, cp.timer(3, 60_000_000_000, [0, 2, 5])),
+        ("fire (in the runtime)", cp.decode_to_runtime, cp.fire([3, 9], 60_000_000_000)),
+        (
+            "io release (in the runtime)",
+            cp.decode_to_runtime,
+            cp.io_release([row[:2] for row in io[:2]], 6_000),
+        ),
+    ]
+    rows = []
+    for name, decode, msg in frames:
+        frame, n, values = cp.encode(msg), 50_000, []
+        for _ in range(repeat):
+            t0 = real.perf_counter()
+            for _ in range(n):
+                decode(frame)
+            values.append((real.perf_counter() - t0) / n * 1e6)
+        rows.append((f"clock frame decoded and checked: {name}", values, "µs/frame"))
+    return rows
+
+
 def fmt(values: list[float]) -> str:
     if len(values) == 1:
         return f"{values[0]:,.2f}"
@@ -110,11 +140,15 @@ def fmt(values: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--frames", action="store_true", help="only the clock frames' cost")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         kind, threads, iterations = args.child
         print(json.dumps(child(kind, int(threads), int(iterations))))
+        return
+    if args.frames:
+        show(frame_rows(args.repeat), args.repeat)
         return
 
     rows: list[tuple[str, list[float], str]] = []
@@ -162,13 +196,19 @@ def main() -> None:
             "s",
         )
     )
+    show(rows + frame_rows(args.repeat), args.repeat)
 
+
+def show(rows: list[tuple[str, list[float], str]], repeat: int) -> None:
     width = max(len(r[0]) for r in rows)
-    label = "value" if args.repeat == 1 else "min / median / max"
+    label = "value" if repeat == 1 else "min / median / max"
     print(f"{'measure'.ljust(width)}  {label}")
     for name, values, unit in rows:
         print(f"{name.ljust(width)}  {fmt(values)} {unit}")
-    print(f"\n{os.cpu_count()} CPUs, Python {sys.version.split()[0]}, {args.repeat} runs each")
+    load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(
+        f"\n{os.cpu_count()} CPUs, Python {sys.version.split()[0]}, {repeat} runs each, load {load}"
+    )
 
 
 if __name__ == "__main__":

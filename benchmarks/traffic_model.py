@@ -27,7 +27,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from simulator.traffic import Cost, ReplicaState, ServiceModel, TrafficConfig, patterns  # noqa: E402
+from simulator.traffic import patterns  # noqa: E402
+from simulator.traffic.costs import Cost  # noqa: E402
+from simulator.traffic.model import TrafficModel  # noqa: E402
+from simulator.traffic.serving import ReplicaState, TrafficConfig  # noqa: E402
 
 
 def config(pattern, model: str, duration: float = 3600.0) -> TrafficConfig:
@@ -61,7 +64,7 @@ def scenario(name: str):
 
 def run(name: str, model: str):
     pattern, duration, changes = scenario(name)
-    m = ServiceModel(config(pattern, model, duration))
+    m = TrafficModel(config(pattern, model, duration))
     pending = list(changes)
     started = time.process_time()
     t = 0.0

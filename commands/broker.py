@@ -147,7 +147,7 @@ class _BrokerRun(_Simulation):
     def _check_by_hand(self, parts: _Wiring) -> None:
         from broker.processes.launcher import SchedulerFailed
 
-        for proc in parts.clock.processes():
+        for proc in parts.clock.registry.processes():
             if proc.name in self.args.expect and proc.gone:
                 code = "" if proc.returncode is None else f" (exit code {proc.returncode})"
                 raise SchedulerFailed(

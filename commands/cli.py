@@ -33,6 +33,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     ),
     "simulate": ("commands.simulate", "simulator + broker + scheduler(s) in one command"),
     "sweep": ("commands.sweep", "parameter studies and replicates on Dask"),
+    "explain": ("commands.explain", "one pod's life in a finished run: bound by whom, where, why"),
+    "resume": ("commands.resume", "resume a paused `timewarp simulate` run (see --pause-at)"),
+    "compare": ("commands.compare", "runs side by side: a table and a self-contained HTML report"),
+    "report": ("commands.report_run", "one run's figures, plots and manifest (table and HTML)"),
 }
 
 
@@ -75,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     import faulthandler
     import signal
 
-    try:  # `kill -USR1 <pid>` prints every thread's stack
-        faulthandler.register(signal.SIGUSR1)
+    try:  # `kill -QUIT <pid>` (Ctrl-\\) prints every thread's stack; SIGUSR1 pauses a run
+        faulthandler.register(signal.SIGQUIT)
     except (AttributeError, ValueError, OSError):  # no real stderr (embedded, captured)
         pass
     parser = CommandParser(prog=f"timewarp {name}", description=help_text)

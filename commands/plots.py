@@ -21,11 +21,28 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from commands.outfiles import write_atomically
+from commands.timeaxis import time_unit
 
-Lanes = dict[int, list[tuple[float, float, bool]]]  # resource -> (start, end, succeeded)
+# resource -> (start, end, how it ended): True succeeded, False failed or killed,
+# "deleted" deleted by its controller (a scale-down: not a failure), "running" still
+# running when a partial run stopped
+Lanes = dict[int, list[tuple[float, float, bool | str]]]
 
 MAX_LABELS = 40  # node labels on an axis; more are thinned to every k-th
 OK_COLOUR, FAILED_COLOUR = "#4c72b0", "#c44e52"
+DELETED_COLOUR, RUNNING_COLOUR = "#a0a0a0", "#55a868"
+COLOURS = {
+    True: OK_COLOUR,
+    False: FAILED_COLOUR,
+    "deleted": DELETED_COLOUR,
+    "running": RUNNING_COLOUR,
+}
+LEGEND = {
+    OK_COLOUR: "job (succeeded)",
+    FAILED_COLOUR: "job (killed or failed)",
+    DELETED_COLOUR: "pod deleted by its controller (scale-down)",
+    RUNNING_COLOUR: "still running at the stop",
+}
 
 
 def _save(fig, path: Path) -> Path:  # type: ignore[no-untyped-def]
@@ -69,9 +86,12 @@ def _slots(spans: list[tuple[float, float, bool]]) -> tuple[list[int], int]:
 def gantt(lanes: Lanes, names: dict[int, str], path: Path) -> Path:
     """One row per node (top to bottom in resource order); a job is a bar from its start
     to its end. Jobs sharing a node at the same time split its row into sub-rows. Blue:
-    succeeded; red: killed or failed."""
+    succeeded; red: killed or failed; grey: a controller's pod it deleted (scale-down);
+    green: still running when a partial run stopped (drawn to the stop)."""
     order = sorted(lanes)
     height = min(12.0, max(3.0, 1.2 + 0.25 * len(order)))
+    horizon = max(e for spans in lanes.values() for _, e, _ in spans)
+    scale, unit = time_unit(horizon)  # a week in seconds is unreadable: hours or days
     fig, ax = plt.subplots(figsize=(11, height))
     boxes, colours = [], []
     shared = 0
@@ -83,19 +103,22 @@ def gantt(lanes: Lanes, names: dict[int, str], path: Path) -> Path:
         for (start, end, ok), slot in zip(spans, slot_of, strict=True):
             y0 = row - 0.4 + slot * depth
             y1 = y0 + depth
-            boxes.append([(start, y0), (start, y1), (end, y1), (end, y0)])
-            colours.append(OK_COLOUR if ok else FAILED_COLOUR)
+            x0, x1 = start / scale, end / scale
+            boxes.append([(x0, y0), (x0, y1), (x1, y1), (x1, y0)])
+            colours.append(COLOURS[ok])
     edges = "white" if len(boxes) <= 2000 and len(order) <= 100 else "none"
     ax.add_collection(PolyCollection(boxes, facecolors=colours, edgecolors=edges, linewidths=0.3))
-    horizon = max(e for spans in lanes.values() for _, e, _ in spans)
-    ax.set_xlim(0, horizon * 1.01 or 1)
+    ax.set_xlim(0, horizon / scale * 1.01 or 1)
     ax.set_ylim(len(order) - 0.5, -0.5)  # every bar inside its row, first node on top
-    ax.set_xlabel("simulated time (s)")
+    ax.set_xlabel(f"simulated time ({unit})")
     ax.set_ylabel("node")
     _node_ticks(ax, [names[r] for r in order])
-    handles = [Patch(color=OK_COLOUR, label="job (succeeded)")]
-    if FAILED_COLOUR in colours:
-        handles.append(Patch(color=FAILED_COLOUR, label="job (killed or failed)"))
+    handles = [Patch(color=OK_COLOUR, label=LEGEND[OK_COLOUR])]
+    handles += [
+        Patch(color=c, label=LEGEND[c])
+        for c in (FAILED_COLOUR, DELETED_COLOUR, RUNNING_COLOUR)
+        if c in colours
+    ]
     if shared > 1:
         handles.append(
             Patch(
@@ -106,7 +129,9 @@ def gantt(lanes: Lanes, names: dict[int, str], path: Path) -> Path:
         )
     ax.set_title(f"Jobs on nodes (Gantt): {sum(map(len, lanes.values()))} job placements")
     # at the foot of the figure: a legend inside the axes would hide the first rows' bars
-    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
+    fig.legend(
+        handles=handles, loc="lower center", ncol=min(len(handles), 3), fontsize=8, frameon=False
+    )
     fig.tight_layout(rect=(0, 0.35 / height, 1, 1))
     return _save(fig, path)
 
@@ -127,6 +152,7 @@ def utilisation(lanes: Lanes, names: dict[int, str], path: Path, bins: int = 400
     order = sorted(lanes)
     everything = [span for res in order for span in lanes[res]]
     horizon = max(e for _, e, _ in everything) or 1.0
+    scale, unit = time_unit(horizon)
     edges = np.linspace(0.0, horizon, bins + 1)
     grid = np.zeros((len(order), bins), dtype=int)
     for row, res in enumerate(order):
@@ -147,7 +173,7 @@ def utilisation(lanes: Lanes, names: dict[int, str], path: Path, bins: int = 400
         layout="constrained",
     )
     times, counts = _running_steps(everything)
-    top.step(np.r_[0.0, times], np.r_[0, counts], where="post", color=OK_COLOUR)
+    top.step(np.r_[0.0, times] / scale, np.r_[0, counts], where="post", color=OK_COLOUR)
     top.set_ylim(0, max(1, int(counts.max())) * 1.08)
     top.yaxis.set_major_locator(MaxNLocator(integer=True))
     top.set_ylabel("running pods")
@@ -163,9 +189,9 @@ def utilisation(lanes: Lanes, names: dict[int, str], path: Path, bins: int = 400
         interpolation="nearest",
         cmap=cmap,
         norm=norm,
-        extent=(0, horizon, len(order) - 0.5, -0.5),
+        extent=(0, horizon / scale, len(order) - 0.5, -0.5),
     )
-    heat.set_xlabel("simulated time (s)")
+    heat.set_xlabel(f"simulated time ({unit})")
     heat.set_ylabel("node")
     _node_ticks(heat, [names[r] for r in order])
     bar = fig.colorbar(image, ax=heat, fraction=0.04, pad=0.01)

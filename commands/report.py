@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 # the figures of out_schedule.csv that mean something only once a job has ended
+CONTROLLER_WORKLOAD = "k8s"  # the Batsim workload of the pods controllers make
+KILLED = "COMPLETED_KILLED"
 _JOB_FIGURES = (
     "makespan",
     "mean_waiting_time",
@@ -63,6 +65,15 @@ def summarise(
                 fig[key] = float(row[key])
     elif jobs:
         fig["nb_jobs"] = len(jobs)
+    # the pods of Deployments and other controllers (Batsim workload "k8s") end killed when
+    # they are scaled down or their service ends: deleted, not failed
+    deleted = sum(
+        1
+        for j in jobs
+        if j.get("workload_name") == CONTROLLER_WORKLOAD and j.get("final_state") == KILLED
+    )
+    if deleted:
+        fig["controller_pods_deleted"] = deleted
     makespan = fig.get("makespan") or 0.0
     capacity = stats.get("capacity_cores") or 0.0
     if makespan > 0 and capacity > 0:
@@ -76,9 +87,11 @@ def summarise(
         "rejected_by_kubelet",
         "dynamic_jobs",
         "pods_outside_batsim",
+        "pods_deferred",
         "kills",
         "bindings",
         "nondeterministic_advances",
+        "nondeterministic_causes",
         "timer_fires",
         "lockstep_windows",
         "lockstep_windows_with_decision",
@@ -99,12 +112,14 @@ _LABELS = [
     ("nb_jobs_rejected", "jobs rejected", "{}"),
     ("dynamic_jobs", "jobs made by controllers (dynamic)", "{}"),
     ("pods_outside_batsim", "pods outside Batsim (run until deleted)", "{}"),
+    ("pods_deferred", "pods wanted, never created (500 per 25 s: CreationsDeferred)", "{:,}"),
     ("rejected_by_kubelet", "pods refused by the kubelet (over-allocation)", "{}"),
     ("nondeterministic_advances", "non-deterministic advances", "{}"),
+    ("seed", "seed (--seed: entropy and hash order)", "{}"),
 ]
 
 
-_ONLY_IF_NONZERO = {"dynamic_jobs", "pods_outside_batsim"}
+_ONLY_IF_NONZERO = {"dynamic_jobs", "pods_outside_batsim", "pods_deferred"}
 
 
 def _outputs_row(figures: dict[str, Any]) -> str:
@@ -112,7 +127,7 @@ def _outputs_row(figures: dict[str, Any]) -> str:
     if outputs == "none":
         return "none: the simulator wrote no CSV"
     if outputs == "partial":
-        return "PARTIAL: only the jobs that ended before the stop"
+        return "PARTIAL: the jobs that ended before the stop (and those running, in the Gantt)"
     return "complete"
 
 
@@ -140,7 +155,15 @@ def print_summary(
         if key in _ONLY_IF_NONZERO and not figures.get(key):
             continue
         if key in figures:
-            table.add_row(label, fmt.format(figures[key]))
+            value = fmt.format(figures[key])
+            deleted = figures.get("controller_pods_deleted")
+            if key == "nb_jobs_success" and deleted:
+                value += (
+                    f" (and {deleted} pods deleted by their controller: scale-downs, not failures)"
+                )
+            table.add_row(label, value)
+    for cause in figures.get("nondeterministic_causes", ()):
+        table.add_row("  cause", cause)  # (stall guard, input from outside)
     if simulated is not None and "makespan" in figures and simulated != figures["makespan"]:
         table.add_row("simulated time at the end", f"{simulated:,.1f} s")
     table.add_row("wall time of the simulation", f"{figures['wall_s']:.2f} s")
@@ -164,15 +187,23 @@ def print_summary(
 # --------------------------------------------------------------------------- plots
 
 
-def _job_spans(prefix: Path) -> list[tuple[float, float, list[int], bool]]:
-    """(start, end, resource ids, succeeded) of every job that ran."""
-    spans = []
+def _job_spans(prefix: Path) -> list[tuple[float, float, list[int], bool | str]]:
+    """(start, end, resource ids, how it ended: see ``commands.plots.Lanes``) of every job
+    that ran."""
+    spans: list[tuple[float, float, list[int], bool | str]] = []
     for job in _rows(Path(f"{prefix}_jobs.csv")):
         if not job.get("starting_time") or not job.get("allocated_resources"):
             continue
         start, end = float(job["starting_time"]), float(job["finish_time"])
-        ok = job.get("final_state", "") == "COMPLETED_SUCCESSFULLY"
+        state = job.get("final_state", "")
+        ok: bool | str = state == "COMPLETED_SUCCESSFULLY"
+        if state == KILLED and job.get("workload_name") == CONTROLLER_WORKLOAD:
+            ok = "deleted"
         spans.append((start, end, _expand(job["allocated_resources"]), ok))
+    # a partial run: the jobs still running at the stop, drawn up to it
+    for job in _rows(Path(f"{prefix}_running.csv")):
+        start, end = float(job["starting_time"]), float(job["stopped_at"])
+        spans.append((start, end, _expand(job["allocated_resources"]), "running"))
     return spans
 
 
@@ -188,7 +219,7 @@ def plot(prefix: Path, out_dir: Path, node_names: Sequence[str] = ()) -> list[Pa
     matplotlib.use("Agg")
     from commands import plots
 
-    lanes: dict[int, list[tuple[float, float, bool]]] = {}
+    lanes: dict[int, list[tuple[float, float, bool | str]]] = {}
     for start, end, resources, ok in spans:
         for res in resources:
             lanes.setdefault(res, []).append((start, end, ok))

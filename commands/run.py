@@ -19,7 +19,7 @@ import sys
 from commands.report import format_speedup
 from commands.report import speedup as _speedup
 from commands.stopping import Interrupted, StopSignals, exit_status
-from patcher.launch import resolve_command, runtime_environment
+from patcher.launch import DEFAULT_SEED, process_seed, resolve_command, runtime_environment
 from timewarp.wire import clockproto
 
 
@@ -50,6 +50,13 @@ def positive_seconds(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
     return value
+
+
+def seed_value(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
 
 
 def add_time_arguments(parser: argparse.ArgumentParser) -> None:
@@ -92,6 +99,15 @@ def add_time_arguments(parser: argparse.ArgumentParser) -> None:
         help="after a stall report: advance virtual time anyway (the advance is counted as "
         "non-deterministic) or stop the run (default advance)",
     )
+    parser.add_argument(
+        "--seed",
+        type=seed_value,
+        default=None,
+        metavar="N",
+        help="the run's seed: each process's random, hash order, os.urandom, secrets, uuid "
+        "and numpy draw from streams derived from it and the process's name (default "
+        f"{DEFAULT_SEED}; under a broker, `timewarp run` keeps the broker's unless given)",
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -129,11 +145,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def child_environment(args: argparse.Namespace) -> dict[str, str]:
+    seed = args.seed
+    if seed is None and args.standalone:
+        seed = DEFAULT_SEED
+    name = args.name
+    if not args.standalone and args.name == "main":
+        name = os.environ.get(clockproto.ENV_NAME, name)  # the process joins under it
     return runtime_environment(
         dict(os.environ),
         patch_modules=args.patch_module,
         import_hook=not args.no_import_hook,
         freeze_unpatched=args.freeze_unpatched,
+        # under a broker without --seed: the one the launcher gave (in the environment)
+        seed=None if seed is None else process_seed(seed, name),
     )
 
 

@@ -1,7 +1,7 @@
 """``out_services.csv`` and one figure per service (``service_<name>.png``).
 
 One CSV row per service and metrics tick (the columns of
-:data:`simulator.traffic.ROW_FIELDS`; times in simulated seconds since the start,
+:data:`simulator.traffic.metrics.ROW_FIELDS`; times in simulated seconds since the start,
 latencies in seconds, empty when no request completed in the tick). Written to a
 temporary file and renamed, so a reader never sees half of it.
 """
@@ -15,15 +15,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from commands.timeaxis import time_unit
+from simulator.traffic.metrics import ROW_FIELDS
+
 if TYPE_CHECKING:
-    from simulator.traffic import TickRow
+    from simulator.traffic.model import TickRow
 
 SERVICES_CSV = "out_services.csv"
 
 
 def write_rows(path: Path, rows: Sequence[TickRow]) -> None:
-    from simulator.traffic import ROW_FIELDS  # numpy: only for runs with services
-
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(ROW_FIELDS)
@@ -60,7 +61,9 @@ def plot_services(
             return [float(r[key]) if r[key] != "" else float("nan") for r in rows]
 
         t = col("time")
-        scale, unit = (60.0, "min") if t and t[-1] > 1800 else (1.0, "s")
+        scale, unit = time_unit(t[-1]) if t else (1.0, "s")
+        if unit == "s" and t[-1] > 1800:  # half an hour to two: minutes
+            scale, unit = 60.0, "min"
         x = [v / scale for v in t]
         widths = [b - a for a, b in zip([0.0, *t[:-1]], t, strict=True)]
         failed_rate = [

@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -44,33 +45,44 @@ from commands.outfiles import (
 from commands.run import add_time_arguments
 from commands.services_report import SERVICES_CSV, plot_services, write_rows
 from commands.stopping import Interrupted, StopSignals
+from commands.threadname import name_os_thread
+from patcher.launch import DEFAULT_SEED
 from timewarp import __version__
 
 if TYPE_CHECKING:
     from simulator.platform import Platform
-    from simulator.services import ServiceSpec
+    from simulator.traffic.spec import ServiceSpec
     from simulator.workload import Workload
 
 OUT_PREFIX = "out"
 SIGTERM_GRACE_S = 20.0  # time a stopped simulator gets to write partial outputs
 OUT_FILES = tuple(f"{OUT_PREFIX}_{kind}.csv" for kind in ("jobs", "schedule", "machine_states"))
 OBSERVER_KUBECONFIG = "observer.kubeconfig"  # the people's: kubectl, read-only (docs/security.md)
+DECISIONS_CSV = f"{OUT_PREFIX}_decisions.csv"  # broker/cluster/decisions.py
+RUNNING_CSV = f"{OUT_PREFIX}_running.csv"  # a partial run's jobs still running at the stop
 PLOT_FILES = ("gantt.png", "utilisation.png")
+
+
+_DAYS = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)d(.*)$")
 
 
 def sim_duration(text: str) -> float:
     """Simulated seconds: a number of seconds (``3600``) or a duration with units
-    (``1h``, ``90m``, ``1h30m``)."""
+    (``1h``, ``90m``, ``1h30m``, and days: ``3d``, ``1d12h`` — a run prints days, so
+    it takes them; Go's durations, which Batkube's flags follow, have none)."""
     try:
         value = float(text)
     except ValueError:
         from broker.drivers.lockstep_params import parse_duration_ns
 
+        days = _DAYS.match(text)
         try:
-            value = parse_duration_ns(text) / 1e9
+            value = float(days.group(1)) * 86400 if days else 0.0
+            rest = days.group(2) if days else text
+            value += parse_duration_ns(rest) / 1e9 if rest.strip() else 0.0
         except ValueError:
             raise argparse.ArgumentTypeError(
-                f"expected seconds (3600) or a duration like 1h, 90m or 1h30m, got {text!r}"
+                f"expected seconds (3600) or a duration like 3d, 1h, 90m or 1h30m, got {text!r}"
             ) from None
     if not 0 <= value < float("inf"):
         raise argparse.ArgumentTypeError(f"expected a duration >= 0, got {text!r}")
@@ -98,7 +110,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         type=sim_duration,
         default=None,
         metavar="T",
-        help="stop the run at simulated time T (seconds, or 2h, 90m, ...); the outputs are "
+        help="stop the run at simulated time T (seconds, or 3d, 2h, 90m, ...); the outputs are "
         "then partial (the jobs that ended by T) and the exit status 0",
     )
     parser.add_argument(
@@ -109,6 +121,14 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="report when pods wait and nothing was bound, started or ended for T of "
         "simulated time although a pod would fit (seconds, or 10m, 1h, ...; 0: never; "
         "default 10m)",
+    )
+    parser.add_argument(
+        "--scheduler-exit",
+        choices=("continue", "fail"),
+        default="continue",
+        help="a scheduler process that exits 0 before the simulation ends: that process is "
+        "done and the run goes on (continue, the default: one-shot tools, --once modes), "
+        "or the run fails (fail); any other exit fails the run",
     )
     parser.add_argument(
         "--on-no-progress",
@@ -181,6 +201,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "kubectl); a scheduler that loads it from that path acts as itself",
     )
     parser.add_argument(
+        "--pause-at",
+        action="append",
+        type=sim_duration,
+        default=[],
+        metavar="T",
+        help="pause at simulated time T (repeatable): the cluster holds still and the API "
+        "answers (kubectl) until Enter or `timewarp resume OUT`; deterministic mode only",
+    )
+    parser.add_argument(
+        "--pause-on",
+        action="append",
+        default=[],
+        metavar="COND",
+        help="pause the first time COND holds (repeatable): refused (the kubelet refused a "
+        "pod), pending>D (a pod pending longer than D, e.g. pending>10m), failed-rate>X (a "
+        "service's failed share of requests above X); SIGUSR1 pauses at the next instant",
+    )
+    parser.add_argument(
         "--check-determinism",
         action="store_true",
         help="run the simulation twice and compare every output and every process's log "
@@ -191,6 +229,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="serve HTTPS and give the schedulers in-cluster configuration (load_incluster_config)",
     )
+
+
+def run_seed(args: argparse.Namespace) -> int:
+    """The run's seed: ``--seed``, or the fixed default (runs are reproducible unless
+    told otherwise)."""
+    return DEFAULT_SEED if args.seed is None else args.seed
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -218,6 +262,7 @@ def run(args: argparse.Namespace) -> int:
         _check_platform_for_batsim(args, platform)
         _check_paths(args)
         services = _services(workloads)
+        declared = _declared(workloads)
         _check_output(out)
     except _Refused as exc:
         return _fail(str(exc))
@@ -225,7 +270,7 @@ def run(args: argparse.Namespace) -> int:
     node_names = [host.name for host in platform.compute]
 
     def run_into(folder: Path) -> int:
-        simulation = _Simulation(args, folder, total_jobs, node_names, services)
+        simulation = _Simulation(args, folder, total_jobs, node_names, services, declared)
         simulation.master_flags = _master_flags(platform)
         return simulation.run()
 
@@ -288,6 +333,26 @@ def _check_options(args: argparse.Namespace) -> None:
             raise _Refused(f"--scheduler {command!r}: {exc}") from None
     if args.batsim and shutil.which(args.batsim) is None:
         raise _Refused(f"--batsim: program not found: {args.batsim!r}")
+    _check_pauses(args)
+
+
+def _check_pauses(args: argparse.Namespace) -> None:
+    """``--pause-on`` conditions parsed (into ``args.pause_conditions``); pauses only
+    where simulated time waits for them (deterministic mode)."""
+    from commands.pausing import parse_condition
+
+    conditions = []
+    for text in getattr(args, "pause_on", None) or []:
+        try:
+            conditions.append(parse_condition(text, sim_duration))
+        except (ValueError, argparse.ArgumentTypeError) as exc:
+            raise _Refused(f"--pause-on {text!r}: {exc}") from None
+    args.pause_conditions = conditions
+    if (conditions or getattr(args, "pause_at", None)) and args.mode != "deterministic":
+        raise _Refused(
+            f"--pause-at/--pause-on need --mode deterministic: in {args.mode} mode simulated "
+            "time follows the wall clock and would not hold still"
+        )
 
 
 def _check_platform_for_batsim(args: argparse.Namespace, platform: Platform) -> None:
@@ -319,9 +384,23 @@ def _check_paths(args: argparse.Namespace) -> None:
             raise _Refused(str(exc)) from None
 
 
+def _declared(workloads: list[Workload]) -> list[tuple[str, dict]]:
+    """The CRDs and custom resources the workloads declare, as the API would take them
+    (``broker/cluster/declared.py``)."""
+    from broker.cluster.declared import DeclaredError, check_declared
+    from simulator.workload import WorkloadError, read_declared_objects
+
+    try:
+        declared = [d for w in workloads for d in read_declared_objects(w.path)]
+        check_declared(declared)
+    except (WorkloadError, DeclaredError) as exc:
+        raise _Refused(str(exc)) from None
+    return declared
+
+
 def _services(workloads: list[Workload]) -> list[ServiceSpec]:
     """The workloads' services (docs/services.md); a name is declared once."""
-    from simulator.services import declared_twice
+    from simulator.traffic.spec import declared_twice
 
     services = [s for w in workloads for s in w.services]
     duplicate = declared_twice(services)
@@ -385,8 +464,10 @@ class _Simulation:
         total_jobs: int,
         node_names: list[str],
         services: list | None = None,
+        declared: list | None = None,
     ) -> None:
         self.args = args
+        self.declared = declared or []  # the workloads' CRDs and custom resources
         self.out = out
         self.total_jobs = total_jobs
         self.node_names = node_names  # resource id -> host name (the plots' labels)
@@ -395,7 +476,13 @@ class _Simulation:
         self.sim_proc: subprocess.Popen | _EmbeddedSimulator | None = None
 
     def run(self) -> int:
-        for name in (*OUT_FILES, *PLOT_FILES, SERVICES_CSV):  # an earlier run's must not
+        for name in (
+            *OUT_FILES,
+            *PLOT_FILES,
+            SERVICES_CSV,
+            RUNNING_CSV,
+            DECISIONS_CSV,
+        ):  # an earlier run's must not
             # pass for this one's
             (self.out / name).unlink(missing_ok=True)
         from broker.processes.launcher import SchedulerFailed
@@ -500,6 +587,10 @@ class _Simulation:
             extra_kubeconfig=Path(args.write_kubeconfig) if args.write_kubeconfig else None,
             virtual=args.mode != "realtime",
             import_hook=not args.no_import_hook,
+            seed=run_seed(args),
+        )
+        parts.launcher.zero_exit_continues = getattr(args, "scheduler_exit", "continue") == (
+            "continue"
         )
 
     def _start_schedulers(self, parts: _Wiring) -> None:
@@ -528,13 +619,14 @@ class _Simulation:
         )
         parts.facade = Facade(facade_clock, endpoint=parts.endpoint, hold_until_cluster=True)
         if args.mode != "realtime":  # requests belong to the runtime that sent them
-            parts.facade.attribute_by_pid(parts.clock.process_of_pid)
+            parts.facade.attribute_by_pid(parts.clock.registry.process_of_pid)
         parts.facade.start()
         if not args.quiet:
             print(f"{self.prog}: look inside: {self._kubectl_line()}", file=sys.stderr)
         progress = _ProgressView(
             self.total_jobs, disabled=args.quiet, started=self.started, prog=self.prog
         )
+        self._record_decisions(parts.facade)
         parts.broker = make_broker(
             args,
             endpoint=self._broker_endpoint(),
@@ -543,6 +635,7 @@ class _Simulation:
             launcher=parts.launcher,
             rt_clock=parts.rt_clock,
             services=self.services,
+            declared=self.declared,
         )
         self._watch_progress(parts, progress)
         if args.mode == "deterministic":
@@ -555,18 +648,47 @@ class _Simulation:
                 poll_latency_ns=args.poll_latency_ns,
             ).attach(parts.facade)
             # the cluster changing is progress for the stall guard; API traffic is not
-            parts.clock.set_progress_probe(parts.facade.revision)
+            parts.clock.stall.set_progress_probe(parts.facade.revision)
         self.sim_proc = self._start_simulator(parts.broker.endpoint)
         watcher = threading.Thread(target=self._watch_simulator, args=(parts.broker,), daemon=True)
         watcher.start()
         return progress
 
+    def _record_decisions(self, facade) -> None:  # type: ignore[no-untyped-def]
+        """``out_decisions.csv``: every binding, deletion, scale change, cordon and
+        refusal, with the cluster at that instant (``broker/cluster/decisions.py``)."""
+        from broker.cluster.cluster import JOB_ID_ANNOTATION
+        from broker.cluster.decisions import DecisionLog
+
+        clock = facade.clock
+
+        def job_id_of(pod: dict) -> str:
+            annotations = (pod.get("metadata") or {}).get("annotations") or {}
+            return str(annotations.get(JOB_ID_ANNOTATION, ""))
+
+        self.decisions = DecisionLog(lambda: clock.now_ns() / 1e9, clock.wall_epoch_ns(), job_id_of)
+        facade.store.add_listener(self.decisions.on_commit)
+
     def _watch_progress(self, parts: _Wiring, progress: _ProgressView) -> None:
         """After each Batsim message: the progress bar, the no-progress report and
         ``--until`` (see :mod:`commands.guards`)."""
         from commands.guards import NoProgressGuard, StopAtGuard
+        from commands.pausing import PauseGuard
 
         checks = [lambda p: progress.update(p)]
+        if self.args.mode == "deterministic":
+            self.pauser = PauseGuard(
+                parts.broker,
+                self.out,
+                list(getattr(self.args, "pause_at", None) or []),
+                list(getattr(self.args, "pause_conditions", None) or []),
+                sys.stderr,
+                self.prog,
+                kubeconfig=getattr(self.args, "write_kubeconfig", None),
+            )
+            self.pauser.arm(parts.clock)
+            self.pauser.install_signals()
+            checks.append(lambda p: self.pauser.check(p.now_s))
         if self.args.no_progress_after > 0:
             self.no_progress = NoProgressGuard(
                 parts.broker,
@@ -604,6 +726,10 @@ class _Simulation:
             nonlocal sim_code
             sim_code = self._stop_simulator(wait=result is not None and result.ok)
 
+        if parts.launcher is not None:  # their CPU, before they are stopped
+            from commands.process_figures import sample_cpu
+
+            self.process_cpu = sample_cpu(list(parts.launcher.processes))
         steps = [
             ("schedulers", parts.launcher and parts.launcher.stop_all),
             ("simulator", stop_simulator),
@@ -659,12 +785,14 @@ class _Simulation:
         written = all((out / name).exists() for name in OUT_FILES)
         complete = ok and stopped_at is None
         figures["outputs"] = ("complete" if complete else "partial") if written else "none"
+        figures["seed"] = run_seed(self.args)
         if stopped_at is not None:
             figures["stopped_at_s"] = stopped_at
         if getattr(self, "stopped_by", None):
             figures["stopped_by"] = self.stopped_by
         if self.pacer is not None:
             figures["api_latency"] = self.pacer.figures()
+        self._process_figures()
         guard = getattr(self, "no_progress", None)
         warnings = list(guard.reports) if guard is not None else []
         refused: list[str] = []
@@ -673,6 +801,13 @@ class _Simulation:
             service_plots = self._write_services(figures)
         except OSError as exc:
             refused.append(f"{SERVICES_CSV} ({exc.strerror or exc})")
+        decisions = getattr(self, "decisions", None)
+        if decisions is not None:
+            try:
+                decisions.finish()
+                decisions.write(out / DECISIONS_CSV)
+            except OSError as exc:
+                refused.append(f"{DECISIONS_CSV} ({exc.strerror or exc})")
         try:
             self._write_manifest(figures, ok, reason, wall, warnings)
         except OSError as exc:
@@ -704,6 +839,10 @@ class _Simulation:
         if not self.args.quiet or not ok or figures["outputs"] != "complete" or refused:
             report.print_summary(figures, sys.stderr, title=self.prog)
             self._print_services(figures)
+            from commands.process_figures import summary_lines
+
+            for line in summary_lines(getattr(self, "per_process", {})):
+                print(f"{self.prog}: {line}", file=sys.stderr)
         if getattr(self, "observer_kubeconfig", None) is not None and not self.args.quiet:
             print(f"kubectl (while a run goes on): {self._kubectl_line()}", file=sys.stderr)
         for line in self.pacer.summary() if self.pacer is not None else ():
@@ -712,6 +851,26 @@ class _Simulation:
 
     def _kubectl_line(self) -> str:
         return f"KUBECONFIG={shlex.quote(str(self.observer_kubeconfig))} kubectl get pods"
+
+    def _process_figures(self) -> None:
+        """Per scheduler process: CPU and API requests (``commands/process_figures.py``),
+        for the manifest and the summary."""
+        from commands.process_figures import figures as process_figures
+
+        parts = self._parts
+        if parts is None or parts.launcher is None or parts.facade is None:
+            self.per_process = {}
+            return
+        names = [proc.name for proc in parts.launcher.processes]
+        self.per_process = process_figures(
+            names, getattr(self, "process_cpu", {}), dict(parts.facade.api.request_counts)
+        )
+        try:
+            exits = parts.launcher.exits()
+        except Exception:  # a report must never be what fails the run
+            exits = {}
+        for name, ended in exits.items():
+            self.per_process.setdefault(name, {}).update(ended=ended)
 
     def _print_services(self, figures: dict) -> None:
         for name, web in sorted((figures.get("services") or {}).items()):
@@ -854,6 +1013,7 @@ class _Simulation:
             "schedulers": args.scheduler,
             "patch_modules": args.patch_module,
             "epoch_ns": args.epoch,
+            "seed": run_seed(args),
             "ok": ok,
             "reason": reason,
             "outputs": figures["outputs"],
@@ -861,6 +1021,11 @@ class _Simulation:
             "figures": figures,
             "warnings": warnings,
         }
+        if getattr(self, "per_process", None):
+            manifest["processes"] = self.per_process
+        pauser = getattr(self, "pauser", None)
+        if pauser is not None and pauser.pauses:
+            manifest["pauses"] = pauser.pauses  # when and why (the outputs do not change)
         if getattr(self, "traceback", None):
             manifest["traceback"] = self.traceback
         text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
@@ -892,6 +1057,7 @@ class _EmbeddedSimulator:
             return
 
         def run() -> None:
+            name_os_thread()  # so /proc tells this thread's CPU from the broker's
             code = 1
             try:
                 code = sim_cli.drive(
@@ -1022,6 +1188,8 @@ class _ProgressView:
         self.progress.__exit__(*exc)
 
     def update(self, p) -> None:  # type: ignore[no-untyped-def]
+        if self.disabled:  # -q or no terminal: runs after every Batsim message, shows nothing
+            return
         self.jobs_dynamic = p.jobs_dynamic
         self._show(p.now_s, _wall.perf_counter() - self.started, completed=p.jobs_done)
 

@@ -68,6 +68,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-plots", action="store_true", help="write the tables, skip plots/")
     parser.add_argument(
+        "--report",
+        action="store_true",
+        help="also write RESULTS/report.html: timewarp compare's report of the grid, one "
+        "column per point (its replicates summed up as median [lowest–highest])",
+    )
+    parser.add_argument(
         "-q",
         "--quiet",
         action="store_true",
@@ -124,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
                 return _fail(str(exc), 2)
         signals.shield()  # the tables of the finished runs are written whatever comes now
         rows = _collect(sweep, runs, results, plots=not args.no_plots)
+        if args.report:
+            _report(sweep, runs, rows, results)
     ok = sum(r["status"] == "ok" for r in rows)
     failed = [r for r in rows if r["status"] == "failed"]
     if not args.quiet or failed or signals.interrupted:
@@ -270,20 +278,63 @@ def _record_lost_run(run: Run, exc: BaseException) -> dict[str, Any]:
 
 
 def _collect(sweep: Sweep, runs: list[Run], results: Path, plots: bool) -> list[dict]:
+    from commands.comparing.runs import service_figures
     from commands.sweeping import results as tables
 
     columns = sweep.factor_columns
-    rows = [tables.run_row(r.record(), finished_result(r.directory), columns) for r in runs]
-    tables.write_csv(results / "runs.csv", tables.runs_columns(columns), rows)
-    summary = tables.summarise(rows, columns)
-    tables.write_csv(results / "summary.csv", tables.summary_columns(columns), summary)
+    rows, seen = [], []
+    for r in runs:
+        result = finished_result(r.directory)
+        services = service_figures(r.directory) if result else {}
+        seen += services
+        rows.append(tables.run_row(r.record(), result, columns, services))
+    services = tables.service_columns(seen)
+    tables.write_csv(results / "runs.csv", tables.runs_columns(columns, services), rows)
+    summary = tables.summarise(rows, columns, services)
+    tables.write_csv(results / "summary.csv", tables.summary_columns(columns, services), summary)
     plot_dir = results / "plots"
     if not plots:
         return rows
     if plot_dir.exists():
         shutil.rmtree(plot_dir)
     try:
-        tables.plot_summary(summary, columns, plot_dir)
+        tables.plot_summary(summary, columns, plot_dir, services)
     except Exception as exc:  # plots are a bonus: the tables are already written
         print(f"timewarp sweep: plots skipped ({exc})", file=sys.stderr)
     return rows
+
+
+def _report(sweep: Sweep, runs: list[Run], rows: list[dict], results: Path) -> None:
+    """``RESULTS/report.html``: one group per point, of its successful runs."""
+    from commands.comparing.figures import Group
+    from commands.comparing.html import render
+    from commands.comparing.runs import RunError, read_run
+
+    groups: dict[str, Group] = {}
+    # a column is named by the factors that vary (every point has the same platform, say)
+    varying = [c for c in sweep.factor_columns if len({str(r[c]) for r in rows}) > 1]
+    for run, row in zip(runs, rows, strict=True):
+        label = " ".join(f"{c}={row[c]}" for c in varying if row[c] != "") or "all"
+        group = groups.setdefault(label, Group(label, []))
+        if row["status"] != "ok":
+            continue
+        try:
+            group.runs.append(
+                read_run(run.directory, f"{label} #{row['replicate']}", seed=row["seed"])
+            )
+        except RunError:
+            pass
+    failed = {label: g for label, g in groups.items() if not g.runs}
+    shown = [g for g in groups.values() if g.runs]
+    if not shown:
+        print("timewarp sweep: no run succeeded: no report", file=sys.stderr)
+        return
+    title = f"timewarp sweep {sweep.source.name}: {len(shown)} points"
+    if failed:
+        title += f" ({len(failed)} where every run failed: {', '.join(failed)})"
+    try:
+        write_text_atomically(results / "report.html", render(shown, title))
+    except OSError as exc:  # the tables are written: the report is a bonus
+        print(f"timewarp sweep: report not written ({exc.strerror or exc})", file=sys.stderr)
+        return
+    print(f"timewarp sweep: report in {results}/report.html", file=sys.stderr)

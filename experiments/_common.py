@@ -63,6 +63,10 @@ class Run:
     cpu_s: dict[str, float] = field(default_factory=dict)  # role -> CPU seconds (sampled)
     cpu_total_s: float = math.nan  # every process of the run, exact (rusage of children)
     stderr: str = ""
+    # with run_simulate(detail=True): role -> OS thread name -> CPU seconds (sampled), and
+    # role -> peak resident set in KiB (VmHWM at the last sample; the largest if several)
+    thread_cpu_s: dict[str, dict[str, float]] = field(default_factory=dict)
+    peak_rss_kib: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -115,8 +119,12 @@ def run_simulate(
     out: Path | str,
     extra: Sequence[str] = (),
     timeout_s: float | None = None,
+    detail: bool = False,
 ) -> Run:
     """Run ``timewarp simulate`` to completion (or ``timeout_s``) and collect its figures.
+
+    ``detail`` also samples each process's threads and peak RSS (``Run.thread_cpu_s``,
+    ``Run.peak_rss_kib``), at a few more ``/proc`` reads per sample.
 
     Not thread-safe: ``cpu_total_s`` is this process's children's rusage delta, so runs
     must not overlap.
@@ -139,7 +147,7 @@ def run_simulate(
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
-    sampler = CpuSampler(proc.pid)
+    sampler = CpuSampler(proc.pid, detail=detail)
     sampler.start()
     try:
         _, stderr = proc.communicate(timeout=timeout_s)
@@ -167,6 +175,8 @@ def run_simulate(
         figures=manifest.get("figures", {}),
         manifest=manifest,
         cpu_s=sampler.by_role(),
+        thread_cpu_s=sampler.by_thread(),
+        peak_rss_kib=sampler.peak_rss(),
         cpu_total_s=(after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime),
         stderr=stderr.decode(errors="replace"),
     )
@@ -181,6 +191,36 @@ def _proc_stat(pid: int) -> tuple[int, float] | None:
     # the command name (field 2) may hold spaces and parentheses: split after the last ')'
     rest = raw[raw.rindex(")") + 2 :].split()
     return int(rest[1]), (int(rest[11]) + int(rest[12])) / _TICKS
+
+
+def _task_stats(pid: int) -> dict[int, tuple[str, float]]:
+    """tid -> (OS thread name, CPU seconds) of each live thread of a process."""
+    stats = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return stats
+    for tid in tids:
+        try:
+            raw = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        except OSError:
+            continue  # ended between the listing and the read
+        name = raw[raw.index("(") + 1 : raw.rindex(")")]
+        rest = raw[raw.rindex(")") + 2 :].split()
+        stats[int(tid)] = (name, (int(rest[11]) + int(rest[12])) / _TICKS)
+    return stats
+
+
+def _peak_rss_kib(pid: int) -> int | None:
+    """``VmHWM`` of a live process: its peak resident set so far, in KiB."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
 
 
 def _cmdline(pid: int) -> list[str]:
@@ -212,11 +252,14 @@ class CpuSampler(threading.Thread):
 
     RESCAN_EVERY = 10
 
-    def __init__(self, root: int, period_s: float = SAMPLE_S) -> None:
+    def __init__(self, root: int, period_s: float = SAMPLE_S, detail: bool = False) -> None:
         super().__init__(daemon=True, name=f"cpu-sampler-{root}")
         self.root = root
         self.period_s = period_s
+        self.detail = detail
         self.seen: dict[int, tuple[str, float]] = {}  # pid -> (role, last CPU seconds)
+        self.threads: dict[tuple[int, int], tuple[str, float]] = {}  # (pid, tid) -> (name, CPU)
+        self.hwm: dict[int, int] = {}  # pid -> peak RSS KiB
         self._stop_event = threading.Event()
         self.available = Path("/proc/self/stat").exists()
 
@@ -241,6 +284,12 @@ class CpuSampler(threading.Thread):
         argv = _cmdline(pid)
         role = role_of(argv) if argv and argv != [""] else self.seen.get(pid, ("other",))[0]
         self.seen[pid] = (role, cpu)
+        if self.detail:
+            for tid, named in _task_stats(pid).items():
+                self.threads[(pid, tid)] = named
+            hwm = _peak_rss_kib(pid)
+            if hwm is not None:
+                self.hwm[pid] = hwm
 
     def _scan(self) -> None:
         parents: dict[int, tuple[int, float]] = {}
@@ -272,6 +321,23 @@ class CpuSampler(threading.Thread):
         for role, cpu in self.seen.values():
             totals[role] = round(totals.get(role, 0.0) + cpu, 3)
         return totals
+
+    def by_thread(self) -> dict[str, dict[str, float]]:
+        """role -> OS thread name -> CPU seconds (threads of one name summed)."""
+        totals: dict[str, dict[str, float]] = {}
+        for (pid, _), (name, cpu) in self.threads.items():
+            role = self.seen.get(pid, ("other",))[0]
+            names = totals.setdefault(role, {})
+            names[name] = round(names.get(name, 0.0) + cpu, 3)
+        return totals
+
+    def peak_rss(self) -> dict[str, int]:
+        """role -> the largest peak RSS (KiB) of its processes."""
+        peaks: dict[str, int] = {}
+        for pid, kib in self.hwm.items():
+            role = self.seen.get(pid, ("other",))[0]
+            peaks[role] = max(peaks.get(role, 0), kib)
+        return peaks
 
 
 # ----------------------------------------------------------------------------- CSVs

@@ -54,7 +54,7 @@ def _is_console_script(path: str) -> bool:
 def boot() -> None:
     if is_timewarp_cli():
         return
-    from timewarp._core.activation import activate_from_env, when_imported
+    from timewarp._core.activation import activate_from_env
 
     rt = activate_from_env()
     if rt is None:
@@ -70,19 +70,6 @@ def boot() -> None:
             )
         else:
             importhook.install(modules)
-    if os.environ.get("TIMEWARP_INCLUSTER_DIR"):
-        # load_incluster_config() reads fixed service-account paths: point them at ours,
-        # in each client library when the program imports it
-        from timewarp._core import podidentity
-        from timewarp.wire import incluster
-
-        when_imported(incluster.redirect_hooks())
-        # and what a pod sees itself: the service-account files at their literal path,
-        # kubernetes.default.svc resolving to the API (docs/compatibility.md)
-        podidentity.install(
-            os.environ["TIMEWARP_INCLUSTER_DIR"],
-            podidentity.facade_from_env(os.environ.get(clockproto.ENV_FACADE)),
-        )
     if os.environ.get(clockproto.ENV_FREEZE_UNPATCHED) == "1":
         from patcher import freeze
         from timewarp import vtime

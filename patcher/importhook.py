@@ -41,7 +41,6 @@ import os
 import site
 import sys
 import sysconfig
-import tempfile
 import threading
 import types
 from collections.abc import Sequence
@@ -299,10 +298,14 @@ def run_main(
 
 
 def _atomic_write(path: Path, data: bytes) -> bool:
-    """Write via a temporary file and a rename; False if the cache is not writable."""
+    """Write via a temporary file and a rename; False if the cache is not writable.
+    The temporary name is the writer's (process and thread), not a random one: the
+    program's random numbers are seeded (``TIMEWARP_SEED``) and a write of the cache
+    must not draw from them, or a warm cache would change the program's draws."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
+        tmp = str(path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.tmp"))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)

@@ -14,6 +14,7 @@ the program would silently run on the wall clock), and a nested
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import sys
@@ -26,6 +27,15 @@ from timewarp.wire import clockproto
 BOOT_DIR = Path(__file__).resolve().parent / "_boot"
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 ENV_NO_IMPORT_HOOK = "TIMEWARP_NO_IMPORT_HOOK"
+DEFAULT_SEED = 0  # the run's seed when none is given: runs are reproducible by default
+_HASH_SEED_LIMIT = 2**32  # PYTHONHASHSEED: 0 .. 4294967295
+
+
+def process_seed(run_seed: int, name: str) -> int:
+    """The seed of the process ``name`` in a run seeded ``run_seed``: 64 bits of SHA-256
+    (the same on every machine and Python), different for each name and each seed."""
+    digest = hashlib.sha256(f"timewarp-seed\0{run_seed}\0{name}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
 
 
 def compose_pythonpath(user: str | None) -> str:
@@ -44,10 +54,14 @@ def runtime_environment(
     patch_modules: Sequence[str] = (),
     import_hook: bool = True,
     freeze_unpatched: bool = False,
+    seed: int | None = None,
 ) -> dict[str, str]:
     """``env`` (changed in place and returned) for a program that starts timewarp's
     runtime at start-up (``sitecustomize`` in BOOT_DIR): what ``timewarp run`` execs with.
-    The clock service's variables (TIMEWARP_CLOCK, TIMEWARP_NAME, ...) are the caller's."""
+    The clock service's variables (TIMEWARP_CLOCK, TIMEWARP_NAME, ...) are the caller's.
+    ``seed`` (the process's, :func:`process_seed`) fixes its entropy, which the runtime
+    draws from it, and its hash seed, which the interpreter takes from the environment
+    at start-up (a PYTHONHASHSEED already there is replaced: the run's seed decides)."""
     env["PYTHONPATH"] = compose_pythonpath(env.get("PYTHONPATH"))
     modules = [m for m in env.get(clockproto.ENV_PATCH_MODULES, "").split(",") if m]
     for module in patch_modules:
@@ -58,6 +72,9 @@ def runtime_environment(
         env[ENV_NO_IMPORT_HOOK] = "1"
     if freeze_unpatched:
         env[clockproto.ENV_FREEZE_UNPATCHED] = "1"
+    if seed is not None:
+        env[clockproto.ENV_SEED] = str(seed)
+        env["PYTHONHASHSEED"] = str(seed % _HASH_SEED_LIMIT)
     return env
 
 
@@ -205,6 +222,11 @@ def _take_timewarp_run(argv: list[str], launch: Launch) -> list[str]:
             launch.freeze_unpatched = True
         elif arg in ("-q", "--quiet"):
             pass
+        elif key == "--seed":
+            raise LaunchError(
+                "`timewarp run --seed` under `timewarp simulate`: each process's seed comes "
+                "from the run's (`timewarp simulate --seed`); drop it"
+            )
         elif key == "--standalone":
             raise LaunchError(
                 "`timewarp run --standalone` starts a clock of its own; under `timewarp "

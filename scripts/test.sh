@@ -22,4 +22,14 @@ if [ -x "$BATSIM_DIR/bin/batsim" ] && ldd "$BATSIM_DIR/bin/batsim" | grep -q 'no
     [ "${CI:-}" = "true" ] && exit 2
   fi
 fi
+# Headless Chromium (Debian's package) for the tests that check what an HTML report draws;
+# without it they skip with the reason — under CI they fail.
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "test.sh: installing Debian's chromium for the HTML report tests" >&2
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  if ! { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null; }; then
+    echo "test.sh: could not install it; the browser tests will skip (fail under CI)" >&2
+    [ "${CI:-}" = "true" ] && exit 2
+  fi
+fi
 exec .venv/bin/python -m pytest -n 2 "$@"

@@ -7,8 +7,10 @@ A script written for Batsim works by swapping the program name::
 Exit status: 0 on success; 2 for bad input (arguments, platform, workloads), before any
 connection is made and without writing outputs; 1 when the decision process breaks the
 protocol, deadlocks the simulation or does not answer within ``--reply-timeout``; 143
-(SIGTERM) or 130 (SIGINT, Ctrl-C) when stopped from outside. A run stopped from outside,
-by ``--reply-timeout`` or by a deadlock still writes *partial* outputs: the jobs that
+(SIGTERM) or 130 (SIGINT, Ctrl-C) when stopped from outside; 1 as well when the decision
+process disconnects while a reply is awaited (TCP or IPC: it exited; Batsim would wait
+forever). A run stopped from outside, by ``--reply-timeout``, a disconnection or a
+deadlock still writes *partial* outputs: the jobs that
 ended so far and the machine states so far, ``batsim_version`` ending in ``-partial``
 (real Batsim writes nothing then). A protocol error writes nothing, as in Batsim.
 """
@@ -28,9 +30,9 @@ import zmq
 from simulator import protocol
 from simulator.engine import Deadlock, Options, Simulator
 from simulator.mixups import input_mixup
-from simulator.outputs import StreamingOutputs
+from simulator.outputs import StreamingOutputs, write_energy, write_running
 from simulator.platform import PlatformError, load_platform, real_batsim_refusals
-from simulator.runner import Aborted, ReplyTimeout, print_progress
+from simulator.runner import Aborted, Disconnected, ReplyTimeout, print_progress
 from simulator.runner import run as run_zmq
 from simulator.workload import WorkloadError, load_workload
 
@@ -90,7 +92,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a string given to the decision process in SIMULATION_BEGINS (default empty)",
     )
     parser.add_argument(
-        "-E", "--energy", action="store_true", help="not supported (no energy model)"
+        "-E",
+        "--energy",
+        action="store_true",
+        help="the hosts' energy (wattage_per_state, wattage_off): consumed_energy in "
+        "jobs.csv, PREFIX_consumed_energy.csv, PREFIX_pstate_changes.csv; power state "
+        "changes (SET_RESOURCE_STATE) are refused",
     )
     parser.add_argument(
         "--submission-latency",
@@ -141,8 +148,6 @@ def run(args: argparse.Namespace) -> int:
 
 def prepare(args: argparse.Namespace, err: TextIO | None = None) -> Simulator | int:
     """The simulator the arguments describe, or the exit code of a bad input (2)."""
-    if args.energy:
-        return _fail("-E/--energy: timewarp sim has no energy model; use real Batsim", 2, err)
     if args.acknowledge_dynamic_jobs and not args.enable_dynamic_jobs:
         return _fail("--acknowledge-dynamic-jobs needs --enable-dynamic-jobs", 2, err)
     if not 0 <= args.submission_latency < 1:
@@ -175,8 +180,12 @@ def prepare(args: argparse.Namespace, err: TextIO | None = None) -> Simulator | 
         forward_unknown_events=args.forward_unknown_events,
         sched_config=args.sched_cfg,
         submission_latency=args.submission_latency,
+        energy=args.energy,
     )
-    return Simulator(platform, workloads, options)
+    try:
+        return Simulator(platform, workloads, options)
+    except PlatformError as exc:  # -E on hosts without their power
+        return _fail(str(exc), 2, err)
 
 
 def drive(
@@ -219,7 +228,7 @@ def drive(
             return _fail(f"decision process error: {exc}", 1, err)
         except Deadlock as exc:
             failure = (f"deadlock: {exc}", 1)
-        except ReplyTimeout as exc:
+        except (ReplyTimeout, Disconnected) as exc:
             failure = (str(exc), 1)
         except Aborted as exc:
             signum = signals[0] if signals else signal.SIGTERM
@@ -228,6 +237,7 @@ def drive(
             text, code = failure
             try:
                 paths = outputs.finish(sim.machines_so_far(), 0.0, 0.0, partial=True)
+                paths.append(write_running(args.export, sim.records.values(), sim.now))
             except OSError as exc:
                 return _fail(f"{text}; cannot write partial outputs: {exc}", code, err)
             ended = outputs.sums.jobs
@@ -240,7 +250,13 @@ def drive(
         scheduling = 0.0 if args.reproducible else stats.scheduling_time
         simulation = 0.0 if args.reproducible else stats.simulation_time
         try:
-            outputs.finish(sim.machines, scheduling, simulation)
+            joules = 0.0
+            if sim.energy is not None:
+                first = sim.energy_first_submission or 0.0
+                joules = sim.energy_last_completion - first
+            outputs.finish(sim.machines, scheduling, simulation, consumed_joules=joules)
+            if sim.energy is not None:
+                write_energy(args.export, sim.energy_rows, sim.energy.pstate)
         except OSError as exc:
             return _fail(f"cannot write outputs with prefix {args.export!r}: {exc}", 1, err)
     if not args.quiet:

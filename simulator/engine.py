@@ -45,6 +45,7 @@ from typing import Any
 from procset import ProcSet
 
 from simulator import protocol as p
+from simulator.energy import energy_meter
 from simulator.kernel import (
     BY_NAME,
     CREATE,
@@ -59,26 +60,31 @@ from simulator.kernel import (
     Actor,
     Kernel,
     Mailbox,
+    Ptask,
     Simcall,
 )
+from simulator.network import PlatformError, ptask_spec
 from simulator.platform import Platform
 from simulator.workload import (
     Job,
     Workload,
     WorkloadError,
     base_duration,
+    has_communication,
     has_sharing_slowdown,
     parse_job,
     plain_delay,
+    ptask_matrices,
     validate_profile,
 )
 
 #: Batsim's internal messages are 1 byte. Between two actors of the master host they cross
-#: its loopback (SimGrid's default: 10 GB/s, no latency): 1e-10 s.
-LOCAL_RATE = 1e10
+#: its loopback (SimGrid's default: 10 GB/s, no latency): 1e-10 s. On a platform with
+#: links, the route's (``simulator.network``): its latency, then the byte.
+LOCAL_COST = (0.0, 1e10)
 #: From a job's host to the master: no link joins them in the platforms people write for
 #: Batsim (Batkube's, timewarp's generated ones); a route of no link takes no time.
-REMOTE_RATE = 0.0
+REMOTE_COST = (0.0, 0.0)
 #: Batsim's waiter sleeps at least this long ("found by trial and error", its source says).
 WAITER_MIN_SLEEP_S = 1e-5
 _BY_NAME = (BY_NAME,)
@@ -105,6 +111,7 @@ class Options:
     forward_unknown_events: bool = False
     sched_config: str = ""
     submission_latency: float = 0.0  # extra delay of every submission (timewarp's)
+    energy: bool = False  # Batsim's -E: the hosts' energy (simulator.energy)
 
 
 @dataclass(slots=True)
@@ -134,6 +141,8 @@ class JobRecord:
     walltime_end: float | None = None
     actor: Actor | None = None
     kill_requested: bool = False
+    energy: Any = -1.0  # joules its machines used while it ran (long double; -1: no -E)
+    loads: tuple[tuple[int, float], ...] = ()  # flops/s its computation puts on hosts now
     task: _Task | None = None  # the task its actor runs now, since task_start
     task_start: float = 0.0
 
@@ -146,6 +155,7 @@ class _Task:
     rate: float
     name: str
     path: tuple[tuple[str, int], ...] = ()
+    ptask: Ptask | None = None  # a task with communication (its run time not known ahead)
 
 
 @dataclass
@@ -197,10 +207,31 @@ class Simulator:
         self.machines = MachineLog()
         self.resource_states: dict[int, str] = {}
         self.events_processed = 0  # messages handled by Batsim's server actor
+        self.kernel = Kernel()
         self._speeds = [h.speed for h in platform.compute]
         self._classes = [h.node_class for h in platform.compute]
+        # what a message costs: from an actor of the master host, from a job's first host.
+        # With links or communicating tasks, resources are shared as SimGrid shares them
+        # (every action's rate solved at each step); without, each runs at its own rate
+        communicating = any(
+            has_communication(profile) for w in workloads for profile in w.profiles.values()
+        )
+        network = platform.network
+        if communicating or (network is not None and network.has_links):
+            self.kernel.constraints = {}
+        self._local, self._remote = platform.message_costs(self.kernel.constraints)
+        # -E: the compute machines' energy, and the rows of _consumed_energy.csv
+        self.energy = energy_meter(platform) if options.energy else None
+        if self.energy is not None and communicating:
+            raise PlatformError(
+                f"{platform.path}: -E/--energy with parallel tasks that communicate: their "
+                "hosts' load follows the network's sharing, which the energy model does not "
+                "follow (use real Batsim, or com = 0)"
+            )
+        self.energy_rows: list[tuple[float, Any, str, float]] = []  # energy: a Fraction
+        self.energy_first_submission: float | None = None
+        self.energy_last_completion = 0.0
         # Batsim's state around its server actor
-        self.kernel = Kernel()
         self._box = Mailbox("server")
         self._writer: list[p.Event] = []  # what the next message will carry
         self._sched_ready = False
@@ -367,11 +398,11 @@ class Simulator:
             if event.timestamp > kernel.clock:
                 yield (SLEEP, event.timestamp - kernel.clock)
             yield _BY_NAME
-            yield (PUT, self._box, ("decision", index, event), LOCAL_RATE)
+            yield (PUT, self._box, ("decision", index, event), self._local)
         if reply.now > kernel.clock:
             yield (SLEEP, reply.now - kernel.clock)
         yield _BY_NAME
-        yield (PUT, self._box, ("ready",), LOCAL_RATE)
+        yield (PUT, self._box, ("ready",), self._local)
 
     def _check_profile_alive(self, index: int, event: p.Event) -> None:
         data = event.data
@@ -391,7 +422,7 @@ class Simulator:
         kernel = self.kernel
         latency = self.options.submission_latency
         yield _BY_NAME
-        yield (PUT, self._box, ("hello",), LOCAL_RATE)
+        yield (PUT, self._box, ("hello",), self._local)
         current = kernel.clock
         batch: list[JobRecord] = []
         for record in records:
@@ -399,16 +430,18 @@ class Simulator:
             if subtime > current:
                 if batch:
                     yield _BY_NAME
-                    yield (PUT, self._box, ("submitted", batch), LOCAL_RATE)
+                    yield (PUT, self._box, ("submitted", batch), self._local)
                     batch = []
                 yield (SLEEP, subtime - current)
                 current = kernel.clock
+            if self.energy is not None and self.energy_first_submission is None:
+                self.energy_first_submission = self.energy.total(kernel.clock)
             batch.append(record)
         if batch:
             yield _BY_NAME
-            yield (PUT, self._box, ("submitted", batch), LOCAL_RATE)
+            yield (PUT, self._box, ("submitted", batch), self._local)
         yield _BY_NAME
-        yield (PUT, self._box, ("bye",), LOCAL_RATE)
+        yield (PUT, self._box, ("bye",), self._local)
 
     def _job(self, record: JobRecord) -> Iterator[Simcall]:
         """One job's execution actor (on its first allocated host, so its completion
@@ -424,22 +457,38 @@ class Simulator:
             for task in self._tasks(record):
                 seconds, rate = task.seconds, task.rate
                 record.task, record.task_start = task, self.kernel.clock
+                if task.ptask is not None:  # Batsim: wait_for(what is left of the walltime)
+                    if left > 0:
+                        began = self.kernel.clock
+                        if (yield (EXEC_TIMEOUT, task.ptask, left)) is TIMED_OUT:
+                            reached = True
+                            break
+                        left -= self.kernel.clock - began
+                    else:
+                        yield (EXEC, task.ptask)
+                    continue
                 if rate > 0 and left > 0 and not seconds > left:
                     # a parallel task under the walltime: SimGrid's timeout detector decides
                     # a tie (simulator.kernel, EXEC_TIMEOUT)
+                    self._computing(record, task)
                     if (yield (EXEC_TIMEOUT, rate, left)) is TIMED_OUT:
                         reached = True
                         break
+                    self._set_loads(record, ())
                     left -= seconds
                 # a delay must end before the walltime
                 elif left < 0 or seconds < left:
                     if rate > 0:
+                        self._computing(record, task)
                         yield (EXEC, rate)
+                        self._set_loads(record, ())
                     elif seconds > 0:  # SimGrid: sleeping 0 is no sleep at all
                         yield (SLEEP, seconds)
                     if left > 0:
                         left -= seconds
                 else:
+                    if rate > 0:  # a parallel task cut by the walltime: computing till then
+                        self._computing(record, task)
                     yield (SLEEP, left)
                     reached = True
                     break
@@ -448,7 +497,10 @@ class Simulator:
         else:
             self._complete(record, "COMPLETED_SUCCESSFULLY", 0)
         yield _BY_NAME
-        yield (PUT, self._box, ("completed", record), REMOTE_RATE)
+        yield (PUT, self._box, ("completed", record), self._remote[record.hosts[0]])
+        # a parallel task past its walltime computes on until its actor ends (Batsim does
+        # not cancel it; SimGrid drops it with the actor)
+        self._set_loads(record, ())
 
     def _tasks(self, record: JobRecord) -> list[_Task]:
         """The job's tasks as Batsim runs them: a delay is a sleep (rate 0), a parallel
@@ -476,6 +528,11 @@ class Simulator:
                 return
             seconds = base_duration(name, workload.profiles, speeds, classes)
             rate = 0.0
+            if has_communication(profile) or profile["type"] == "parallel":
+                tasks.append(self._ptask_task(record, name, profile, path))
+                return
+            if profile["type"] == "parallel_homogeneous_total":
+                profile = {"type": "parallel_homogeneous", "cpu": profile["cpu"] / len(hosts)}
             if profile["type"] == "parallel_homogeneous" and profile["cpu"] > 0:
                 if not (profile.get("timewarp") or {}).get("durations"):
                     rate = min(speed / profile["cpu"] for speed in speeds)
@@ -483,6 +540,65 @@ class Simulator:
 
         add(record.job.profile, ())
         return tasks
+
+    def _computing(self, record: JobRecord, task: _Task) -> None:
+        """-E: a task computing at ``task.rate`` puts that many tasks/s × its flops on
+        each host (the energy plugin's load)."""
+        if self.energy is None:
+            return
+        profile = self.workloads[record.job.workload].profiles[task.name]
+        hosts = record.hosts
+        flops = ptask_matrices(profile, len(hosts))[0]
+        self._set_loads(
+            record, tuple((h, task.rate * f) for h, f in zip(hosts, flops, strict=True))
+        )
+
+    def _set_loads(self, record: JobRecord, loads: tuple[tuple[int, float], ...]) -> None:
+        if self.energy is None:
+            return
+        now = self.now
+        for host, flops in record.loads:
+            self.energy.add_load(host, now, -flops)
+        for host, flops in loads:
+            self.energy.add_load(host, now, flops)
+        record.loads = loads
+
+    def _energy_row(self, kind: str) -> float:
+        """A row of _consumed_energy.csv (Batsim's energy tracer); the total energy."""
+        assert self.energy is not None
+        total = self.energy.exact_total(self.now)
+        self.energy_rows.append((self.now, total, kind, self.energy.wattmin()))
+        return float(total)
+
+    def _ptask_task(
+        self, record: JobRecord, name: str, profile: dict[str, Any], path: tuple
+    ) -> _Task:
+        """A parallel task with its communications: SimGrid's ptask on the job's hosts."""
+        hosts = record.hosts
+        if profile["type"] == "parallel" and len(profile["cpu"]) != len(hosts):
+            raise DecisionError(
+                f"job {record.job.job_id!r}: profile {name!r} is for {len(profile['cpu'])} "
+                f"hosts, the allocation has {len(hosts)} (Batsim aborts: 'the number of "
+                "resources given by the allocation is different')"
+            )
+        flops, matrix = ptask_matrices(profile, len(hosts))
+        compute = self.platform.compute
+        described = [
+            (compute[h].name, compute[h].speed, compute[h].cores, ("cpu", h)) for h in hosts
+        ]
+        latency, elements, bound, capacity = ptask_spec(
+            self.platform.network, described, flops, matrix
+        )
+        constraints = self.kernel.constraints
+        if constraints is not None:
+            constraints.update(capacity)
+        alone = bound
+        for cid, weight in elements:
+            if weight > 0:
+                share = capacity[cid][0] / weight
+                alone = share if alone <= 0 else min(alone, share)
+        spec = Ptask(latency, tuple(elements), bound, alone)
+        return _Task(-1.0, alone if alone > 0 else 1.0, name, path, spec)
 
     def _kill_progress(self, record: JobRecord) -> dict[str, Any]:
         """JOB_KILLED's progress of a running job, Batsim's way: the current task's share
@@ -518,7 +634,7 @@ class Simulator:
         if self._end_sent or self._ack:
             return
         yield _BY_NAME
-        yield (PUT, self._box, ("waiting_done",), LOCAL_RATE)
+        yield (PUT, self._box, ("waiting_done",), self._local)
 
     def _killer(self, records: list[JobRecord]) -> Iterator[Simcall]:
         progress: dict[str, dict[str, Any]] = {}
@@ -530,6 +646,7 @@ class Simulator:
                 # anything else (the return code stays -1)
                 code = -2 if record.task is not None and record.task.rate > 0 else -1
                 yield (KILL, record.actor)
+                self._set_loads(record, ())  # its parallel task is cancelled
                 self._complete(record, "COMPLETED_KILLED", code)
                 killed.append(record)
         yield _BY_NAME
@@ -537,7 +654,7 @@ class Simulator:
             PUT,
             self._box,
             ("killing_done", [r.job.job_id for r in records], progress, killed),
-            LOCAL_RATE,
+            self._local,
         )
 
     # ------------------------------------------------------------------ the server's handlers
@@ -584,7 +701,9 @@ class Simulator:
 
     def _submit(self, record: JobRecord) -> None:
         record.state = "submitted"
-        record.submission_time = self.now
+        # Batsim's jobs.csv counts from the job's subtime, not from when its submission
+        # reached the server (a network's time later); timewarp's latency is part of it
+        record.submission_time = record.job.subtime + self.options.submission_latency
         self.unfinished += 1
         profile = None
         if self.options.forward_profiles:
@@ -689,6 +808,12 @@ class Simulator:
             yield (CREATE, self._waiter(data.timestamp), "waiter")
         elif isinstance(data, p.SetJobMetadata):
             self._record(data.job_id).metadata = data.metadata
+        elif isinstance(data, p.SetResourceState) and self.energy is not None:
+            raise DecisionError(
+                "SET_RESOURCE_STATE under -E/--energy: power state changes (and switching "
+                "machines off through sleep states) are not modelled by timewarp sim; use "
+                "real Batsim"
+            )
         elif isinstance(data, p.SetResourceState):
             total = self.nb_compute + self.nb_storage
             if data.resources.max >= total:
@@ -703,7 +828,7 @@ class Simulator:
             for key in data.requests:
                 if key != "consumed_energy":
                     raise DecisionError(f"QUERY {key!r} is not supported (only consumed_energy)")
-                answers[key] = 0.0
+                answers[key] = 0.0 if self.energy is None else self.energy.total(self.now)
             self._emit(p.Answer(answers))
         elif isinstance(data, p.RegisterProfile):
             self._register_profile(data)
@@ -829,7 +954,7 @@ class Simulator:
             self._submit(record)
         else:
             record.state = "submitted"
-            record.submission_time = self.now
+            record.submission_time = record.job.subtime
             self.unfinished += 1
 
     # ------------------------------------------------------------------ execution model
@@ -852,6 +977,9 @@ class Simulator:
             )
         record.work = record.remaining = work
         record.last_update = now
+        if self.energy is not None:  # Batsim: before the job's machines are marked busy
+            record.energy = self.energy.on(hosts, now)
+            self._energy_row("s")
         record.slowdown = has_sharing_slowdown(profile)
         self._slowdown_running += record.slowdown
         record.walltime_end = now + record.job.walltime if record.job.walltime > 0 else None
@@ -914,6 +1042,9 @@ class Simulator:
         hosts = record.hosts
         record.state = "completed"
         record.finish = self.now
+        if self.energy is not None:
+            record.energy = self.energy.on(hosts, self.now) - record.energy
+            self.energy_last_completion = self._energy_row("e")
         record.final_state = state
         record.return_code = return_code
         affected = [r for r in self._sharing_jobs(hosts) if r is not record]

@@ -41,6 +41,18 @@ def cpu_quantity(value: Any) -> float:
     return float(text)
 
 
+_FLOPS_PROFILES = ("parallel", "parallel_homogeneous", "parallel_homogeneous_total")
+
+
+def _profile_demand(profile: dict[str, Any]) -> float:
+    """What a job asks of each of its resources: its profile's ``cpu`` in cores
+    (Batkube's delay profiles); a Batsim parallel task's ``cpu`` is flops, not cores:
+    one core."""
+    if profile.get("type") in _FLOPS_PROFILES:
+        return 1.0
+    return cpu_quantity(profile.get("cpu"))
+
+
 class _FreeTree:
     """Free capacity per resource, a max segment tree: the lowest-id resource where a
     demand fits in O(log n)."""
@@ -154,11 +166,11 @@ class Fcfs:
     def _demand(self, job_id: str, data: dict[str, Any]) -> float:
         profile = data.get("profile")
         if profile is not None:
-            return cpu_quantity(profile.get("cpu"))
+            return _profile_demand(profile)
         key = (job_id.split("!", 1)[0], data["job"]["profile"])
         demand = self._demand_of.get(key)
         if demand is None:
-            demand = self._demand_of[key] = cpu_quantity(self.profiles[key[0]][key[1]].get("cpu"))
+            demand = self._demand_of[key] = _profile_demand(self.profiles[key[0]][key[1]])
         return demand
 
     def _schedule(self, now: float) -> list[dict[str, Any]]:

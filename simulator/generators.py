@@ -184,6 +184,27 @@ def homogeneous_platform(
     return platform_xml(homogeneous_nodes(count, cores=cores, memory=memory), speed)
 
 
+def cluster_platform(count: int) -> str:
+    """Batsim's own ``cluster512.xml`` shape with ``count`` hosts ``a0``…: a cluster (50 µs,
+    125 MB/s private links, a 500 µs backbone), the master in a cluster of its own, a
+    500 µs link between their routers: 600 µs per message to the master, 1.2 ms from it
+    to itself (a platform with a network, for the simulator's network model)."""
+    return (
+        "<?xml version='1.0'?>\n"
+        '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">\n'
+        '<platform version="4.1">\n<zone id="AS0" routing="Full">\n'
+        f'  <cluster id="my_cluster_1" prefix="a" suffix="" radical="0-{count - 1}" '
+        'speed="1Gf" bw="125MBps" lat="50us" bb_bw="2.25GBps" bb_lat="500us"/>\n'
+        '  <cluster id="my_cluster_2" prefix="master_host" suffix="" radical="0-0" '
+        'speed="1Gf" bw="125MBps" lat="50us" bb_bw="2.25GBps" bb_lat="500us">\n'
+        '    <prop id="role" value="master"/>\n  </cluster>\n'
+        '  <link id="backbone" bandwidth="1.25GBps" latency="500us"/>\n'
+        '  <zoneRoute src="my_cluster_1" dst="my_cluster_2" gw_src="amy_cluster_1_router" '
+        'gw_dst="master_hostmy_cluster_2_router">\n    <link_ctn id="backbone"/>\n'
+        "  </zoneRoute>\n</zone>\n</platform>\n"
+    )
+
+
 def heterogeneous_nodes(
     cpu_nodes: int,
     gpu_nodes: int,

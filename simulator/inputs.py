@@ -35,7 +35,9 @@ def write_workload(path: Path, jobs: list[dict], profiles: dict) -> Path:
     return path
 
 
-def make_sim(platform: Path, workloads: list[Path], **options) -> Simulator:
-    plat = load_platform(platform)
+def make_sim(
+    platform: Path, workloads: list[Path], master_host: str = "master_host", **options
+) -> Simulator:
+    plat = load_platform(platform, master_host)
     loaded = [load_workload(w, f"w{i}", len(plat.compute)) for i, w in enumerate(workloads)]
     return Simulator(plat, loaded, Options(**options))

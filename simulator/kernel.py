@@ -56,7 +56,7 @@ _BYTES_PRECISION = 1e-14  # SimGrid's maxmin precision (1e-5) x timing precision
 BY_NAME = 0  # (BY_NAME,): answered at once
 CREATE = 1  # (CREATE, generator, name) -> the new Actor (it runs next sub-round, first)
 SLEEP = 2  # (SLEEP, duration)
-PUT = 3  # (PUT, mailbox, payload, rate): 1 byte at rate bytes/s (0: no link, no time)
+PUT = 3  # (PUT, mailbox, payload, (latency, rate)): the latency, then 1 unit at rate/s (0: no link)
 GET = 4  # (GET, mailbox): returns the payload
 PAUSE = 5  # (PAUSE, value): not a simcall; Kernel.run returns value
 KILL = 6  # (KILL, actor): the actor dies (its pending sleep is dropped)
@@ -73,7 +73,8 @@ class Mailbox:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.queue: deque[tuple[Actor, Any, float]] = deque()  # sends nobody received yet
+        # sends nobody received yet: (sender, payload, (latency, rate))
+        self.queue: deque[tuple[Actor, Any, tuple[float, float]]] = deque()
         self.receiver: Actor | None = None
 
     def empty(self) -> bool:
@@ -81,7 +82,7 @@ class Mailbox:
 
 
 class Actor:
-    __slots__ = ("code", "name", "answer", "alive", "action", "sleep")
+    __slots__ = ("code", "name", "answer", "alive", "action", "sleep", "zombie")
 
     def __init__(self, code: ActorCode, name: str) -> None:
         self.code = code
@@ -90,6 +91,10 @@ class Actor:
         self.alive = True
         self.action: _Action | None = None  # its pending computation or communication
         self.sleep = -1  # its pending sleep's slot in the kernel's _Sleeps
+        # a computation that timed out but still uses its resources until the actor ends
+        # (Batsim does not cancel a ptask past its walltime: SimGrid drops it with the
+        # job's actor)
+        self.zombie: _Action | None = None
 
 
 class _Sleeps:
@@ -208,17 +213,24 @@ class _Sleeps:
 
 
 class _Action:
-    """A pending SimGrid action other than a sleep: a 1-byte communication (``remaining``
-    = bytes left, ``rate`` bytes/s; rate 0: no link, done at the next step) or a
-    computation (1 unit at ``rate``, no receiver)."""
+    """A pending SimGrid action other than a sleep: a 1-byte communication (its route's
+    ``latency`` first, then ``remaining`` = share left at ``rate`` per second; rate 0: no
+    link, done when its latency is) or a computation (1 unit at ``rate``, no receiver)."""
 
     __slots__ = (
-        "remaining", "rate", "order", "actor", "receiver", "payload", "done", "sleep", "ended"
+        "remaining", "rate", "order", "actor", "receiver", "payload", "done", "sleep", "ended",
+        "latency", "elements", "bound", "value", "mu",
     )  # fmt: skip
 
     def __init__(self, remaining: float, rate: float, order: int, actor: Actor) -> None:
         self.remaining = remaining
         self.rate = rate
+        self.latency = 0.0
+        # with shared resources (Kernel.constraints): what it uses of which constraint,
+        # its own bound (0: none); its rate is then solved at every step
+        self.elements: tuple[tuple[Any, float], ...] = ()
+        self.bound = 0.0
+        self.value = self.mu = 0.0
         self.order = order
         self.actor = actor
         self.receiver: Actor | None = None
@@ -242,6 +254,11 @@ class Kernel:
         self._seq = itertools.count()
         self._paused: Actor | None = None
         self.steps = 0  # time advances (for statistics)
+        #: shared resources, id -> (capacity, fatpipe): set (by the simulator, on a
+        #: platform with links or communicating tasks), every action's rate is SimGrid's
+        #: max-min share (:func:`fair_bottleneck`), recomputed at each step; None: each
+        #: action runs at its own rate (the link-free path, cheaper)
+        self.constraints: dict[Any, tuple[float, bool]] | None = None
 
     # ------------------------------------------------------------------ API
     def spawn(self, code: ActorCode, name: str) -> Actor:
@@ -288,6 +305,8 @@ class Kernel:
                     call = actor.code.send(answer)
                 except StopIteration:
                     actor.alive = False
+                    if actor.zombie is not None:
+                        actor.zombie.done = True
                     continue
                 kind = call[0]
                 if kind == BY_NAME and not calls:
@@ -301,7 +320,7 @@ class Kernel:
                     self._paused, self._pos = actor, pos - 1
                     return call[1]
                 if kind == EXEC_TIMEOUT:  # the detector first, the computation when handled
-                    action = _Action(1.0, call[1], -1, actor)
+                    action = _exec_action(call[1], -1, actor)
                     action.sleep = self._sleeps.add(action, call[2], next(self._seq))
                     actor.action = action
                 append((actor, call))
@@ -335,8 +354,8 @@ class Kernel:
             elif kind == GET:
                 mailbox = call[1]
                 if mailbox.queue:
-                    sender, payload, rate = mailbox.queue.popleft()
-                    self._start_comm(sender, actor, payload, rate)
+                    sender, payload, cost = mailbox.queue.popleft()
+                    self._start_comm(sender, actor, payload, cost)
                 else:
                     mailbox.receiver = actor
             elif kind == CREATE:
@@ -345,7 +364,7 @@ class Kernel:
                 actor.answer = created
                 ready.append(actor)
             elif kind == EXEC:
-                action = _Action(1.0, call[1], next(self._seq), actor)
+                action = _exec_action(call[1], next(self._seq), actor)
                 actor.action = action
                 self._actions.append(action)
             elif kind == EXEC_TIMEOUT:  # its detector was started in run()
@@ -356,6 +375,8 @@ class Kernel:
             elif kind == KILL:
                 victim = call[1]
                 victim.alive = False
+                if victim.zombie is not None:
+                    victim.zombie.done = True
                 if victim.action is not None:
                     victim.action.done = True
                     if victim.action.sleep >= 0:  # its timeout detector goes with it
@@ -368,8 +389,13 @@ class Kernel:
             else:  # pragma: no cover - a bug in an actor
                 raise RuntimeError(f"{actor.name}: unknown simcall {call!r}")
 
-    def _start_comm(self, sender: Actor, receiver: Actor, payload: Any, rate: float) -> None:
-        action = _Action(1.0, rate, next(self._seq), sender)
+    def _start_comm(
+        self, sender: Actor, receiver: Actor, payload: Any, cost: tuple[float, float]
+    ) -> None:
+        action = _Action(1.0, cost[1], next(self._seq), sender)
+        action.latency = cost[0]
+        if len(cost) > 2:  # its links, for the shared-resources solver
+            action.elements, action.bound = cost[2], cost[3]
         action.receiver = receiver
         action.payload = payload
         self._actions.append(action)
@@ -384,15 +410,26 @@ class Kernel:
         if not actions and not sleeps.count:
             return False
         delta = sleeps.next()
+        if self.constraints is not None:
+            fair_bottleneck(actions, self.constraints)
         for action in actions:
-            need = 0.0 if action.rate == 0 else action.remaining / action.rate
+            if action.latency > 0:  # ptask_L07: the route's latency first, at no rate
+                need = action.latency
+            else:
+                need = 0.0 if action.rate == 0 else action.remaining / action.rate
             if need < delta:
                 delta = need
         self.clock = self.clock + delta
         self.steps += 1
         ended: list[tuple[int, Any]] = sleeps.advance(delta) if sleeps.count else []
         for action in actions:
-            if action.rate > 0:
+            if action.latency > 0:  # L07's update_actions_state: the latency is paid first
+                latency = action.latency - delta
+                action.latency = latency = latency if latency >= PRECISION else 0.0
+                if latency > 0 or action.rate > 0:
+                    continue  # its bytes move from the next step on
+                left = 0.0  # no link: done once its latency is paid
+            elif action.rate > 0:
                 left = action.remaining - action.rate * delta
                 if left < _BYTES_PRECISION:
                     left = 0.0
@@ -419,7 +456,10 @@ class Kernel:
                     self._sleeps.remove(what.sleep)
                     what.sleep = -1
                 elif not what.done:  # the detector ended, the computation has work left
-                    what.done = True  # it is cancelled
+                    if what.elements:  # sharing resources: it goes on using them
+                        actor.zombie = what
+                    else:
+                        what.done = True  # (alone, its end changes nothing)
                     actor.answer = TIMED_OUT
                 actor.action = None
                 if actor.alive:
@@ -433,3 +473,113 @@ class Kernel:
 
 def _first(item: tuple[int, Any]) -> int:
     return item[0]
+
+
+class Ptask:
+    """A SimGrid parallel task as ptask_L07 builds it: the largest route latency among its
+    communications (paid first), the constraints it uses (each host's CPU for its flops,
+    each link for the bytes crossing it) and its bound (the slowest host's speed over its
+    flops, the TCP window over latency × bytes); ``rate``: its rate alone, used when the
+    kernel does not share resources. ``empty``: nothing to compute nor send."""
+
+    __slots__ = ("latency", "elements", "bound", "rate", "empty")
+
+    def __init__(
+        self, latency: float, elements: tuple[tuple[Any, float], ...], bound: float, rate: float
+    ) -> None:
+        self.latency, self.elements, self.bound, self.rate = latency, elements, bound, rate
+        self.empty = not any(weight > 0 for _, weight in elements)
+
+
+def _exec_action(spec: Any, order: int, actor: Actor) -> _Action:
+    if not isinstance(spec, Ptask):
+        return _Action(1.0, spec, order, actor)
+    action = _Action(0.0 if spec.empty else 1.0, spec.rate, order, actor)
+    action.latency, action.elements, action.bound = spec.latency, spec.elements, spec.bound
+    return action
+
+
+_MAXMIN_PRECISION = 1e-5  # SimGrid's maxmin/precision default
+
+
+def fair_bottleneck(actions: list[_Action], constraints: dict[Any, tuple[float, bool]]) -> None:
+    """SimGrid's "fairbottleneck" solver (ptask_L07's default): the rate of every action
+    past its latency, the constraints' capacities shared among the actions using them
+    (FATPIPE: not shared), each action capped by its bound; repeated until each action
+    is saturated. The same operations in the same order as SimGrid 3.32's."""
+    variables = []
+    for action in actions:
+        if action.latency > 0 or action.done or not action.elements:
+            continue
+        action.value = action.mu = 0.0
+        if any(weight != 0 for _, weight in action.elements):
+            variables.append(action)
+        else:
+            action.rate = 1.0
+    if not variables:
+        return
+    usage: dict[Any, float] = {}
+    remaining: dict[Any, float] = {}
+    users: dict[Any, list[tuple[_Action, float]]] = {}
+    for action in variables:
+        for cid, weight in action.elements:
+            if cid not in users:
+                users[cid] = []
+                remaining[cid] = constraints[cid][0]
+                usage[cid] = 0.0
+            users[cid].append((action, weight))
+    saturated = set(map(id, variables))
+    var_list = list(variables)
+    cnst_list = list(users)
+    while var_list:
+        kept = []
+        for cid in cnst_list:
+            nb = sum(1 for a, w in users[cid] if w > 0 and id(a) in saturated)
+            if nb > 0 and constraints[cid][1]:
+                nb = 1
+            if nb == 0:
+                remaining[cid] = usage[cid] = 0.0
+            else:
+                usage[cid] = remaining[cid] / nb
+                kept.append(cid)
+        cnst_list = kept
+        still = []
+        for action in var_list:
+            min_inc = float("inf")
+            for cid, weight in action.elements:
+                if weight > 0:
+                    min_inc = min(min_inc, usage[cid] / weight)
+            if action.bound > 0:
+                min_inc = min(min_inc, action.bound - action.value)
+            action.mu = min_inc
+            action.value += min_inc
+            if action.value == action.bound:
+                saturated.discard(id(action))
+            else:
+                still.append(action)
+        var_list = still
+        kept = []
+        for cid in cnst_list:
+            left = remaining[cid]
+            if not constraints[cid][1]:
+                for action, weight in users[cid]:
+                    left -= weight * action.mu
+                    if left < _MAXMIN_PRECISION:
+                        left = 0.0
+            else:
+                for action, weight in users[cid]:
+                    usage[cid] = min(usage[cid], weight * action.mu)
+                left -= usage[cid]
+                if left < _MAXMIN_PRECISION:
+                    left = 0.0
+            remaining[cid] = left
+            if left <= 0.0:
+                for action, weight in users[cid]:
+                    if weight > 0 and id(action) in saturated:
+                        saturated.discard(id(action))
+                var_list = [a for a in var_list if id(a) in saturated]
+            else:
+                kept.append(cid)
+        cnst_list = kept
+    for action in variables:
+        action.rate = action.value

@@ -2,7 +2,8 @@
 
 * ``PREFIX_jobs.csv``: one row per job, in the order jobs ended (completed, killed or
   rejected), as Batsim writes them; times with six decimals; rejected jobs have empty
-  time and allocation columns; ``consumed_energy`` is ``-1.000000`` (no energy model);
+  time and allocation columns; ``consumed_energy`` is ``-1.000000`` without ``-E`` (its
+  machines' joules while it ran with it), empty for a rejected job;
   ``metadata`` is always double-quoted.
 * ``PREFIX_schedule.csv``: alphabetically ordered keys, one value row.
   ``scheduling_time`` / ``simulation_time`` are wall-clock seconds (as in Batsim); pass
@@ -13,7 +14,10 @@
 Files are written to temporary names and renamed at the end, so a failure leaves no
 half-written file. A run stopped early writes *partial* outputs (``partial=True``): the
 jobs that ended so far, the machine states so far, and ``batsim_version`` ending in
-``-partial`` in schedule.csv, so the files say what they are even without manifest.json.
+``-partial`` in schedule.csv, so the files say what they are even without manifest.json;
+and timewarp's ``PREFIX_running.csv``: the jobs still running at the stop (``job_id``,
+``workload_name``, ``profile``, ``submission_time``, ``starting_time``,
+``allocated_resources``, ``stopped_at``), which Batsim's files cannot show.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from simulator.engine import JobRecord, MachineLog
 
@@ -44,6 +49,15 @@ PARTIAL_SUFFIX = "-partial"
 
 def _f(value: float) -> str:
     return f"{value:.6f}"
+
+
+def _joules(value: Any) -> str:
+    """A job's energy: a float (-1: no energy model) or Batsim's long double."""
+    if isinstance(value, float):
+        return _f(value)
+    import numpy
+
+    return numpy.format_float_positional(value, precision=6, unique=False, trim="k")
 
 
 def _quote(text: str) -> str:
@@ -70,12 +84,13 @@ def job_row(record: JobRecord) -> str:
             _f(turnaround),
             _f(stretch),
             str(record.alloc),
-            _f(-1),
+            _joules(record.energy),  # -1 without -E
             _quote(record.metadata),
         ]
     else:
         state = record.final_state or "NOT_FINISHED"
-        tail = ["0", state, "", "", "", "", "", "", "", _f(-1), _quote(record.metadata)]
+        energy = "" if state == "REJECTED" else _f(-1.0)  # Batsim writes none for a rejection
+        tail = ["0", state, "", "", "", "", "", "", "", energy, _quote(record.metadata)]
     return ",".join(head + tail)
 
 
@@ -120,6 +135,7 @@ class ScheduleSums:
         scheduling_time: float,
         simulation_time: float,
         partial: bool = False,
+        consumed_joules: float = 0.0,
     ) -> dict[str, str]:
         done = self.done
 
@@ -128,7 +144,7 @@ class ScheduleSums:
 
         values = {
             "batsim_version": VERSION + (PARTIAL_SUFFIX if partial else ""),
-            "consumed_joules": _f(0.0),
+            "consumed_joules": _f(consumed_joules),
             "makespan": _f(self.makespan),
             "max_slowdown": _f(self.max_slowdown),
             "max_turnaround_time": _f(self.max_turnaround),
@@ -164,6 +180,34 @@ def machine_state_row(time: float, idle: int, computing: int) -> str:
 
 def machine_state_rows(machines: MachineLog) -> list[str]:
     return [MACHINE_STATES_HEADER, *(machine_state_row(*row) for row in machines.rows)]
+
+
+RUNNING_HEADER = (
+    "job_id,workload_name,profile,submission_time,starting_time,allocated_resources,stopped_at"
+)
+
+
+def running_path(prefix: str) -> Path:
+    return Path(f"{prefix}_running.csv")
+
+
+def write_running(prefix: str, records: Iterable[JobRecord], now: float) -> Path:
+    """``PREFIX_running.csv``: the jobs that started and had not ended at ``now``."""
+    rows = [RUNNING_HEADER]
+    for record in records:
+        if record.state in ("running", "completed") and record.start is not None:
+            job = record.job
+            rows.append(
+                ",".join(
+                    [job.local_id, job.workload, job.profile, _f(record.submission_time),
+                     _f(record.start), str(record.alloc), _f(now)]
+                )
+            )  # fmt: skip
+    path = running_path(prefix)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
 
 
 def _paths(prefix: str) -> list[Path]:
@@ -220,11 +264,12 @@ class StreamingOutputs:
         scheduling_time: float,
         simulation_time: float,
         partial: bool = False,
+        consumed_joules: float = 0.0,
     ) -> list[Path]:
         """Write ``schedule.csv`` (``machines``: the time spent in each state) and put the
         three files in place; returns their paths."""
         values = self.sums.values(
-            machines, self.nb_compute, scheduling_time, simulation_time, partial
+            machines, self.nb_compute, scheduling_time, simulation_time, partial, consumed_joules
         )
         try:
             self._jobs.close()
@@ -244,3 +289,42 @@ class StreamingOutputs:
         self._machines.close()
         for tmp in self._tmp:
             tmp.unlink(missing_ok=True)
+
+
+ENERGY_HEADER = "time,energy,event_type,wattmin,epower"
+PSTATE_HEADER = "time,machine_id,new_pstate"
+
+
+def write_energy(
+    prefix: str,
+    rows: list[tuple[float, Any, str, float]],
+    pstates: list[int],
+) -> list[Path]:
+    """``-E``'s files, as Batsim writes them: ``_consumed_energy.csv`` (a row per job start
+    ``s`` and end ``e``: the compute machines' energy, their idle power, and the mean
+    power since the row before — ``NA`` at the same instant) and ``_pstate_changes.csv``
+    (the initial power state of the machines, grouped by state)."""
+    import numpy
+
+    lines = [ENERGY_HEADER]
+    last_time, last_energy = numpy.longdouble(0), numpy.longdouble(0)
+    for time, energy, kind, wattmin in rows:  # in long double, as Batsim computes them
+        span = numpy.longdouble(time) - last_time
+        epower = _f(float((energy - last_energy) / span)) if span > 0 else "NA"
+        joules = numpy.format_float_positional(energy, precision=6, unique=False, trim="k")
+        lines.append(f"{_f(time)},{joules},{kind},{_f(wattmin)},{epower}")
+        last_time, last_energy = numpy.longdouble(time), energy
+    from procset import ProcSet
+
+    groups: dict[int, list[int]] = {}
+    for machine, pstate in enumerate(pstates):
+        groups.setdefault(pstate, []).append(machine)
+    changes = [PSTATE_HEADER] + [
+        f"0,{ProcSet(*machines)},{pstate}" for pstate, machines in sorted(groups.items())
+    ]
+    paths = [Path(f"{prefix}_consumed_energy.csv"), Path(f"{prefix}_pstate_changes.csv")]
+    for path, text in zip(paths, (lines, changes), strict=True):
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text("\n".join(text) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    return paths

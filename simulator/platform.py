@@ -8,7 +8,9 @@ Links and routes are read past: the embedded simulator does not model the networ
 documented limit). ``<config>`` props are listed with their lines (``Platform.config``):
 the embedded simulator uses none, but SimGrid 3.32 — real Batsim 4.2.1's — aborts on
 some that older platforms carry (``smpi/os``, ``smpi/or``: Batkube's),
-:func:`refused_by_simgrid` names them.
+:func:`refused_by_simgrid` names them. The prolog is read as SimGrid's parser reads it
+(blank lines before the XML declaration accepted; no or another DOCTYPE, a byte-order
+mark refused: :func:`real_batsim_refusals`).
 
 Roles, as in Batsim: a host with ``<prop id="role" value="master"/>`` is the master (else the
 host named by ``-m``, default ``master_host``); ``role=storage`` hosts are storage resources;
@@ -23,16 +25,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from simulator.network import (  # PlatformError: defined there, raised by both
+    LOOPBACK_BW,
+    TCP_GAMMA,
+    Network,
+    PlatformError,
+    link_elements,
+    message_cost,
+    parse_radical,
+    read_network,
+)
+
 _UNITS = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 _SPEED_RE = re.compile(r"^\s*([0-9.eE+-]+)\s*([kMGTPE]?)(f|flops)?\s*$")
 
 
 #: ``<config>`` keys SimGrid 3.32 no longer knows ("Bad config key"): Batsim 4.2.1 aborts.
 SIMGRID_332_REFUSED_KEYS = ("smpi/os", "smpi/or", "smpi/ois")
-
-
-class PlatformError(ValueError):
-    """A platform file that cannot be used; the text names the file and element."""
 
 
 @dataclass(frozen=True)
@@ -47,10 +56,12 @@ class ConfigProp:
 @dataclass(frozen=True)
 class Host:
     name: str
-    speed: float  # flop/s of the first power state
+    speed: float  # flop/s of its initial power state
     cores: int
     properties: dict[str, str]
     zone_properties: dict[str, str] = field(default_factory=dict)
+    pstate_speeds: tuple[float, ...] = ()  # every power state's speed (the energy model)
+    pstate: int = 0  # its initial power state (``pstate`` attribute)
 
     @property
     def role(self) -> str:
@@ -69,7 +80,36 @@ class Platform:
     compute: list[Host]  # index = resource id
     storage: list[Host]
     config: tuple[ConfigProp, ...] = ()
-    doctype: bool = True  # <!DOCTYPE platform …>: SimGrid's parser needs it
+    network: Network | None = None  # links, routes, zones (None: no network read)
+    #: why SimGrid's parser refuses the file's prolog (no or another DOCTYPE, a
+    #: byte-order mark), "" when it reads it
+    prolog_refusal: str = ""
+
+    def message_costs(
+        self, constraints: dict[Any, tuple[float, bool]] | None = None
+    ) -> tuple[tuple[Any, ...], list[tuple[Any, ...]]]:
+        """(latency, rate) of a Batsim message from the master host to itself, and from
+        each compute host (by resource id) to the master (:mod:`simulator.network`).
+        With ``constraints`` (shared resources: they get the links' capacities), each
+        cost also names its links and its bound: (latency, rate, elements, bound)."""
+        if self.network is None:
+            return (0.0, LOOPBACK_BW), [(0.0, 0.0)] * len(self.compute)
+        master = self.master.name
+        network = self.network
+
+        def cost(src: str) -> tuple[Any, ...]:
+            links, latency = network.route(src, master)
+            alone = message_cost(links, latency)
+            if constraints is None:
+                return alone
+            elements = []
+            for link, load in link_elements(links, 1.0).items():
+                constraints[id(link)] = (link.bandwidth, link.fatpipe)
+                elements.append((id(link), load))
+            bound = TCP_GAMMA / (2.0 * latency) if latency > 0 else 0.0
+            return (*alone, tuple(elements), bound)
+
+        return cost(master), [cost(h.name) for h in self.compute]
 
     def resources_json(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """``compute_resources`` / ``storage_resources`` of SIMULATION_BEGINS."""
@@ -93,7 +133,15 @@ class Platform:
 
 def parse_speed(text: str, where: str) -> float:
     """``"16.673E9f"``, ``"1Gf"``, ``"100Mf, 50Mf"`` (first power state) → flop/s."""
-    first = text.split(",")[0]
+    return _one_speed(text.split(",")[0], text, where)
+
+
+def parse_speeds(text: str, where: str) -> tuple[float, ...]:
+    """Every power state's speed: ``"100.0Mf, 1e-9Mf, 0.5f"`` → flop/s each."""
+    return tuple(_one_speed(part, text, where) for part in text.split(","))
+
+
+def _one_speed(first: str, text: str, where: str) -> float:
     match = _SPEED_RE.match(first)
     if not match:
         raise PlatformError(f"{where}: speed {text!r} is not like '1Gf' or '16.673E9f'")
@@ -104,23 +152,6 @@ def parse_speed(text: str, where: str) -> float:
     if value <= 0:
         raise PlatformError(f"{where}: speed must be > 0, got {text!r}")
     return value
-
-
-def _radical(text: str, where: str) -> list[int]:
-    numbers: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        try:
-            if "-" in part:
-                low, high = (int(x) for x in part.split("-", 1))
-                numbers.extend(range(low, high + 1))
-            else:
-                numbers.append(int(part))
-        except ValueError:
-            raise PlatformError(
-                f"{where}: radical {text!r} is not like '0-15' or '1,3-5'"
-            ) from None
-    return numbers
 
 
 def _props(element: ET.Element) -> dict[str, str]:
@@ -147,13 +178,19 @@ def load_platform(path: str | Path, master_name: str = "master_host") -> Platfor
     """Read a SimGrid platform file; raise :class:`PlatformError` naming file and element."""
     path = str(path)
     try:
-        root = ET.parse(path).getroot()
+        with open(path, "rb") as handle:
+            raw = handle.read()
     except FileNotFoundError:
         raise PlatformError(f"{path}: no such platform file") from None
-    except ET.ParseError as exc:
-        raise PlatformError(f"{path}: malformed XML ({exc})") from None
     except OSError as exc:
         raise PlatformError(f"{path}: cannot read ({exc.strerror})") from None
+    text, prolog = _prolog(raw, path)
+    try:
+        parser = ET.XMLParser()
+        parser.feed(text)
+        root = parser.close()
+    except ET.ParseError as exc:
+        raise PlatformError(f"{path}: malformed XML ({exc})") from None
     if root.tag != "platform":
         raise PlatformError(f"{path}: root element is <{root.tag}>, expected <platform>")
     hosts: list[Host] = []
@@ -163,23 +200,40 @@ def load_platform(path: str | Path, master_name: str = "master_host") -> Platfor
             tag = child.tag
             if tag in ("zone", "AS"):
                 walk(child, {**zone_props, **_props(child)})
-            elif tag == "host":
+            elif tag in ("host", "peer"):  # a peer: a host of a Vivaldi zone, with links
                 name = child.get("id")
-                where = f"{path}: <host id={name!r}>"
+                where = f"{path}: <{tag} id={name!r}>"
                 if not name:
-                    raise PlatformError(f"{path}: a <host> has no id")
+                    raise PlatformError(f"{path}: a <{tag}> has no id")
                 speed = child.get("speed")
                 if speed is None:
                     raise PlatformError(f"{where}: missing speed")
+                speeds = parse_speeds(speed, where)
+                try:
+                    pstate = int(child.get("pstate", "0"))
+                except ValueError:
+                    raise PlatformError(f"{where}: pstate {child.get('pstate')!r}") from None
+                if not 0 <= pstate < len(speeds):
+                    raise PlatformError(
+                        f"{where}: pstate {pstate} but {len(speeds)} speed(s) are given"
+                    )
                 hosts.append(
                     Host(
                         name,
-                        parse_speed(speed, where),
+                        speeds[pstate],
                         _cores(child.get("core"), where),
                         _props(child),
                         dict(zone_props),
+                        speeds,
+                        pstate,
                     )
                 )
+            elif tag == "cabinet":  # hosts of a zone routed Cluster
+                where = f"{path}: <cabinet id={child.get('id', '?')!r}>"
+                speed_value = parse_speed(child.get("speed", ""), where)
+                for number in parse_radical(child.get("radical", ""), where):
+                    name = f"{child.get('prefix', '')}{number}{child.get('suffix', '')}"
+                    hosts.append(Host(name, speed_value, 1, {}, dict(zone_props)))
             elif tag == "cluster":
                 cid = child.get("id", "?")
                 where = f"{path}: <cluster id={cid!r}>"
@@ -189,7 +243,7 @@ def load_platform(path: str | Path, master_name: str = "master_host") -> Platfor
                 speed_value = parse_speed(child.get("speed", ""), where)
                 cores = _cores(child.get("core"), where)
                 cluster_props = _props(child)
-                for number in _radical(child.get("radical", ""), where):
+                for number in parse_radical(child.get("radical", ""), where):
                     name = f"{child.get('prefix')}{number}{child.get('suffix', '')}"
                     hosts.append(
                         Host(
@@ -226,23 +280,19 @@ def load_platform(path: str | Path, master_name: str = "master_host") -> Platfor
     storage = [h for h in others if h.role == "storage"]
     if not compute:
         raise PlatformError(f"{path}: no compute host besides the master {master.name!r}")
-    config, doctype = _config_props(path)
-    return Platform(path, master, compute, storage, config, doctype)
+    network = read_network(root, path)
+    platform = Platform(path, master, compute, storage, _config_props(text), network, prolog)
+    platform.message_costs()  # every route the simulation needs exists
+    return platform
 
 
-def _config_props(path: str) -> tuple[tuple[ConfigProp, ...], bool]:
-    """The ``<prop>`` of every ``<config>``, with their line numbers (expat knows them),
-    and whether the file declares its DOCTYPE."""
+def _config_props(text: str) -> tuple[ConfigProp, ...]:
+    """The ``<prop>`` of every ``<config>``, with their line numbers (expat knows them)."""
     import xml.parsers.expat
 
     found: list[ConfigProp] = []
     depth = 0
-    doctype = False
     parser = xml.parsers.expat.ParserCreate()
-
-    def declared(name: str, *_: object) -> None:
-        nonlocal doctype
-        doctype = name == "platform"
 
     def start(tag: str, attrs: dict[str, str]) -> None:
         nonlocal depth
@@ -260,10 +310,65 @@ def _config_props(path: str) -> tuple[tuple[ConfigProp, ...], bool]:
 
     parser.StartElementHandler = start
     parser.EndElementHandler = end
-    parser.StartDoctypeDeclHandler = declared
-    with open(path, "rb") as handle:
-        parser.ParseFile(handle)
-    return tuple(found), doctype
+    parser.Parse(text, True)
+    return tuple(found)
+
+
+def _prolog(raw: bytes, path: str) -> tuple[str, str]:
+    """The file's text as expat can read it, and why SimGrid's parser would refuse its
+    prolog ("" if it would not). SimGrid's (FleXML) parser skips whitespace, comments
+    and processing instructions before the root — the XML declaration included, even
+    after blank lines (six of Batsim's own platforms begin with one), which expat
+    refuses — but needs the DOCTYPE it knows and no byte-order mark. So the declaration
+    is read for its encoding, then blanked (its line kept: line numbers stay right)."""
+    bom = raw.startswith(b"\xef\xbb\xbf")
+    if bom:
+        raw = raw[3:]
+    encoding = "utf-8"
+    named = _ENCODING_RE.match(raw)
+    if named is not None:
+        encoding = named.group(1).decode("ascii")
+    try:
+        text = raw.decode(encoding)
+    except (LookupError, UnicodeDecodeError) as exc:
+        raise PlatformError(f"{path}: cannot decode it as {encoding} ({exc})") from None
+    declaration = _XML_DECL_RE.match(text)
+    if declaration is not None:
+        begin, end = declaration.span(1)
+        text = text[:begin] + " " * (end - begin) + text[end:]
+    if bom:
+        return text, (
+            f"{path}:1: a byte-order mark (EF BB BF) before the XML: SimGrid's parser "
+            'refuses it ("Unexpected character in prolog")'
+        )
+    doctype = _DOCTYPE_RE.search(text)
+    if doctype is None:
+        return text, (
+            f'{path}: no <!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd"> '
+            "after the XML declaration: SimGrid's parser needs it (\"Unexpected character "
+            "'<' in prolog\")"
+        )
+    line = text.count("\n", 0, doctype.start()) + 1
+    if not _SIMGRID_DOCTYPE_RE.fullmatch(doctype.group(0)):
+        return text, (
+            f"{path}:{line}: {' '.join(doctype.group(0).split())}: SimGrid's parser knows only "
+            '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd"> (or the old '
+            'http://simgrid.gforge.inria.fr/simgrid/simgrid.dtd) and refuses it ("Bad '
+            'declaration")'
+        )
+    return text, ""
+
+
+# the XML declaration, wherever in the prolog (before the first element)
+_XML_DECL_RE = re.compile(r"(?:\s|<!--.*?-->)*(<\?xml\s[^>]*\?>)", re.S)
+_ENCODING_RE = re.compile(
+    rb"(?:\s|<!--.*?-->)*<\?xml\s[^>]*encoding\s*=\s*[\"']([A-Za-z0-9._-]+)[\"']", re.S
+)
+_DOCTYPE_RE = re.compile(r"<!DOCTYPE\b[^>\[]*(?:\[.*?\][^>]*)?>", re.S)
+_SIMGRID_DOCTYPE_RE = re.compile(
+    r"<!DOCTYPE\s+platform\s+SYSTEM\s+(?P<q>[\"'])(?:https://simgrid\.org/simgrid\.dtd|"
+    r"http://simgrid\.gforge\.inria\.fr/simgrid/simgrid\.dtd)(?P=q)\s*>"
+)
 
 
 def refused_by_simgrid(platform: Platform) -> list[ConfigProp]:
@@ -275,12 +380,12 @@ def real_batsim_refusals(platform: Platform) -> list[str]:
     """Why real Batsim 4.2.1 would abort on this platform (SimGrid 3.32's parser and
     config), one text per reason naming file and line; empty when it would run it."""
     found = [refused_config_text(platform, prop) for prop in refused_by_simgrid(platform)]
-    if not platform.doctype:
-        found.insert(
-            0,
-            f'{platform.path}: no <!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd"> '
-            "after the XML declaration: SimGrid's parser needs it (\"Unexpected character "
-            "'<' in prolog\")",
+    if platform.prolog_refusal:
+        found.insert(0, platform.prolog_refusal)
+    if platform.network is not None and platform.network.unrouted:
+        found.append(
+            f"{platform.path}: zone(s) {', '.join(platform.network.unrouted)} without a "
+            "routing attribute: SimGrid's DTD requires it (taken as Full here)"
         )
     return found
 

@@ -3,7 +3,10 @@
 Like Batsim, the simulator *connects* a REQ socket to the decision process's REP endpoint
 (start order does not matter: zmq queues the first message until the peer binds), speaks
 first, and waits for exactly one reply per message, SIMULATION_ENDS included. Batsim
-waits forever; ``reply_timeout`` (seconds) bounds the wait when set, and setting ``stop``
+waits forever, even for a decision process that died; here, over TCP or IPC, a socket
+monitor sees the peer disconnect while a reply is awaited (the request is lost with the
+connection: no reply can come) and the run ends with :class:`Disconnected`, within
+``POLL_S``. ``reply_timeout`` (seconds) bounds the wait when set, and setting ``stop``
 (a :class:`threading.Event`, e.g. from a signal handler) ends the run within
 ``POLL_S`` with :class:`Aborted`, leaving the simulator as it was after the last
 message, so that what happened so far can still be written.
@@ -28,6 +31,10 @@ POLL_S = 0.2  # how often a wait for a reply looks at ``stop``
 
 class ReplyTimeout(RuntimeError):
     """The decision process did not answer in time."""
+
+
+class Disconnected(RuntimeError):
+    """The decision process closed its connection while a reply was awaited."""
 
 
 class Aborted(RuntimeError):
@@ -64,7 +71,10 @@ def run(
         context = zmq.Context()
     socket = context.socket(zmq.REQ)
     socket.setsockopt(zmq.LINGER, 0)
-    if stop is not None:  # a wait for a reply looks at ``stop`` every POLL_S
+    monitor = None
+    if endpoint.startswith(("tcp://", "ipc://")):  # inproc has no connection to lose
+        monitor = socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+    if stop is not None or monitor is not None:  # a wait looks at them every POLL_S
         socket.setsockopt(zmq.RCVTIMEO, round(POLL_S * 1000))
     try:
         socket.connect(endpoint)
@@ -78,7 +88,7 @@ def run(
                 raise Aborted(f"stopped at simulated time {sim.now}")
             sent = time.perf_counter()
             socket.send(text.encode())
-            answer = _receive(socket, sent, endpoint, sim, reply_timeout, stop)
+            answer = _receive(socket, sent, endpoint, sim, reply_timeout, stop, monitor)
             stats.scheduling_time += time.perf_counter() - sent
             stats.messages += 1
             if message_log is not None:
@@ -91,6 +101,9 @@ def run(
                 progress(sim, stats)
                 next_progress = time.monotonic() + progress_every
     finally:
+        if monitor is not None:
+            socket.disable_monitor()
+            monitor.close(linger=0)
         socket.close(linger=0)
         if own_context:
             context.term()
@@ -105,9 +118,11 @@ def _receive(
     sim: Simulator,
     reply_timeout: float | None,
     stop: threading.Event | None,
+    monitor: zmq.Socket | None = None,
 ) -> bytes:
     """The reply, waited for in ``recv`` itself (its RCVTIMEO bounds each wait: one call
-    per message, no poller), looking at ``stop`` and ``reply_timeout`` between waits."""
+    per message, no poller), looking at ``stop``, ``reply_timeout`` and the connection
+    (``monitor``) between waits."""
     while True:
         if reply_timeout is not None:
             left = reply_timeout - (time.perf_counter() - sent)
@@ -116,7 +131,7 @@ def _receive(
                     f"no reply from the decision process at {endpoint} within "
                     f"{reply_timeout} s (simulated time {sim.now})"
                 )
-            wait = min(POLL_S, left) if stop is not None else left
+            wait = min(POLL_S, left) if stop is not None or monitor is not None else left
             socket.setsockopt(zmq.RCVTIMEO, max(1, int(wait * 1000)))
         try:
             return socket.recv()
@@ -124,6 +139,21 @@ def _receive(
             pass
         if stop is not None and stop.is_set():
             raise Aborted(f"stopped while waiting for a reply, at simulated time {sim.now}")
+        if monitor is not None and _disconnected(monitor):
+            raise Disconnected(
+                f"the decision process at {endpoint} disconnected while its reply was awaited "
+                f"(it exited or closed its socket; simulated time {sim.now}): no reply can come"
+            )
+
+
+def _disconnected(monitor: zmq.Socket) -> bool:
+    """Whether the monitor reported a disconnection (it reports nothing else)."""
+    from zmq.utils.monitor import recv_monitor_message
+
+    found = False
+    while monitor.poll(0):
+        found |= recv_monitor_message(monitor)["event"] == zmq.EVENT_DISCONNECTED
+    return found
 
 
 def print_progress(sim: Simulator, stats: RunStats, stream: TextIO = sys.stderr) -> None:

@@ -1,5 +1,5 @@
 """Batsim workload JSON → validated jobs and profiles (plus timewarp's profile extensions
-and its ``services``, validated by :mod:`simulator.services`).
+and its ``services``, validated by :mod:`simulator.traffic.spec`).
 
 A workload file is ``{"nb_res": int, "jobs": [...], "profiles": {...}}``. Workloads are
 named ``w0``, ``w1``… in command-line order and job ids become ``w0!<id>``. Every check
@@ -7,9 +7,12 @@ that real Batsim would abort on (or, worse, silently accept: an unknown profile 
 taken as a trace file there) is reported here as a :class:`WorkloadError` naming the
 file and the field, before the simulation starts.
 
-Profile types modelled: ``delay`` {delay}, ``parallel_homogeneous`` {cpu, com=0}
-(duration = cpu / host speed), ``composed`` {seq, repeat}. Other Batsim types are
-rejected by name. Extra fields (Batkube's ``cpu``/``memory``/``scheduler``) pass through.
+Profile types modelled: ``delay`` {delay}, ``parallel_homogeneous`` {cpu, com} (cpu
+flops on each host, com bytes between each ordered pair of hosts), ``parallel`` {cpu:
+one flops per host, com: an n×n bytes matrix, row-major}, ``parallel_homogeneous_total``
+{cpu, com: totals spread over the hosts}, ``composed`` {seq, repeat}; a task with
+communication runs as SimGrid's ptask_L07 runs it (:mod:`simulator.network`). Other Batsim
+types are rejected by name, with the reason. Extra fields (Batkube's ``cpu``/``memory``/``scheduler``) pass through.
 
 timewarp extensions live under one key, ``"timewarp"``, of a profile, so that real
 Batsim still runs the same file (it ignores the key and uses the base fields)::
@@ -39,12 +42,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simulator.services import ServiceError, ServiceSpec, parse_services
+from simulator.traffic.spec import ServiceError, ServiceSpec, parse_services
 
-SUPPORTED_PROFILE_TYPES = ("delay", "parallel_homogeneous", "composed")
-BATSIM_ONLY_PROFILE_TYPES = (
+SUPPORTED_PROFILE_TYPES = (
+    "delay",
+    "parallel_homogeneous",
     "parallel",
     "parallel_homogeneous_total",
+    "composed",
+)
+#: what a ptask profile with communication needs: a network model (simulator.network)
+PTASK_TYPES = ("parallel", "parallel_homogeneous_total")
+BATSIM_ONLY_PROFILE_TYPES = (
     "parallel_homogeneous_pfs",
     "data_staging",
     "send",
@@ -53,6 +62,16 @@ BATSIM_ONLY_PROFILE_TYPES = (
     "smpi",
     "usage_trace",
 )
+_NOT_MODELLED = {
+    "usage_trace": " (a trace of CPU usage per rank replayed as a sequence of ptasks: not "
+    "modelled yet)",
+    "trace": " (an SMPI-like time-independent trace)",
+    "smpi": " (SimGrid's MPI replay)",
+    "parallel_homogeneous_pfs": " (a parallel file system's storage hosts)",
+    "data_staging": " (transfers between storage hosts)",
+    "send": " (Batsim's inter-job messages)",
+    "recv": " (Batsim's inter-job messages)",
+}
 LIFECYCLE_KEYS = ("imagePullSeconds", "containerStartSeconds", "shutdownSeconds")
 TIMEWARP_KEYS = ("durations", "sharing_slowdown", "usage", "replacement", *LIFECYCLE_KEYS)
 REPLACEMENT_RULES = ("restart", "remaining")
@@ -103,9 +122,10 @@ def validate_profile(
     if kind is None:
         raise WorkloadError(f"{where}.type: missing")
     if kind in BATSIM_ONLY_PROFILE_TYPES:
+        why = _NOT_MODELLED.get(kind, "")
         raise WorkloadError(
             f"{where}.type: {kind!r} is a Batsim profile type that timewarp sim does not "
-            f"model (supported: {', '.join(SUPPORTED_PROFILE_TYPES)}); use real Batsim"
+            f"model{why} (supported: {', '.join(SUPPORTED_PROFILE_TYPES)}); use real Batsim"
         )
     if kind not in SUPPORTED_PROFILE_TYPES:
         raise WorkloadError(
@@ -123,10 +143,23 @@ def validate_profile(
         com = profile.get("com", 0)
         if not _is_number(com) or com < 0:
             raise WorkloadError(f"{where}.com: expected bytes >= 0, got {com!r}")
-        if com > 0:
+    elif kind == "parallel_homogeneous_total":
+        for key in ("cpu", "com"):
+            value = profile.get(key)
+            if not _is_number(value) or value < 0:
+                raise WorkloadError(f"{where}.{key}: expected a number >= 0, got {value!r}")
+    elif kind == "parallel":
+        cpu, com = profile.get("cpu"), profile.get("com")
+        if not isinstance(cpu, list) or not cpu or not all(_is_number(c) and c >= 0 for c in cpu):
+            raise WorkloadError(f"{where}.cpu: expected a non-empty list of flops >= 0")
+        if (
+            not isinstance(com, list)
+            or len(com) != len(cpu) ** 2
+            or not all(_is_number(c) and c >= 0 for c in com)
+        ):
             raise WorkloadError(
-                f"{where}.com: {com} bytes of communication: timewarp sim does not model "
-                "the network (use com=0, or real Batsim)"
+                f"{where}.com: expected a list of {len(cpu) ** 2} bytes >= 0 (an n×n matrix, "
+                f"n = len(cpu) = {len(cpu)})"
             )
     elif kind == "composed":
         seq = profile.get("seq")
@@ -268,6 +301,51 @@ def parse_job(
     )
 
 
+def format_hint(path: str, data: Any = None) -> str:
+    """What a file that is not a workload looks like, and the command that converts it
+    (empty when it looks like nothing known). ``data``: its JSON, when it parsed."""
+    if isinstance(data, dict) and isinstance(data.get("items"), list):
+        return (
+            "it looks like a kubectl List (kubectl get ... -o json): convert it with "
+            f"`timewarp workload from-cluster {path} -o wl.json -p cluster.xml`"
+        )
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(8192)
+    except OSError:
+        return ""
+    if head[:2] == b"\x1f\x8b":
+        return (
+            "it is gzipped; a gzipped kubectl dump converts with "
+            f"`timewarp workload from-cluster {path} -o wl.json -p cluster.xml`"
+        )
+    text = head.decode("utf-8", errors="replace")
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if lines and lines[0].startswith("<"):
+        return "it looks like XML (a SimGrid platform?): a platform is given with -p"
+    if any(ln.startswith(("apiVersion:", "kind:", "- apiVersion:")) for ln in lines) or (
+        lines and lines[0] == "---"
+    ):
+        return (
+            "it looks like Kubernetes YAML: workloads are Batsim JSON; a cluster's objects "
+            "convert from `kubectl get nodes,pods,deployments,hpa -A -o json` with "
+            "`timewarp workload from-cluster`, and a Deployment with its traffic is a "
+            "service of the workload (docs/services.md)"
+        )
+    data_lines = [ln for ln in lines if not ln.startswith(";")]
+    if lines and (lines[0].startswith(";") or (data_lines and len(data_lines[0].split()) == 18)):
+        return (
+            "it looks like an SWF trace (Parallel Workloads Archive): convert it with "
+            f"`timewarp workload from-swf {path} -o wl.json`"
+        )
+    if lines and "cpu_milli" in lines[0] and "," in lines[0]:
+        return (
+            "it looks like an Alibaba GPU trace's CSV: convert it with `timewarp workload "
+            "from-alibaba PODS.csv --nodes NODES.csv -o wl.json -p cluster.xml`"
+        )
+    return ""
+
+
 def _read_json(path: str) -> dict[str, Any]:
     try:
         if stat.S_ISCHR(os.stat(path).st_mode) or stat.S_ISBLK(os.stat(path).st_mode):
@@ -277,14 +355,21 @@ def _read_json(path: str) -> dict[str, Any]:
             data = json.load(handle)
     except FileNotFoundError:
         raise WorkloadError(f"{path}: no such workload file") from None
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        hint = format_hint(path)
+        if hint:
+            raise WorkloadError(f"{path}: not a Batsim JSON workload: {hint}") from None
+        if isinstance(exc, UnicodeDecodeError):
+            raise WorkloadError(f"{path}: cannot read ({exc})") from None
         raise WorkloadError(f"{path}: malformed JSON at line {exc.lineno} ({exc.msg})") from None
     except RecursionError:  # Python's json recurses per level: 100,000 '[' exhaust it
         raise WorkloadError(f"{path}: JSON nested too deeply to read") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise WorkloadError(f"{path}: cannot read ({exc})") from None
     if not isinstance(data, dict):
         raise WorkloadError(f"{path}: top level must be a JSON object with jobs and profiles")
+    if "jobs" not in data and format_hint(path, data):
+        raise WorkloadError(f"{path}: not a Batsim JSON workload: {format_hint(path, data)}")
     return data
 
 
@@ -330,6 +415,33 @@ def _services(data: dict[str, Any], path: str) -> list[ServiceSpec]:
         raise WorkloadError(str(exc)) from None
 
 
+# timewarp's extension: API objects created when the simulation begins, CRDs first
+DECLARED_KEYS = ("customResourceDefinitions", "customResources")
+
+
+def read_declared_objects(path: str | Path) -> list[tuple[str, dict[str, Any]]]:
+    """The CustomResourceDefinitions, then the custom resources, a workload file
+    declares (``customResourceDefinitions``, ``customResources``: lists of objects as
+    ``kubectl apply`` takes them), each with where it is (``w.json: customResources[0]``);
+    their shape only is checked here, the API's admission later."""
+    path = str(path)
+    data = _read_json(path)
+    out = []
+    for key in DECLARED_KEYS:
+        items = data.get(key, [])
+        if not isinstance(items, list):
+            raise WorkloadError(f"{path}: {key}: expected a list of objects, got {items!r}")
+        for index, obj in enumerate(items):
+            where = f"{path}: {key}[{index}]"
+            if not isinstance(obj, dict):
+                raise WorkloadError(f"{where}: expected an object, got {obj!r}")
+            for name in ("apiVersion", "kind"):
+                if not isinstance(obj.get(name), str) or not obj[name]:
+                    raise WorkloadError(f"{where}.{name}: missing")
+            out.append((where, obj))
+    return out
+
+
 def read_services(path: str | Path) -> list[ServiceSpec]:
     """The services a workload file declares, checked; its jobs are not (the simulator
     that read the file judged them: ``timewarp broker`` learns the file from it)."""
@@ -363,6 +475,9 @@ def base_duration(
         if durations:
             return max(float(durations.get(c, profile["delay"])) for c in host_classes)
         return float(profile["delay"])
+    if kind in PTASK_TYPES:  # its computation alone (communication adds to it)
+        flops = ptask_matrices(profile, len(host_speeds))[0]
+        return max((f / speed for f, speed in zip(flops, host_speeds, strict=True)), default=0.0)
     # parallel_homogeneous
     if durations:
         return max(
@@ -370,6 +485,32 @@ def base_duration(
             for c, speed in zip(host_classes, host_speeds, strict=True)
         )
     return max(profile["cpu"] / speed for speed in host_speeds)
+
+
+def ptask_matrices(profile: dict[str, Any], hosts: int) -> tuple[list[float], list[float]]:
+    """A parallel profile's computation vector and communication matrix (row-major,
+    ``[]``: none) on ``hosts`` hosts, as Batsim 4.2.1 generates them."""
+    kind = profile["type"]
+    if kind == "parallel":
+        return [float(c) for c in profile["cpu"]], [float(c) for c in profile["com"]]
+    if kind == "parallel_homogeneous_total":
+        cpu, com = profile["cpu"] / hosts, profile["com"] / hosts
+    else:
+        cpu, com = float(profile["cpu"]), float(profile.get("com", 0))
+    matrix = []
+    if com > 0:
+        matrix = [0.0 if x == y else com for y in range(hosts) for x in range(hosts)]
+    return [cpu] * hosts, matrix
+
+
+def has_communication(profile: dict[str, Any]) -> bool:
+    """Whether a profile's task sends bytes between its hosts (a ptask with a network)."""
+    kind = profile["type"]
+    if kind == "parallel":
+        return any(c > 0 for c in profile["com"])
+    if kind in ("parallel_homogeneous", "parallel_homogeneous_total"):
+        return profile.get("com", 0) > 0
+    return False
 
 
 def plain_delay(profile: dict[str, Any]) -> float | None:

@@ -1,11 +1,16 @@
 """``timewarp workload``: import SWF traces, generate workloads and platforms.
 
     timewarp workload from-swf TRACE.swf -o wl.json [--norm N] [--trim S] [--window A:B]
+    timewarp workload from-cluster DUMP.json -o wl.json -p cluster.xml [--window A:B]
+    timewarp workload from-alibaba PODS.csv --nodes NODES.csv -o wl.json -p cluster.xml
     timewarp workload burst   -n 40 --delay 170 -o burst.json
     timewarp workload spaced  -n 40 --delay 170 --interval 10 -o spaced.json
     timewarp workload poisson -n 100 --rate 0.1 --mean-delay 120 --seed 1 -o p.json
     timewarp workload burst   -n 20 --delay 600 --replicaset app --replicasets 4 -o rs.json
     timewarp workload mixed   -n 100 --rate 0.05 --gpu-fraction 0.3 --seed 1 -o m.json
+    timewarp workload service --pattern weekly --low 5 --peak 80 --hpa-target 60 -o web.json
+    timewarp workload batch   -n 500 --rate 0.01 --mean-delay 900 --daily-cycle 0.8 \
+        --size 3:cpu=500m,memory=1Gi --size 1:cpu=4,memory=16Gi,nvidia.com/gpu=1 --seed 1 -o b.json
     timewarp workload platform -n 16 --cores 1 -o cluster16.xml
     timewarp workload platform --cpu-nodes 8 --gpu-nodes 4 -o hetero.xml
     timewarp workload platform -n 8 --label env=prod --taint gpu=yes:NoSchedule@6-7 \
@@ -26,46 +31,16 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from simulator import generators
+from simulator import cli_types, generator_cli, generators, trace_cli
 from simulator.generators import DEFAULT_SCHEDULER
 from simulator.platform import PlatformError, load_platform
 from simulator.swf import SwfError, convert, read_swf
+from simulator.trace_select import SelectError, thin_and_scale
 from simulator.workload import WorkloadError, load_workload
 
 PROG = "timewarp workload"
 HostCheck = Callable[[dict[str, str]], object]
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
-    return value
-
-
-def _non_negative(text: str) -> float:
-    value = float(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
-    return value
-
-
-def _positive(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
-    return value
-
-
-def _window(text: str) -> tuple[float, float]:
-    start, sep, end = text.partition(":")
-    try:
-        window = (float(start) if start else 0.0, float(end) if end else float("inf"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected START:END in seconds, got {text!r}") from None
-    if not sep or window[0] >= window[1]:
-        raise argparse.ArgumentTypeError(f"expected START:END with START < END, got {text!r}")
-    return window
+FieldsCheck = Callable[[dict], object]  # a job's or profile's Kubernetes fields
 
 
 _SCHEDULER_HELP = (
@@ -93,7 +68,7 @@ def _pod_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--replicasets",
-        type=_positive_int,
+        type=cli_types.positive_int,
         default=1,
         metavar="K",
         help="with --replicaset: K ReplicaSets NAME-0..NAME-(K-1), pods dealt round robin "
@@ -116,6 +91,8 @@ def _replicaset_error(args: argparse.Namespace) -> str | None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="tool", metavar="TOOL", required=True)
+    trace_cli.add_parsers(sub, _OUTPUT_HELP, _SCHEDULER_HELP)
+    generator_cli.add_parsers(sub, _OUTPUT_HELP, _SCHEDULER_HELP)
 
     swf = sub.add_parser("from-swf", help="import a Standard Workload Format trace")
     swf.add_argument("trace", help="SWF file (Parallel Workloads Archive format)")
@@ -129,23 +106,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     swf.add_argument(
         "--norm",
-        type=_positive,
+        type=cli_types.positive,
         default=1.0,
         help="cpu (cores) of a job that takes all MaxProcs processors (default 1)",
     )
     swf.add_argument(
-        "--max-procs", type=_positive_int, help="override the header's MaxProcs (processors)"
+        "--max-procs",
+        type=cli_types.positive_int,
+        help="override the header's MaxProcs (processors)",
     )
-    swf.add_argument("--cpu-cap", type=_positive, help="cap each job's cpu, in cores (e.g. 5.9)")
     swf.add_argument(
-        "--trim", type=_positive, metavar="SECONDS", help="cap each job's run time (seconds)"
+        "--cpu-cap", type=cli_types.positive, help="cap each job's cpu, in cores (e.g. 5.9)"
+    )
+    swf.add_argument(
+        "--trim",
+        type=cli_types.positive,
+        metavar="SECONDS",
+        help="cap each job's run time (seconds)",
     )
     swf.add_argument(
         "--window",
-        type=_window,
+        type=cli_types.window,
         metavar="START:END",
         help="keep the jobs submitted in [START, END) seconds of the trace (either may be "
         "left out); subtimes then count from the first kept job",
+    )
+    swf.add_argument(
+        "--fraction",
+        type=cli_types.fraction,
+        default=1.0,
+        metavar="F",
+        help="keep a share F of the jobs, chosen by a hash of their numbers (default 1)",
+    )
+    swf.add_argument(
+        "--scale",
+        type=cli_types.positive,
+        default=1.0,
+        metavar="S",
+        help="multiply submission times by S (0.5: twice the load; default 1)",
     )
     swf.add_argument(
         "--walltime-from-request",
@@ -156,10 +154,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     for name, text in (("burst", "N jobs at once"), ("spaced", "N jobs at a fixed interval")):
         gen = sub.add_parser(name, help=text)
-        gen.add_argument("-n", "--count", type=_positive_int, required=True, help="jobs")
+        gen.add_argument("-n", "--count", type=cli_types.positive_int, required=True, help="jobs")
         gen.add_argument(
             "--delay",
-            type=_non_negative,
+            type=cli_types.non_negative,
             required=True,
             metavar="SECONDS",
             help="run time of each job, in seconds",
@@ -167,14 +165,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         if name == "spaced":
             gen.add_argument(
                 "--interval",
-                type=_non_negative,
+                type=cli_types.non_negative,
                 required=True,
                 metavar="SECONDS",
                 help="seconds between two submissions (the first at 0)",
             )
         gen.add_argument(
             "--walltime",
-            type=_positive,
+            type=cli_types.positive,
             default=1000.0,
             metavar="SECONDS",
             help="Batsim walltime of each job: killed if still running after it (default 1000)",
@@ -183,13 +181,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         _pod_options(gen)
 
     poisson = sub.add_parser("poisson", help="Poisson arrivals at rate λ")
-    poisson.add_argument("-n", "--count", type=_positive_int, required=True, help="jobs")
+    poisson.add_argument("-n", "--count", type=cli_types.positive_int, required=True, help="jobs")
     poisson.add_argument(
-        "--rate", type=_positive, required=True, help="mean arrivals per second (λ)"
+        "--rate", type=cli_types.positive, required=True, help="mean arrivals per second (λ)"
     )
     poisson.add_argument(
         "--mean-delay",
-        type=_positive,
+        type=cli_types.positive,
         required=True,
         metavar="SECONDS",
         help="mean run time: each job's is drawn from an exponential distribution with "
@@ -205,9 +203,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _pod_options(poisson)
 
     mixed = sub.add_parser("mixed", help="KubCG-style CPU/GPU image classes")
-    mixed.add_argument("-n", "--count", type=_positive_int, required=True, help="jobs")
+    mixed.add_argument("-n", "--count", type=cli_types.positive_int, required=True, help="jobs")
     mixed.add_argument(
-        "--rate", type=_positive, required=True, help="mean arrivals per second (Poisson)"
+        "--rate", type=cli_types.positive, required=True, help="mean arrivals per second (Poisson)"
     )
     mixed.add_argument(
         "--gpu-fraction",
@@ -223,7 +221,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ):
         mixed.add_argument(
             flag,
-            type=_non_negative,
+            type=cli_types.non_negative,
             default=default,
             metavar="SECONDS",
             help=f"run time of {what} (default {default:g})",
@@ -247,7 +245,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     plat = sub.add_parser("platform", help="generate a SimGrid platform")
     plat.add_argument(
-        "-n", "--nodes", type=_positive_int, help="homogeneous: this many nodes node0, node1, ..."
+        "-n",
+        "--nodes",
+        type=cli_types.positive_int,
+        help="homogeneous: this many nodes node0, node1, ...",
     )
     plat.add_argument(
         "--cpu-nodes", type=int, default=0, help="heterogeneous: CPU nodes cpu0, ... (default 0)"
@@ -256,10 +257,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--gpu-nodes", type=int, default=0, help="heterogeneous: GPU nodes gpu0, ... (default 0)"
     )
     plat.add_argument(
-        "--gpus-per-node", type=_positive_int, default=1, help="GPUs of a GPU node (default 1)"
+        "--gpus-per-node",
+        type=cli_types.positive_int,
+        default=1,
+        help="GPUs of a GPU node (default 1)",
     )
     plat.add_argument(
-        "--cores", type=_positive_int, default=1, help="cpu cores per node (default 1)"
+        "--cores", type=cli_types.positive_int, default=1, help="cpu cores per node (default 1)"
     )
     plat.add_argument(
         "--memory",
@@ -333,11 +337,39 @@ def _dump_workload(workload: dict, path: str) -> None:
     _write_atomically(path, text, lambda tmp: load_workload(tmp, "w0", 1 << 30))
 
 
-def run(args: argparse.Namespace, check_host: HostCheck | None = None) -> int:
+def _check_pod_fields(workload: dict, check_fields: FieldsCheck | None) -> None:
+    """``check_fields`` on every profile and job; ValueError names which one."""
+    if check_fields is None:
+        return
+    named = [(f"profiles[{name!r}]", p) for name, p in workload["profiles"].items()]
+    named += [(f"jobs[{i}] (id {j['id']!r})", j) for i, j in enumerate(workload["jobs"])]
+    for where, obj in named:
+        try:
+            check_fields(obj)
+        except ValueError as exc:
+            raise ValueError(f"{where}.{exc}") from None
+
+
+def run(
+    args: argparse.Namespace,
+    check_host: HostCheck | None = None,
+    check_fields: FieldsCheck | None = None,
+) -> int:
     """``check_host(props)`` (the broker's node-shape rules, given by the ``timewarp``
-    command) checks the Kubernetes properties a platform's hosts get from the flags;
-    it raises ValueError with a message naming the property."""
+    command) checks the Kubernetes properties a platform's hosts get from the flags, and
+    ``check_fields(job or profile)`` (the pod-shape rules) those of the imported and
+    generated pods; both raise ValueError with a message naming the property."""
     try:
+        if args.tool in trace_cli.TOOLS:
+            return _import_trace(args, check_host, check_fields)
+        if args.tool in ("service", "batch"):
+            try:
+                workload = generator_cli.build(args)
+                _check_pod_fields(workload, check_fields)
+            except ValueError as exc:
+                return _fail(str(exc))
+            _dump_workload(workload, args.output)
+            return 0
         if args.tool == "from-swf":
             jobs, header = read_swf(args.trace)
             workload = convert(
@@ -353,6 +385,7 @@ def run(args: argparse.Namespace, check_host: HostCheck | None = None) -> int:
                 scheduler=args.scheduler,
                 walltime_from_request=args.walltime_from_request,
             )
+            workload = thin_and_scale(workload, args.fraction, args.scale)
             _dump_workload(workload, args.output)
             print(f"{PROG}: {len(workload['jobs'])} jobs -> {args.output}", file=sys.stderr)
         elif args.tool in ("burst", "spaced", "poisson") and _replicaset_error(args):
@@ -403,7 +436,7 @@ def run(args: argparse.Namespace, check_host: HostCheck | None = None) -> int:
             _dump_workload(workload, args.output)
         else:
             return _platform(args, check_host)
-    except (SwfError, WorkloadError, PlatformError) as exc:
+    except (SwfError, WorkloadError, PlatformError, SelectError) as exc:
         return _fail(str(exc))
     except OSError as exc:  # an -o that cannot be written (read-only, missing, full)
         where = args.output if exc.filename in (None, args.output) else exc.filename
@@ -454,6 +487,42 @@ def _shape_props(args: argparse.Namespace, count: int) -> list[dict[str, str]]:
     return props
 
 
+def _check_hosts(
+    nodes: list[generators.Node], check_host: HostCheck | None, flags: dict[str, str]
+) -> None:
+    """``check_host`` on every host; ValueError names the flag (or prop) and the host."""
+    for name, props in nodes:
+        if check_host is not None:
+            try:
+                check_host(props)
+            except ValueError as exc:
+                prop = str(exc).partition(":")[0]
+                raise ValueError(f"{flags.get(prop, prop)} (host {name}): {exc}") from None
+
+
+def _import_trace(
+    args: argparse.Namespace, check_host: HostCheck | None, check_fields: FieldsCheck | None
+) -> int:
+    """from-cluster / from-alibaba: both files checked, then both written."""
+    try:
+        workload, nodes, skipped = trace_cli.build(args)
+        _check_hosts(nodes, check_host, {})
+        _check_pod_fields(workload, check_fields)
+    except ValueError as exc:
+        return _fail(str(exc))
+    workload["nb_res"] = len(nodes)
+    _write_atomically(args.platform, generators.platform_xml(nodes), load_platform)
+    _dump_workload(workload, args.output)
+    services = len(workload.get("services", []))
+    left = "".join(f", {n} pods left out ({why})" for why, n in skipped.items())
+    print(
+        f"{PROG}: {len(nodes)} nodes -> {args.platform}; {len(workload['jobs'])} jobs"
+        f"{f' and {services} services' if services else ''} -> {args.output}{left}",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def _platform(args: argparse.Namespace, check_host: HostCheck | None) -> int:
     hetero = args.cpu_nodes or args.gpu_nodes
     if args.nodes and hetero:
@@ -475,14 +544,9 @@ def _platform(args: argparse.Namespace, check_host: HostCheck | None) -> int:
     flags = {"labels": "--label", "taints": "--taint", "unschedulable": "--unschedulable"}
     try:
         extras = _shape_props(args, len(nodes))
-        for (name, props), extra in zip(nodes, extras, strict=True):
+        for (_name, props), extra in zip(nodes, extras, strict=True):
             props.update(extra)
-            if check_host is not None:
-                try:
-                    check_host(props)
-                except ValueError as exc:
-                    prop = str(exc).partition(":")[0]
-                    raise ValueError(f"{flags.get(prop, prop)} (host {name}): {exc}") from None
+        _check_hosts(nodes, check_host, flags)
     except ValueError as exc:
         return _fail(str(exc))
     _write_atomically(args.output, generators.platform_xml(nodes, args.speed), load_platform)

@@ -334,7 +334,8 @@ def run_embedded(sc: Scenario, seed: int, folder: Path, decide=None) -> tuple[li
     ended ("SIMULATION_ENDS" or the error it stopped with)."""
     platform, workloads = sc.write(folder)
     decide = decide or Chaos(seed, sc)
-    sim = make_sim(platform, workloads, allow_compute_sharing=sc.sharing,
+    master = sc.flags()[sc.flags().index("-m") + 1] if "-m" in sc.flags() else "master_host"
+    sim = make_sim(platform, workloads, master, allow_compute_sharing=sc.sharing,
                    dynamic_jobs=sc.dynamic, profile_reuse=sc.profile_reuse)  # fmt: skip
     sent: list[str] = []
     try:
@@ -348,3 +349,36 @@ def run_embedded(sc: Scenario, seed: int, folder: Path, decide=None) -> tuple[li
             message = sim.handle_reply(p.decode(reply, "decision"))
     except (Deadlock, DecisionError) as exc:
         return sent, f"error: {exc}"
+
+
+class FixedScenario(Scenario):
+    """A scenario of given texts: a platform file's text as it is (prolog included) and
+    workloads, for inputs written by hand (links, routes, clusters)."""
+
+    def __init__(self, platform: str, workloads: list[dict[str, Any]], flags: tuple[str, ...] = ()):
+        super().__init__(0, workloads, "--enable-compute-sharing" in flags,
+                         "--enable-dynamic-jobs" in flags, "--enable-profile-reuse" in flags)  # fmt: skip
+        self.platform_text = platform
+        self.extra_flags = [f for f in flags if f not in Scenario.flags(self)]
+
+    def flags(self) -> list[str]:
+        return super().flags() + self.extra_flags
+
+    def write(self, folder: Path) -> tuple[Path, list[Path]]:
+        folder.mkdir(parents=True, exist_ok=True)
+        platform = folder / "platform.xml"
+        platform.write_text(self.platform_text)
+        paths = []
+        for index, workload in enumerate(self.workloads):
+            path = folder / f"w{index}.json"
+            path.write_text(json.dumps(workload))
+            paths.append(path)
+        return platform, paths
+
+
+def fcfs_decider():  # type: ignore[no-untyped-def]
+    """The project's FCFS as a decision function of the raw message."""
+    from simulator.fcfs import Fcfs
+
+    decide = Fcfs()
+    return lambda raw: p.encode(decide(p.decode(raw, "batsim")))

@@ -105,16 +105,16 @@ def test_traffic_is_not_progress(monkeypatch):
     import io
     import threading
 
-    from broker.clock import service as clock_service
+    from broker.clock import stall
     from broker.clock.service import ClockService, ClockStall
 
     wall = _FakeWall()
-    monkeypatch.setattr(clock_service, "_wall", wall)
+    monkeypatch.setattr(stall, "_wall", wall)
     log = io.StringIO()
     with ClockService(stall_timeout=1.0, on_stall="stop", log=log) as clock:
         clock.expect("poller")
         with clock._cond:  # a connected process, busy for good (no runtime needed)
-            proc = clock._procs["poller"]
+            proc = clock.registry.procs["poller"]
             proc.identity, proc.settled, proc.gone = b"test", True, False
         stop = threading.Event()
 

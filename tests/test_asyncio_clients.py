@@ -37,8 +37,10 @@ def inputs(tmp_path):
 
 
 def test_kubernetes_asyncio_binder_with_kubeconfig(tmp_path, subprocess_env, inputs):
+    """With a /metrics endpoint on its loop (aiohttp ``web.AppRunner``/``TCPSite``): the
+    loop waits on the listening socket idle, nothing to report (timewarp/_core/servers.py)."""
     platform, workload = inputs
-    out, r = run_twice(tmp_path, subprocess_env, AIO, platform, workload)
+    out, r = run_twice(tmp_path, subprocess_env, AIO + " --metrics", platform, workload)
     assert placements(out) == EXPECTED
     # -q: a good run prints nothing but warnings (none here); its figures are in the manifest
     figures = json.loads((out / "manifest.json").read_text())["figures"]
@@ -61,16 +63,20 @@ def test_kubernetes_asyncio_binder_in_cluster_over_tls(tmp_path, subprocess_env,
 def test_kopf_operator_schedules_expires_and_reports_in_virtual_time(tmp_path, subprocess_env):
     """Six pods at once on three two-core nodes; each pod's daemon sleeps 30 s and deletes
     it — six deletes in flight together, in one order every run; the node timers tick
-    every 10 simulated seconds."""
+    every 10 simulated seconds. kopf serves its liveness endpoint meanwhile (nothing
+    probes it): no stall, no non-deterministic advance."""
     platform = write_platform(tmp_path / "p.xml", 3, 2)
     jobs = [{"id": str(i), "subtime": 0, "res": 1, "profile": "j"} for i in range(1, 7)]
     profiles = {"j": {"type": "delay", "delay": 100, "cpu": "1", "scheduler": "default"}}
     workload = write_workload(tmp_path / "w.json", jobs, profiles)
     out, r = run_twice(
         tmp_path, subprocess_env,
-        "kopf run --standalone --all-namespaces tests/programs/kopf_operator.py",
+        "kopf run --standalone --all-namespaces --liveness=http://127.0.0.1:0/healthz "
+        "tests/programs/kopf_operator.py",
         platform, workload,
     )  # fmt: skip
+    figures = json.loads((out / "manifest.json").read_text())["figures"]
+    assert figures["nondeterministic_advances"] == 0 and "stall guard" not in r.stderr
     with open(out / "out_jobs.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert {row["final_state"] for row in rows} == {"COMPLETED_KILLED"}

@@ -37,7 +37,7 @@ def test_a_parked_asyncio_watch_is_an_api_read(tmp_path, subprocess_env):
     with ClockService(stall_timeout=30) as clock:
         facade = Facade(FacadeClock(clock))
         facade.write_watch_events_directly()
-        clock.set_io_checker(facade.connection_state, facade.connection_written)
+        clock.quiescence.set_io_checker(facade.connection_state, facade.connection_written)
         facade.add_idle_listener(lambda _port: clock.notify())
         kubeconfig = facade.write_kubeconfig(tmp_path / "kc", "loop")
         env = runtime_environment(dict(subprocess_env))
@@ -47,9 +47,9 @@ def test_a_parked_asyncio_watch_is_an_api_read(tmp_path, subprocess_env):
                 clockproto.ENV_ENDPOINT: clock.endpoint,
                 clockproto.ENV_NAME: "loop",
                 clockproto.ENV_FACADE: f"{facade.host}:{facade.port}",
+                clockproto.ENV_TOKEN: clock.expect("loop"),
             }
         )
-        clock.expect("loop")
         with facade:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "patcher.run_script", "tests/programs/aio_watch_printer.py"],
@@ -58,7 +58,7 @@ def test_a_parked_asyncio_watch_is_an_api_read(tmp_path, subprocess_env):
             out = lines_of(proc)
             try:
                 clock.wait_quiescent()  # the loop parked on its watch
-                [loop] = [p for p in clock.processes() if p.name == "loop"]
+                [loop] = [p for p in clock.registry.processes() if p.name == "loop"]
                 assert loop.io, "the loop's wait on the watch was not reported as an API read"
                 assert clock.quiescent()
                 facade.store.create(

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from broker.facade import Facade, ManualClock
-from broker.facade.apps import scaled_value
 from broker.facade.errors import ApiError
+from broker.facade.kinds.apps import scaled_value
 from broker.facade.selectors import format_selector
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -184,7 +184,7 @@ def test_a_multi_threaded_scheduler_is_reproducible_too(tmp_path, subprocess_env
 @contextlib.contextmanager
 def started_until_scheduler_ready(tmp_path, env, **popen):
     """`timewarp simulate` with a scheduler that says when it runs (through a FIFO); the
-    run never ends by itself, so it is killed (its children die with it) if the test
+    run never ends by itself (the scheduler binds nothing; --on-no-progress warn), so it is killed (its children die with it) if the test
     did not stop it."""
     import os
     import threading
@@ -196,7 +196,7 @@ def started_until_scheduler_ready(tmp_path, env, **popen):
     proc = subprocess.Popen(
         [sys.executable, "-m", "timewarp", "simulate", "-q", "--no-plots", "--scheduler",
          f"python tests/programs/ready_scheduler.py {fifo}", "-p", str(PLATFORM), "-w", str(BURST),
-         "-o", str(tmp_path / "out")],
+         "-o", str(tmp_path / "out"), "--on-no-progress", "warn"],
         cwd=ROOT, env=env, **popen,
     )  # fmt: skip
     try:

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from procset import ProcSet
 
-from broker.cluster.cluster import Cluster, _bytes, _curve
+from broker.cluster.cluster import Cluster
+from broker.cluster.metrics_publisher import _bytes, _curve
 from broker.facade import Facade
 from broker.facade.clock import ManualClock
 from broker.facade.metrics import MetricsBoard
@@ -34,10 +35,10 @@ class FullRecompute:
             return
         self.at = now
         per_node = {name: [0, 0] for name in cluster.nodes}
-        for key in [k for k in self.pod_usage if k not in cluster._running]:
+        for key in [k for k in self.pod_usage if k not in cluster.metrics.running]:
             del self.pod_usage[key]
             self.board.remove_pod(*key)
-        for jp in cluster._running.values():
+        for jp in cluster.metrics.running.values():
             cpu_n, mem = jp.cpu_m * 1_000_000, jp.memory
             if jp.usage and jp.started_ns is not None:
                 elapsed = (now - jp.started_ns) / 1e9
@@ -121,13 +122,13 @@ def test_incremental_metrics_equal_a_full_recomputation(ops):
             if op[0] == "bind" and jp.state == "pending":
                 node = f"node-{op[2]}"
                 facade.store.bind(jp.namespace, jp.name, node)
-                cluster._on_bind(jp.namespace, jp.name, node)
+                cluster.inbox.on_bind(jp.namespace, jp.name, node)
                 changed = cluster.process()
             elif op[0] == "complete" and jp.state == "running":
                 cluster.complete(p.JobCompleted(jp.job_id, "COMPLETED_SUCCESSFULLY", 0, ProcSet()))
                 changed = True
             elif op[0] == "delete" and jp.state in ("pending", "running"):
-                cluster._on_remove(jp.namespace, jp.name)
+                cluster.inbox.on_remove(jp.namespace, jp.name)
                 facade.store.delete("pods", jp.namespace, jp.name)
                 changed = cluster.process()
             else:
@@ -155,7 +156,7 @@ def test_all_done_follows_jobs_finishing_in_any_order():
     def run(job_id: str) -> None:
         jp = cluster.jobs[job_id]
         facade.store.bind(jp.namespace, jp.name, "node-0")
-        cluster._on_bind(jp.namespace, jp.name, "node-0")
+        cluster.inbox.on_bind(jp.namespace, jp.name, "node-0")
         cluster.process()
 
     def finish(job_id: str) -> None:
@@ -169,7 +170,7 @@ def test_all_done_follows_jobs_finishing_in_any_order():
     run("w!2")
     finish("w!2")
     jp = cluster.jobs["w!0"]  # deleted while pending: rejected
-    cluster._on_remove(jp.namespace, jp.name)
+    cluster.inbox.on_remove(jp.namespace, jp.name)
     facade.store.delete("pods", jp.namespace, jp.name)
     cluster.process()
     assert cluster.jobs["w!0"].state == "rejected"

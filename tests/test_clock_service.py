@@ -7,6 +7,8 @@ import socket
 import threading
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from broker.clock.service import ClockService
 from timewarp.wire import clocknet
@@ -55,7 +57,7 @@ class Peer:
 def _connected(service, name):
     peer = Peer(service.endpoint)
     try:
-        peer.send(cp.hello(name, 1234, service.add_token(name)))
+        peer.send(cp.hello(name, 1234, service.registry.add_token(name)))
         assert peer.recv()["op"] == "welcome"
         yield peer
     finally:
@@ -80,7 +82,6 @@ def test_a_long_tmpdir_still_gets_a_unix_socket_never_tcp(tmp_path, monkeypatch)
     try:
         assert clock.endpoint.startswith("ipc://")
         assert len(clock.endpoint) - len("ipc://") <= 100
-        assert not clock.tokens_required
     finally:
         clock.close()
 
@@ -101,14 +102,15 @@ def _refused(service, hello):
 def test_tcp_hellos_must_carry_the_token_of_their_process():
     service = ClockService(endpoint="tcp://127.0.0.1:*")
     try:
-        assert service.tokens_required
         token = service.expect("sched")
         assert "without the token" in _refused(service, cp.hello("sched", 1))
-        assert "without the token" in _refused(service, cp.hello("intruder", 1, "guess"))
+        assert "no process of that name was started" in _refused(
+            service, cp.hello("intruder", 1, "guess")
+        )
         assert "wrong token" in _refused(service, cp.hello("sched", 1, token + "x"))
-        assert service.refused_hellos == 3
+        assert service.registry.refused_hellos == 3
         # refused peers are nobody: not registered, not awaited, never blamed in a report
-        assert [(p.name, p.connected) for p in service.processes()] == [("sched", False)]
+        assert [(p.name, p.connected) for p in service.registry.processes()] == [("sched", False)]
         with contextlib.closing(Peer(service.endpoint)) as peer:
             peer.send(cp.hello("sched", 1, token))
             assert peer.recv()["op"] == "welcome"
@@ -117,7 +119,7 @@ def test_tcp_hellos_must_carry_the_token_of_their_process():
 
 
 def test_a_unix_socket_refuses_a_wrong_token_too(service):
-    token = service.add_token("sched")
+    token = service.registry.add_token("sched")
     assert "wrong token" in _refused(service, cp.hello("sched", 1, "not-" + token))
 
 
@@ -131,7 +133,7 @@ def test_messages_written_together_or_in_pieces_are_applied_in_order(service):
         assert peer.recv() == {"op": "now", "rid": 8, "t": 0}
         peer.sock.sendall(wire[5:])
         service.wait_quiescent()  # the idle report counts once it is whole
-        assert [p.name for p in service.processes()] == ["sched"]
+        assert [p.name for p in service.registry.processes()] == ["sched"]
 
 
 def test_a_process_that_did_not_say_hello_gets_an_error(service):
@@ -150,18 +152,45 @@ def test_a_malformed_message_gets_an_error_naming_it_and_others_are_still_served
         a.sock.sendall(b'{"op":"timer","id":"x"}\n')
         msg = a.recv()
         assert msg["op"] == "error" and "'id' must be an integer" in msg["message"]
+        assert not a.poll(TIMEOUT_S), "the connection that sent it stays open"
         b.send(cp.now_request(3))
         assert b.recv() == {"op": "now", "rid": 3, "t": 0}
 
 
+def test_a_frame_nested_too_deep_closes_its_connection_and_the_clock_lives_on(service):
+    """Issue 27 item 3: 100,000 '[' then ']' raised RecursionError in the decoder and
+    killed the clock's thread; now it is a protocol error for that one connection."""
+    with _connected(service, "a") as a, _connected(service, "b") as b:
+        a.sock.sendall(b"[" * 100_000 + b"]" * 100_000 + b"\n")
+        msg = a.recv()
+        assert msg["op"] == "error" and "nested too deeply" in msg["message"]
+        assert not a.poll(TIMEOUT_S), "the connection that sent it stays open"
+        b.send(cp.now_request(4))
+        assert b.recv() == {"op": "now", "rid": 4, "t": 0}
+
+
+@pytest.mark.parametrize("token", [None, "guess"])
+def test_an_invented_identity_is_refused_on_every_endpoint(service, token):
+    """Issue 27 item 4: a hello under a name nobody started was welcomed on the Unix
+    socket; then `state busy` stalled the run and the stall report blamed that name."""
+    message = _refused(service, cp.hello("invented", 4242, token))
+    assert "no process of that name was started" in message
+    assert service.registry.processes() == [] and service.registry.refused_hellos == 1
+
+
+def test_a_registered_name_without_its_token_is_refused_on_a_unix_socket_too(service):
+    service.registry.add_token("sched")
+    assert "without the token" in _refused(service, cp.hello("sched", 1))
+
+
 def test_an_endless_line_is_refused_and_its_connection_closed(service, monkeypatch):
-    monkeypatch.setattr("broker.clock.service.MAX_MESSAGE_BYTES", 1000)
+    monkeypatch.setattr("broker.clock.transport.MAX_MESSAGE_BYTES", 1000)
     with _connected(service, "sched") as peer:
         peer.sock.sendall(b"x" * 5000)  # no newline: no message ever ends
         msg = peer.recv()
         assert msg["op"] == "error" and "longer than 1000 bytes" in msg["message"]
         assert not peer.poll(TIMEOUT_S), "the connection stays open"
-    assert [p.gone for p in service.processes()] == [True]
+    assert [p.gone for p in service.registry.processes()] == [True]
 
 
 def test_a_process_whose_connection_ends_is_gone_and_no_longer_awaited(service):
@@ -170,7 +199,7 @@ def test_a_process_whose_connection_ends_is_gone_and_no_longer_awaited(service):
     done = threading.Event()
     threading.Thread(target=lambda: (service.wait_quiescent(), done.set()), daemon=True).start()
     assert done.wait(TIMEOUT_S)
-    assert [p.gone for p in service.processes()] == [True]
+    assert [p.gone for p in service.registry.processes()] == [True]
 
 
 def test_autopilot_advances_to_each_deadline_without_a_driver(service):
@@ -199,7 +228,7 @@ class FakeFacade:
     def __init__(self, service, states):
         self.states = dict(states)
         self.service = service
-        service.set_io_checker(lambda port, sent, consumed: self.states[port])
+        service.quiescence.set_io_checker(lambda port, sent, consumed: self.states[port])
 
     def set(self, **states):
         self.states.update({int(port[1:]): s for port, s in states.items()})
@@ -237,7 +266,7 @@ def _released_ports(rx):
 def test_a_response_is_let_go_before_watch_events_and_only_once_they_are_written(
     service, monkeypatch
 ):
-    monkeypatch.setattr("broker.clock.service.FLUSH_GRACE_S", 30.0)
+    monkeypatch.setattr("broker.clock.quiescence.FLUSH_GRACE_S", 30.0)
     facade = FakeFacade(service, {100: "flushing", 200: "busy"})
     with _idle_but_for(service, facade, [WATCH, BINDING]) as rx:
         facade.set(p200="ready")  # the binding's answer is there, its watch event is not
@@ -247,10 +276,39 @@ def test_a_response_is_let_go_before_watch_events_and_only_once_they_are_written
 
 
 def test_a_writer_stuck_on_a_full_buffer_does_not_hold_the_reader_back(service, monkeypatch):
-    monkeypatch.setattr("broker.clock.service.FLUSH_GRACE_S", 0.0)
+    monkeypatch.setattr("broker.clock.quiescence.FLUSH_GRACE_S", 0.0)
     facade = FakeFacade(service, {100: "flushing"})  # and it stays so until the client reads
     with _idle_but_for(service, facade, [WATCH]) as rx:
         assert _released_ports(rx) == [100]
+    # wall time decided how much the reader got: counted, with its cause
+    assert service.stall.nondeterministic_causes == [
+        "watch events still being written at t=0.000000000 s: 'sched' let go to read after "
+        "0 s of wall time"
+    ]
+
+
+def test_events_written_in_time_are_no_wall_clock_decision(service, monkeypatch):
+    monkeypatch.setattr("broker.clock.quiescence.FLUSH_GRACE_S", 30.0)
+    facade = FakeFacade(service, {100: "flushing"})
+    with _idle_but_for(service, facade, [WATCH]) as rx:
+        facade.set(p100="streaming")
+        assert _released_ports(rx) == [100]
+    assert service.stall.nondeterministic_causes == []
+
+
+def test_time_not_acknowledged_is_a_counted_wall_clock_decision():
+    """Free-running modes push the new time and wait for its acknowledgement; going on
+    without it after the stall timeout is a non-deterministic advance."""
+    with ClockService(mode="lockstep", stall_timeout=0.1) as clock:
+        clock.quiescence.set_io_checker(lambda port, sent, consumed: "idle")
+        with _connected(clock, "sched") as peer:
+            peer.send(cp.state(False, 0, [WATCH], 0, 1, 0))  # reads the API: told the time
+            clock.wait_quiescent()
+            clock.advance_to(5)  # the peer never acknowledges
+            assert peer.recv() == {"op": "time", "t": 5}
+        assert clock.stall.nondeterministic_causes == [
+            "time not acknowledged at t=0.000000005 s by 'sched' within 0.1 s of wall time"
+        ]
 
 
 def test_the_broker_reacts_to_what_was_done_before_letting_a_reader_go(service):
@@ -266,7 +324,7 @@ def test_the_broker_reacts_to_what_was_done_before_letting_a_reader_go(service):
             return True
         return False
 
-    service.set_before_io_release(hook)
+    service.quiescence.set_before_io_release(hook)
     with _idle_but_for(service, facade, [WATCH, BINDING]) as rx:
         assert _released_ports(rx) == [200, 100]  # chosen after the hook's change
         assert calls == [{100: "streaming", 200: "idle"}, {100: "streaming", 200: "ready"}]
@@ -277,7 +335,7 @@ def _driver_waits(service, timeout=5.0):
     pause = threading.Event()
     for _ in range(int(timeout / 0.01)):
         with service._cond:
-            if service._driver_waiting:
+            if service.quiescence.driver_waiting:
                 return True
         pause.wait(0.01)
     return False
@@ -291,7 +349,7 @@ def test_a_state_report_lets_readers_go_at_once_when_the_hook_has_nothing_to_do(
     it — unless the broker's hook has work, which the driver must do first."""
     facade = FakeFacade(service, {100: "streaming", 200: "ready"})
     calls = []
-    service.set_before_io_release(
+    service.quiescence.set_before_io_release(
         lambda: calls.append("hook") or False, pending=lambda: hook_has_work
     )
     with _connected(service, "sched") as peer:
@@ -304,3 +362,67 @@ def test_a_state_report_lets_readers_go_at_once_when_the_hook_has_nothing_to_do(
         facade.set(p100="idle", p200="idle")
         peer.send(cp.state(False, 1, [], 0, 2, 0))
         assert done.wait(5)
+
+
+def test_a_frame_that_breaks_its_handler_closes_only_its_connection(service, monkeypatch):
+    """Whatever a frame makes go wrong, the clock's thread survives: the sender gets an
+    error and its connection closes, everyone else is served."""
+    decode = cp.decode_to_broker
+
+    def fragile(frame):
+        if b"boom" in frame:
+            raise KeyError("boom")
+        return decode(frame)
+
+    monkeypatch.setattr("broker.clock.inbox.clockproto.decode_to_broker", fragile)
+    with _connected(service, "a") as a, _connected(service, "b") as b:
+        a.sock.sendall(b'{"op":"stacks","text":"boom"}\n')
+        msg = a.recv()
+        assert msg["op"] == "error" and "KeyError" in msg["message"]
+        assert not a.poll(TIMEOUT_S), "the connection stays open"
+        assert service.transport._thread.is_alive()
+        b.send(cp.now_request(3))
+        assert b.recv() == {"op": "now", "rid": 3, "t": 0}
+
+
+_FRAMES = st.one_of(
+    st.binary(max_size=300),  # garbage
+    st.builds(lambda n: b"[" * n + b"]" * n, st.integers(1, 200_000)),  # deep
+    st.builds(lambda n: b'{"op":"now","rid":' + b"9" * n, st.integers(1, 5000)),  # truncated
+    st.sampled_from([b"{}", b"null", b'{"op":"hello"}', b'{"op":"state","busy":true}']),
+    st.builds(
+        lambda name, token: cp.pack([cp.hello(name, 1, token)])[:-1],
+        st.text(min_size=1, max_size=30),
+        st.one_of(st.none(), st.text(max_size=40)),
+    ),  # hellos with invented names and tokens
+    st.builds(lambda n: b"x" * n, st.integers(100_000, 300_000)),  # long, no newline yet
+)
+
+
+@pytest.fixture(scope="module")
+def fuzzed():
+    clock = ClockService()
+    yield clock
+    clock.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(frame=_FRAMES)
+def test_whatever_a_stranger_sends_the_clock_thread_lives_and_serves(fuzzed, frame):
+    """Issue 27: garbage, truncated, huge, deep frames and invented identities end only
+    the connection that sent them; the clock's thread stays alive and a registered
+    process is still answered."""
+    stranger = Peer(fuzzed.endpoint)
+    try:
+        stranger.sock.sendall(frame + b"\n")
+        stranger.poll(0.2)  # an error, or nothing (an unfinished frame)
+    except OSError:
+        pass  # closed on us mid-send: that is the point
+    finally:
+        stranger.close()
+    assert fuzzed.transport._thread.is_alive()
+    with _connected(fuzzed, "sched") as peer:
+        peer.send(cp.now_request(9))
+        assert peer.recv() == {"op": "now", "rid": 9, "t": 0}
+    # only the registered process (reconnected under sched#2, #3, ...), no stranger
+    assert {p.name.partition("#")[0] for p in fuzzed.registry.processes()} == {"sched"}

@@ -22,6 +22,7 @@ from timewarp.wire import clockproto as cp
             b'{"op":"state","busy":false,"ack":12,"io":[[53412,310,2048,1]],"runnable":0,"blocked":3,"detached":1}',
         ),
         (cp.stacks("T"), b'{"op":"stacks","text":"T"}'),
+        (cp.woke("a connection"), b'{"op":"woke","cause":"a connection"}'),
         (cp.bye(), b'{"op":"bye"}'),
         (
             cp.welcome(0, 5, 6, "deterministic"),
@@ -139,3 +140,95 @@ def test_messages_survive_any_split_of_the_byte_stream(tagged, data):
     assert [decode(f) for (decode, _), f in zip(tagged, frames, strict=True)] == [
         m for _, m in tagged
     ]
+
+
+# The quick checks of the frequent messages accept exactly what the generic checks accept
+# (a frame they refuse is checked again, to say what is wrong: a quick check that let a
+# bad field through would be the hole).
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**64), 2**64) | st.floats() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=5),
+    max_leaves=12,
+)
+_FREQUENT = [
+    (cp._FAST_TO_BROKER, cp._TO_BROKER, cp.state(False, 12, [[1, 2, 3, 4], [5, 6, 7, 8]], 0, 3, 1)),
+    (cp._FAST_TO_BROKER, cp._TO_BROKER, cp.timer(3, 60, [0, 2, 5])),
+    (cp._FAST_TO_BROKER, cp._TO_BROKER, cp.now_request(7)),
+    (cp._FAST_TO_BROKER, cp._TO_BROKER, cp.cancel(3)),
+    (cp._FAST_TO_RUNTIME, cp._TO_RUNTIME, cp.fire([3, 9], 60)),
+    (cp._FAST_TO_RUNTIME, cp._TO_RUNTIME, cp.io_release([[1, 2], [3, 4]], 60)),
+    (cp._FAST_TO_RUNTIME, cp._TO_RUNTIME, cp.now_reply(7, 60)),
+    (cp._FAST_TO_RUNTIME, cp._TO_RUNTIME, cp.time_update(60)),
+]
+
+
+def _accepted(check, msg) -> bool:
+    try:
+        check(msg)
+    except cp.ProtocolError:
+        return False
+    return True
+
+
+_NEAR_MISSES = [-1, 0, 2**70, True, False, 1.0, None, "1", [], [1], [[1]], {}]
+
+
+def _near_misses(msg):
+    """``msg`` with one field, or one cell of one of its rows, set to each near miss."""
+    for field, value in msg.items():
+        if field == "op":
+            continue
+        for miss in _NEAR_MISSES:
+            yield {**msg, field: miss}
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                for miss in _NEAR_MISSES:
+                    yield {**msg, field: [*value[:i], miss, *value[i + 1 :]]}
+                for j in range(len(item) if isinstance(item, list) else 0):
+                    for miss in _NEAR_MISSES:
+                        row = [*item[:j], miss, *item[j + 1 :]]
+                        yield {**msg, field: [*value[:i], row, *value[i + 1 :]]}
+                    yield {**msg, field: [*value[:i], item[:-1], *value[i + 1 :]]}
+        yield {k: v for k, v in msg.items() if k != field}
+
+
+@pytest.mark.parametrize(("fast", "table", "msg"), _FREQUENT)
+def test_the_quick_checks_accept_exactly_what_the_generic_ones_do(fast, table, msg):
+    op = msg["op"]
+    for near in _near_misses(msg):
+        assert fast[op](near) == _accepted(table[op], near), near
+
+
+@given(
+    st.sampled_from(_FREQUENT),
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "busy",
+                "ack",
+                "io",
+                "runnable",
+                "blocked",
+                "detached",
+                "id",
+                "deadline",
+                "key",
+                "rid",
+                "t",
+                "ids",
+                "ports",
+            ]
+        ),
+        _JSON_VALUES,
+        max_size=3,
+    ),
+)
+def test_the_quick_checks_agree_on_random_fields(frequent, changes):
+    fast, table, msg = frequent
+    msg = {**msg, **changes}
+    assert fast[msg["op"]](msg) == _accepted(table[msg["op"]], msg)
+
+
+@pytest.mark.parametrize(("fast", "table", "msg"), _FREQUENT)
+def test_every_valid_frequent_message_takes_the_quick_path(fast, table, msg):
+    assert fast[msg["op"]](msg)

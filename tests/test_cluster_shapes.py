@@ -326,3 +326,25 @@ def test_simulate_exits_2_naming_file_and_field_before_writing_anything(tmp_path
     assert proc.returncode == 2, proc.stderr
     assert "bad.json: jobs[0] (id '3').labels.app: expected a string, got 5" in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_every_job_that_can_never_run_is_named_in_one_message(tmp_path):
+    jobs = (
+        [_job(0)] + [_job(i, cpu="8") for i in range(1, 14)] + [_job(20, nodeSelector={"a": "b"})]
+    )
+    plat, workloads = _inputs(tmp_path, jobs)
+    with pytest.raises(InputError) as caught:
+        check_inputs(plat, workloads)
+    text = str(caught.value)
+    first, _, rest = text.partition("\n")
+    assert first.endswith(
+        "w.json: jobs[1] (id '1').requests.cpu: can never run: it requests 8 cpu and the largest node allocatable is 1"
+    )
+    assert rest.startswith("  13 more job(s) can never run either: jobs[2] (id '2').requests.cpu;")
+    assert "jobs[11] (id '11').requests.cpu; and 3 more" in rest  # the first ten, then a count
+    plat, workloads = _inputs(tmp_path, [_job(0, cpu="8"), _job(20, nodeSelector={"a": "b"})])
+    with pytest.raises(InputError) as caught:
+        check_inputs(plat, workloads)
+    assert str(caught.value).endswith(
+        "1 more job(s) can never run either: jobs[1] (id '20').nodeSelector"
+    )

@@ -30,7 +30,9 @@ def simulate(tmp_path, env, how, n):
     r = subprocess.run(
         [sys.executable, "-m", "timewarp", "simulate", "-q", "--no-plots", "--scheduler",
          f"python tests/programs/crash_midrun.py --crash-after {CRASH_AT} --how {how}",
-         "-p", str(platform), "-w", str(workload), "-o", str(out)],
+         "-p", str(platform), "-w", str(workload), "-o", str(out),
+         # exit 0 ends only its process by default (a one-shot tool): here it is a crash
+         *(["--scheduler-exit", "fail"] if how == "thread-sys-exit" else [])],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     return out, r

@@ -633,3 +633,68 @@ def test_a_put_of_the_same_manifest_is_defaulted_again_and_rolls_nothing(world):
     script.run()
     assert script.seen[11] == 1
     assert len(world.store.list("replicasets.apps", NS)[0]) == 1
+
+
+# ------------------------------------------------------------------ a huge spec.replicas
+
+
+def test_scaling_to_a_billion_replicas_creates_bursts_while_time_moves(world):
+    """issue 27 item 2: ``…/scale`` to 10^9 (a valid int32) no longer hangs the run in
+    one virtual instant: one burst of 500 per 25 s of virtual time (slow-start batches
+    within it), the run ends with the static workload, the summary counts the rest."""
+    from broker.controllers import bursts, replicaset
+
+    forty = (
+        [{"id": "1", "subtime": 0, "res": 1, "profile": "p"}],
+        {"p": {"type": "delay", "delay": 40, "cpu": "1", "scheduler": "default"}},
+    )
+    web = deployment(2, template=template(duration=None))  # its pods run until deleted
+    script = Script(world).create(0, "deployments.apps", web)
+    script.at(10, lambda: world.store.patch(
+        "deployments.apps", NS, "web", {"spec": {"replicas": 10**9}}))  # fmt: skip
+    for t in (10.5, 34, 36):
+        script.look(t, lambda: len(pods_of(world, app="web")))
+    sim = script.run(forty)
+    # the static job ends at t=40; the wake-up asked for the next burst (t=60) is the
+    # simulation's last event, as any CALL_ME_LATER pending at the end
+    assert sim.ended and sim.now == pytest.approx(60.0)
+    burst = replicaset.BURST_REPLICAS
+    assert bursts.BURST_INTERVAL_NS == 25 * 10**9
+    # bursts at t=10, 35 and 60, each of 500 (the first one counts the two pods there)
+    assert script.seen[10.5] == burst + 2 == script.seen[34]
+    assert script.seen[36] == 2 * burst + 2
+    made = len(pods_of(world, app="web"))
+    assert made == 3 * burst + 2
+    assert world.cluster.stats.pods_deferred == 10**9 - made
+    (warning,) = world.events(bursts.DEFERRED)
+    assert (
+        warning["type"] == "Warning"
+        and f"{10**9 - 502} pods are still to create" in warning["message"]
+    )
+    (rs,) = world.store.list("replicasets.apps", NS)[0]
+    assert rs["status"]["replicas"] == made
+
+
+@pytest.mark.parametrize("then", ["scaled back", "deleted"])
+def test_the_summary_counts_pods_never_made_not_a_shortfall_made_up(world, then):
+    """Scaled back down, the ReplicaSet has every pod it wants: nothing was left undone.
+    Deleted while short, its shortfall stays: those pods were wanted and never made."""
+    from broker.controllers import bursts
+
+    forty = (
+        [{"id": "1", "subtime": 0, "res": 1, "profile": "p"}],
+        {"p": {"type": "delay", "delay": 40, "cpu": "1", "scheduler": "default"}},
+    )
+    web = deployment(2, template=template(duration=None))
+    script = Script(world).create(0, "deployments.apps", web)
+    script.at(10, lambda: world.store.patch(
+        "deployments.apps", NS, "web", {"spec": {"replicas": 10**9}}))  # fmt: skip
+    if then == "scaled back":
+        script.at(30, lambda: world.store.patch(
+            "deployments.apps", NS, "web", {"spec": {"replicas": 3}}))  # fmt: skip
+    else:
+        script.at(30, lambda: world.store.delete("deployments.apps", NS, "web"))
+    script.run(forty)
+    assert len(world.events(bursts.DEFERRED)) == 1
+    expected = 0 if then == "scaled back" else 10**9 - (bursts.BURST + 2)
+    assert world.cluster.stats.pods_deferred == expected

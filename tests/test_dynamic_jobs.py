@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.cluster.cluster import DURATION_ANNOTATION, JOB_ID_ANNOTATION, NOT_SIMULATED
+from broker.cluster.state import DURATION_ANNOTATION, JOB_ID_ANNOTATION, NOT_SIMULATED
 from broker.drivers.inprocess import InProcessRun
 from broker.facade.errors import ApiError
 from broker.facade.objects import format_time
@@ -753,3 +753,57 @@ def test_lowering_parallelism_deletes_the_newest_pods(world):
         ("20.000000", "30.000000"),
     ]
     assert len(world.events("SuccessfulDelete")) == 2
+
+
+def test_a_job_whose_pods_the_api_refuses_says_so_and_the_run_ends(world):
+    """A Job is accepted even if its pods will not be (an unknown PriorityClass): the
+    controller records FailedCreate and retries after the back-off — it used to raise
+    into the driver thread and kill the run — and such a Job does not keep an otherwise
+    finished simulation going."""
+    jobs, profiles = ONE_STATIC
+    manifest = job_manifest("bad", duration=10, pod={"priorityClassName": "nope"})
+    sim = world.run(jobs, profiles, before=create_at_start(world, ("jobs.batch", manifest)))
+    assert sim.ended and sim.now < 10
+    failed = world.events("FailedCreate")
+    assert failed and all(e["type"] == "Warning" for e in failed)
+    assert "no PriorityClass with name nope was found" in failed[0]["message"]
+    assert world.store.list("pods", "default", label_selector="job-name=bad")[0] == []
+    status = world.store.get("jobs.batch", "default", "bad")["status"]
+    assert "active" not in status and "conditions" not in status
+
+
+def test_a_job_a_billion_wide_creates_bursts_while_time_moves(world):
+    """issue 27 item 2, the Job controller's side: ``parallelism: 1000000000`` (a valid
+    int32) makes 500 pods per 25 s of virtual time instead of all of them in one instant."""
+    from broker.controllers import bursts
+
+    forty = (
+        [{"id": "1", "subtime": 0, "res": 1, "profile": "p"}],
+        {"p": {"type": "delay", "delay": 40, "cpu": "1", "scheduler": "default"}},
+    )
+    # no duration: its pods run until deleted, and the Job does not hold up the end
+    manifest = job_manifest("wide", duration=None, parallelism=10**9, completions=10**9)
+    seen = {}
+
+    def count() -> int:
+        return len(world.store.list("pods", "default", label_selector="job-name=wide")[0])
+
+    def before(message):
+        if any(isinstance(e.data, p.SimulationBegins) for e in message.events):
+            # at t=1: the static job has its node by then (the Job's pods never end)
+            world.clock.call_at(
+                10**9, lambda: create_at_start(world, ("jobs.batch", manifest))(message)
+            )
+            for t in (2, 25, 27):
+                world.clock.call_at(t * 10**9, lambda t=t: seen.update({t: count()}))
+
+    sim = world.run(*forty, before=before)
+    assert sim.ended and 40 <= sim.now < 76
+    burst = bursts.BURST
+    assert (seen[2], seen[25], seen[27]) == (burst, burst, 2 * burst)
+    made = count()
+    assert made == burst * len([t for t in (1, 26, 51) if t <= sim.now])
+    assert world.cluster.stats.pods_deferred == 10**9 - made
+    (warning,) = world.events(bursts.DEFERRED)
+    assert f"{10**9 - burst} pods are still to create" in warning["message"]
+    assert world.store.get("jobs.batch", "default", "wide")["status"]["active"] == made

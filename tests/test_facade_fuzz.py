@@ -387,3 +387,75 @@ def test_unauthenticated_requests_never_reach_a_handler(facade, n, junk):
         f"Content-Length: 67108864\r\n\r\n"
     ).encode() + junk
     check(facade, "unauthenticated", raw, {401})
+
+
+_STATUS_KEYS = {
+    "deployments": ["replicas", "readyReplicas", "availableReplicas", "updatedReplicas",
+                    "unavailableReplicas", "observedGeneration", "collisionCount", "conditions"],
+    "replicasets": ["replicas", "readyReplicas", "availableReplicas", "fullyLabeledReplicas",
+                    "observedGeneration", "conditions"],
+    "horizontalpodautoscalers": ["currentReplicas", "desiredReplicas", "observedGeneration",
+                                 "lastScaleTime", "currentMetrics", "conditions"],
+}  # fmt: skip
+_STATUS_PATHS = {
+    "deployments": "/apis/apps/v1/namespaces/default/deployments/web",
+    "replicasets": "/apis/apps/v1/namespaces/default/replicasets/web",
+    "horizontalpodautoscalers": "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers/web",
+}
+
+
+def _status_targets(facade: Facade) -> None:
+    """The objects whose status the fuzzer writes (made once per module)."""
+    template = {
+        "metadata": {"labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]},
+    }
+    spec = {"replicas": 1, "selector": {"matchLabels": {"app": "web"}}, "template": template}
+    hpa = {"scaleTargetRef": {"kind": "Deployment", "name": "web"}, "maxReplicas": 3}
+    for plural, body in (
+        ("deployments", spec),
+        ("replicasets", spec),
+        ("horizontalpodautoscalers", hpa),
+    ):
+        key = f"{plural}.{'autoscaling' if plural.startswith('h') else 'apps'}"
+        if facade.store.get_or_none(key, "default", "web") is None:
+            facade.store.create(
+                key, {"metadata": {"name": "web"}, "spec": body}, namespace="default"
+            )
+
+
+@FUZZ
+@given(
+    plural=st.sampled_from(sorted(_STATUS_KEYS)),
+    status=st.one_of(
+        json_values,
+        st.sampled_from(sorted(_STATUS_KEYS)).flatmap(
+            lambda p: st.dictionaries(st.sampled_from(_STATUS_KEYS[p]), json_values, max_size=3)
+        ),
+    ),
+    put=st.booleans(),
+)
+def test_status_writes_store_only_what_decodes_and_the_scale_always_answers(
+    facade, plural, status, put
+):
+    """Issue 27 #1: whatever a client writes to ``…/status``, what is stored decodes into
+    the Go status type (so the controllers can read it) and ``…/scale`` answers."""
+    from broker.facade.resources import resource_type
+
+    _status_targets(facade)
+    path = _STATUS_PATHS[plural]
+    if put:
+        _, current = exchange(facade, request(facade, "GET", path))
+        body = {**json.loads(current), "status": status}
+        raw = request(facade, "PUT", f"{path}/status", json.dumps(body).encode())
+    else:
+        raw = request(
+            facade, "PATCH", f"{path}/status", json.dumps({"status": status}).encode()
+        ).replace(b"application/json", b"application/merge-patch+json", 1)
+    check(facade, "status writes", raw, {200, 400, 409, 422})
+    rt = next(t for t in (resource_type(k) for k in ("deployments.apps", "replicasets.apps",
+              "horizontalpodautoscalers.autoscaling")) if t.plural == plural)  # fmt: skip
+    stored = facade.store.get(rt.key, "default", "web")
+    rt.strategy.decode(rt, stored)  # raises ApiError(400) for a shape that does not decode
+    scale = "/apis/apps/v1/namespaces/default/deployments/web/scale"
+    check(facade, "scale", request(facade, "GET", scale), {200})

@@ -84,7 +84,7 @@ def test_object_meta_errors_carry_the_api_servers_paths():
             "labels": {"ok": "a b"},
             "annotations": {"x/y/z": "1"},
         },
-        "Pod",
+        v.is_dns1123_subdomain,
         namespaced=True,
     )
     assert [e.field for e in errs] == [
@@ -97,12 +97,14 @@ def test_object_meta_errors_carry_the_api_servers_paths():
 
 
 def test_object_meta_requires_a_name_and_a_namespace_where_namespaced():
-    errs = v.validate_object_meta({}, "Pod", namespaced=True)
+    errs = v.validate_object_meta({}, v.is_dns1123_subdomain, namespaced=True)
     assert [str(e) for e in errs] == [
         "metadata.name: Required value: name or generateName is required",
         "metadata.namespace: Required value",
     ]
-    errs = v.validate_object_meta({"name": "n", "namespace": "x"}, "Node", namespaced=False)
+    errs = v.validate_object_meta(
+        {"name": "n", "namespace": "x"}, v.is_dns1123_subdomain, namespaced=False
+    )
     assert [str(e) for e in errs] == ["metadata.namespace: Forbidden: not allowed on this type"]
 
 

@@ -62,3 +62,17 @@ def test_requests_programs_find_their_service_account_and_the_api_by_name(tmp_pa
     reporter = (out / "scheduler-2.log").read_text().splitlines()
     assert reporter[0].startswith("8 nodes, ")
     assert any(line.endswith("3 running") for line in reporter), reporter
+    # the scaler's two changes are decisions of its own, at their instants
+    import csv
+
+    with open(out / "out_decisions.csv", newline="") as handle:
+        scales = [
+            (r["time"], r["actor"], r["kind"], r["name"], r["target"], r["detail"])
+            for r in csv.DictReader(handle)
+            if r["action"] == "scale"
+        ]
+    assert scales[:2] == [
+        ("600", "scheduler-1", "Deployment", "web", "3", "from 1"),
+        ("600", "kube-controller-manager", "ReplicaSet", scales[1][3], "3", "from 1"),
+    ]
+    assert ("1800", "scheduler-1", "Deployment", "web", "1", "from 3") in scales

@@ -78,6 +78,10 @@ def test_env_clear_and_unset():
         (["env", "A=1"], "`env` without a command"),
         (["timewarp", "run", "--standalone", "--", "python", "x.py"], "drop --standalone"),
         (["timewarp", "run", "--epoch", "0", "--", "python", "x.py"], "no meaning under"),
+        (
+            ["timewarp", "run", "--seed=3", "--", "python", "x.py"],
+            "from the run.s .`timewarp simulate --seed",
+        ),
         (["timewarp", "run", "--"], "without a program"),
     ],
 )

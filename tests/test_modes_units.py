@@ -319,8 +319,8 @@ def test_a_timed_condition_wait_works_in_free_mode_with_time_following_the_wall(
     program = tmp_path / "prog.py"
     program.write_text(FREE_PROGRAM)
     with ClockService(mode="lockstep") as clock:
-        clock.expect("p")
         env = dict(subprocess_env)
+        env[clockproto.ENV_TOKEN] = clock.expect("p")
         env[clockproto.ENV_ENDPOINT] = clock.endpoint
         env[clockproto.ENV_NAME] = "p"
         env[clockproto.ENV_BROKER_PID] = str(os.getpid())

@@ -121,3 +121,32 @@ def test_the_progress_bar_ends_on_the_summarys_figures():
     fields = view.progress.tasks[0].fields
     assert fields["now"] == "600 s" and fields["wall"] == "2.9 s"
     assert fields["speedup"] == report.format_speedup(report.speedup(600.0, 2.9)) == "207x"
+
+
+def test_pods_left_for_later_bursts_are_in_the_summary_only_when_some_are(tmp_path):
+    """issue 27 item 2: a controller asked for more pods than it can create says so at the end."""
+    import io
+
+    (tmp_path / "out_jobs.csv").write_text(JOBS)
+    (tmp_path / "out_schedule.csv").write_text(SCHEDULE)
+    texts = []
+    for deferred in (0, 999_998_498):
+        fig = report.summarise(tmp_path / "out", {"pods_deferred": deferred}, wall_s=1.0)
+        text = io.StringIO()
+        report.print_summary(fig, text)
+        texts.append(text.getvalue())
+    assert "never created" not in texts[0]
+    assert "999,998,498" in texts[1] and "CreationsDeferred" in texts[1]
+
+
+def test_a_hidden_progress_bar_does_no_work_per_message():
+    """Under -q (or without a terminal) the view is called after every Batsim message and
+    shows nothing: it must not format fields nor update rich's task (issue 29)."""
+    from types import SimpleNamespace
+
+    from commands.simulate import _ProgressView
+
+    view = _ProgressView(40, disabled=True, started=0.0, prog="timewarp simulate")
+    view.update(SimpleNamespace(now_s=600.0, jobs_done=7, jobs_dynamic=3))
+    task = view.progress.tasks[0]
+    assert task.completed == 0 and task.fields["now"] == "0 s" and view.jobs_dynamic == 0

@@ -11,14 +11,14 @@ import time
 import pytest
 
 from timewarp import vasyncio, vdatetime, vqueue, vsched, vthreading, vtime
-from timewarp._core import runtime as _runtime
+from timewarp._core import current
 
 
 @pytest.fixture(autouse=True)
 def _no_broker(monkeypatch):
     for name in ("TIMEWARP_CLOCK", "TIMEWARP_PROCESS"):
         monkeypatch.delenv(name, raising=False)
-    assert _runtime.ACTIVE is None
+    assert current.ACTIVE is None
 
 
 def test_clock_readings_are_real():

@@ -136,7 +136,7 @@ def test_min_and_max_replicas_clamp() -> None:
 
 def test_closed_form_steady_state_matches_the_traffic_model() -> None:
     """200 req/s of 50 ms on 1-cpu pods at a 50 % target: ceil(200 × 0.05 / 0.5) = 20."""
-    from simulator.traffic import closed_form_replicas
+    from simulator.traffic.model import closed_form_replicas
 
     assert closed_form_replicas(200, 0.05, 0.5, 1.0) == 20
     pods = [pod(f"p{i}") for i in range(20)]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from broker.cluster.cluster import Cluster
-from broker.cluster.traffic_driver import ServiceDriver, replica_state
+from broker.cluster.traffic_driver import TrafficDriver, replica_state
 from broker.facade import Facade, ManualClock
 from simulator.testing import simulation_begins
 from simulator.workload import load_workload
@@ -35,7 +35,7 @@ def make_cluster(tmp_path: Path, **traffic):
     clock = ManualClock()
     facade = Facade(clock)
     cluster = Cluster(facade, clock.now_ns)
-    cluster.services = ServiceDriver([spec(tmp_path, **traffic)], facade.store, clock)
+    cluster.services = TrafficDriver([spec(tmp_path, **traffic)], facade.store, clock)
     hosts = [
         {"id": i, "name": f"node{i}", "properties": {"core": "4", "memory": "16Gi"}}
         for i in range(8)
@@ -57,7 +57,7 @@ def settle(facade: Facade, cluster: Cluster) -> list[str]:
         for pod in sorted(pending, key=lambda q: q["metadata"]["name"]):
             node = min(nodes, key=lambda n: cluster.nodes[n].used_cpu_m)
             name = pod["metadata"]["name"]
-            cluster._on_bind("default", name, node)
+            cluster.inbox.on_bind("default", name, node)
             facade.store.bind("default", name, node)
     cluster.refresh_metrics()
     return sorted(p["metadata"]["name"] for p in facade.store.list("pods", "default")[0])

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.traffic import closed_form_replicas
+from simulator.traffic.model import closed_form_replicas
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "inputs" / "service_step"

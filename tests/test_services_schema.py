@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from simrun import ROOT, run_simulate
 
-from simulator.services import AUTO_EXACT_LIMIT
 from simulator.traffic import patterns
+from simulator.traffic.spec import AUTO_EXACT_LIMIT
 from simulator.workload import WorkloadError, load_workload
 
 EXAMPLE = ROOT / "examples" / "inputs" / "service_step"
@@ -386,7 +386,7 @@ def test_a_replay_file_that_cannot_be_read_is_named(tmp_path, content, message) 
 def test_a_replay_file_is_read_up_to_a_limit(tmp_path, monkeypatch) -> None:
     """/dev/zero as a replay filled 3.9 GB before a MemoryError: it is not a regular
     file; and a regular file is read up to MAX_REPLAY_BYTES (16 MiB)."""
-    import simulator.services as services
+    import simulator.traffic.spec as services
 
     file = _replay_workload(tmp_path, "/dev/zero")
     with pytest.raises(WorkloadError, match=r"traffic.file: /dev/zero: not a regular file"):

@@ -127,9 +127,11 @@ def test_master_host_can_be_named_with_m(tmp_path, subprocess_env):
     assert load_platform(platform, "boss").compute[0].name == "n0"
 
 
-def test_energy_flag_is_refused_with_a_reason(good, tmp_path, subprocess_env):
+def test_energy_on_hosts_without_their_power_is_refused_with_a_reason(
+    good, tmp_path, subprocess_env
+):
     proc = _sim(subprocess_env, "-p", good[0], "-w", good[1], "-E")
-    assert proc.returncode == 2 and "no energy model" in proc.stderr
+    assert proc.returncode == 2 and "no wattage_per_state property" in proc.stderr
 
 
 def _one_reply_process(endpoint, reply_text, result):
@@ -241,3 +243,36 @@ def test_a_workload_that_cannot_be_read_is_exit_2_not_a_traceback(
     proc = _sim(subprocess_env, "-p", good[0], "-w", workload, "-e", tmp_path / "out" / "run")
     assert proc.returncode == 2, proc.stderr
     assert f"{workload}: {needle}" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _answer_then_exit(endpoint: str) -> None:
+    """A decision process that answers SIMULATION_BEGINS, then dies (its socket closed
+    with the request of the next message unanswered)."""
+    context = zmq.Context()
+    socket = context.socket(zmq.REP)
+    socket.bind(endpoint)
+    try:
+        if socket.poll(30000):
+            socket.recv()
+            socket.send_string('{"now": 0, "events": []}')
+            socket.poll(30000)  # the next message came: die without answering
+    finally:
+        socket.close(linger=0)
+        context.term()
+
+
+def test_a_decision_process_that_disconnects_ends_the_run_with_partial_outputs(
+    good, tmp_path, subprocess_env
+):
+    """Without --reply-timeout Batsim would wait forever; the socket monitor sees the
+    connection go and the run ends (exit 1) with the reason and partial outputs."""
+    endpoint = free_endpoint()
+    thread = threading.Thread(target=_answer_then_exit, args=(endpoint,), daemon=True)
+    thread.start()
+    prefix = tmp_path / "run"
+    proc = _sim(subprocess_env, "-p", good[0], "-w", good[1], "-e", prefix, "-s", endpoint)
+    thread.join(timeout=30)
+    assert proc.returncode == 1, proc.stderr
+    assert f"the decision process at {endpoint} disconnected" in proc.stderr
+    assert "partial outputs written (0 of" in proc.stderr
+    assert (tmp_path / "run_jobs.csv").exists()

@@ -118,7 +118,9 @@ def test_summary_has_one_row_per_point_with_statistics(finished):
             assert (s["n_runs"], s["n_ok"], s["n_failed"]) == ("2", "0", "2")
             assert s["makespan_mean"] == ""
     plots = {p.name for p in (out / "plots").iterdir()}
-    assert {"count.png", "delay.png", "scheduler.png", "workload.png"} == plots
+    results = {"count.png", "delay.png", "scheduler.png", "workload.png"}
+    # the run costs (wall time, speed-up) apart from the results
+    assert results | {p.replace(".png", "-cost.png") for p in results} == plots
 
 
 def test_deterministic_replicates_are_identical(finished):

@@ -254,6 +254,30 @@ def test_mode_parameters_become_simulate_flags_and_placeholders_take_the_seed(tm
     assert "--stall-timeout" in argv and "--no-plots" in argv
 
 
+def test_each_run_gets_its_seed_and_seeds_can_be_the_axis(tmp_path):
+    """Replicate r runs `timewarp simulate --seed base_seed + r`; a `seeds` list names
+    the seeds instead (one run per seed and point), and a sweep file may not pass --seed."""
+    runs = plan_runs(parse(base_spec(replicates=2, base_seed=3), tmp_path), tmp_path / "r")
+    for run, seed in zip(runs, (3, 4), strict=True):
+        i = run.simulate_argv.index("--seed")
+        assert (run.seed, run.simulate_argv[i + 1]) == (seed, str(seed))
+    sweep = parse(base_spec(seeds=[7, 1, 100]), tmp_path)
+    assert (sweep.replicates, sweep.seeds) == (3, [7, 1, 100])
+    runs = plan_runs(sweep, tmp_path / "s")
+    assert [(r.replicate, r.seed) for r in runs] == [(0, 7), (1, 1), (2, 100)]
+    assert len({r.run_id for r in runs}) == 3
+    for bad, where, message in (
+        ({"seeds": [1, 2], "replicates": 2}, "seeds", "either seeds or replicates"),
+        ({"seeds": []}, "seeds", "non-empty list"),
+        ({"seeds": [1, "x"]}, "seeds[1]", "expected an integer"),
+        ({"seeds": [1, 1]}, "seeds[1]", "already in the list"),
+        ({"simulate_args": ["--seed", "3"]}, "simulate_args[0]", "chosen by the sweep"),
+    ):
+        with pytest.raises(SpecError) as err:
+            parse(base_spec(**bad), tmp_path)
+        assert where in str(err.value) and message in str(err.value)
+
+
 levels = st.lists(st.integers(0, 50), min_size=1, max_size=4, unique=True)
 
 
@@ -481,3 +505,36 @@ def test_a_sweep_file_that_is_not_a_regular_file_is_refused(tmp_path):
         with pytest.raises(SpecError) as info:
             load_sweep(path)
         assert str(info.value) == f"{path}: {message}"
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "words"),
+    [
+        ({"replicate": 3}, "replicate", "unknown field (did you mean 'replicates'?)"),
+        ({"base-seed": 3}, "base-seed", "(did you mean 'base_seed'?)"),
+        ({"grid": {"schedulers": ["tiny"]}}, "grid.schedulers", "(did you mean 'scheduler'?)"),
+        ({"grid": {"scheduler": ["tinny"]}}, "grid.scheduler", "(did you mean 'tiny'?)"),
+        ({"rows": [{"workload": "b04"}]}, "rows[0].workload", "(did you mean 'b40'?)"),
+        ({"rows": [{"shceduler": "tiny"}]}, "rows[0].shceduler", "(did you mean 'scheduler'?)"),
+        ({"workloads": {"w": {"generator": "poison", "count": 1}}}, "workloads.w.generator",
+         "(did you mean 'poisson'?)"),
+        ({"workloads": {"w": {"generator": "poisson", "count": 2, "rate": 1,
+                              "mean_dealy": 10}}},
+         "workloads.w.mean_dealy", "timewarp workload poisson has no --mean-dealy "
+         "(did you mean 'mean-delay'?)"),
+        ({"platforms": {"p": {"generator": "platform", "node": 4}}}, "platforms.p.node",
+         "(did you mean 'nodes'?)"),
+    ],
+)  # fmt: skip
+def test_a_mistyped_key_gets_did_you_mean(change, field, words):
+    with pytest.raises(SpecError) as info:
+        parse(base_spec(**change))
+    assert f": {field}: " in str(info.value) and words in str(info.value), str(info.value)
+
+
+def test_every_generator_flag_is_accepted():
+    spec = base_spec(workloads={
+        "p": {"generator": "poisson", "count": 2, "rate": 1, "mean_delay": 10, "fixed-delay": True},
+        "s": {"generator": "service", "pattern": "daily", "hpa-target": 60},
+    })  # fmt: skip
+    assert len(parse(spec).points) == 2

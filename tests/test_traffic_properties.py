@@ -10,8 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simulator.traffic import Cost, ReplicaState, ServiceModel, TrafficConfig, patterns
+from simulator.traffic import patterns
+from simulator.traffic.costs import Cost
 from simulator.traffic.exact import Replica
+from simulator.traffic.model import TrafficModel
+from simulator.traffic.serving import ReplicaState, TrafficConfig
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -47,8 +50,8 @@ replica_sets = st.lists(
 ).map(lambda xs: sorted(xs, key=lambda x: x[0]))
 
 
-def run(cfg: TrafficConfig, schedule, steps) -> ServiceModel:
-    model = ServiceModel(cfg)
+def run(cfg: TrafficConfig, schedule, steps) -> TrafficModel:
+    model = TrafficModel(cfg)
     events = [(t, "set", s) for t, s in schedule] + [(t, "advance", None) for t in steps]
     for t, kind, sets in sorted(events, key=lambda e: (e[0], e[1] == "advance")):
         if kind == "set":
@@ -139,19 +142,19 @@ def test_a_request_past_its_timeout_fails_and_frees_the_core() -> None:
 @SETTINGS
 @given(schedule=replica_sets, seed=st.integers(0, 2**32))
 def test_round_robin_over_ready_replicas_only(schedule, seed) -> None:
-    model = ServiceModel(config(seed=seed, timeout=60.0, process="regular"))
+    model = TrafficModel(config(seed=seed, timeout=60.0, process="regular"))
     accepted: dict[str, int] = {}
     # one set per instant (the last one), while the service runs
     schedule = sorted((t, sets) for t, sets in dict(schedule).items() if t < 120)
     for t, sets in schedule:
         model.advance_to(t)
-        before = {n: r.accepted for n, r in model.replicas.items()}
+        before = {n: r.accepted for n, r in model.serving.replicas.items()}
         model.set_replicas(
             t, {n: ReplicaState(lim, lim, ready) for n, (lim, ready) in sets.items()}
         )
         nxt = min([tt for tt, _ in schedule if tt > t] + [model.config.duration])
         model.advance_to(nxt)
-        got = {n: r.accepted - before.get(n, 0) for n, r in model.replicas.items()}
+        got = {n: r.accepted - before.get(n, 0) for n, r in model.serving.replicas.items()}
         ready = [n for n, (_l, r) in sets.items() if r]
         for name, count in got.items():
             if name not in ready:
@@ -213,3 +216,26 @@ def test_arrivals_do_not_depend_on_chunking(rate, process, cuts) -> None:
     if process == "regular":
         expected = pattern.cumulative(np.array([100.0]))[0]
         assert abs(len(whole) - expected) <= 1
+
+
+def test_the_rows_are_the_columns_of_the_metrics_table() -> None:
+    # out_services.csv's columns are named once (metrics.COLUMNS); a TickRow field out
+    # of step with them would write a value under the wrong header
+    from dataclasses import fields
+
+    from simulator.traffic.metrics import ROW_FIELDS
+    from simulator.traffic.model import TickRow
+
+    assert tuple(f.name for f in fields(TickRow)) == ROW_FIELDS
+
+
+def test_every_custom_metric_of_the_table_is_sampled_and_served() -> None:
+    from broker.facade.metrics import CUSTOM_METRICS
+    from broker.facade.resources import BY_GROUP_VERSION
+    from simulator.traffic.metrics import CUSTOM_METRIC_NAMES
+
+    model = run(config(), [(0.0, {"a": (1.0, True)})], [])
+    _tick, samples = model.published(120.0)
+    assert tuple(samples["a"].custom) == CUSTOM_METRIC_NAMES == CUSTOM_METRICS
+    served = BY_GROUP_VERSION[("custom.metrics.k8s.io", "v1beta1")]
+    assert sorted(served) == sorted(f"pods/{name}" for name in CUSTOM_METRIC_NAMES)

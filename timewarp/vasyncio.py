@@ -25,9 +25,9 @@ import selectors
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from timewarp._core import aionet
+from timewarp._core import aionet, current, servers
 from timewarp._core import runtime as _runtime
-from timewarp._core.activation import active
+from timewarp._core.current import active
 
 __all__ = [
     "VirtualEventLoop",
@@ -70,8 +70,8 @@ class _VirtualSelector(selectors.BaseSelector):
         plan = aionet.SelectPlan(self._real, gated_reads=rt.reads_gated())
         ready = plan.ready()
         if ready or (timeout is not None and timeout <= 0):
-            return ready + self._select_hidden(plan, 0)
-        events = self._select_hidden(plan, 0)
+            return ready + self._outside(self._select_hidden(plan, 0))
+        events = self._outside(self._select_hidden(plan, 0))
         if events:
             return events
         deadline = None
@@ -86,7 +86,12 @@ class _VirtualSelector(selectors.BaseSelector):
         finally:
             self._loop._tw_waiter = None
             rt.end_external_wait(waiter)
-        return plan.ready() + events
+        return plan.ready() + self._outside(events)
+
+    def _outside(self, events):  # type: ignore[no-untyped-def]
+        """Events of server sockets are input from outside: reported (``servers``)."""
+        servers.note_loop_events(self._loop._tw_rt, events)
+        return events
 
     def _select_hidden(self, plan: aionet.SelectPlan, timeout: float | None):  # type: ignore[no-untyped-def]
         """The real select, without the read interest the broker decides."""
@@ -168,5 +173,5 @@ def install_policy() -> None:
         asyncio.set_event_loop_policy(VirtualEventLoopPolicy())
 
 
-if _runtime.ACTIVE is not None:
+if current.ACTIVE is not None:
     install_policy()  # imported first by patched code: asyncio came in through us

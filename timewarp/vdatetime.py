@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as _dt
 
-from timewarp._core.activation import active
+from timewarp._core.current import active
 
 __all__ = ["datetime_now", "datetime_utcnow", "datetime_today", "date_today"]
 

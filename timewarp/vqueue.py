@@ -10,7 +10,7 @@ import queue as _q
 from collections import deque
 from typing import Any
 
-from timewarp._core.activation import active, seconds_to_ns
+from timewarp._core.current import active, seconds_to_ns
 from timewarp.vthreading import Condition, Lock
 
 __all__ = ["Queue", "LifoQueue", "PriorityQueue", "SimpleQueue", "Empty", "Full"]

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from timewarp._core import runtime as _runtime
-from timewarp._core.activation import active, seconds_to_ns
+from timewarp._core.current import active, seconds_to_ns
 
 __all__ = [
     "Thread",

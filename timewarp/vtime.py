@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time as _t
 
-from timewarp._core.activation import active, seconds_to_ns
+from timewarp._core.current import active, seconds_to_ns
 
 __all__ = [
     "time",

@@ -29,7 +29,7 @@ from broker.k8s import resource_names as rn
 from broker.k8s.quantity import canonical
 from broker.k8s.shape_rules import ShapeError
 from simulator.platform import Platform
-from simulator.services import ServiceSpec
+from simulator.traffic.spec import ServiceSpec
 from simulator.workload import Workload
 
 
@@ -120,6 +120,7 @@ def check_workload(workload: Workload, nodes: list[tuple[admission.NodeView, Nod
                 f"{workload.path}: profiles.{name}.{exc.field}: {exc.message}"
             ) from None
     verdicts: dict[str, str | None] = {}  # pods alike get the same verdict
+    never: list[tuple[str, str]] = []  # (where, verdict) of every job that can never run
     for index, job in enumerate(workload.jobs):
         where = f"{workload.path}: jobs[{index}] (id {job.local_id!r})"
         try:
@@ -137,7 +138,28 @@ def check_workload(workload: Workload, nodes: list[tuple[admission.NodeView, Nod
         if key not in verdicts:
             verdicts[key] = never_fits(pod, nodes)
         if verdicts[key] is not None:
-            raise InputError(f"{where}.{verdicts[key]}")
+            never.append((where, verdicts[key]))
+    if never:
+        raise InputError(_never_message(never))
+
+
+SHOWN_NEVER = 10  # jobs named in full after the first, when several can never run
+
+
+def _never_message(never: list[tuple[str, str]]) -> str:
+    """The first job that can never run in full, then every other one (the first few by
+    index, id and field, then how many more): a user fixes them all in one go."""
+    where, verdict = never[0]
+    text = f"{where}.{verdict}"
+    if len(never) == 1:
+        return text
+    others = [f"{w.partition(': ')[2]}.{v.partition(':')[0]}" for w, v in never[1:]]
+    text += f"\n  {len(others)} more job(s) can never run either: " + "; ".join(
+        others[:SHOWN_NEVER]
+    )
+    if len(others) > SHOWN_NEVER:
+        text += f"; and {len(others) - SHOWN_NEVER} more"
+    return text
 
 
 def never_fits(

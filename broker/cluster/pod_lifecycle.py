@@ -372,7 +372,7 @@ class Timeline:
 
 
 class Kubelet:
-    """The steps above for the simulated cluster (``broker.cluster.cluster.Cluster``, the host):
+    """The steps above for the simulated cluster (the host: ``broker.cluster.kubelet.KubeletModel``):
     admission with a start-up time, the due steps, graceful termination. Runs in the
     broker's driver thread (or a request's, under the cluster's state lock), like the
     rest of the kubelet model."""
@@ -381,7 +381,8 @@ class Kubelet:
 
     def __init__(self, host: Any) -> None:
         self.host = host
-        self.store = host.facade.store
+        self.state = host.state  # the cluster's nodes, pods, clock
+        self.store = host.store  # pods decoded as Go types (broker/controllers/typed.py)
         self.images: dict[str, NodeImages] = {}
 
     # --- start-up
@@ -398,7 +399,7 @@ class Kubelet:
         it is Pending, ContainerCreating, its steps scheduled); False: it starts now."""
         if not self.has_timing(pod):
             return False
-        now = self.host.now_ns()
+        now = self.state.now_ns()
         plan = plan_start(pod, self.images.setdefault(node.name, NodeImages()), now)
         meta = pod["metadata"]
         for problem in plan.problems:
@@ -434,7 +435,7 @@ class Kubelet:
         pod = self.store.get_or_none("pods", namespace, name)
         if pod is None or pod["metadata"].get("uid") != uid:
             return
-        jp = self.host.pods.get((namespace, name))
+        jp = self.state.pods.get((namespace, name))
         if step == "exit":
             self.exit(namespace, name, pod, killed=False)
             return
@@ -444,10 +445,10 @@ class Kubelet:
         if jp is None or jp.plan is None:
             return
         plan: StartPlan = jp.plan
-        now = self.host.now_ns()
+        now = self.state.now_ns()
         stamp = self.store.timestamp()
         if step == "start" and jp.state == "starting":
-            node = self.host.nodes[jp.node]
+            node = self.state.nodes[jp.node]
             for image, begin, end in plan.pulls:
                 seconds = (end - begin) / NS
                 waited = (end - plan.admitted_ns) / NS
@@ -458,17 +459,15 @@ class Kubelet:
             for c in _containers(pod):
                 self._event(pod, "Normal", "Created", f"Created container {c['name']}")
                 self._event(pod, "Normal", "Started", f"Started container {c['name']}")
-            job_id = self.host._register_at_start(pod, jp)
             ready, started = plan.ready_ns <= now, plan.started_ns <= now
-
-            def running(obj: Obj) -> None:
-                if job_id:
-                    obj["metadata"].setdefault("annotations", {})[self.host.JOB_ID] = job_id
-                started_status(obj, node.ip, stamp, ready, started)
-
-            self.store.update("pods", namespace, name, running, copy=False)
-            self.host._track_running(namespace, name, jp, node)
-            self.host.service_ended(namespace, name)
+            self.host.start_containers(
+                namespace,
+                name,
+                pod,
+                jp,
+                node,
+                lambda obj: started_status(obj, node.ip, stamp, ready, started),
+            )
         elif step == "started" and jp.state == "running" and not podutil.is_terminating(pod):
             self.store.update(
                 "pods", namespace, name, lambda o: ready_status(o, stamp, ready=False), copy=False
@@ -507,7 +506,7 @@ class Kubelet:
         pod = self.store.get_or_none("pods", namespace, name)
         if pod is None or not podutil.is_terminating(pod):
             return
-        jp = self.host.pods.get((namespace, name))
+        jp = self.state.pods.get((namespace, name))
         grace = int(pod["metadata"].get("deletionGracePeriodSeconds") or 0)
         if jp is None or jp.state != "running":
             self.exit(namespace, name, pod, killed=False)
@@ -521,7 +520,7 @@ class Kubelet:
         self.host.pod_terminating(namespace, name, pod)
         step = "exit-killed" if killed else "exit"
         self.host.timeline.add(
-            self.host.now_ns() + delay, step, namespace, name, pod["metadata"]["uid"]
+            self.state.now_ns() + delay, step, namespace, name, pod["metadata"]["uid"]
         )
 
     def exit(self, namespace: str, name: str, pod: Obj, *, killed: bool) -> None:
@@ -531,7 +530,7 @@ class Kubelet:
             "pods", namespace, name, lambda o: exited_status(o, stamp, killed), copy=False
         )
         self.store.delete("pods", namespace, name)
-        self.host._removed_pod(namespace, name, pod)
+        self.host.removed_pod(namespace, name, pod)
 
     def _event(self, pod: Obj, type_: str, reason: str, message: str) -> None:
         k8s_events.emit(

@@ -1,21 +1,22 @@
 """Services with traffic in the broker: the workload's services meet the simulated cluster.
 
-For each service (``simulator.services``) the driver
+For each service (``simulator.traffic.spec``) the driver
 
 - creates its Deployment (and its HorizontalPodAutoscaler, when the workload declares
   one) in the store at SIMULATION_BEGINS, before any scheduler looks;
 - follows the pods its Deployment's selector names (a store listener marks the service
-  when one changes) and tells its :class:`~simulator.traffic.ServiceModel` which run and
-  which are Ready: a pod serves while its phase is ``Running`` and it has no
-  ``deletionTimestamp``; it gets new requests while its ``Ready`` condition is True; its
-  processor-sharing capacity is its CPU limit (else its request, else one core), and its
-  utilisation is measured against its request (else its limit);
+  when one changes) and tells its traffic model
+  (:class:`~simulator.traffic.model.TrafficModel`) which run and which are Ready: a pod
+  serves while its phase is ``Running`` and it has no ``deletionTimestamp``; it gets new
+  requests while its ``Ready`` condition is True; its processor-sharing capacity is its
+  CPU limit (else its request, else one core), and its utilisation is measured against
+  its request (else its limit);
 - advances the model with simulated time (``refresh``, called from the cluster's metrics
   refresh, so whenever time moved or pods changed), and hands back, per pod, the sample
   of the newest metrics tick a scraper could have seen: the cluster publishes it in
   ``metrics.k8s.io`` (cpu from the traffic, memory = the pod's request) and in
-  ``custom.metrics.k8s.io`` (``concurrency``: mean requests in flight over the tick;
-  ``requests_per_second``), stamped with the tick's time and window;
+  ``custom.metrics.k8s.io`` (the metrics of ``simulator.traffic.metrics``'s
+  ``CUSTOM_POD_METRICS``, e.g. ``concurrency``), stamped with the tick's time and window;
 - keeps the simulation going until the last service's traffic ends (a timer at that
   instant, and ``keeps_simulation_alive``), and collects the per-tick rows of
   ``out_services.csv``.
@@ -35,8 +36,9 @@ from typing import Any
 
 from broker.facade.selectors import parse_label_selector
 from broker.k8s.quantity import parse_quantity
-from simulator.services import ServiceSpec
-from simulator.traffic import ReplicaState, ServiceModel, TickRow
+from simulator.traffic.model import TickRow, TrafficModel
+from simulator.traffic.serving import ReplicaState
+from simulator.traffic.spec import ServiceSpec
 
 
 @dataclass
@@ -53,7 +55,7 @@ class PodUsage:
 @dataclass
 class _Service:
     spec: ServiceSpec
-    model: ServiceModel
+    model: TrafficModel
     selector_text: str
     published_tick: float | None = None
     dirty: bool = True
@@ -94,14 +96,14 @@ def replica_state(pod: dict[str, Any]) -> ReplicaState | None:
     return ReplicaState(cap if cap > 0 else 1.0, base if base > 0 else cap or 1.0, ready)
 
 
-class ServiceDriver:
+class TrafficDriver:
     def __init__(self, specs: Sequence[ServiceSpec], store: Any, clock: Any) -> None:
         self.store = store
         self.clock = clock  # now_ns(), call_at(deadline_ns, fn)
         self.services = [
             _Service(
                 spec,
-                ServiceModel(spec.traffic),
+                TrafficModel(spec.traffic),
                 ",".join(f"{k}={v}" for k, v in sorted(spec.selector.items())),
             )
             for spec in sorted(specs, key=lambda s: s.name)
@@ -196,10 +198,7 @@ class ServiceDriver:
                     stamp,
                     sample.window,
                     service.containers.get(pod, "main"),
-                    {
-                        "concurrency": sample.concurrency,
-                        "requests_per_second": sample.requests_per_second,
-                    },
+                    dict(sample.custom),
                 )
         self.cpu_s += time.thread_time() - started
         return updates

@@ -12,13 +12,45 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from broker.clock.wake_timers import WakeTimers
+from broker.controllers.typed import TypedStore
 from broker.facade.store import Store
 
 Obj = dict[str, Any]
 Key = tuple[str, str]  # (namespace, name)
+
+
+class PodOps(Protocol):
+    """What a controller may do to pods in the simulated cluster
+    (``broker/cluster/controller_pods.py``), beyond reading and writing the store."""
+
+    def create_controlled_pod(self, pod: Obj) -> Obj:
+        """Store the pod (through admission) and make it a Batsim job if it can be one;
+        returns it as stored."""
+        ...
+
+    def delete_controlled_pod(self, namespace: str, name: str) -> None:
+        """Delete the pod now and kill (or reject) its Batsim job."""
+        ...
+
+    def terminate_pod(self, namespace: str, name: str) -> None:
+        """Delete the pod as a DELETE with default options would (gracefully)."""
+        ...
+
+    def simulates(self, template: Obj) -> bool:
+        """Whether pods made from ``template`` become Batsim jobs (they will end)."""
+        ...
+
+    def may_create_for(self, template: Obj) -> bool:
+        """False when pods from ``template`` should no longer be made (a service over)."""
+        ...
+
+    def defer_creations(self, kind: str, namespace: str, name: str, later: int) -> None:
+        """The ``kind`` (ReplicaSet, Job) ``name`` leaves ``later`` pods to later bursts
+        (0: none); the run's summary says how many were still to make at the end."""
+        ...
 
 
 @dataclass
@@ -27,6 +59,11 @@ class ControllerState:
 
     uid: str
     timers: WakeTimers = field(default_factory=WakeTimers)
+    # creating pods (broker/controllers/bursts.py): failed rounds in a row (the work
+    # queue's back-off), when the next burst may come, whether the deferral was told
+    failures: int = 0
+    next_burst_ns: int | None = None
+    warned: bool = False
 
 
 S = TypeVar("S", bound=ControllerState)
@@ -40,11 +77,15 @@ class KeyedController(Generic[S]):
     for the entries it appends to ``_garbage``."""
 
     watches: tuple[str, ...] = ()
+    owns: tuple[str, ...] = ()  # the kinds whose objects it rewrites (decoded first)
     state_type: type[S]
 
-    def __init__(self, store: Store, clock: Any) -> None:
-        self.store = store
+    def __init__(self, store: Store, clock: Any, pods: PodOps) -> None:
+        # what it reads is decoded as Go types would be (broker/controllers/typed.py):
+        # a malformed stored field reads as absent, never kills the driver thread
+        self.store: Any = TypedStore(store, self.owns)
         self.clock = clock  # now_ns(), wall_epoch_ns(), call_at(deadline_ns, fn)
+        self.pods = pods
         self._lock = threading.Lock()
         self._dirty: set[Key] = set()
         self._garbage: list[tuple[Any, ...]] = []  # deleted owners whose dependents go
@@ -73,6 +114,11 @@ class KeyedController(Generic[S]):
     def has_work(self) -> bool:
         with self._lock:
             return bool(self._dirty or self._garbage)
+
+    def keeps_simulation_alive(self, now_ns: int) -> bool:
+        """Whether this controller may still make pods that become Batsim jobs: the
+        broker must not tell Batsim that registration is finished while one says so."""
+        return False
 
     def reconcile(self) -> bool:
         """Collect the deleted owners' dependents, then bring every marked object to its

@@ -56,11 +56,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.controllers import events as k8s_events
-from broker.controllers.base import ControllerState, KeyedController
+from broker.controllers.base import ControllerState, KeyedController, PodOps
 from broker.controllers.ownership import claim, controller_ref
 from broker.controllers.replicaset import RS_KEY, is_workload_replicaset
-from broker.facade.apps import scaled_value
 from broker.facade.errors import ApiError
+from broker.facade.kinds.apps import scaled_value
 from broker.facade.objects import format_time
 from broker.facade.selectors import LabelSelector, selector_from_dict
 from broker.facade.store import Store
@@ -259,10 +259,11 @@ class DeploymentController(KeyedController[ControllerState]):
     the deleted Deployments: (namespace, uid)."""
 
     watches = (DEPLOY_KEY, RS_KEY)
+    owns = (DEPLOY_KEY, RS_KEY)
     state_type = ControllerState
 
-    def __init__(self, store: Store, clock: Any) -> None:
-        super().__init__(store, clock)
+    def __init__(self, store: Store, clock: Any, pods: PodOps) -> None:
+        super().__init__(store, clock, pods)
         self._known: dict[tuple[str, str], _Known] = {}
         self._by_namespace: dict[str, set[str]] = {}
         self._rs_owner: dict[tuple[str, str], str] = {}  # ReplicaSet -> Deployment name

@@ -17,10 +17,14 @@ For each Job (created through the API), like kube-controller-manager's job contr
 - ``status`` carries ``startTime``, ``active``/``succeeded``/``failed`` (absent when 0, as
   the real server's ``omitempty`` does), ``ready``, ``uncountedTerminatedPods`` and the
   conditions; Normal/Warning Events (``SuccessfulCreate``, ``SuccessfulDelete``,
-  ``Completed``, ``BackoffLimitExceeded``, ``DeadlineExceeded``) go with them.
+  ``Completed``, ``BackoffLimitExceeded``, ``DeadlineExceeded``) go with them;
+- pods are created in bursts (:mod:`broker.controllers.bursts`: slow-start batches, at most
+  500 a round, the next burst 25 s of virtual time later); one the API refuses is a Warning
+  ``FailedCreate``, retried after the work queue's back-off, and a Job whose last round
+  failed with none of its pods left does not keep an otherwise finished simulation going.
 
 How long a pod runs is not Kubernetes' business: the cluster turns each pod into a Batsim
-job when its template carries ``timewarp.io/duration`` (see ``broker.cluster.cluster``).
+job when its template carries ``timewarp.io/duration`` (see ``broker.cluster.dynamic_jobs``).
 
 Honest limits: ``completionMode: Indexed``, ``podFailurePolicy``, ``successPolicy``,
 ``backoffLimitPerIndex`` and ``podReplacementPolicy`` are not implemented (Indexed Jobs run
@@ -39,11 +43,13 @@ the broker's driver thread, Jobs in sorted order, so runs are reproducible.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
+from broker.controllers import bursts
 from broker.controllers import events as k8s_events
-from broker.controllers.base import ControllerState, KeyedController
+from broker.controllers.base import ControllerState, KeyedController, PodOps
 from broker.controllers.ownership import pod_from_template
+from broker.facade.errors import ApiError
 from broker.facade.objects import format_time
 from broker.facade.store import Store
 
@@ -51,19 +57,6 @@ COMPONENT = "job-controller"
 BACKOFF_BASE_S = 10
 BACKOFF_MAX_S = 360
 _TERMINAL = ("Succeeded", "Failed")
-
-
-class PodOps(Protocol):
-    """What the controller needs from the simulated cluster."""
-
-    def create_controlled_pod(self, pod: dict[str, Any]) -> dict[str, Any]:
-        """Store the pod and make it a Batsim job if it can be one; returns it as stored."""
-
-    def delete_controlled_pod(self, namespace: str, name: str) -> None:
-        """Delete the pod now and kill (or reject) its Batsim job."""
-
-    def simulates(self, template: dict[str, Any]) -> bool:
-        """Whether pods made from ``template`` become Batsim jobs (they will end)."""
 
 
 @dataclass
@@ -117,11 +110,11 @@ class JobController(KeyedController[_JobState]):
     """batch/v1 Jobs (see the module docstring); started at SIMULATION_BEGINS."""
 
     watches = ("jobs.batch",)
+    owns = ("jobs.batch",)
     state_type = _JobState
 
     def __init__(self, store: Store, clock: Any, pods: PodOps) -> None:
-        super().__init__(store, clock)
-        self.pods = pods
+        super().__init__(store, clock, pods)
         self._changed: dict[tuple[str, str], set[str]] = {}  # Job -> its pods that changed
         self._pending_changes: dict[tuple[str, str], set[str]] = {}  # being reconciled
 
@@ -144,12 +137,18 @@ class JobController(KeyedController[_JobState]):
             if pod is not None:
                 self._changed.setdefault((namespace, name), set()).add(pod)
 
-    def keeps_simulation_alive(self) -> bool:
+    def keeps_simulation_alive(self, now_ns: int) -> bool:
         """Some Job may still create pods that become Batsim jobs (or is not looked at
-        yet): the broker must not tell Batsim that registration is finished."""
+        yet): the broker must not tell Batsim that registration is finished. Not a Job
+        whose pods the API refuses (its last round failed, none of its pods is left): it
+        retries after the back-off, but would keep an otherwise finished run going for
+        ever."""
         if self.has_work():
             return True
-        return any(s.simulated and not s.finished for s in self._states.values())
+        return any(
+            s.simulated and not s.finished and not (s.failures and not s.active)
+            for s in self._states.values()
+        )
 
     # ------------------------------------------------------------ reconciliation
     def reconcile(self) -> bool:
@@ -181,6 +180,8 @@ class JobController(KeyedController[_JobState]):
         self._track_start(state, key, spec, suspended, now)
         active = self._count(state, job, self._pending_changes.get(key, set()), now)
         verdict = self._verdict(state, spec, active, now)
+        if verdict is not None and verdict[0] == "Complete":
+            bursts.no_creations_deferred(self, "Job", *key)  # every pod it wanted was made
         if verdict is not None:
             self._terminate(state, job, active, failed=verdict[0] == "Failed")
             did = True  # the verdict itself is a change (status, event)
@@ -282,9 +283,11 @@ class JobController(KeyedController[_JobState]):
             if ready_ns > now:
                 self.wake_at(state, key, ready_ns)
                 return False
-            for _ in range(missing):
-                active.append(self._create(state, job))
-            return True
+            made, _ = bursts.create_in_bursts(
+                self, state, job, missing, lambda: self._create_one(state, job, active)
+            )
+            return made > 0
+        bursts.no_creations_deferred(self, "Job", *key)
         if missing < 0:
             newest = sorted(
                 active, key=lambda p: (p["metadata"]["creationTimestamp"], p["metadata"]["name"])
@@ -342,22 +345,31 @@ class JobController(KeyedController[_JobState]):
         delay_s = min(BACKOFF_BASE_S * 2 ** (state.failed - 1), BACKOFF_MAX_S)
         return state.last_failure_ns + delay_s * 10**9
 
-    def _create(self, state: _JobState, job: dict[str, Any]) -> dict[str, Any]:
+    def _create_one(
+        self, state: _JobState, job: dict[str, Any], active: list[dict[str, Any]]
+    ) -> str | None:
+        """One pod from the template, added to ``active``; the error's message if the
+        API refused it (a Warning Event ``FailedCreate``, as the real controller's)."""
         meta = job["metadata"]
         pod = pod_from_template(
             job["spec"]["template"], f"{meta['name'][:58]}-", meta["namespace"], job
         )
-        created = self.pods.create_controlled_pod(pod)
+        try:
+            created = self.pods.create_controlled_pod(pod)
+        except ApiError as exc:
+            self._event(job, "Warning", "FailedCreate", f"Error creating: {exc.message}")
+            return exc.message
         state.active[created["metadata"]["name"]] = created
-        k8s_events.emit(
-            self.store,
-            job,
-            type_="Normal",
-            reason="SuccessfulCreate",
-            message=f"Created pod: {created['metadata']['name']}",
-            component=COMPONENT,
+        active.append(created)
+        self._event(
+            job, "Normal", "SuccessfulCreate", f"Created pod: {created['metadata']['name']}"
         )
-        return created
+        return None
+
+    def _event(self, job: dict[str, Any], type_: str, reason: str, message: str) -> None:
+        k8s_events.emit(
+            self.store, job, type_=type_, reason=reason, message=message, component=COMPONENT
+        )
 
     def _delete(self, state: _JobState, job: dict[str, Any], pod: dict[str, Any]) -> None:
         name = pod["metadata"]["name"]

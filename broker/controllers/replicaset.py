@@ -8,7 +8,10 @@ For one ReplicaSet:
   namespace it controls; an active orphan its selector selects is adopted (an
   ``ownerReferences`` entry with ``controller: true``), an owned pod the selector no
   longer selects is released (``claimPods``);
-- too few: it creates the missing ones (at most 500 per round, ``burstReplicas``) from the
+- too few: it creates the missing ones (in slow-start batches of 1, 2, 4, …, at most 500
+  per round, ``burstReplicas``; a ReplicaSet still short after a full burst makes its next
+  one 25 s of virtual time later — the real one waits for its expectations and its
+  client's rate limit, 20 requests/s — with a Warning Event ``CreationsDeferred``) from the
   template, ``generateName: <replicaset>-``, the template's labels and annotations, a
   controlling owner reference; too many: it deletes the surplus in
   :mod:`broker.controllers.victims`' order (unassigned, pending, not ready, cheaper, doubled-up,
@@ -29,7 +32,7 @@ For one ReplicaSet:
 
 The ReplicaSets a Batsim workload declares (``"replicaset": NAME`` on jobs; selector
 ``timewarp.io/replicaset=NAME``) are the workload's, not this controller's: their pods are
-the workload's jobs, replaced only when removed before they ended (``broker.cluster.cluster``).
+the workload's jobs, replaced only when removed before they ended (``broker.cluster.replacements``).
 
 Threading: the store listener only records what changed; :meth:`reconcile` runs in the
 broker's driver thread, ReplicaSets in sorted order.
@@ -38,11 +41,11 @@ broker's driver thread, ReplicaSets in sorted order.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
+from broker.controllers import bursts, victims
 from broker.controllers import events as k8s_events
-from broker.controllers import victims
-from broker.controllers.base import ControllerState, KeyedController
+from broker.controllers.base import ControllerState, KeyedController, PodOps
 from broker.controllers.ownership import claim, pod_from_template
 from broker.facade.errors import ApiError
 from broker.facade.objects import format_time
@@ -53,24 +56,9 @@ from broker.k8s import podutil
 COMPONENT = "replicaset-controller"
 RS_KEY = "replicasets.apps"
 WORKLOAD_LABEL = "timewarp.io/replicaset"  # the selector key of workload-declared ones
-BURST_REPLICAS = 500
-BACKOFF_BASE_NS = 5_000_000  # client-go's default controller rate limiter: 5 ms …
-BACKOFF_MAX_NS = 1000 * 10**9  # … doubling, at most 1000 s
+BURST_REPLICAS = bursts.BURST
 
 Obj = dict[str, Any]
-
-
-class PodOps(Protocol):
-    """What the controller needs from the simulated cluster."""
-
-    def create_controlled_pod(self, pod: Obj) -> Obj:
-        """Store the pod (through admission) and make it a Batsim job if it can be one."""
-
-    def terminate_pod(self, namespace: str, name: str) -> None:
-        """Delete the pod as a DELETE with default options would (gracefully)."""
-
-    def may_create_for(self, template: Obj) -> bool:
-        """False when pods from ``template`` should no longer be made (a service over)."""
 
 
 def is_workload_replicaset(rs: Obj) -> bool:
@@ -88,7 +76,7 @@ class _Known:
 
 @dataclass
 class _State(ControllerState):
-    failures: int = 0
+    pass
 
 
 class ReplicaSetController(KeyedController[_State]):
@@ -96,11 +84,11 @@ class ReplicaSetController(KeyedController[_State]):
     the deleted ReplicaSets: (namespace, uid, the pods it controlled)."""
 
     watches = (RS_KEY, "pods")
+    owns = (RS_KEY,)
     state_type = _State
 
     def __init__(self, store: Store, clock: Any, pods: PodOps) -> None:
-        super().__init__(store, clock)
-        self.pods = pods
+        super().__init__(store, clock, pods)
         self._known: dict[tuple[str, str], _Known] = {}
         self._by_namespace: dict[str, set[str]] = {}  # API ReplicaSets per namespace
         # ReplicaSets whose template serves until a given instant (timewarp.io/serve-until):
@@ -233,7 +221,8 @@ class ReplicaSetController(KeyedController[_State]):
         wanted = int((rs.get("spec") or {}).get("replicas", 1))
         diff = len(active) - wanted
         if diff < 0:
-            return self._create(state, rs, min(-diff, BURST_REPLICAS))
+            return self._create(state, rs, -diff)
+        bursts.no_creations_deferred(self, "ReplicaSet", *_key(rs))
         if diff > 0:
             related = self._related_pods(rs, active)
             now = self.store.now_epoch_ns()
@@ -244,30 +233,30 @@ class ReplicaSetController(KeyedController[_State]):
             return True, None
         return False, None
 
-    def _create(self, state: _State, rs: Obj, count: int) -> tuple[bool, str | None]:
+    def _create(self, state: _State, rs: Obj, missing: int) -> tuple[bool, str | None]:
+        """Create the ``missing`` pods, a burst at a time (``broker/controllers/bursts.py``)."""
         template = (rs.get("spec") or {}).get("template") or {}
         if not self.pods.may_create_for(template):
-            return False, None
+            return False, None  # (what it still lacked stays in the summary)
+        made, error = bursts.create_in_bursts(
+            self, state, rs, missing, lambda: self._create_one(rs, template)
+        )
+        return made > 0, error
+
+    def _create_one(self, rs: Obj, template: Obj) -> str | None:
+        """One pod from the template; the error's message if the API refused it."""
         meta = rs["metadata"]
-        tmeta = template.get("metadata") or {}
-        made = False
-        for _ in range(count):
-            pod = pod_from_template(template, f"{meta['name']}-", meta["namespace"], rs)
-            if tmeta.get("finalizers"):
-                pod["metadata"]["finalizers"] = list(tmeta["finalizers"])
-            try:
-                created = self.pods.create_controlled_pod(pod)
-            except ApiError as exc:
-                message = f"Error creating: {exc.message}"
-                self._event(rs, "Warning", "FailedCreate", message)
-                self._retry_later(state, rs)
-                return made, exc.message
-            made = True
-            state.failures = 0
-            self._event(
-                rs, "Normal", "SuccessfulCreate", f"Created pod: {created['metadata']['name']}"
-            )
-        return made, None
+        pod = pod_from_template(template, f"{meta['name']}-", meta["namespace"], rs)
+        finalizers = (template.get("metadata") or {}).get("finalizers")
+        if finalizers:
+            pod["metadata"]["finalizers"] = list(finalizers)
+        try:
+            created = self.pods.create_controlled_pod(pod)
+        except ApiError as exc:
+            self._event(rs, "Warning", "FailedCreate", f"Error creating: {exc.message}")
+            return exc.message
+        self._event(rs, "Normal", "SuccessfulCreate", f"Created pod: {created['metadata']['name']}")
+        return None
 
     def _related_pods(self, rs: Obj, active: list[Obj]) -> list[Obj]:
         """The active pods of every ReplicaSet of the same owner (``getIndirectlyRelatedPods``)."""
@@ -353,11 +342,6 @@ class ReplicaSetController(KeyedController[_State]):
         k8s_events.emit(
             self.store, rs, type_=type_, reason=reason, message=message, component=COMPONENT
         )
-
-    def _retry_later(self, state: _State, rs: Obj) -> None:
-        delay = min(BACKOFF_BASE_NS * 2**state.failures, BACKOFF_MAX_NS)
-        state.failures += 1
-        self.wake_at(state, _key(rs), self.clock.now_ns() + delay)
 
 
 def _key(rs: Obj) -> tuple[str, str]:

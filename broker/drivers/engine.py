@@ -37,11 +37,12 @@ import zmq
 
 from broker.clock.service import ClockService, ClockStall
 from broker.cluster.cluster import Cluster
-from broker.cluster.traffic_driver import ServiceDriver
+from broker.cluster.declared import create_declared
+from broker.cluster.traffic_driver import TrafficDriver
 from broker.facade import Facade
 from broker.processes.launcher import Launcher, SchedulerFailed
 from simulator import protocol as p
-from simulator.services import ServiceSpec
+from simulator.traffic.spec import ServiceSpec
 
 
 @dataclass
@@ -87,8 +88,12 @@ class Broker:
         on_progress: Callable[[Progress], None] | None = None,
         batsim_timeout_s: float | None = None,
         services: Sequence[ServiceSpec] = (),
+        declared: Sequence[tuple[str, dict]] = (),
     ) -> None:
         self.clock = clock
+        # the CRDs and custom resources the workloads declare (checked), created at
+        # SIMULATION_BEGINS before the services' objects (broker/cluster/declared.py)
+        self.declared = list(declared)
         self.facade = facade
         self.launcher = launcher
         self.log = log or sys.stderr
@@ -98,7 +103,7 @@ class Broker:
         self._simulator_exit: str | None = None
         self.cluster = Cluster(facade, lambda: clock.now_ns)
         # the workload's services with traffic (docs/services.md)
-        self.services = ServiceDriver(services, facade.store, facade.clock) if services else None
+        self.services = TrafficDriver(services, facade.store, facade.clock) if services else None
         self.cluster.services = self.services
         # timewarp broker: the services are those of the workload files the simulator
         # names in SIMULATION_BEGINS (this broker never saw its command line)
@@ -120,8 +125,8 @@ class Broker:
         else:
             self._sock.bind(endpoint)
             self.endpoint = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
-        clock.set_io_checker(facade.connection_state, facade.connection_written)
-        clock.set_before_io_release(
+        clock.quiescence.set_io_checker(facade.connection_state, facade.connection_written)
+        clock.quiescence.set_before_io_release(
             self._process_cluster, pending=lambda: self.cluster.process_pending()
         )
         facade.add_idle_listener(lambda _port: clock.notify())
@@ -221,6 +226,9 @@ class Broker:
         if isinstance(data, p.SimulationBegins):
             if self.services_from_simulator and self.services is None:
                 self._adopt_services(data)
+            if self.declared:
+                # checked before: a refusal now is the broker's bug, said as it is
+                create_declared(self.facade.store, self.declared)
             self.cluster.begin(data)
             if self.facade is not None:
                 self.facade.cluster_ready()  # the nodes exist: held requests go on
@@ -238,11 +246,13 @@ class Broker:
         """The services of the workload files SIMULATION_BEGINS names, checked and run
         as ``timewarp simulate`` does. A file this process cannot open is said, not
         fatal (real Batsim names it as it was given, relative to its own directory)."""
+        from broker.cluster.declared import DeclaredError, check_declared
         from broker.cluster.input_check import InputError, check_services, node_views
-        from simulator.services import declared_twice
-        from simulator.workload import WorkloadError, read_services
+        from simulator.traffic.spec import declared_twice
+        from simulator.workload import WorkloadError, read_declared_objects, read_services
 
         specs: list[ServiceSpec] = []
+        declared: list[tuple[str, dict]] = []
         for name, path in sorted(data.workloads.items()):
             if not os.path.isfile(path):
                 print(
@@ -254,6 +264,7 @@ class Broker:
                 continue
             try:
                 specs += read_services(path)
+                declared += read_declared_objects(path)
             except WorkloadError as exc:
                 raise SimulatorInputError(f"workload {name}: {exc}") from None
         twice = declared_twice(specs)
@@ -265,8 +276,13 @@ class Broker:
             check_services(specs, node_views(hosts, "SIMULATION_BEGINS"))
         except InputError as exc:
             raise SimulatorInputError(str(exc)) from None
+        try:
+            check_declared(declared)
+        except DeclaredError as exc:
+            raise SimulatorInputError(str(exc)) from None
+        self.declared = declared
         if specs:
-            self.services = ServiceDriver(specs, self.facade.store, self.facade.clock)
+            self.services = TrafficDriver(specs, self.facade.store, self.facade.clock)
             self.cluster.services = self.services
 
     def _advance(self, t_ns: int) -> None:
@@ -314,7 +330,15 @@ class Broker:
 
     def _result(self, ok: bool, reason: str = "") -> BrokerResult:
         stats = dict(vars(self.cluster.stats))
-        stats["nondeterministic_advances"] = self.clock.nondeterministic_advances
+        # every decision wall time made (manifest and summary, one line each): the clock's
+        # (StallGuard.count_locked) and requests handled out of their process's order
+        # after a wait for a predecessor that never came (broker/facade/sequencer.py)
+        causes = list(self.clock.stall.nondeterministic_causes)
+        if self.facade is not None:
+            causes += self.facade.request_order_causes
+        stats["nondeterministic_advances"] = len(causes)
+        if causes:
+            stats["nondeterministic_causes"] = causes
         stats["timer_fires"] = self.clock.fires
         return BrokerResult(ok, reason, self.progress.messages, self.clock.now_ns / 1e9, stats)
 

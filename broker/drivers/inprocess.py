@@ -73,7 +73,7 @@ class InProcessRun:
             node = max(sorted(free), key=lambda n: free[n])
             if free[node] < need:
                 continue
-            self.cluster._on_bind(ns, name, node)  # what the binding endpoint does
+            self.cluster.inbox.on_bind(ns, name, node)  # what the binding endpoint does
             self.store.bind(ns, name, node, copy=False)
             free[node] -= need
             bound = True

@@ -116,7 +116,7 @@ class LockstepBroker(Broker):
         start = _wall.perf_counter()
         while True:
             self.launcher.check()
-            procs = self.clock.processes()
+            procs = self.clock.registry.processes()
             if all(q.gone or (q.connected and not q.busy) for q in procs):
                 return
             waited = _wall.perf_counter() - start

@@ -88,7 +88,7 @@ class Pacer:
         self._hold_type = Hold
         self._facade = facade
         facade.hold_responses(self._hold)
-        self.clock.add_wait_listener(self._waited)
+        self.clock.quiescence.add_wait_listener(self._waited)
         return self
 
     def _waited(self, name: str) -> None:

@@ -73,12 +73,12 @@ def run_standalone(
             clock.wait_settled()
             if exited.wait(_EXIT_GRACE_S):
                 break
-            if any(p.gone for p in clock.processes() if p.name == name):
+            if any(p.gone for p in clock.registry.processes() if p.name == name):
                 exited.wait()  # it said bye: the interpreter is winding down, in real time
                 break
             if clock.next_deadline() is not None or not clock.quiescent():
                 continue
-            if not clock.alive():
+            if not clock.registry.alive():
                 # It closed its clock connection: it is exiting (finalizers, a loaded
                 # machine), not deadlocked; time cannot matter to it any more.
                 if not exited.wait(_GONE_GRACE_S):
@@ -89,7 +89,7 @@ def run_standalone(
                     proc.kill()
                     exited.wait(5)
                 break
-            if any(p.detached for p in clock.alive()):
+            if any(p.detached for p in clock.registry.alive()):
                 continue  # a thread the stall guard let go is still in its real wait
             deadlock = _report_deadlock(clock, name, log)
             proc.kill()
@@ -114,13 +114,13 @@ def run_standalone(
         wall_s=_wall.perf_counter() - started,
         fires=clock.fires,
         advances=clock.advances,
-        nondeterministic_advances=clock.nondeterministic_advances,
+        nondeterministic_advances=clock.stall.nondeterministic_advances,
         deadlock=deadlock,
     )
 
 
 def _report_deadlock(clock: ClockService, name: str, log: TextIO) -> str:
-    stacks = clock.collect_stacks(name)
+    stacks = clock.stall.collect_stacks(name)
     text = (
         f"timewarp: deadlock at virtual t={clock.now_ns / 1e9:.9f} s: every thread of "
         f"{name!r} is blocked and no timer is pending.\n{stacks}"

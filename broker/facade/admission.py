@@ -1,21 +1,22 @@
-"""Admission of an object as kube-apiserver does it: decode, default, validate.
+"""Admission of an object as kube-apiserver does it: decode, default, validate — the
+pieces the kinds' strategies (``kinds/``) are made of.
 
-1. ``decode(rt, obj)`` — what decoding the body into the Go type checks: every field the
-   facade or the broker reads has the JSON type of its Go field (a wrong type is the
-   400 ``Pod in version "v1" cannot be handled as a Pod: json: cannot unmarshal string
-   into Go struct field ObjectMeta.metadata.labels of type map[string]string``); every
-   resource quantity parses by the real grammar (broker.k8s.quantity) and is rewritten in
-   its canonical form, core/v1 ResourceLists rounded up to a milli unit as the v1
-   defaulter does (``0.188`` → ``"188m"``); a known field sent as ``null`` is dropped
-   (Go decodes it as the zero value, which is not written back). Fields unknown here are
-   kept as sent.
-2. ``validate(rt, obj)`` — the API server's validation of what the facade models, after
-   the defaults: object metadata (names, namespace, labels, annotations), container
-   resources (names, non-negative quantities, requests within limits), node capacity,
-   node selectors, pod templates of workload controllers, label selectors. Errors are
-   the 422 ``Invalid`` Status with every cause and its field path.
+1. Decoding (:func:`decode_as` with a :class:`Struct`, the Go type as far as the facade
+   reads it; a kind's is its strategy's ``schema``): every field the facade or the broker
+   reads has the JSON type of its Go field (a wrong type is the 400 ``Pod in version "v1"
+   cannot be handled as a Pod: json: cannot unmarshal string into Go struct field
+   ObjectMeta.metadata.labels of type map[string]string``); every resource quantity parses
+   by the real grammar (broker.k8s.quantity) and is rewritten in its canonical form,
+   core/v1 ResourceLists rounded up to a milli unit as the v1 defaulter does (``0.188`` →
+   ``"188m"``); a known field sent as ``null`` is dropped (Go decodes it as the zero
+   value, which is not written back). Fields unknown here are kept as sent.
+2. Validation helpers shared by several kinds (the defaults and the rest of each kind's
+   validation are its strategy's): container resources (names, non-negative quantities,
+   requests within limits), pod specs, pod templates, label selectors. Errors are
+   ``validation.FieldError`` lists, raised by the strategy as the 422 ``Invalid``
+   Status with every cause and its field path.
 
-Pure functions over JSON dicts (``decode`` rewrites quantities in place).
+Pure functions over JSON dicts (decoding rewrites quantities in place).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from typing import Any
 from broker.k8s import quantity
 
 from . import validation as v
-from .resources import ResourceType
 
 MAX_INT32 = 2**31 - 1
 MAX_INT64 = 2**63 - 1
@@ -119,7 +119,7 @@ class _ResourceList(_Type):
             value[name] = quantity.round_up(q, -3).text
 
 
-class _List(_Type):
+class ListOf(_Type):
     def __init__(self, item: _Type) -> None:
         self.item = item
         self.go = "[]" + item.go
@@ -133,10 +133,28 @@ class _List(_Type):
             self.item.check(item, path, struct)
 
 
-class _Struct(_Type):
-    def __init__(self, name: str, fields: dict[str, _Type]) -> None:
+class _Quantity(_Type):
+    """``resource.Quantity`` outside a ResourceList: it must parse (a string or a
+    number); kept as sent."""
+
+    go = "resource.Quantity"
+
+    def check(self, value: Any, path: str, struct: str) -> None:
+        if value is None:
+            return
+        try:
+            quantity.parse(value)
+        except quantity.QuantityError as exc:
+            raise DecodeError(str(exc)) from None
+
+
+class Struct(_Type):
+    """A Go struct: its fields' types (those the facade reads); ``package`` names it in
+    messages (``v1.PodSpec``, ``v2.MetricTarget``)."""
+
+    def __init__(self, name: str, fields: dict[str, _Type], package: str = "v1") -> None:
         self.name = name
-        self.go = f"v1.{name}"
+        self.go = f"{package}.{name}"
         self.fields = fields
 
     def check(self, value: Any, path: str, struct: str) -> None:
@@ -154,8 +172,9 @@ class _Struct(_Type):
 
 MAP = _Map()
 RESOURCES = _ResourceList()
+QUANTITY = _Quantity()
 
-META = _Struct(
+META = Struct(
     "ObjectMeta",
     {
         "name": STR,
@@ -169,9 +188,9 @@ META = _Struct(
         "deletionGracePeriodSeconds": INT64,
         "labels": MAP,
         "annotations": MAP,
-        "finalizers": _List(STR),
-        "ownerReferences": _List(
-            _Struct(
+        "finalizers": ListOf(STR),
+        "ownerReferences": ListOf(
+            Struct(
                 "OwnerReference",
                 {
                     "apiVersion": STR,
@@ -185,29 +204,29 @@ META = _Struct(
         ),
     },
 )
-CONTAINER = _Struct(
+CONTAINER = Struct(
     "Container",
     {
         "name": STR,
         "image": STR,
-        "command": _List(STR),
-        "args": _List(STR),
+        "command": ListOf(STR),
+        "args": ListOf(STR),
         "workingDir": STR,
         "imagePullPolicy": STR,
-        "resources": _Struct("ResourceRequirements", {"limits": RESOURCES, "requests": RESOURCES}),
-        "env": _List(_Struct("EnvVar", {"name": STR, "value": STR})),
-        "ports": _List(_Struct("ContainerPort", {"containerPort": INT32, "name": STR})),
+        "resources": Struct("ResourceRequirements", {"limits": RESOURCES, "requests": RESOURCES}),
+        "env": ListOf(Struct("EnvVar", {"name": STR, "value": STR})),
+        "ports": ListOf(Struct("ContainerPort", {"containerPort": INT32, "name": STR})),
     },
 )
-TOLERATION = _Struct(
+TOLERATION = Struct(
     "Toleration",
     {"key": STR, "operator": STR, "value": STR, "effect": STR, "tolerationSeconds": INT64},
 )
-POD_SPEC = _Struct(
+POD_SPEC = Struct(
     "PodSpec",
     {
-        "containers": _List(CONTAINER),
-        "initContainers": _List(CONTAINER),
+        "containers": ListOf(CONTAINER),
+        "initContainers": ListOf(CONTAINER),
         "restartPolicy": STR,
         "terminationGracePeriodSeconds": INT64,
         "activeDeadlineSeconds": INT64,
@@ -215,7 +234,7 @@ POD_SPEC = _Struct(
         "serviceAccountName": STR,
         "nodeName": STR,
         "schedulerName": STR,
-        "tolerations": _List(TOLERATION),
+        "tolerations": ListOf(TOLERATION),
         "priorityClassName": STR,
         "priority": INT32,
         "preemptionPolicy": STR,
@@ -223,165 +242,29 @@ POD_SPEC = _Struct(
         "overhead": RESOURCES,
     },
 )
-CONDITION = _Struct("Condition", {"type": STR, "status": STR, "reason": STR, "message": STR})
-POD = _Struct(
-    "Pod",
-    {
-        "metadata": META,
-        "spec": POD_SPEC,
-        "status": _Struct(
-            "PodStatus",
-            {
-                "phase": STR,
-                "message": STR,
-                "reason": STR,
-                "nominatedNodeName": STR,
-                "hostIP": STR,
-                "podIP": STR,
-                "qosClass": STR,
-                "startTime": STR,
-                "conditions": _List(CONDITION),
-            },
-        ),
-    },
-)
-NODE = _Struct(
-    "Node",
-    {
-        "metadata": META,
-        "spec": _Struct(
-            "NodeSpec",
-            {
-                "podCIDR": STR,
-                "unschedulable": BOOL,
-                "providerID": STR,
-                "taints": _List(_Struct("Taint", {"key": STR, "value": STR, "effect": STR})),
-            },
-        ),
-        "status": _Struct(
-            "NodeStatus",
-            {
-                "capacity": RESOURCES,
-                "allocatable": RESOURCES,
-                "phase": STR,
-                "conditions": _List(CONDITION),
-            },
-        ),
-    },
-)
-TEMPLATE = _Struct("PodTemplateSpec", {"metadata": META, "spec": POD_SPEC})
-SELECTOR = _Struct(
+CONDITION = Struct("Condition", {"type": STR, "status": STR, "reason": STR, "message": STR})
+TEMPLATE = Struct("PodTemplateSpec", {"metadata": META, "spec": POD_SPEC})
+SELECTOR = Struct(
     "LabelSelector",
     {
         "matchLabels": MAP,
-        "matchExpressions": _List(
-            _Struct("LabelSelectorRequirement", {"key": STR, "operator": STR, "values": _List(STR)})
+        "matchExpressions": ListOf(
+            Struct("LabelSelectorRequirement", {"key": STR, "operator": STR, "values": ListOf(STR)})
         ),
     },
 )
-JOB_SPEC = _Struct(
-    "JobSpec",
-    {
-        "parallelism": INT32,
-        "completions": INT32,
-        "activeDeadlineSeconds": INT64,
-        "backoffLimit": INT32,
-        "selector": SELECTOR,
-        "manualSelector": BOOL,
-        "template": TEMPLATE,
-        "ttlSecondsAfterFinished": INT32,
-        "suspend": BOOL,
-        "completionMode": STR,
-    },
-)
-
-
-def _workload(kind: str) -> _Struct:
-    return _Struct(
-        kind,
-        {
-            "metadata": META,
-            "spec": _Struct(
-                f"{kind}Spec",
-                {
-                    "replicas": INT32,
-                    "selector": SELECTOR,
-                    "template": TEMPLATE,
-                    "minReadySeconds": INT32,
-                },
-            ),
-        },
-    )
-
-
-SCHEMAS: dict[str, _Struct] = {
-    "pods": POD,
-    "nodes": NODE,
-    "namespaces": _Struct(
-        "Namespace",
-        {"metadata": META, "spec": _Struct("NamespaceSpec", {"finalizers": _List(STR)})},
-    ),
-    "jobs.batch": _Struct("Job", {"metadata": META, "spec": JOB_SPEC}),
-    "cronjobs.batch": _Struct(
-        "CronJob",
-        {
-            "metadata": META,
-            "spec": _Struct(
-                "CronJobSpec",
-                {
-                    "schedule": STR,
-                    "suspend": BOOL,
-                    "jobTemplate": _Struct("JobTemplateSpec", {"metadata": META, "spec": JOB_SPEC}),
-                },
-            ),
-        },
-    ),
-    "deployments.apps": _workload("Deployment"),
-    "replicasets.apps": _workload("ReplicaSet"),
-    "statefulsets.apps": _workload("StatefulSet"),
-    "daemonsets.apps": _workload("DaemonSet"),
-    "bindings": _Struct(
-        "Binding",
-        {
-            "metadata": META,
-            "target": _Struct(
-                "ObjectReference",
-                {"kind": STR, "name": STR, "namespace": STR, "uid": STR, "apiVersion": STR},
-            ),
-        },
-    ),
-    "priorityclasses.scheduling.k8s.io": _Struct(
-        "PriorityClass",
-        {
-            "metadata": META,
-            "value": INT32,
-            "globalDefault": BOOL,
-            "preemptionPolicy": STR,
-            "description": STR,
-        },
-    ),
-}
-
-
-DELETE_OPTIONS = _Struct(
+DELETE_OPTIONS = Struct(
     "DeleteOptions",
     {
         "gracePeriodSeconds": INT64,
         "propagationPolicy": STR,
-        "preconditions": _Struct("Preconditions", {"uid": STR, "resourceVersion": STR}),
+        "preconditions": Struct("Preconditions", {"uid": STR, "resourceVersion": STR}),
     },
 )
-EVICTION = _Struct("Eviction", {"metadata": META, "deleteOptions": DELETE_OPTIONS})
+EVICTION = Struct("Eviction", {"metadata": META, "deleteOptions": DELETE_OPTIONS})
 
 
-def decode(rt: ResourceType, obj: dict[str, Any]) -> None:
-    """Check the JSON types of ``obj`` against ``rt``'s Go type (what the facade reads)
-    and canonicalise its quantities in place; the 400 of the real decoder otherwise."""
-    schema = SCHEMAS.get(rt.key) or _Struct(rt.kind, {"metadata": META})
-    decode_as(schema, rt.kind, rt.api_version, obj)
-
-
-def decode_as(schema: _Struct, kind: str, api_version: str, obj: Any) -> None:
+def decode_as(schema: Struct, kind: str, api_version: str, obj: Any) -> None:
     try:
         schema.check(obj, "", "")
     except DecodeError as exc:
@@ -408,7 +291,7 @@ def _resource_name_errors(name: str, path: str) -> list[v.FieldError]:
     return errs
 
 
-def _quantity_errors(name: str, text: str, path: str) -> list[v.FieldError]:
+def quantity_errors(name: str, text: str, path: str) -> list[v.FieldError]:
     q = quantity.parse(text)
     errs = []
     if q.sign < 0:
@@ -428,7 +311,7 @@ def validate_resource_requirements(res: dict[str, Any] | None, path: str) -> lis
         for name, text in values.items():
             where = f"{path}.{section}[{name}]"
             errs += _resource_name_errors(name, where)
-            errs += _quantity_errors(name, text, where)
+            errs += quantity_errors(name, text, where)
     for name, text in requests.items():
         if name in limits:
             asked, cap = quantity.parse(text), quantity.parse(limits[name])
@@ -467,7 +350,7 @@ def validate_pod_spec(spec: dict[str, Any], path: str) -> list[v.FieldError]:
         errs.append(v.not_supported(f"{path}.restartPolicy", policy, _RESTART_POLICIES))
     errs += v.validate_labels(spec.get("nodeSelector"), f"{path}.nodeSelector")
     for name, text in (spec.get("overhead") or {}).items():
-        errs += _quantity_errors(name, text, f"{path}.overhead[{name}]")
+        errs += quantity_errors(name, text, f"{path}.overhead[{name}]")
     return errs
 
 
@@ -486,7 +369,7 @@ def validate_label_selector(selector: dict[str, Any] | None, path: str) -> list[
     return errs
 
 
-def _template_errors(template: dict[str, Any] | None, path: str) -> list[v.FieldError]:
+def template_errors(template: dict[str, Any] | None, path: str) -> list[v.FieldError]:
     if not isinstance(template, dict):
         return []
     meta = template.get("metadata") or {}
@@ -494,27 +377,3 @@ def _template_errors(template: dict[str, Any] | None, path: str) -> list[v.Field
     errs += v.validate_annotations(meta.get("annotations"), f"{path}.metadata.annotations")
     errs += validate_pod_spec(template.get("spec") or {}, f"{path}.spec")
     return errs
-
-
-def validate(rt: ResourceType, obj: dict[str, Any]) -> None:
-    """The API server's validation of ``obj`` (decoded and defaulted): 422 Invalid."""
-    meta = obj.get("metadata") or {}
-    errs = v.validate_object_meta(meta, rt.kind, namespaced=rt.namespaced)
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-    if rt.key == "pods":
-        errs += validate_pod_spec(spec, "spec")
-    elif rt.key == "nodes":
-        status = obj.get("status") or {}
-        for section in ("capacity", "allocatable"):
-            for name, text in (status.get(section) or {}).items():
-                errs += _quantity_errors(name, text, f"status.{section}[{name}]")
-    elif rt.group in ("apps", "batch"):
-        errs += validate_label_selector(spec.get("selector"), "spec.selector")
-        errs += _template_errors(spec.get("template"), "spec.template")
-        job_template = spec.get("jobTemplate")
-        if isinstance(job_template, dict) and isinstance(job_template.get("spec"), dict):
-            errs += _template_errors(
-                job_template["spec"].get("template"), "spec.jobTemplate.spec.template"
-            )
-    if errs:
-        raise v.invalid(rt.kind, meta.get("name") or "", errs, rt.group)

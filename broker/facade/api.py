@@ -17,15 +17,24 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from . import admission, autoscaling, discovery, errors, listoptions
+from . import acting, admission, crds, discovery, errors, listoptions
 from .auth import Identity, TokenRegistry
 from .clock import Cancellable, Clock
 from .errors import ApiError
 from .identity import Authenticator, forbidden
-from .metrics import MetricsBoard, custom_metric_value, node_metrics, pod_metrics
+from .kinds import autoscaling
+from .metrics import (
+    CUSTOM_METRICS,
+    CUSTOM_METRICS_GROUP,
+    MetricsBoard,
+    custom_metric_value,
+    node_metrics,
+    pod_metrics,
+)
 from .objects import format_time
 from .patch import apply_patch
-from .resources import CUSTOM_METRICS, CUSTOM_METRICS_GROUP, ResourceType, lookup
+from .requestinfo import request_info
+from .resources import ResourceType, lookup
 from .selectors import parse_field_selector, parse_label_selector
 from .server import Request, Response, WatchStream
 from .store import Store
@@ -36,6 +45,7 @@ JSON = "application/json"
 # recursion would fail first on a deeper one).
 MAX_JSON_DEPTH = 128
 BINDING = lookup("", "v1", "bindings")
+assert BINDING is not None
 _log = logging.getLogger(__name__)
 _PUBLIC = {"healthz", "livez", "readyz"}
 _NAMESPACE_SUBRESOURCES = {"status", "finalize"}
@@ -198,6 +208,9 @@ class Api:
         self._server_address = server_address
         self.hook_failures: list[Exception] = []
         self._policy_lock = threading.Lock()  # bindings, evictions, pod deletions: one at a time
+        # (identity, verb, resource) -> requests (broker/facade/requestinfo.py)
+        self.request_counts: dict[tuple[str, str, str], int] = {}
+        self._counts_lock = threading.Lock()
 
     # --- entry point ---------------------------------------------------------------
 
@@ -223,10 +236,21 @@ class Api:
         return None if refusal is None else _error(refusal)
 
     def handle(self, request: Request) -> Response | WatchStream:
-        try:
-            return self._handle(request)
-        except ApiError as exc:
-            return _error(exc)
+        identity = self.authenticate(request)
+        # the simulated process that sent it (its runtime's pid, identity.py), whatever
+        # credential it carries: a client outside the simulation (the observer, kubectl
+        # with a scheduler's token) is never counted in the run's per-process figures
+        process = identity.process if identity is not None else None
+        if process is not None:
+            key = (process, *request_info(request.method, request.target))
+            with self._counts_lock:
+                self.request_counts[key] = self.request_counts.get(key, 0) + 1
+        # who acts, for what the store's listeners record (broker/facade/acting.py)
+        with acting.acting_as(_actor(identity)):
+            try:
+                return self._handle(request)
+            except ApiError as exc:
+                return _error(exc)
 
     def _handle(self, request: Request) -> Response | WatchStream:
         split = urlsplit(request.target)
@@ -256,20 +280,20 @@ class Api:
                     f"the server could not find the requested resource (version {segments[1]!r} of the core group)",
                 )
             if len(segments) == 2:
-                return _json(200, discovery.resource_list("", "v1"))
+                return _json(200, discovery.resource_list("", "v1", self.store.types))
             return self._resource_request(request, query, "", "v1", segments[2:])
         if head == "apis":
             if len(segments) == 1:
-                return _json(200, discovery.api_group_list())
+                return _json(200, discovery.api_group_list(self.store.types))
             group = segments[1]
             if len(segments) == 2:
-                doc = discovery.api_group(group)
+                doc = discovery.api_group(group, self.store.types)
                 if doc is None:
                     raise ApiError(
                         404, f"the server could not find the requested resource (group {group!r})"
                     )
                 return _json(200, doc)
-            doc = discovery.resource_list(group, segments[2])
+            doc = discovery.resource_list(group, segments[2], self.store.types)
             if doc is None:
                 raise ApiError(
                     404, f"the server could not find the requested resource ({group}/{segments[2]})"
@@ -294,7 +318,7 @@ class Api:
             namespace, rest = rest[1], rest[2:]
         if not rest or len(rest) > 3:
             raise ApiError(404, "the server could not find the requested resource")
-        rt = lookup(group, version, rest[0])
+        rt = self.store.types.lookup(group, version, rest[0])
         gv = f"{group}/{version}" if group else version
         if rt is None:
             raise ApiError(
@@ -325,6 +349,15 @@ class Api:
         self._check_method(route, request.method, query)
         if route.rt.group == "metrics.k8s.io":
             return self._metrics(route.rt, route, query)
+        answer = self._serve(request, route, query)
+        recode = crds.version_recoder(route.rt, self.store.types)
+        if recode is not None and isinstance(answer, Response):
+            answer.body = recode(answer.body)
+        return answer
+
+    def _serve(
+        self, request: Request, route: _Route, query: dict[str, list[str]]
+    ) -> Response | WatchStream:
         if request.method == "GET":
             return self._read(request, route, query)
         if request.method == "POST":
@@ -374,7 +407,7 @@ class Api:
             return self._watch(request, route, query)
         obj = self.store.get(route.rt.key, route.namespace, route.name)
         if route.subresource == "scale":
-            return _json(200, autoscaling.scale_of(obj))
+            return _json(200, _scale_of(route.rt, obj))
         return _json(200, obj)
 
     def _post(self, request: Request, route: _Route) -> Response:
@@ -387,7 +420,7 @@ class Api:
             return self._evict(route, _parse_body(request))
         if route.name is not None:
             raise ApiError(405, f"POST is not allowed on a named {rt.singular}")
-        if rt.plural == "bindings":
+        if rt is BINDING:  # the legacy collection of bindings
             return self._bind(route, _parse_body(request), None)
         if rt.namespaced and route.namespace is None:
             raise ApiError(
@@ -421,6 +454,14 @@ class Api:
         if method == "PATCH":
             body = _parse_body(request)
             ctype = request.headers.get("content-type", "")
+            if not rt.strategy.strategic_merge and _media(ctype) == STRATEGIC:
+                raise ApiError(
+                    415,
+                    "the body of the request was in an unknown format - accepted media types "
+                    "include: application/json-patch+json, application/merge-patch+json, "
+                    "application/apply-patch+yaml",
+                    "UnsupportedMediaType",
+                )
             patched = self.store.patch(
                 rt.key, route.namespace, route.name, body, ctype, subresource=route.subresource
             )
@@ -431,23 +472,20 @@ class Api:
 
     def _write_scale(self, request: Request, route: _Route) -> Response:
         """PUT or PATCH of ``.../scale``: the parent's ``spec.replicas`` (see
-        ``autoscaling.py``); answers the new Scale."""
+        ``kinds/autoscaling.py``); answers the new Scale."""
         assert route.name is not None
         body = _parse_body(request)
         if request.method == "PATCH":
-            current = autoscaling.scale_of(
-                self.store.get(route.rt.key, route.namespace, route.name)
-            )
-            ctype = request.headers.get("content-type", "") or "application/merge-patch+json"
-            body = apply_patch(ctype, current, body)
+            current = _scale_of(route.rt, self.store.get(route.rt.key, route.namespace, route.name))
+            body = apply_patch(request.headers.get("content-type", ""), current, body)
             wanted_rv = (body.get("metadata") or {}).get("resourceVersion")
             if wanted_rv == current["metadata"]["resourceVersion"]:
                 body["metadata"].pop("resourceVersion")  # untouched by the patch: no precondition
-        replicas, rv = autoscaling.wanted_replicas(body, route.name)
+        replicas, rv = autoscaling.wanted_replicas(body, route.name, route.namespace or "")
         stored = self.store.set_replicas(
             route.rt.key, route.namespace, route.name, replicas, resource_version=rv
         )
-        return _json(200, autoscaling.scale_of(stored))
+        return _json(200, _scale_of(route.rt, stored))
 
     @staticmethod
     def _verb(method: str, route: _Route, query: dict[str, list[str]]) -> str:
@@ -491,7 +529,7 @@ class Api:
         rt = route.rt
         opts = listoptions.parse(query)
         labels = parse_label_selector(opts.label_selector)
-        fields = parse_field_selector(opts.field_selector, rt.key)
+        fields = parse_field_selector(opts.field_selector, rt.key, rt.strategy.fields)
         version, limit, after = opts.resource_version, opts.limit, None
         if opts.continue_token:  # the rest of a list, exactly as it was then
             if version not in ("", "0"):
@@ -570,6 +608,7 @@ class Api:
                 bookmarks=opts.bookmarks,
                 send_initial_events=opts.send_initial_events,
                 on_queued=request.on_queued,
+                recode=crds.version_recoder(rt, self.store.types),
             )
         except ApiError as exc:
             if exc.code != 410:
@@ -629,7 +668,7 @@ class Api:
             rt,
             None,
             parse_label_selector(None),
-            parse_field_selector(None, rt.key),
+            parse_field_selector(None, rt.key, rt.strategy.fields),
             on_queued=request.on_queued,
         )
         if error is not None:
@@ -644,7 +683,7 @@ class Api:
             raise errors.bad_request("the body of a binding must be a JSON object (a Binding)")
         if body.get("kind") not in (None, "", "Binding"):
             raise errors.bad_request(f"the body is a {body.get('kind')}, not a Binding")
-        admission.decode(BINDING, body)
+        BINDING.strategy.decode(BINDING, body)
         meta = body.get("metadata") or {}
         name = pod_name or meta.get("name")
         if pod_name and meta.get("name") not in (None, "", pod_name):
@@ -741,17 +780,19 @@ class Api:
         return body
 
     def _delete(self, route: _Route, request: Request) -> Response:
+        """A DELETE of one object, as its kind's strategy says it goes (``deletion``):
+        graceful (a pod), finalized (a namespace), or at once."""
         rt = route.rt
         options = self._delete_options(request)
         pre = options.get("preconditions") or {}
-        if rt.key == "pods":
+        if rt.strategy.deletion == "graceful":
             with self._policy_lock:
                 grace = _grace_period(
                     options, _param(parse_qs(urlsplit(request.target).query), "gracePeriodSeconds")
                 )
                 last = self._delete_pod(route.namespace or "default", route.name or "", pre, grace)
             return _json(200, last)
-        if rt.key == "namespaces":
+        if rt.strategy.deletion == "finalized":
             return _json(200, self._delete_namespace(route.name or "", pre))
         gone = self.store.delete(
             rt.key,
@@ -854,9 +895,10 @@ class Api:
 
     def _delete_collection(self, route: _Route, query: dict[str, list[str]]) -> Response:
         rt = route.rt
-        if rt.key == "pods":
+        if not rt.strategy.delete_collection:
             raise ApiError(
-                405, "deletecollection of pods is not supported (delete pods one by one)"
+                405,
+                f"deletecollection of {rt.plural} is not supported (delete {rt.plural} one by one)",
             )
         objs, _ = self.store.list(
             rt.key,
@@ -865,7 +907,7 @@ class Api:
             field_selector=_param(query, "fieldSelector"),
         )
         for obj in objs:
-            if rt.key == "namespaces":
+            if rt.strategy.deletion == "finalized":
                 if obj["metadata"]["name"] not in IMMORTAL_NAMESPACES:
                     self._delete_namespace(obj["metadata"]["name"], {})
                 continue
@@ -948,6 +990,14 @@ class Api:
         )
 
 
+def _actor(identity: Identity | None) -> str:
+    """Who acts for ``acting``: the simulated process, else the authenticated user (a
+    client outside the simulation), else nobody ("")."""
+    if identity is None:
+        return ""
+    return identity.process or identity.user
+
+
 class _WallTimer:
     """A watch timeout for a client outside the simulation: wall time is its time."""
 
@@ -981,6 +1031,19 @@ CONTINUE_TOO_OLD = (
     "The provided continue parameter is too old to display a consistent list result. You "
     "can start a new list without the continue parameter."
 )
+
+
+STRATEGIC = "application/strategic-merge-patch+json"
+
+
+def _media(content_type: str) -> str:
+    return content_type.split(";")[0].strip().lower()
+
+
+def _scale_of(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+    """The object's Scale: its strategy's (a custom resource's paths), else the apps
+    kinds' reading of ``spec.replicas``."""
+    return rt.strategy.scale_of(rt, obj) or autoscaling.scale_of(obj)
 
 
 def _continue_state(token: str) -> tuple[tuple[str, str], int]:

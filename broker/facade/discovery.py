@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .resources import BY_GROUP_VERSION, GROUPS, RESOURCE_TYPES, ResourceType
+from .resources import GLOBAL, Registry, ResourceType
 
 SERVER_VERSION = {
     "major": "1",
@@ -45,8 +45,8 @@ def _resource(rt: ResourceType) -> dict[str, Any]:
     return doc
 
 
-def resource_list(group: str, version: str) -> dict[str, Any] | None:
-    types = BY_GROUP_VERSION.get((group, version))
+def resource_list(group: str, version: str, registry: Registry = GLOBAL) -> dict[str, Any] | None:
+    types = registry.group_version(group, version)
     if types is None:
         return None
     resources = []
@@ -82,20 +82,22 @@ def api_versions(server_address: str) -> dict[str, Any]:
     }
 
 
-def _group(name: str) -> dict[str, Any]:
-    versions = [{"groupVersion": f"{name}/{v}", "version": v} for v in GROUPS[name]]
+def _group(name: str, versions_of: list[str]) -> dict[str, Any]:
+    versions = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions_of]
     return {"name": name, "versions": versions, "preferredVersion": versions[0]}
 
 
-def api_group_list() -> dict[str, Any]:
-    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_group(g) for g in GROUPS]}
+def api_group_list(registry: Registry = GLOBAL) -> dict[str, Any]:
+    groups = [_group(g, vs) for g, vs in registry.groups().items()]
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
 
 
-def api_group(name: str) -> dict[str, Any] | None:
-    if name not in GROUPS:
+def api_group(name: str, registry: Registry = GLOBAL) -> dict[str, Any] | None:
+    versions = registry.groups().get(name)
+    if versions is None:
         return None
-    return {"kind": "APIGroup", "apiVersion": "v1", **_group(name)}
+    return {"kind": "APIGroup", "apiVersion": "v1", **_group(name, versions)}
 
 
-def all_resource_types() -> tuple[ResourceType, ...]:
-    return RESOURCE_TYPES
+def all_resource_types(registry: Registry = GLOBAL) -> tuple[ResourceType, ...]:
+    return registry.served()

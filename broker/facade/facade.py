@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import sys
 import threading
-import time as _wall
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,9 +10,9 @@ from .api import Api, Hooks
 from .auth import TokenStats
 from .clock import Clock
 from .endpoint import Endpoint
-from .identity import seq_key
 from .interest import SchedulerNameInterest
 from .metrics import MetricsBoard
+from .sequencer import RequestSequencer
 from .server import Hold, HttpServer, Ledger, Request
 from .store import HISTORY_BYTES, Store
 
@@ -96,6 +94,7 @@ class Facade:
             plain_too=not endpoint.tls_only,
             on_request=self._count_request,
             admit_head=self.api.admit_head,
+            on_unhandled=self._sequencer.unhandled,
         )
 
     def _handle_in_order(self, request: Request):  # type: ignore[no-untyped-def]
@@ -104,7 +103,10 @@ class Facade:
         outside the simulation (the observer, kubectl) is never ordered."""
         self._cluster_ready.wait()  # set by cluster_ready() or stop(): never for ever
         identity = self.api.authenticate(request)
-        key = self._sequencer.key(request) if identity and identity.process else None
+        # numbered by a runtime, unless its credentials say a client outside the
+        # simulation (identity.py): an unauthenticated health probe is ordered all the same
+        outside = identity is not None and identity.process is None
+        key = None if outside else self._sequencer.key(request)
         if key is None:
             return self.api.handle(request)
         self._sequencer.wait_turn(*key)
@@ -179,6 +181,13 @@ class Facade:
     def add_token(self, name: str, token: str | None = None) -> str:
         """A bearer token for the scheduler process ``name`` (same name, same token)."""
         return self.endpoint.add_token(name, token)
+
+    @property
+    def request_order_causes(self) -> list[str]:
+        """Requests handled out of their process's order after a wall-clock wait for a
+        predecessor that never arrived (see ``sequencer``): non-deterministic advances,
+        one line each."""
+        return list(self._sequencer.gap_causes)
 
     def token_stats(self, name: str) -> TokenStats:
         return self.tokens.stats(name)
@@ -264,48 +273,3 @@ class Facade:
             window_s=window_s,
             labels=labels,
         )
-
-
-# A request whose predecessor never comes (its connection broke mid-send) is handled
-# after this long anyway, with a warning: better out of order than never.
-GAP_TIMEOUT_S = 5.0
-
-
-class RequestSequencer:
-    """Requests that a scheduler process has in flight together, on different
-    connections (two threads', or an event loop's concurrent tasks'), reach the facade in
-    whatever order the kernel lets them; handled in that order, their effects (which
-    binding commits first, which delete) would differ from run to run. The runtime numbers
-    each process's requests in the order it sent them; each is handled once every earlier
-    one of its process was (a watch: once it started)."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._next: dict[str, int] = {}
-
-    @staticmethod
-    def key(request: Request) -> tuple[str, int] | None:
-        """(the numbering process, the request's number), or None: not numbered."""
-        return seq_key(request.headers)
-
-    def wait_turn(self, key: str, n: int) -> None:
-        give_up = None
-        with self._cond:
-            while self._next.setdefault(key, 1) < n:
-                now = _wall.monotonic()
-                give_up = give_up or now + GAP_TIMEOUT_S
-                if now >= give_up:
-                    sys.stderr.write(
-                        f"timewarp: facade: request {n} of process {key} waited "
-                        f"{GAP_TIMEOUT_S:g} s for its predecessor (request "
-                        f"{self._next[key]}); handling it out of order\n"
-                    )
-                    self._next[key] = n
-                    break
-                self._cond.wait(give_up - now)
-
-    def done(self, key: str, n: int) -> None:
-        with self._cond:
-            if self._next.get(key, 1) <= n:
-                self._next[key] = n + 1
-                self._cond.notify_all()

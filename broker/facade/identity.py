@@ -23,25 +23,13 @@ from urllib.parse import unquote, urlsplit
 
 from .auth import Identity, TokenRegistry, bearer_token
 from .errors import ApiError
+from .sequencer import seq_key
 
 if TYPE_CHECKING:
     from .clientcert import CertAuthenticator
 
-SEQ_HEADER = "x-timewarp-seq"  # timewarp's runtime: "<pid>-<nonce>.<n>" (timewarp/_core/netio.py)
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
-
-
-def seq_key(headers: dict[str, str]) -> tuple[str, int] | None:
-    """(the numbering process, the request's number) of a runtime's request, or None."""
-    value = headers.get(SEQ_HEADER)
-    if value is None:
-        return None
-    who, _, n = value.rpartition(".")
-    try:
-        return who, int(n)
-    except ValueError:
-        return None
 
 
 class Authenticator:

@@ -13,9 +13,11 @@ import threading
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from .errors import ApiError
+from .resources import resource_type
 from .selectors import parse_field_selector
 
 FIELD = "spec.schedulerName"
+PODS = resource_type("pods")
 
 
 def _is_pod_collection(path: str) -> bool:
@@ -43,7 +45,7 @@ class SchedulerNameInterest:
             return
         for text in parse_qs(split.query).get("fieldSelector", []):
             try:
-                selector = parse_field_selector(text, "pods")
+                selector = parse_field_selector(text, PODS.key, PODS.strategy.fields)
             except ApiError:
                 continue  # answered 400 by the API; nothing was selected
             for req in selector.requirements:

@@ -4,7 +4,8 @@ the broker sets.
 
 Quantities are written the way metrics-server writes them: cpu in nanocores
 (``"250000000n"``), memory in kibibytes (``"123456Ki"``, rounded down); custom metric
-values in milli-units (``"1500m"``), as the adapters write them.
+values in milli-units (``"1500m"``), as the adapters write them. The custom metrics
+served are those of ``simulator/traffic/metrics.py`` (``CUSTOM_POD_METRICS``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,12 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from typing import Any
+
+from simulator.traffic.metrics import CUSTOM_METRIC_NAMES
+
+CUSTOM_METRICS_GROUP = "custom.metrics.k8s.io"
+# the per-pod custom metrics served: the traffic model's, named once in its table
+CUSTOM_METRICS = CUSTOM_METRIC_NAMES
 
 
 def cpu_quantity(nanocores: int) -> str:

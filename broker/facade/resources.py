@@ -1,12 +1,35 @@
 """The resource types the facade serves, and nothing else: one table drives routing,
-storage and discovery, so a type listed here is served everywhere at once.
+storage, discovery and admission, so a type listed here is served everywhere at once.
+Each names its kind's strategy (``kinds/``: defaults, validation, update rules, field
+selectors, deletion); :func:`register` adds a type at run time (custom resources).
 
 Keys: ``"pods"`` for the core group, ``"<plural>.<group>"`` otherwise (``"leases.coordination.k8s.io"``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from .kinds.apps import (
+    DaemonSetStrategy,
+    DeploymentStrategy,
+    ReplicaSetStrategy,
+    StatefulSetStrategy,
+)
+from .kinds.autoscaling import HorizontalPodAutoscalerStrategy
+from .kinds.base import Strategy
+from .kinds.batch import CronJobStrategy, JobStrategy
+from .kinds.core import (
+    EventStrategy,
+    EventsV1Strategy,
+    NamespaceStrategy,
+    NodeStrategy,
+    ServiceStrategy,
+)
+from .kinds.crd import CustomResourceDefinitionStrategy
+from .kinds.pods import BindingStrategy, PodStrategy
+from .kinds.scheduling import PriorityClassStrategy
+from .metrics import CUSTOM_METRICS, CUSTOM_METRICS_GROUP
 
 READ = ("get", "list", "watch")
 CRUD = ("create", "delete", "get", "list", "patch", "update", "watch")
@@ -24,6 +47,8 @@ class ResourceType:
     short_names: tuple[str, ...] = ()
     subresources: tuple[str, ...] = ()
     stored: bool = True  # False: served by special code (bindings, metrics)
+    # what the API server does with objects of this kind (kinds/base.py)
+    strategy: Strategy = field(default=Strategy(), compare=False, repr=False)
 
     @property
     def key(self) -> str:
@@ -52,8 +77,19 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         False,
         short_names=("ns",),
         subresources=("status",),
+        strategy=NamespaceStrategy(),
     ),
-    _r("", "v1", "nodes", "node", "Node", False, short_names=("no",), subresources=("status",)),
+    _r(
+        "",
+        "v1",
+        "nodes",
+        "node",
+        "Node",
+        False,
+        short_names=("no",),
+        subresources=("status",),
+        strategy=NodeStrategy(),
+    ),
     _r(
         "",
         "v1",
@@ -63,9 +99,20 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         True,
         short_names=("po",),
         subresources=("status", "binding", "eviction"),
+        strategy=PodStrategy(),
     ),
-    _r("", "v1", "bindings", "binding", "Binding", True, verbs=("create",), stored=False),
-    _r("", "v1", "events", "event", "Event", True, short_names=("ev",)),
+    _r(
+        "",
+        "v1",
+        "bindings",
+        "binding",
+        "Binding",
+        True,
+        verbs=("create",),
+        stored=False,
+        strategy=BindingStrategy(),
+    ),
+    _r("", "v1", "events", "event", "Event", True, short_names=("ev",), strategy=EventStrategy()),
     _r("", "v1", "configmaps", "configmap", "ConfigMap", True, short_names=("cm",)),
     _r(
         "",
@@ -76,6 +123,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         True,
         short_names=("svc",),
         subresources=("status",),
+        strategy=ServiceStrategy(),
     ),
     _r(
         "",
@@ -106,6 +154,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         True,
         short_names=("rs",),
         subresources=("status", "scale"),
+        strategy=ReplicaSetStrategy(),
     ),
     _r(
         "apps",
@@ -116,6 +165,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         True,
         short_names=("deploy",),
         subresources=("status", "scale"),
+        strategy=DeploymentStrategy(),
     ),
     _r(
         "apps",
@@ -126,6 +176,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         True,
         short_names=("sts",),
         subresources=("status", "scale"),
+        strategy=StatefulSetStrategy(),
     ),
     _r(
         "apps",
@@ -136,6 +187,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         True,
         short_names=("ds",),
         subresources=("status",),
+        strategy=DaemonSetStrategy(),
     ),
     _r(
         "autoscaling",
@@ -146,8 +198,9 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         True,
         short_names=("hpa",),
         subresources=("status",),
+        strategy=HorizontalPodAutoscalerStrategy(),
     ),
-    _r("batch", "v1", "jobs", "job", "Job", True, subresources=("status",)),
+    _r("batch", "v1", "jobs", "job", "Job", True, subresources=("status",), strategy=JobStrategy()),
     _r(
         "batch",
         "v1",
@@ -157,6 +210,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         True,
         short_names=("cj",),
         subresources=("status",),
+        strategy=CronJobStrategy(),
     ),
     _r(
         "policy",
@@ -168,7 +222,16 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         short_names=("pdb",),
         subresources=("status",),
     ),
-    _r("events.k8s.io", "v1", "events", "event", "Event", True, short_names=("ev",)),
+    _r(
+        "events.k8s.io",
+        "v1",
+        "events",
+        "event",
+        "Event",
+        True,
+        short_names=("ev",),
+        strategy=EventsV1Strategy(),
+    ),
     _r("coordination.k8s.io", "v1", "leases", "lease", "Lease", True),
     _r(
         "scheduling.k8s.io",
@@ -178,6 +241,18 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         "PriorityClass",
         False,
         short_names=("pc",),
+        strategy=PriorityClassStrategy(),
+    ),
+    _r(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "customresourcedefinition",
+        "CustomResourceDefinition",
+        False,
+        short_names=("crd", "crds"),
+        subresources=("status",),
+        strategy=CustomResourceDefinitionStrategy(),
     ),
     _r(
         "metrics.k8s.io",
@@ -203,7 +278,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     # custom-metrics adapter lists them: one "pods/<metric>" resource per metric
     *(
         _r(
-            "custom.metrics.k8s.io",
+            CUSTOM_METRICS_GROUP,
             "v1beta1",
             f"pods/{metric}",
             "",
@@ -212,33 +287,113 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
             verbs=("get",),
             stored=False,
         )
-        for metric in ("concurrency", "requests_per_second")
+        for metric in CUSTOM_METRICS
     ),
 )
-CUSTOM_METRICS_GROUP = "custom.metrics.k8s.io"
-CUSTOM_METRICS = ("concurrency", "requests_per_second")
 
-BY_KEY: dict[str, ResourceType] = {rt.key: rt for rt in RESOURCE_TYPES if rt.stored}
-BY_GROUP_VERSION: dict[tuple[str, str], dict[str, ResourceType]] = {}
+
+class Registry:
+    """The types served: the process's (``GLOBAL``: the built-in ones, then those of
+    :func:`register`) or a store's own, over the process's (``Registry(GLOBAL)``: the
+    custom resources its CRDs define, which no other facade of the process sees)."""
+
+    def __init__(self, parent: Registry | None = None) -> None:
+        self.parent = parent
+        self.by_key: dict[str, ResourceType] = {}
+        self.by_group_version: dict[tuple[str, str], dict[str, ResourceType]] = {}
+        # groups in the order /apis lists them (the preferred version is the first)
+        self.groups_own: dict[str, list[str]] = {}
+        self._served: list[ResourceType] = []
+
+    def register(self, rt: ResourceType) -> None:
+        """Serve ``rt`` from now on (routing, storage, discovery, admission by
+        ``rt.strategy``); ValueError if its key or its group/version/plural is taken."""
+        if rt.stored and self.by_key_or_none(rt.key) is not None:
+            raise ValueError(f"resource {rt.key!r} is already served")
+        if self.lookup(rt.group, rt.version, rt.plural) is not None:
+            raise ValueError(f"resource {rt.plural!r} of {rt.api_version} is already served")
+        self._served.append(rt)
+        if rt.stored:
+            self.by_key[rt.key] = rt
+        self.by_group_version.setdefault((rt.group, rt.version), {})[rt.plural] = rt
+        if rt.group:
+            versions = self.groups_own.setdefault(rt.group, [])
+            if rt.version not in versions:
+                versions.append(rt.version)
+
+    def unregister(self, rt: ResourceType) -> None:
+        """Serve ``rt`` no more (its stored objects stay in the stores, unreachable)."""
+        self._served.remove(rt)
+        if self.by_key.get(rt.key) is rt:
+            del self.by_key[rt.key]
+        plurals = self.by_group_version[(rt.group, rt.version)]
+        del plurals[rt.plural]
+        if not plurals:
+            del self.by_group_version[(rt.group, rt.version)]
+        if rt.group and not any(
+            other.group == rt.group and other.version == rt.version for other in self._served
+        ):
+            self.groups_own[rt.group].remove(rt.version)
+            if not self.groups_own[rt.group]:
+                del self.groups_own[rt.group]
+
+    def served(self) -> tuple[ResourceType, ...]:
+        """Every type served, the parent's first, in the order they were registered."""
+        return (self.parent.served() if self.parent else ()) + tuple(self._served)
+
+    def stored_types(self) -> list[ResourceType]:
+        return [rt for rt in self.served() if rt.stored and self.by_key_or_none(rt.key) is rt]
+
+    def by_key_or_none(self, key: str) -> ResourceType | None:
+        rt = self.by_key.get(key)
+        if rt is None and self.parent is not None:
+            return self.parent.by_key_or_none(key)
+        return rt
+
+    def resource_type(self, key: str) -> ResourceType:
+        """The stored type for ``key`` (``"pods"``, ``"leases.coordination.k8s.io"``);
+        KeyError else."""
+        rt = self.by_key_or_none(key)
+        if rt is None:
+            known = ", ".join(sorted(r.key for r in self.stored_types()))
+            raise KeyError(f"unknown resource {key!r}; known: {known}")
+        return rt
+
+    def lookup(self, group: str, version: str, plural: str) -> ResourceType | None:
+        rt = self.by_group_version.get((group, version), {}).get(plural)
+        if rt is None and self.parent is not None:
+            return self.parent.lookup(group, version, plural)
+        return rt
+
+    def group_version(self, group: str, version: str) -> dict[str, ResourceType] | None:
+        """plural -> type of one group/version, None if none is served."""
+        inherited = self.parent.group_version(group, version) if self.parent else None
+        own = self.by_group_version.get((group, version))
+        if own is None:
+            return inherited
+        return {**(inherited or {}), **own}
+
+    def groups(self) -> dict[str, list[str]]:
+        """group -> its versions, in the order /apis lists them."""
+        out = {g: list(vs) for g, vs in (self.parent.groups() if self.parent else {}).items()}
+        for group, versions in self.groups_own.items():
+            have = out.setdefault(group, [])
+            have.extend(v for v in versions if v not in have)
+        return out
+
+
+GLOBAL = Registry()
+# The process's tables (the built-in types, then those registered), as GLOBAL holds them.
+BY_KEY = GLOBAL.by_key
+BY_GROUP_VERSION = GLOBAL.by_group_version
+GROUPS = GLOBAL.groups_own
+register = GLOBAL.register
+unregister = GLOBAL.unregister
+served_types = GLOBAL.served
+
 for _rt in RESOURCE_TYPES:
-    BY_GROUP_VERSION.setdefault((_rt.group, _rt.version), {})[_rt.plural] = _rt
-
-# Groups in the order /apis lists them (the preferred version is the first).
-GROUPS: dict[str, list[str]] = {}
-for _rt in RESOURCE_TYPES:
-    if _rt.group:
-        versions = GROUPS.setdefault(_rt.group, [])
-        if _rt.version not in versions:
-            versions.append(_rt.version)
+    register(_rt)
 
 
-def resource_type(key: str) -> ResourceType:
-    """The stored type for ``key`` (``"pods"``, ``"leases.coordination.k8s.io"``); KeyError else."""
-    try:
-        return BY_KEY[key]
-    except KeyError:
-        raise KeyError(f"unknown resource {key!r}; known: {', '.join(sorted(BY_KEY))}") from None
-
-
-def lookup(group: str, version: str, plural: str) -> ResourceType | None:
-    return BY_GROUP_VERSION.get((group, version), {}).get(plural)
+resource_type = GLOBAL.resource_type
+lookup = GLOBAL.lookup

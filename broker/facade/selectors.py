@@ -13,8 +13,8 @@ on a real server (``field label not supported``).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ApiError
@@ -154,12 +154,16 @@ def format_selector(selector: dict[str, Any] | None) -> str:
     (``app=web,tier in (a,b),!canary``)."""
     if not selector:
         return ""
+    labels, exprs = selector.get("matchLabels"), selector.get("matchExpressions")
     parts: list[tuple[str, str]] = [
-        (k, f"{k}={v}") for k, v in (selector.get("matchLabels") or {}).items()
+        (str(k), f"{k}={v}") for k, v in (labels if isinstance(labels, dict) else {}).items()
     ]
-    for expr in selector.get("matchExpressions") or []:
-        key, op = expr.get("key", ""), expr.get("operator")
-        values = ",".join(sorted(str(v) for v in expr.get("values") or ()))
+    for expr in exprs if isinstance(exprs, list) else []:
+        if not isinstance(expr, dict):
+            continue  # only a broker's own write could store one: shown as nothing
+        key, op = str(expr.get("key", "")), expr.get("operator")
+        given = expr.get("values")
+        values = ",".join(sorted(str(v) for v in (given if isinstance(given, list) else ())))
         text = {
             "In": f"{key} in ({values})",
             "NotIn": f"{key} notin ({values})",
@@ -173,7 +177,7 @@ def format_selector(selector: dict[str, Any] | None) -> str:
 # --- field selectors ------------------------------------------------------------------
 
 
-def _get_path(obj: dict[str, Any], path: str) -> Any:
+def get_path(obj: dict[str, Any], path: str) -> Any:
     cur: Any = obj
     for part in path.split("."):
         if not isinstance(cur, dict):
@@ -182,7 +186,7 @@ def _get_path(obj: dict[str, Any], path: str) -> Any:
     return cur
 
 
-def _as_field_text(value: Any) -> str:
+def as_field_text(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -190,49 +194,27 @@ def _as_field_text(value: Any) -> str:
     return str(value)
 
 
-def _bool_field(path: str) -> Callable[[dict[str, Any]], str]:
-    return lambda obj: "true" if _get_path(obj, path) else "false"
+FieldGetter = Callable[[dict[str, Any]], str]
 
 
-_COMMON = ("metadata.name", "metadata.namespace")
-FIELDS: dict[str, tuple[str, ...]] = {
-    "pods": _COMMON
-    + (
-        "spec.nodeName",
-        "spec.schedulerName",
-        "spec.restartPolicy",
-        "spec.serviceAccountName",
-        "spec.hostNetwork",
-        "status.phase",
-        "status.podIP",
-        "status.nominatedNodeName",
-    ),
-    "nodes": _COMMON + ("spec.unschedulable",),
-    "namespaces": _COMMON + ("status.phase",),
-    "events": _COMMON
-    + (
-        "involvedObject.kind",
-        "involvedObject.namespace",
-        "involvedObject.name",
-        "involvedObject.uid",
-        "involvedObject.apiVersion",
-        "involvedObject.resourceVersion",
-        "involvedObject.fieldPath",
-        "reason",
-        "reportingComponent",
-        "source",
-        "type",
-    ),
-    "events.events.k8s.io": _COMMON
-    + ("regarding.kind", "regarding.namespace", "regarding.name", "reason", "type"),
-    "replicasets.apps": _COMMON + ("status.replicas",),
-    "jobs.batch": _COMMON + ("status.successful",),
-}
-_SPECIAL: dict[str, Callable[[dict[str, Any]], str]] = {
-    "spec.unschedulable": _bool_field("spec.unschedulable"),
-    "spec.hostNetwork": _bool_field("spec.hostNetwork"),
-    "source": lambda obj: _as_field_text(_get_path(obj, "source.component")),
-}
+def path_field(path: str) -> FieldGetter:
+    """A field selector label read at its own path (``spec.nodeName``): the text of the
+    value, ``""`` when absent."""
+    return lambda obj: as_field_text(get_path(obj, path))
+
+
+def bool_field(path: str) -> FieldGetter:
+    """A boolean field: ``"false"`` when absent, as the Go zero value prints."""
+    return lambda obj: "true" if get_path(obj, path) else "false"
+
+
+def fields_at(*paths: str) -> dict[str, FieldGetter]:
+    """Field selector labels each read at its own path."""
+    return {path: path_field(path) for path in paths}
+
+
+# what every kind's field selectors accept (each kind's strategy adds its own)
+COMMON_FIELDS: dict[str, FieldGetter] = fields_at("metadata.name", "metadata.namespace")
 
 
 @dataclass(frozen=True)
@@ -240,10 +222,10 @@ class FieldRequirement:
     field: str
     negate: bool
     value: str
+    getter: FieldGetter = field(compare=False, repr=False)
 
     def matches(self, obj: dict[str, Any]) -> bool:
-        getter = _SPECIAL.get(self.field)
-        actual = getter(obj) if getter else _as_field_text(_get_path(obj, self.field))
+        actual = self.getter(obj)
         return (actual != self.value) if self.negate else (actual == self.value)
 
 
@@ -304,11 +286,13 @@ def _find_operator(term: str) -> tuple[int, str] | None:
     return None
 
 
-def parse_field_selector(text: str | None, resource_key: str) -> FieldSelector:
-    """Parse a ``fieldSelector`` for a resource; raise ApiError(400) on syntax or unknown field."""
+def parse_field_selector(
+    text: str | None, resource_key: str, allowed: Mapping[str, FieldGetter]
+) -> FieldSelector:
+    """Parse a ``fieldSelector`` for a resource whose selectable fields are ``allowed``
+    (its strategy's ``fields``); raise ApiError(400) on syntax or unknown field."""
     if text is None or text == "":
         return FieldSelector()
-    allowed = FIELDS.get(resource_key, _COMMON)
     reqs = []
     for term in _split_terms(text):
         if term == "":
@@ -317,9 +301,9 @@ def parse_field_selector(text: str | None, resource_key: str) -> FieldSelector:
         if found is None:
             raise ApiError(400, f"invalid selector: {text!r}; can't understand {term!r}")
         pos, op = found
-        field = _unescape(term[:pos]).strip()
+        name = _unescape(term[:pos]).strip()
         value = _unescape(term[pos + len(op) :])
-        if field not in allowed:
-            raise ApiError(400, f'field label not supported: {field} (for "{resource_key}")')
-        reqs.append(FieldRequirement(field, op == "!=", value))
+        if name not in allowed:
+            raise ApiError(400, f'field label not supported: {name} (for "{resource_key}")')
+        reqs.append(FieldRequirement(name, op == "!=", value, allowed[name]))
     return FieldSelector(tuple(reqs))

@@ -63,6 +63,9 @@ ACCEPT_BACKOFF_S = (0.005, 0.2)
 # After a refusal, how long (and how much) the client's unread bytes are drained.
 LINGER_S = 0.5
 LINGER_BYTES = 8 * MAX_BODY
+# The first bytes of each request are kept until it is parsed (``on_unhandled`` gets them
+# when h11 cannot parse its head): the request line and the runtime's number after it.
+_START_KEPT = MAX_HEAD + 256
 _FD_EXHAUSTION = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 _REASONS = {
     200: "OK",
@@ -314,7 +317,7 @@ class _Wire:
     """One connection's h11 state and the bytes it was fed: ``taken()`` is how many of
     them the requests parsed so far used (what is buffered beyond is not yet taken)."""
 
-    __slots__ = ("h", "sock", "fed", "counted", "method")
+    __slots__ = ("h", "sock", "fed", "counted", "method", "start", "headers", "settled")
 
     def __init__(self, sock: socket.socket) -> None:
         self.h = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
@@ -322,6 +325,16 @@ class _Wire:
         self.fed = 0
         self.counted = 0  # bytes already added to the ledger's ``received``
         self.method = ""  # of the request being answered
+        # the request being read: its first bytes, its headers once parsed, and whether
+        # it was settled (handed to the handler, or given up on: see on_unhandled)
+        self.start = b""
+        self.headers: dict[str, str] | None = None
+        self.settled = False
+
+    def begin_request(self) -> None:
+        self.start = self.h.trailing_data[0][:_START_KEPT]
+        self.headers = None
+        self.settled = False
 
     def next_event(self) -> Any:
         """The next h11 event, reading from the socket as needed; raises _Closed."""
@@ -336,11 +349,12 @@ class _Wire:
             if not data:
                 self.h.receive_data(b"")
                 raise _Closed
-            self.fed += len(data)
-            self.h.receive_data(data)
+            self.feed(data)
 
     def feed(self, data: bytes) -> None:
         self.fed += len(data)
+        if len(self.start) < _START_KEPT:
+            self.start += data[: _START_KEPT - len(self.start)]
         self.h.receive_data(data)
 
     def uncounted(self) -> int:
@@ -370,8 +384,14 @@ class HttpServer:
         poll_interval: float = 0.5,
         on_request: Callable[[Request], Callable[[], None] | None] | None = None,
         admit_head: HeadCheck | None = None,
+        on_unhandled: Callable[[dict[str, str] | None, bytes], None] | None = None,
     ) -> None:
+        """``on_unhandled(headers, start)``: a request will never reach ``handler``
+        (refused on its head or body, broken off, malformed), called before any answer
+        to it is written — with its headers if they were parsed, else None and the first
+        bytes received of it."""
         self._handler = handler
+        self._on_unhandled = on_unhandled
         self.ledger = ledger
         self._ssl = ssl_context
         # serve plain HTTP as well as HTTPS on the one port (told apart by the first byte):
@@ -500,10 +520,13 @@ class HttpServer:
     def _request_loop(self, conn: Connection, wire: _Wire) -> None:
         h = wire.h
         while not self._stopping.is_set():
+            wire.begin_request()
             request = self._read_request(conn, wire)
             if request is None:  # the client is done (or answered and refused)
+                self._unhandled(wire)
                 return
             if isinstance(request, Response):  # refused on its head, nothing left unread
+                self._unhandled(wire)
                 self._write(conn, self._encode(wire, request), last=True)
                 self._finish_request(conn)
                 if h.our_state is not h11.DONE or h.their_state is not h11.DONE:
@@ -566,9 +589,16 @@ class HttpServer:
             conn.handling = False
         self.ledger.notify(conn.peer_port)
 
+    def _unhandled(self, wire: _Wire) -> None:
+        """The request being read will not be handled (once per request)."""
+        if self._on_unhandled is not None and not wire.settled and wire.start:
+            wire.settled = True
+            self._on_unhandled(wire.headers, wire.start)
+
     def _refuse(self, conn: Connection, wire: _Wire, response: Response) -> None:
         """Answer ``response`` to a request that will not be handled, and let the
         connection close (the request's bytes, read or not, never count)."""
+        self._unhandled(wire)
         try:
             data = self._encode(wire, response)
         except h11.LocalProtocolError:  # h11 cannot frame it (e.g. the head was garbage)
@@ -601,6 +631,7 @@ class HttpServer:
         for name_b, value_b in event.headers:
             name, value = name_b.decode("latin-1"), value_b.decode("latin-1")
             headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        wire.headers = headers
         with self.ledger.lock:
             conn.last_request = f"{method} {target}"
         # Checks on the head, before a body byte is read: its size (h11 bounds only a
@@ -648,6 +679,7 @@ class HttpServer:
             self._refuse(conn, wire, _plain_error(400, f"malformed request body: {exc}"))
             return None
         body = b"".join(chunks)
+        wire.settled = True  # on to the handler
         with self.ledger.lock:
             conn.received += wire.uncounted()
             conn.handling = True

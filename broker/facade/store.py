@@ -16,7 +16,8 @@ Invariants:
   stores at most ``MAX_OBJECT_BYTES`` (413 beyond). Memory is bounded by live objects +
   history, whatever the number and the size of the writes.
 - API writes (create, replace, patch) are admitted as the API server admits them
-  (``admission``: decode, default, validate: 400 and 422 with its messages).
+  (the type's strategy, ``rt.strategy`` (``kinds/``): decode, default, validate: 400
+  and 422 with its messages). Nothing here tests which kind it holds.
 - A commit reaches every watcher and every listener, whatever one of them raises.
 """
 
@@ -28,14 +29,15 @@ import logging
 import random
 import sys
 import threading
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from . import admission, errors, listoptions, objects
+from . import crds, errors, listoptions, objects
 from .clock import Clock
+from .kinds import Context
 from .patch import apply_patch
-from .resources import BY_KEY, ResourceType, resource_type
+from .resources import GLOBAL, Registry, ResourceType, resource_type
 from .selectors import FieldSelector, LabelSelector, parse_field_selector, parse_label_selector
 from .watch import WATCH_QUEUE_BYTES, StoredEvent, Watcher, bookmark_object, event_frame
 
@@ -161,15 +163,26 @@ def _labels(selector: str | LabelSelector | None) -> LabelSelector:
     return selector if isinstance(selector, LabelSelector) else parse_label_selector(selector)
 
 
-def _fields(selector: str | FieldSelector | None, key: str) -> FieldSelector:
+def _fields(selector: str | FieldSelector | None, rt: ResourceType) -> FieldSelector:
     if isinstance(selector, FieldSelector):
         return selector
-    return parse_field_selector(selector, key)
+    return parse_field_selector(selector, rt.key, rt.strategy.fields)
 
 
-def _default_and_validate(rt: ResourceType, obj: Obj, priorities: dict[str, int]) -> None:
-    objects.default_object(rt, obj, priorities)
-    admission.validate(rt, obj)
+def _default_and_validate(rt: ResourceType, obj: Obj, ctx: Context) -> None:
+    """What a create does after decoding: the kind's defaults, then its validation."""
+    rt.strategy.prepare_for_create(rt, obj, ctx)
+    rt.strategy.validate(rt, obj)
+
+
+class _BuiltinOnly:
+    """An admission context with nothing stored: the built-in PriorityClasses only."""
+
+    def priorities(self) -> dict[str, int]:
+        return dict(objects.BUILTIN_PRIORITY_CLASSES)
+
+    def serves(self, group: str, version: str, plural: str) -> bool:
+        return GLOBAL.lookup(group, version, plural) is not None
 
 
 def admissible(key: str, obj: Obj) -> Obj:
@@ -181,7 +194,7 @@ def admissible(key: str, obj: Obj) -> Obj:
     obj = Store._new_object(rt, obj)
     if rt.namespaced:
         obj["metadata"].setdefault("namespace", "default")
-    _default_and_validate(rt, obj, dict(objects.BUILTIN_PRIORITY_CLASSES))
+    _default_and_validate(rt, obj, _BuiltinOnly())
     return obj
 
 
@@ -209,15 +222,21 @@ class Store:
         self._lock = threading.RLock()
         self._rng = random.Random(seed)
         self._rv = 0
-        self._objects: dict[str, dict[tuple[str, str], _Entry]] = {k: {} for k in BY_KEY}
-        self._history: dict[str, deque[StoredEvent]] = {k: deque() for k in BY_KEY}
-        self._history_sizes: dict[str, deque[int]] = {k: deque() for k in BY_KEY}
-        self._history_total: dict[str, int] = dict.fromkeys(BY_KEY, 0)
-        self._compacted: dict[str, int] = dict.fromkeys(BY_KEY, 0)
+        # per stored type (its key), made when first used: a type registered at run time
+        # (resources.register) is stored as the built-in ones
+        self._objects: dict[str, dict[tuple[str, str], _Entry]] = defaultdict(dict)
+        self._history: dict[str, deque[StoredEvent]] = defaultdict(deque)
+        self._history_sizes: dict[str, deque[int]] = defaultdict(deque)
+        self._history_total: dict[str, int] = defaultdict(int)
+        self._compacted: dict[str, int] = defaultdict(int)
         # dicts as ordered sets: events fan out to watchers in the order they started.
-        self._watchers: dict[str, dict[Watcher, None]] = {k: {} for k in BY_KEY}
-        self._sorted: dict[str, list[tuple[str, str]] | None] = dict.fromkeys(BY_KEY)
+        self._watchers: dict[str, dict[Watcher, None]] = defaultdict(dict)
+        self._sorted: dict[str, list[tuple[str, str]] | None] = defaultdict(lambda: None)
         self._listeners: list[Listener] = []
+        # the types this store serves: the process's, and the custom resources of its
+        # own CustomResourceDefinitions (crds.py), seen by no other store
+        self.types = Registry(GLOBAL)
+        self.add_listener(crds.Definitions(self).on_commit)
         for ns in namespaces:
             self.create("namespaces", {"metadata": {"name": ns}})
 
@@ -247,7 +266,7 @@ class Store:
 
     def get_or_none(self, key: str, namespace: str | None, name: str) -> Obj | None:
         with self._lock:
-            entry = self._objects[resource_type(key).key].get((namespace or "", name))
+            entry = self._objects[self.types.resource_type(key).key].get((namespace or "", name))
             return None if entry is None else entry.thaw()
 
     def list(
@@ -261,7 +280,10 @@ class Store:
         """Deep copies of the matching objects (sorted by namespace, name) and the list's
         resourceVersion."""
         entries, rv = self.list_entries(
-            key, namespace, _labels(label_selector), _fields(field_selector, key)
+            key,
+            namespace,
+            _labels(label_selector),
+            _fields(field_selector, self.types.resource_type(key)),
         )
         return [e.thaw() for e in entries], str(rv)
 
@@ -269,7 +291,7 @@ class Store:
         self, key: str, namespace: str | None, labels: LabelSelector, fields: FieldSelector
     ) -> tuple[list[_Entry], int]:
         """Shared (read-only!) entries for the HTTP layer, which encodes without copying."""
-        rt = resource_type(key)
+        rt = self.types.resource_type(key)
         with self._lock:
             table = self._objects[rt.key]
             keys = self._sorted[rt.key]
@@ -297,7 +319,7 @@ class Store:
         """The matching objects as they were at ``resource_version`` (an exact read):
         the current ones with the later changes of this type undone from the history.
         410 when that history was compacted, 504 when the store is not there yet."""
-        rt = resource_type(key)
+        rt = self.types.resource_type(key)
         with self._lock:
             if resource_version > self._rv:
                 raise errors.too_large_resource_version(resource_version, self._rv)
@@ -321,10 +343,10 @@ class Store:
 
     def count(self, key: str) -> int:
         with self._lock:
-            return len(self._objects[resource_type(key).key])
+            return len(self._objects[self.types.resource_type(key).key])
 
     def _entry(self, key: str, namespace: str | None, name: str) -> _Entry:
-        rt = resource_type(key)
+        rt = self.types.resource_type(key)
         entry = self._objects[rt.key].get((namespace or "" if rt.namespaced else "", name))
         if entry is None:
             raise errors.not_found(rt.plural, name, rt.group)
@@ -338,11 +360,17 @@ class Store:
         with self._lock:
             self._listeners.append(fn)
 
-    def _priorities(self) -> dict[str, int]:
+    def priorities(self) -> dict[str, int]:
+        """PriorityClass name -> value, the built-in classes included (what admission
+        gives a pod; ``kinds.Context``)."""
         prio = dict(objects.BUILTIN_PRIORITY_CLASSES)
         for entry in self._objects["priorityclasses.scheduling.k8s.io"].values():
             prio[entry.obj["metadata"]["name"]] = entry.obj.get("value", 0)
         return prio
+
+    def serves(self, group: str, version: str, plural: str) -> bool:
+        """Whether this store serves that type (``kinds.Context``: a CRD's names)."""
+        return self.types.lookup(group, version, plural) is not None
 
     def create(
         self,
@@ -362,7 +390,7 @@ class Store:
         404 (what an API client gets). ``prepare(obj)`` runs after the defaults, before
         the commit, under the store lock (the facade's ``on_create`` hook).
         """
-        rt = resource_type(key)
+        rt = self.types.resource_type(key)
         obj = self._new_object(rt, obj)
         meta = obj["metadata"]
         with self._lock:
@@ -372,7 +400,7 @@ class Store:
             meta["creationTimestamp"] = self.timestamp()
             for field in ("deletionTimestamp", "selfLink"):
                 meta.pop(field, None)
-            _default_and_validate(rt, obj, self._priorities())
+            _default_and_validate(rt, obj, self)
             if prepare is not None:
                 prepare(obj)
             # (no size limit here: an API create is bounded by the request body's limit,
@@ -397,7 +425,7 @@ class Store:
             raise errors.bad_request("metadata must be a JSON object")
         obj["apiVersion"] = rt.api_version
         obj["kind"] = rt.kind
-        admission.decode(rt, obj)
+        rt.strategy.decode(rt, obj)
         return obj
 
     def _place_locked(
@@ -439,7 +467,7 @@ class Store:
         if not meta.get("name"):
             prefix = meta.get("generateName")
             if not prefix:
-                admission.validate(rt, obj)  # names what is missing (and all else)
+                rt.strategy.validate(rt, obj)  # names what is missing (and all else)
             for _ in range(8):
                 meta["name"] = objects.generated_name(prefix, self._rng)
                 if _key_of(obj) not in self._objects[rt.key]:
@@ -459,7 +487,7 @@ class Store:
         """PUT semantics: 409 if ``metadata.resourceVersion`` is set and stale; uid and
         creationTimestamp are kept. With ``subresource="status"`` only ``status`` changes;
         without, ``status`` is kept for types that have a status subresource."""
-        rt = resource_type(key)
+        rt = self.types.resource_type(key)
         if not isinstance(obj, dict) or not isinstance(obj.get("metadata", {}), dict):
             raise errors.bad_request(f"the body of a {rt.kind} must be a JSON object with metadata")
         meta = obj.get("metadata") or {}
@@ -489,7 +517,7 @@ class Store:
             raise errors.bad_request(f"{rt.kind} is not JSON-serialisable: {exc}") from None
         if not isinstance(new, dict) or not isinstance(new.get("metadata", {}), dict):
             raise errors.bad_request(f"the body of a {rt.kind} must be a JSON object with metadata")
-        admission.decode(rt, new)
+        rt.strategy.decode(rt, new)
         if subresource == "status":
             merged = entry.thaw()
             if "status" in new:
@@ -517,23 +545,12 @@ class Store:
                 meta[field] = old_meta[field]
             else:
                 meta.pop(field, None)
-        if rt.key == "pods" and subresource != "status":
-            old_node = (current.get("spec") or {}).get("nodeName")
-            if (new.get("spec") or {}).get("nodeName") != old_node:
-                raise errors.invalid(
-                    "Pod",
-                    meta["name"],
-                    [
-                        "spec.nodeName: Forbidden: pod updates may not change spec.nodeName "
-                        "(use the binding subresource)"
-                    ],
-                )
-        objects.check_update(rt, new, subresource)
+        rt.strategy.prepare_for_update(rt, new, current, subresource)
         if "generation" in old_meta and new.get("spec") != current.get("spec"):
             meta["generation"] = old_meta["generation"] + 1
         if new == current:
             return entry.thaw()  # a no-op write does not bump resourceVersion
-        admission.validate(rt, new)
+        rt.strategy.validate(rt, new)
         return self._commit(rt, "MODIFIED", new, current, limit=True).thaw()
 
     def patch(
@@ -546,7 +563,7 @@ class Store:
         *,
         subresource: str | None = None,
     ) -> Obj:
-        rt = resource_type(key)
+        rt = self.types.resource_type(key)
         with self._lock:
             entry = self._entry(key, namespace, name)
             current = entry.obj
@@ -568,12 +585,14 @@ class Store:
         """What a write to the ``scale`` subresource does: the object's ``spec.replicas``
         (its generation moves on), with optimistic concurrency on ``resource_version``.
         Returns the object as stored."""
-        rt = resource_type(key)
+        rt = self.types.resource_type(key)
         with self._lock:
             entry = self._entry(key, namespace, name)
             _check_resource_version(rt, name, entry.obj, resource_version)
             new = entry.thaw()
-            new.setdefault("spec", {})["replicas"] = replicas
+            if "status" in rt.subresources:
+                new.pop("status", None)  # a write of the object keeps the stored status as is
+            rt.strategy.with_replicas(new, replicas)
             return self._update_from(rt, entry, new, None)
 
     def update(
@@ -588,7 +607,7 @@ class Store:
         """Atomic read-modify-write for the broker: ``mutate`` gets a copy of the object
         (under the store lock) and edits it in place; the whole object (spec, status,
         nodeName) is written as edited. Returns the stored copy (None with ``copy=False``)."""
-        rt = resource_type(key)
+        rt = self.types.resource_type(key)
         with self._lock:
             entry = self._entry(key, namespace, name)
             current = entry.obj
@@ -655,7 +674,9 @@ class Store:
                 }
             )
             status["conditions"] = conditions
-            entry = self._commit(resource_type("pods"), "MODIFIED", canonical(new), current)
+            entry = self._commit(
+                self.types.resource_type("pods"), "MODIFIED", canonical(new), current
+            )
             return entry.thaw() if copy else None
 
     def delete(
@@ -670,7 +691,7 @@ class Store:
         """Remove the object now (no graceful deletion); returns its last state. Deleting a
         namespace deletes what it contains first. ``uid``/``resource_version`` are
         preconditions (409 when they do not hold)."""
-        rt = resource_type(key)
+        rt = self.types.resource_type(key)
         with self._lock:
             entry = self._entry(key, namespace, name)
             current = entry.obj
@@ -688,8 +709,8 @@ class Store:
                     f"Precondition failed: ResourceVersion in precondition: {resource_version}, ResourceVersion in object meta: {current['metadata']['resourceVersion']}",
                     rt.group,
                 )
-            if rt.key == "namespaces":
-                for other in BY_KEY.values():
+            if rt.strategy.holds_namespace_content:
+                for other in self.types.stored_types():
                     if other.namespaced:
                         for k in [k for k in self._objects[other.key] if k[0] == name]:
                             self.delete(other.key, name, k[1])
@@ -723,13 +744,15 @@ class Store:
             new["metadata"]["deletionTimestamp"] = self.timestamp()
             new["metadata"]["deletionGracePeriodSeconds"] = 0
             new.setdefault("status", {})["phase"] = "Terminating"
-            return self._commit(resource_type("namespaces"), "MODIFIED", new, current).thaw()
+            return self._commit(
+                self.types.resource_type("namespaces"), "MODIFIED", new, current
+            ).thaw()
 
     def delete_namespace_content(self, name: str, *, keep: tuple[str, ...] = ()) -> None:
         """Delete what the namespace ``name`` holds (but the types in ``keep``), type by
         type, each by name."""
         with self._lock:
-            for other in BY_KEY.values():
+            for other in self.types.stored_types():
                 if other.namespaced and other.key not in keep:
                     for key in sorted(k for k in self._objects[other.key] if k[0] == name):
                         self.delete(other.key, name, key[1])
@@ -742,7 +765,7 @@ class Store:
             entry = self._entry("namespaces", None, name)
             new = entry.thaw()
             new.setdefault("spec", {})["finalizers"] = []
-            self._commit(resource_type("namespaces"), "MODIFIED", new, entry.obj)
+            self._commit(self.types.resource_type("namespaces"), "MODIFIED", new, entry.obj)
             self.delete("namespaces", None, name)
 
     def _commit(
@@ -823,6 +846,7 @@ class Store:
         send_initial_events: bool | None = None,
         on_queued: Callable[[], None] | None = None,
         on_overflow: Callable[[], None] | None = None,
+        recode: Callable[[bytes], bytes] | None = None,
     ) -> Watcher:
         """Start a watch. Without a resourceVersion (or "0") the current matching objects
         come first as ADDED events (``send_initial_events`` forces or suppresses that);
@@ -831,8 +855,8 @@ class Store:
         it) comes first. With ``bookmarks``, initial events end with the
         ``k8s.io/initial-events-end`` bookmark. A resourceVersion the store has not
         reached is ApiError(504) "Too large resource version"."""
-        rt = resource_type(key)
-        labels, fields = _labels(label_selector), _fields(field_selector, rt.key)
+        rt = self.types.resource_type(key)
+        labels, fields = _labels(label_selector), _fields(field_selector, rt)
         watcher = Watcher(
             rt,
             namespace,
@@ -842,6 +866,7 @@ class Store:
             on_queued=on_queued,
             on_overflow=on_overflow,
             max_queued_bytes=self.watch_queue_bytes,
+            recode=recode,
         )
         with self._lock:
             start, initial = self._watch_start_locked(rt, resource_version, send_initial_events)
@@ -918,4 +943,4 @@ class Store:
 
     def history_size(self, key: str) -> int:
         with self._lock:
-            return len(self._history[resource_type(key).key])
+            return len(self._history[self.types.resource_type(key).key])

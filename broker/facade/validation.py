@@ -19,7 +19,7 @@ Pure functions over JSON values; no state.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -159,26 +159,20 @@ def validate_annotations(annotations: Mapping[str, str] | None, path: str) -> li
     return errs
 
 
-def name_rule(kind: str):
-    """The name validation of ``kind`` (``path_segment`` for Events, a DNS-1035 label for
-    Services, a DNS-1123 label for Namespaces, a DNS-1123 subdomain otherwise)."""
-    return {
-        "Namespace": is_dns1123_label,
-        "Service": is_dns1035_label,
-        "Event": is_path_segment_name,
-    }.get(kind, is_dns1123_subdomain)
-
-
 def _mask_trailing_dash(name: str) -> str:
     return name[:-1] + "a" if len(name) > 1 and name.endswith("-") else name
 
 
 def validate_object_meta(
-    meta: Mapping[str, Any], kind: str, *, namespaced: bool, path: str = "metadata"
+    meta: Mapping[str, Any],
+    rule: Callable[[str], list[str]],
+    *,
+    namespaced: bool,
+    path: str = "metadata",
 ) -> list[FieldError]:
-    """``ValidateObjectMeta``: name (or generateName), namespace, labels, annotations.
+    """``ValidateObjectMeta``: name (or generateName) by the kind's ``rule`` (a DNS-1123
+    subdomain for most, see each kind's strategy), namespace, labels, annotations.
     Expects the types already checked (strings where strings belong)."""
-    rule = name_rule(kind)
     errs: list[FieldError] = []
     generate = meta.get("generateName") or ""
     if generate:
@@ -209,4 +203,37 @@ def validate_object_meta(
         )
     errs.extend(validate_labels(meta.get("labels"), f"{path}.labels"))
     errs.extend(validate_annotations(meta.get("annotations"), f"{path}.annotations"))
+    errs.extend(validate_owner_references(meta.get("ownerReferences"), f"{path}.ownerReferences"))
+    return errs
+
+
+def validate_owner_references(refs: Any, path: str) -> list[FieldError]:
+    """``ValidateOwnerReferences``: each names an apiVersion with a version, a kind, a
+    name and a uid; at most one is the controller. (The Go paths carry no index.)"""
+    errs: list[FieldError] = []
+    controller = ""
+    for ref in refs if isinstance(refs, list) else ():
+        if not isinstance(ref, dict):
+            continue  # not decoded: only a broker write stores one
+        api_version, kind = ref.get("apiVersion") or "", ref.get("kind") or ""
+        if api_version.count("/") > 1 or not api_version.rpartition("/")[2]:
+            errs.append(
+                invalid_value(f"{path}.apiVersion", api_version, "version must not be empty")
+            )
+        for key in ("kind", "name", "uid"):
+            if not ref.get(key):
+                errs.append(invalid_value(f"{path}.{key}", ref.get(key) or "", "must not be empty"))
+        if ref.get("controller") is True:
+            current = f"{kind}/{ref.get('name') or ''}"
+            if controller:
+                errs.append(
+                    invalid_value(
+                        path,
+                        refs,
+                        'Only one reference can have Controller set to true. Found "true" in '
+                        f"references for {controller} and {current}",
+                    )
+                )
+            else:
+                controller = current
     return errs

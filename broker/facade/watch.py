@@ -93,8 +93,12 @@ class Watcher:
         on_queued: Callable[[], None] | None = None,
         on_overflow: Callable[[], None] | None = None,
         max_queued_bytes: int = WATCH_QUEUE_BYTES,
+        recode: Callable[[bytes], bytes] | None = None,
     ) -> None:
         self.rt = rt
+        # what turns each frame into the version watched (a custom resource's served
+        # version that is not its storage version: crds.version_recoder)
+        self.recode = recode
         self.namespace = namespace
         self.labels = labels
         self.fields = fields
@@ -145,6 +149,8 @@ class Watcher:
         """Queue ``frame`` (False if the watch is over). A ``bounded`` frame that would
         take the queue past ``max_queued_bytes`` ends the watch instead (``overflowed``;
         ``on_overflow`` is called): nothing more is queued."""
+        if self.recode is not None:
+            frame = self.recode(frame)
         with self._cond:
             if self._ended:
                 return False

@@ -57,7 +57,10 @@ def ready_since_ns(pod: Obj) -> int | None:
     cond = ready_condition(pod)
     if cond is None or cond.get("status") != "True" or not cond.get("lastTransitionTime"):
         return None
-    return parse_time(cond["lastTransitionTime"])
+    try:
+        return parse_time(cond["lastTransitionTime"])
+    except (TypeError, ValueError):
+        return None  # a time that does not parse (written by a client): unknown
 
 
 def available_at_ns(pod: Obj, min_ready_seconds: int) -> int | None:

@@ -76,6 +76,7 @@ class Launcher:
         extra_kubeconfig: Path | None = None,
         virtual: bool = True,
         import_hook: bool = True,
+        seed: int = launch.DEFAULT_SEED,
     ) -> None:
         self.clock = clock
         self.facade = facade
@@ -86,12 +87,17 @@ class Launcher:
         self.extra_kubeconfig = extra_kubeconfig
         self.virtual = virtual
         self.import_hook = import_hook
+        self.seed = seed  # the run's: each process's is derived from it and its name
         self.processes: list[SchedulerProcess] = []
         # every process the schedulers start carries it, whatever session it moves to
         self.run_tag = proctree.new_tag()
         self._finishing = False
         self._lock = threading.Lock()
         self._unjoined: dict[str, str] = {}  # name -> why it was stopped (never joined)
+        # exit 0 ends that process only (`--scheduler-exit continue`, the default); off:
+        # any exit before the simulation's end fails the run
+        self.zero_exit_continues = True
+        self._finished: set[str] = set()  # processes that ended with exit 0, run going on
         if virtual:
             facade.tokens.add_first_request_listener(self._first_request)
 
@@ -131,6 +137,7 @@ class Launcher:
                 patch_modules=[*self.patch_modules, *parsed.patch_modules],
                 import_hook=import_hook,
                 freeze_unpatched=self.freeze_unpatched or parsed.freeze_unpatched,
+                seed=launch.process_seed(self.seed, name),
             )
             # one credential per process: its facade token also opens the clock
             env[clockproto.ENV_TOKEN] = self.clock.expect(name, token)
@@ -161,7 +168,7 @@ class Launcher:
         """The facade's first request with ``name``'s token (a facade thread). A process
         that has not joined the clock by then never will: its runtime would have joined
         before the program ran. Stop it now, before it acts on the wall clock."""
-        if self._finishing or not self.clock.never_joined(name):
+        if self._finishing or not self.clock.registry.never_joined(name):
             return
         proc = next((p for p in self.processes if p.name == name), None)
         if proc is None or proc.popen is None:
@@ -186,8 +193,36 @@ class Launcher:
         if self.virtual:
             self.clock.process_gone(proc.name, code)
 
+    def exits(self) -> dict[str, dict[str, object]]:
+        """Each process that ended before the run did: its exit code and the virtual
+        instant it went (seconds; None if it never joined the clock)."""
+        gone_at = (
+            {p.name: p.gone_at_ns for p in self.clock.registry.processes()} if self.virtual else {}
+        )
+        out: dict[str, dict[str, object]] = {}
+        with self._lock:
+            for proc in self.processes:
+                if proc.name in self._finished:
+                    at = gone_at.get(proc.name)
+                    out[proc.name] = {
+                        "exit": proc.returncode,
+                        "at_s": None if at is None else at / 1e9,
+                    }
+        return out
+
+    def _finished_ok(self, proc: SchedulerProcess) -> bool:
+        """Exit 0 of a process that joined the clock, with ``zero_exit_continues``: that
+        process is done (a one-shot tool, a --once mode), the run goes on."""
+        if not self.zero_exit_continues or proc.returncode != 0:
+            return False
+        if self.virtual and not self.clock.registry.joined(proc.name):
+            return False  # it never ran in virtual time: that is a failure to report
+        self._finished.add(proc.name)
+        return True
+
     def check(self) -> None:
-        """Raise SchedulerFailed if a scheduler ended before the simulation did."""
+        """Raise SchedulerFailed if a scheduler ended before the simulation did (exit 0
+        ends only that process, unless ``zero_exit_continues`` is off)."""
         if self._finishing:
             return
         # A process gone from the clock ended at that virtual instant: the run stops there,
@@ -195,7 +230,7 @@ class Launcher:
         # its exit code; one that said bye is ending even if its interpreter takes longer.
         # (A connection that dropped without a bye from a process still running is an
         # exec: the program goes on under the same name, "#2".)
-        gone = {p.name: p.said_bye for p in self.clock.processes() if p.gone}
+        gone = {p.name: p.said_bye for p in self.clock.registry.processes() if p.gone}
         exiting = []
         for proc in self.processes:
             if proc.name in gone and proc.returncode is None and proc.popen is not None:
@@ -208,6 +243,8 @@ class Launcher:
                     continue
                 with self._lock:
                     proc.returncode = code
+        if self.zero_exit_continues:
+            exiting = []  # said bye, still winding down: judged by its exit code when it comes
         if exiting and not any(p.returncode is not None for p in self.processes):
             proc = exiting[0]
             raise SchedulerFailed(
@@ -218,7 +255,12 @@ class Launcher:
         with self._lock:
             if self._unjoined:
                 raise SchedulerFailed(next(iter(self._unjoined.values())))
-            dead = [p for p in self.processes if p.returncode is not None]
+            dead = [
+                p
+                for p in self.processes
+                if p.returncode is not None and p.name not in self._finished
+            ]
+        dead = [p for p in dead if not self._finished_ok(p)]
         if dead:
             proc = dead[0]
             how = (
@@ -226,7 +268,7 @@ class Launcher:
                 if proc.returncode < 0
                 else f"exited with code {proc.returncode}"
             )
-            if self.virtual and not self.clock.joined(proc.name):
+            if self.virtual and not self.clock.registry.joined(proc.name):
                 how += (
                     " without ever joining the virtual clock (likely cause: "
                     f"{unjoined_cause(proc.command)})"

@@ -155,8 +155,8 @@ def _generate_in_parallel(sweep: Sweep, maker: InputMaker) -> None:
         for kind in ("platform", "workload"):
             ent = point.entities[kind]
             if ent.path is None:
-                for replicate in range(sweep.replicates):
-                    wanted.append((ent, point.settings[kind], sweep.base_seed + replicate))
+                for seed in sweep.seeds:
+                    wanted.append((ent, point.settings[kind], seed))
     if not wanted:
         return
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1)) as pool:
@@ -183,8 +183,7 @@ def plan_runs(sweep: Sweep, results: Path) -> list[Run]:
     runs: list[Run] = []
     for point in sweep.points:
         mode_params = point.settings["mode"]
-        for replicate in range(sweep.replicates):
-            seed = sweep.base_seed + replicate
+        for replicate, seed in enumerate(sweep.seeds):
             commands = [
                 _substitute(c, seed, replicate, point.settings["scheduler"])
                 for c in point.entities["scheduler"].commands
@@ -211,7 +210,8 @@ def plan_runs(sweep: Sweep, results: Path) -> list[Run]:
             for cmd in commands:  # {run_dir} is filled after hashing: where is not what
                 argv += ["--scheduler", cmd.replace("{run_dir}", str(directory.resolve()))]
             argv += ["-p", platform, "-w", workload, "--mode", mode_params["mode"], *mode_flags]
-            argv += [*extra, "-q", "-o", str(directory), "--cwd", str(sweep.root)]
+            argv += [*extra, "--seed", str(seed), "-q", "-o", str(directory)]
+            argv += ["--cwd", str(sweep.root)]
             if not sweep.plots:
                 argv.append("--no-plots")
             runs.append(Run(run_id, point, replicate, seed, directory, argv, identity))

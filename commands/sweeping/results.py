@@ -5,6 +5,13 @@ resources). ``summary.csv`` has one row per point: for each metric the number of
 successful runs, the mean, the sample standard deviation σ (n-1) and the half-width of
 the 95 % confidence interval of the mean (Student's t, so small replicate counts are not
 flattered). Failed runs count in ``n_failed`` and never in the statistics.
+
+Metrics are results (the batch figures, then per service ``<service>.<figure>``: requests,
+failed requests and their share, latency percentiles, highest replicas, replica-hours —
+``commands/comparing/runs.py`` reads them from the run's ``out_services.csv``) and run
+costs (wall time, speed-up, non-deterministic advances), which come last in the tables
+and are plotted apart (``plots/<factor>-cost.png``): they say what a run cost, not what
+the scheduler did.
 """
 
 from __future__ import annotations
@@ -17,15 +24,26 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-METRICS = (
-    "makespan",
-    "mean_waiting_time",
-    "mean_slowdown",
-    "utilisation",
-    "wall_s",
-    "speedup",
-    "nondeterministic_advances",
+RESULT_METRICS = ("makespan", "mean_waiting_time", "mean_slowdown", "utilisation")
+COST_METRICS = ("wall_s", "speedup", "nondeterministic_advances")
+METRICS = (*RESULT_METRICS, *COST_METRICS)
+SERVICE_FIGURES = (
+    "requests",
+    "failed",
+    "failed_share",
+    "latency_p50",
+    "latency_p95",
+    "latency_p99",
+    "replicas_max",
+    "replica_hours",
 )
+
+
+def service_columns(services: Iterable[str]) -> list[str]:
+    """``web.failed_share`` … for every service seen in the sweep."""
+    return [f"{name}.{fig}" for name in sorted(set(services)) for fig in SERVICE_FIGURES]
+
+
 EXTRA_COLUMNS = ("nb_jobs", "nb_jobs_success", "peak_rss_mb", "result_bytes")
 
 # two-sided 95 % Student t quantiles t(0.975, df), df = 1..30; beyond: the normal 1.96 (+ a
@@ -55,9 +73,13 @@ def mean_sd_ci(values: Sequence[float]) -> tuple[float, float | None, float | No
 
 
 def run_row(
-    record: dict[str, Any], result: dict[str, Any] | None, factor_columns: list[str]
+    record: dict[str, Any],
+    result: dict[str, Any] | None,
+    factor_columns: list[str],
+    services: dict[str, dict[str, Any]] | None = None,
 ) -> dict:
-    """One runs.csv row from a run's point.json record and its result.json (None: not run)."""
+    """One runs.csv row from a run's point.json record and its result.json (None: not
+    run), and its services' figures (name → figure → value)."""
     row: dict[str, Any] = {"run_id": record["run_id"]}
     for col in factor_columns:
         row[col] = record["factors"].get(col, "")
@@ -69,13 +91,17 @@ def run_row(
     figures = result.get("figures") or {}
     for key in (*METRICS, "nb_jobs", "nb_jobs_success"):
         row[key] = figures.get(key, "")
+    for name, figures_of in (services or {}).items():
+        for fig in SERVICE_FIGURES:
+            value = figures_of.get(fig)
+            row[f"{name}.{fig}"] = "" if value is None else _fmt(value)
     rss = result.get("peak_rss_bytes")
     row["peak_rss_mb"] = round(rss / 2**20, 1) if rss else ""
     row["result_bytes"] = result.get("result_bytes", "")
     return row
 
 
-def runs_columns(factor_columns: list[str]) -> list[str]:
+def runs_columns(factor_columns: list[str], services: Sequence[str] = ()) -> list[str]:
     return [
         "run_id",
         *factor_columns,
@@ -83,12 +109,16 @@ def runs_columns(factor_columns: list[str]) -> list[str]:
         "seed",
         "status",
         "error",
-        *METRICS,
+        *RESULT_METRICS,
+        *services,
+        *COST_METRICS,
         *EXTRA_COLUMNS,
     ]
 
 
-def summarise(rows: Iterable[dict], factor_columns: list[str]) -> list[dict]:
+def summarise(
+    rows: Iterable[dict], factor_columns: list[str], services: Sequence[str] = ()
+) -> list[dict]:
     """One summary row per point (same factor levels), in first-seen order."""
     groups: dict[tuple, list[dict]] = {}
     for row in rows:
@@ -100,8 +130,8 @@ def summarise(rows: Iterable[dict], factor_columns: list[str]) -> list[dict]:
         summary["n_runs"] = len(members)
         summary["n_ok"] = len(ok)
         summary["n_failed"] = len(members) - len(ok)
-        for metric in METRICS:
-            values = [float(r[metric]) for r in ok if r[metric] != ""]
+        for metric in (*RESULT_METRICS, *services, *COST_METRICS):
+            values = [float(r[metric]) for r in ok if r.get(metric, "") != ""]
             mean, sd, ci = mean_sd_ci(values) if values else (None, None, None)
             summary[f"{metric}_mean"] = _fmt(mean)
             summary[f"{metric}_sd"] = _fmt(sd)
@@ -110,9 +140,9 @@ def summarise(rows: Iterable[dict], factor_columns: list[str]) -> list[dict]:
     return out
 
 
-def summary_columns(factor_columns: list[str]) -> list[str]:
+def summary_columns(factor_columns: list[str], services: Sequence[str] = ()) -> list[str]:
     cols = [*factor_columns, "n_runs", "n_ok", "n_failed"]
-    for metric in METRICS:
+    for metric in (*RESULT_METRICS, *services, *COST_METRICS):
         cols += [f"{metric}_mean", f"{metric}_sd", f"{metric}_ci95"]
     return cols
 
@@ -157,14 +187,21 @@ def _as_number(value: Any) -> float | None:
     return float(match.group(1)) * _UNIT_S[match.group(2)] if match else None
 
 
-def plot_summary(summary: list[dict], factor_columns: list[str], out_dir: Path) -> list[Path]:
-    """One PNG per factor with several levels (``plots/<factor>.png``), one panel per metric:
+def plot_summary(
+    summary: list[dict], factor_columns: list[str], out_dir: Path, services: Sequence[str] = ()
+) -> list[Path]:
+    """For each factor with several levels, ``plots/<factor>.png`` (one panel per result
+    metric, service figures included) and ``plots/<factor>-cost.png`` (the run costs):
     the mean with its 95 % CI as error bars against the factor's levels.
 
-    Points sharing the other factors' levels form one series. A point where the factor
-    does not apply (e.g. deterministic mode has no ``timeout-value``) is drawn as a flat
-    dashed line with its CI band across the axis: Batkube's figure with our σ = 0 line
-    beside it. Metrics without any value are left out.
+    Points sharing the other factors' levels form one series, each with its own marker,
+    and the series are set a little apart along the axis so identical ones stay visible.
+    Numeric levels (numbers, durations) are an axis of numbers and a series is a line;
+    names (schedulers, modes) are categories: points, no line between them. A point whose
+    every run failed is a red ✕ at the foot of the panel (it has no value, not a low
+    one); one with some failed runs has a hollow marker. A point where the factor does not
+    apply (e.g. deterministic mode has no ``timeout-value``) is drawn as a flat dashed line
+    with its CI band across the axis. Metrics without any value are left out.
     """
     import matplotlib
 
@@ -182,59 +219,110 @@ def plot_summary(summary: list[dict], factor_columns: list[str], out_dir: Path) 
         numeric = all(_as_number(v) is not None for v in levels)
         order = sorted(set(levels), key=_as_number) if numeric else list(dict.fromkeys(levels))
         position = {lv: (_as_number(lv) if numeric else i) for i, lv in enumerate(order)}
-        metrics = [m for m in METRICS if any(r[f"{m}_mean"] != "" for r in summary)]
-        if not metrics or not order:
+        if not order:
             continue
-        ncols = 2 if len(metrics) > 1 else 1
-        nrows = math.ceil(len(metrics) / ncols)
-        fig, axes = plt.subplots(nrows, ncols, figsize=(6.0 * ncols, 3.4 * nrows), squeeze=False)
-        for ax, metric in zip(axes.flat, metrics, strict=False):
-            _panel(ax, summary, factor, others, metric, order, position, numeric)
-        for ax in list(axes.flat)[len(metrics) :]:
-            ax.set_visible(False)
-        fig.tight_layout()
-        path = out_dir / f"{factor}.png"
-        fig.savefig(path, dpi=80)
-        plt.close(fig)
-        written.append(path)
+        axis = _Axis(factor, others, order, position, numeric)
+        for suffix, wanted in (("", (*RESULT_METRICS, *services)), ("-cost", COST_METRICS)):
+            metrics = [m for m in wanted if any(r.get(f"{m}_mean", "") != "" for r in summary)]
+            if not metrics:
+                continue
+            ncols = 2 if len(metrics) > 1 else 1
+            nrows = math.ceil(len(metrics) / ncols)
+            fig, axes = plt.subplots(
+                nrows, ncols, figsize=(6.0 * ncols, 3.4 * nrows), squeeze=False
+            )
+            for ax, metric in zip(axes.flat, metrics, strict=False):
+                _panel(ax, summary, metric, axis)
+            for ax in list(axes.flat)[len(metrics) :]:
+                ax.set_visible(False)
+            if suffix:
+                fig.suptitle("Run cost (not a result of the scheduler)", fontsize="medium")
+            fig.tight_layout()
+            path = out_dir / f"{factor}{suffix}.png"
+            fig.savefig(path, dpi=80)
+            plt.close(fig)
+            written.append(path)
     return written
 
 
-def _panel(ax, summary, factor, others, metric, order, position, numeric) -> None:  # type: ignore[no-untyped-def]
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
+class _Axis:
+    """How one factor is laid along x."""
+
+    def __init__(self, factor: str, others: list[str], order: list, position: dict, numeric: bool):
+        self.factor, self.others, self.order = factor, others, order
+        self.position, self.numeric = position, numeric
+        span = (max(position.values()) - min(position.values())) if numeric else len(order)
+        self.dodge_unit = 0.02 * (span or 1) if numeric else 0.08
+
+    def x(self, level: Any, series_index: int, series_count: int) -> float:
+        offset = (series_index - (series_count - 1) / 2) * self.dodge_unit
+        return self.position[level] + offset
+
+
+def _panel(ax, summary: list[dict], metric: str, axis: _Axis) -> None:  # type: ignore[no-untyped-def]
+    import matplotlib.transforms as mtransforms
+
+    factor = axis.factor
     series: dict[str, list[dict]] = {}
     for r in summary:
-        if r[f"{metric}_mean"] == "":
-            continue
-        label = ", ".join(f"{c}={r[c]}" for c in others if r[c] != "") or metric
-        series.setdefault(label, []).append(r)
-    xs = [position[lv] for lv in order]
-    for label, members in series.items():
-        on_axis = sorted((m for m in members if m[factor] != ""), key=lambda m: position[m[factor]])
+        label = ", ".join(f"{c}={r[c]}" for c in axis.others if r[c] != "") or None
+        series.setdefault(label, []).append(r)  # type: ignore[arg-type]
+    xs = [axis.position[lv] for lv in axis.order]
+    foot = mtransforms.blended_transform_factory(ax.transData, ax.transAxes)
+    failed_drawn = False
+    for k, (label, members) in enumerate(series.items()):
+        marker = MARKERS[k % len(MARKERS)]
+        valued = [m for m in members if m.get(f"{metric}_mean", "") != ""]
+        on_axis = sorted(
+            (m for m in valued if m[factor] != ""), key=lambda m: axis.position[m[factor]]
+        )
+        colour = None
         if on_axis:
-            ax.errorbar(
-                [position[m[factor]] for m in on_axis],
+            container = ax.errorbar(
+                [axis.x(m[factor], k, len(series)) for m in on_axis],
                 [float(m[f"{metric}_mean"]) for m in on_axis],
                 yerr=[float(m[f"{metric}_ci95"] or 0) for m in on_axis],
-                marker="o",
+                marker=marker,
+                linestyle="-" if axis.numeric else "none",
                 capsize=4,
                 label=label,
             )
-        for m in (m for m in members if m[factor] == ""):
+            colour = container.lines[0].get_color()
+            partial = [m for m in on_axis if int(m.get("n_failed") or 0)]
+            if partial:  # some runs of the point failed: a hollow marker over it
+                ax.scatter(
+                    [axis.x(m[factor], k, len(series)) for m in partial],
+                    [float(m[f"{metric}_mean"]) for m in partial],
+                    marker=marker, s=90, facecolors="white", edgecolors=colour, zorder=3,
+                )  # fmt: skip
+        for m in (m for m in valued if m[factor] == ""):
             mean = float(m[f"{metric}_mean"])
             ci = float(m[f"{metric}_ci95"] or 0)
-            (line,) = ax.plot([min(xs), max(xs)], [mean, mean], "--", label=label)
+            (line,) = ax.plot([min(xs), max(xs)], [mean, mean], "--", label=label, color=colour)
             ax.fill_between(
                 [min(xs), max(xs)], mean - ci, mean + ci, alpha=0.15, color=line.get_color()
             )
-    labels = [str(lv) for lv in order]
-    if not numeric:
-        ax.set_xticks(range(len(order)), labels)
-    elif len(order) <= 12:
+        for m in members:
+            if m[factor] != "" and int(m.get("n_ok") or 0) == 0 and int(m.get("n_runs") or 0):
+                ax.plot(
+                    [axis.x(m[factor], k, len(series))], [0.03], marker="x", color="#c00000",
+                    markersize=10, mew=2.5, linestyle="none", transform=foot, clip_on=False,
+                    label=None if failed_drawn else "every run failed",
+                )  # fmt: skip
+                failed_drawn = True
+    labels = [str(lv) for lv in axis.order]
+    if not axis.numeric:
+        ax.set_xticks(range(len(axis.order)), labels)
+        ax.set_xlim(-0.5, len(axis.order) - 0.5)
+    elif len(axis.order) <= 12:
         ax.set_xticks(xs, labels)
-    if len(order) > 5 or sum(map(len, labels)) > 40:
+    if len(axis.order) > 5 or sum(map(len, labels)) > 40:
         ax.tick_params(axis="x", labelrotation=60, labelsize="small")
     ax.set_xlabel(factor)
     ax.set_title(f"{metric} (mean, 95 % CI)", fontsize="medium")
     ax.grid(alpha=0.3)
-    if len(series) > 1:
+    if len(series) > 1 or failed_drawn:
         ax.legend(fontsize="x-small")

@@ -4,6 +4,7 @@ A sweep file (YAML or TOML) names its inputs once and says how to combine them::
 
     replicates: 3            # runs per point
     base_seed: 1             # replicate r runs with seed base_seed + r
+    # seeds: [7, 11, 13]     # or the seeds themselves (an axis: one run per seed)
     schedulers:              # name -> command line (or a list: several schedulers at once)
       tiny: python tests/programs/tiny_scheduler.py --scheduler-name default-scheduler
       kse:                   # or a mapping: {placeholders} in the command take its parameters
@@ -43,11 +44,20 @@ import yaml
 ENTITY_KINDS = ("scheduler", "platform", "workload", "mode")
 RESERVED = {*ENTITY_KINDS, "replicate", "seed", "run_id", "status", "error"}
 TIME_MODES = ("deterministic", "lockstep", "realtime")
-WORKLOAD_GENERATORS = ("burst", "spaced", "poisson", "mixed", "from-swf", "script")
+WORKLOAD_GENERATORS = (
+    "burst",
+    "spaced",
+    "poisson",
+    "mixed",
+    "service",
+    "batch",
+    "from-swf",
+    "script",
+)
 # seeded generators get the run's seed (``--seed``) unless the sweep file fixes ``seed``;
 # ``script`` is any program taking ``--flag value ... --seed S -o OUT`` (e.g. experiments/
 # kse_workload.py), for inputs the built-in tools cannot describe
-SEEDED_GENERATORS = ("poisson", "mixed", "script")
+SEEDED_GENERATORS = ("poisson", "mixed", "service", "batch", "script")
 # placeholders every scheduler command may use: the seed, the replicate index, and the run's
 # own directory (for a scheduler's extra outputs; not part of the run's identity)
 BUILTIN_PLACEHOLDERS = ("seed", "replicate", "run_dir")
@@ -64,6 +74,7 @@ SWEEP_OWNED_FLAGS = {
     "--cwd",
     "-q",
     "--quiet",
+    "--seed",  # each run's seed (base_seed + replicate, or seeds)
 }
 TOP_LEVEL = {
     "name",
@@ -71,6 +82,7 @@ TOP_LEVEL = {
     "root",
     "replicates",
     "base_seed",
+    "seeds",
     "timeout",
     "simulate_args",
     "plots",
@@ -92,6 +104,33 @@ PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_-]*)\}")
 
 class SpecError(ValueError):
     """A sweep file is malformed; the message names the file and the field."""
+
+
+def did_you_mean(word: Any, known: Any) -> str:
+    """`` (did you mean 'x'?)`` for a mistyped name close to one of ``known``, else ''."""
+    import difflib
+
+    close = difflib.get_close_matches(str(word), [str(k) for k in known], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def generator_flags(generator: str) -> set[str]:
+    """The parameter names (``mean_delay``/``mean-delay`` style, as flags) ``timewarp
+    workload <generator>`` takes, from its own parser."""
+    import argparse
+
+    from simulator.workload_cli import add_arguments
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    tool = sub.choices[generator]
+    return {
+        opt[2:]
+        for action in tool._actions
+        for opt in action.option_strings
+        if opt.startswith("--") and opt not in ("--help", "--output")
+    }
 
 
 @dataclass(frozen=True)
@@ -139,6 +178,7 @@ class Sweep:
     root: Path
     replicates: int
     base_seed: int
+    seeds: list[int]  # replicate r runs with seeds[r]: `timewarp simulate --seed`, generators
     timeout: float
     simulate_args: list[str]
     plots: bool
@@ -181,7 +221,11 @@ def parse_sweep(data: Any, source: Path) -> Sweep:
         v.fail("", f"expected a mapping at top level, got {_kind(data)}")
     unknown = sorted(set(data) - TOP_LEVEL)
     if unknown:
-        v.fail(unknown[0], f"unknown field (known: {', '.join(sorted(TOP_LEVEL))})")
+        v.fail(
+            unknown[0],
+            f"unknown field{did_you_mean(unknown[0], TOP_LEVEL)} "
+            f"(known: {', '.join(sorted(TOP_LEVEL))})",
+        )
     root_field = data.get("root", ".")
     if not isinstance(root_field, str):
         v.fail("root", f"expected a directory path, got {_kind(root_field)}")
@@ -192,6 +236,11 @@ def parse_sweep(data: Any, source: Path) -> Sweep:
     if replicates > MAX_RUNS:
         v.fail("replicates", f"{replicates:,} is over the limit of {MAX_RUNS:,} runs per sweep")
     base_seed = v.integer(data, "base_seed", default=0, minimum=None)
+    seeds = v.seeds(data)
+    if seeds is None:
+        seeds = [base_seed + r for r in range(replicates)]
+    else:
+        replicates, base_seed = len(seeds), seeds[0]
     timeout = v.number(data, "timeout", default=1800.0)
     plots = data.get("plots", False)
     if not isinstance(plots, bool):
@@ -238,6 +287,7 @@ def parse_sweep(data: Any, source: Path) -> Sweep:
         root=root,
         replicates=replicates,
         base_seed=base_seed,
+        seeds=seeds,
         timeout=timeout,
         simulate_args=[str(a) for a in simulate_args],
         plots=plots,
@@ -283,6 +333,24 @@ class _Validator:
         if minimum is not None and value < minimum:
             self.fail(key, f"expected an integer >= {minimum}, got {value}")
         return value
+
+    def seeds(self, data: dict) -> list[int] | None:
+        """``seeds``: distinct integers, instead of ``replicates`` and ``base_seed``;
+        None when the file does not give them."""
+        if "seeds" not in data:
+            return None
+        for other in ("replicates", "base_seed"):
+            if other in data:
+                self.fail("seeds", f"give either seeds or {other}, not both")
+        seeds = data["seeds"]
+        if not isinstance(seeds, list) or not seeds:
+            self.fail("seeds", f"expected a non-empty list of integers, got {_kind(seeds)}")
+        for i, seed in enumerate(seeds):
+            if isinstance(seed, bool) or not isinstance(seed, int):
+                self.fail(f"seeds[{i}]", f"expected an integer, got {seed!r}")
+            if seed in seeds[:i]:
+                self.fail(f"seeds[{i}]", f"{seed} is already in the list")
+        return seeds
 
     def number(self, data: dict, key: str, default: float) -> float:
         value = data.get(key, default)
@@ -368,9 +436,19 @@ class _Validator:
             allowed = ("platform",) if kind == "platform" else WORKLOAD_GENERATORS
             if gen not in allowed:
                 self.fail(
-                    f"{where}.generator", f"expected one of {', '.join(allowed)}, got {gen!r}"
+                    f"{where}.generator",
+                    f"expected one of {', '.join(allowed)}, got {gen!r}{did_you_mean(gen, allowed)}",
                 )
             params = self.params(where, value, {"generator", "script"})
+            if gen != "script":  # a mistyped flag is caught here, not by the generator later
+                flags = generator_flags(gen)
+                for pname in params:
+                    if pname not in ("generator", "trace") and pname.replace("_", "-") not in flags:
+                        self.fail(
+                            f"{where}.{pname}",
+                            f"timewarp workload {gen} has no --{pname.replace('_', '-')}"
+                            f"{did_you_mean(pname.replace('_', '-'), flags)}",
+                        )
             if gen == "script":
                 script = params.get("script")
                 if not isinstance(script, str) or not (root / script).is_file():
@@ -426,7 +504,8 @@ class _Validator:
                 if key not in ENTITY_KINDS:
                     self.fail(
                         f"grid.{key}",
-                        f"unknown factor (grid chooses {', '.join(ENTITY_KINDS)}; "
+                        f"unknown factor{did_you_mean(key, ENTITY_KINDS)} (grid chooses "
+                        f"{', '.join(ENTITY_KINDS)}; "
                         "parameter levels are lists inside their definition)",
                     )
             levels = []
@@ -437,7 +516,10 @@ class _Validator:
                     self.fail(f"grid.{kind}", "expected a non-empty list of names")
                 for n in names:
                     if n not in entities[kind]:
-                        self.fail(f"grid.{kind}", f"no {kind} named {n!r} in {kind}s")
+                        self.fail(
+                            f"grid.{kind}",
+                            f"no {kind} named {n!r} in {kind}s{did_you_mean(n, entities[kind])}",
+                        )
                 levels.append(names)
             # counted before anything is built: the grid's cells are distinct points, and
             # each kind's choices multiply (each entity by its own parameter levels)
@@ -456,14 +538,22 @@ class _Validator:
                     self.fail(where, f"expected a mapping, got {_kind(row)}")
                 extra = sorted(set(row) - set(ENTITY_KINDS))
                 if extra:
-                    self.fail(f"{where}.{extra[0]}", f"unknown key (a row chooses {ENTITY_KINDS})")
+                    self.fail(
+                        f"{where}.{extra[0]}",
+                        f"unknown key{did_you_mean(extra[0], ENTITY_KINDS)} "
+                        f"(a row chooses {ENTITY_KINDS})",
+                    )
                 chosen = {}
                 for kind in ENTITY_KINDS:
                     name = row.get(kind)
                     if name is None and len(entities[kind]) == 1:
                         name = next(iter(entities[kind]))
                     if name not in entities[kind]:
-                        self.fail(f"{where}.{kind}", f"no {kind} named {name!r} in {kind}s")
+                        self.fail(
+                            f"{where}.{kind}",
+                            f"no {kind} named {name!r} in {kind}s"
+                            f"{did_you_mean(name, entities[kind])}",
+                        )
                     chosen[kind] = name
                 selections.append((where, chosen))
         points: list[Point] = []

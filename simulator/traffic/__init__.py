@@ -1,34 +1,15 @@
-"""Services with traffic: request arrivals, processor-sharing replicas, metrics ticks.
+"""Services with traffic, in one home: one name per thing.
 
-Pure and deterministic: no Kubernetes, no Batsim, no clock of its own. The broker tells a
-:class:`ServiceModel` which replicas exist and when time moves; the model answers with
-per-tick rows (``out_services.csv``) and per-pod samples (what ``metrics.k8s.io`` and the
-concurrency metric publish). ``docs/services.md`` documents the model.
+- ``spec``: a workload's ``services``, validated (:class:`spec.ServiceSpec`);
+- ``model``: one service's traffic in simulated time (:class:`model.TrafficModel`),
+  serving its requests ``exact`` (``exact.py``) or ``fluid`` (``fluid.py``) behind one
+  protocol (``serving.py``), from arrivals (``arrivals.py``, ``patterns.py``) and costs
+  (``costs.py``);
+- ``metrics``: every metric's name, once (pipelines, per-pod custom metrics, the columns
+  of ``out_services.csv``).
+
+The model is pure and deterministic: no Kubernetes, no Batsim, no clock of its own. The
+broker's driver (``broker/cluster/traffic_driver.py``) tells it which replicas exist and
+when time moves; it answers with per-tick rows and per-pod samples. ``docs/services.md``
+documents it. Nothing is imported here: the facade reads ``metrics`` without numpy.
 """
-
-from simulator.traffic.costs import Cost, parse_cost
-from simulator.traffic.patterns import Pattern
-from simulator.traffic.service import (
-    PIPELINES,
-    ROW_FIELDS,
-    PodSample,
-    ReplicaState,
-    ServiceModel,
-    TickRow,
-    TrafficConfig,
-    closed_form_replicas,
-)
-
-__all__ = [
-    "PIPELINES",
-    "ROW_FIELDS",
-    "Cost",
-    "Pattern",
-    "PodSample",
-    "ReplicaState",
-    "ServiceModel",
-    "TickRow",
-    "TrafficConfig",
-    "closed_form_replicas",
-    "parse_cost",
-]

@@ -81,7 +81,7 @@ class Cost:
 
 
 def parse_cost(spec: dict) -> Cost:
-    """A validated cost object (see ``simulator.services``) → :class:`Cost`."""
+    """A validated cost object (see ``simulator.traffic.spec``) → :class:`Cost`."""
     kind = spec["distribution"]
     if kind == "constant":
         return Cost(kind, float(spec["value"]))

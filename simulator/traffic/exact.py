@@ -22,8 +22,15 @@ are a FIFO. A replica is only brought up to date when it gets a request or a tic
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections import deque
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from simulator.traffic.arrivals import ArrivalStream
+from simulator.traffic.serving import ReplicaState, Tally, TrafficConfig
 
 
 class Replica:
@@ -135,3 +142,107 @@ class Replica:
         self.done.clear()
         self.v = 0.0
         return lost
+
+
+class ExactServing:
+    """Every request served (the :class:`~simulator.traffic.serving.Serving` protocol):
+    one :class:`Replica` per pod, arrivals round-robin over the Ready ones in name order,
+    going on after the last one served when the set changes."""
+
+    splits_every_advance = True
+
+    def __init__(self, config: TrafficConfig, tally: Tally) -> None:
+        self.config = config
+        self.tally = tally
+        seeds = np.random.SeedSequence([config.seed & 0xFFFFFFFF, config.seed >> 32 & 0xFFFFFFFF])
+        arrival_seed, cost_seed = seeds.spawn(2)
+        self._arrivals = ArrivalStream(
+            config.pattern, config.process, np.random.Generator(np.random.PCG64(arrival_seed))
+        )
+        self._cost_rng = np.random.Generator(np.random.PCG64(cost_seed))
+        self.replicas: dict[str, Replica] = {}
+        self._latencies: list[float] = []  # of the requests completed in the current tick
+        self._last_served: str | None = None
+        self._seq = 0
+
+    def add(self, name: str, state: ReplicaState, t: float) -> None:
+        self.replicas[name] = Replica(state.limit_cores, t)
+
+    def remove(self, name: str, t: float) -> None:
+        replica = self.replicas.pop(name)
+        replica.advance(t, self._latencies)
+        self._harvest(replica)
+        counters, window = self.tally.pods[name], self.tally.window
+        window.cpu += replica.cpu - counters.cpu
+        window.area += replica.area - counters.area
+        self.tally.lost(replica.drop_all())
+
+    def resize(self, name: str, state: ReplicaState, t: float) -> None:
+        replica = self.replicas[name]
+        replica.advance(t, self._latencies)
+        self._harvest(replica)
+        replica.limit = state.limit_cores
+
+    def _harvest(self, replica: Replica) -> None:
+        """Move a replica's completion/timeout counts into the tally."""
+        if replica.completed:
+            self.tally.completed(replica.completed)
+            replica.completed = 0
+        if replica.expired:
+            self.tally.timed_out(replica.expired)
+            replica.expired = 0
+        if replica.work_done:
+            self.tally.totals.work_completed += replica.work_done
+            replica.work_done = 0.0
+
+    def serve(
+        self, t0: float, t1: float, ready: Sequence[str], states: Mapping[str, ReplicaState]
+    ) -> None:
+        times = self._arrivals.take(t1)
+        if not times.size:
+            return
+        costs = self.config.cost.sample(self._cost_rng, times.size)
+        self.tally.arrived(times.size, float(costs.sum()))
+        if not ready:
+            self.tally.dropped(times.size)
+            return
+        replicas, timeout = self.replicas, self.config.timeout
+        latencies = self._latencies
+        count = len(ready)
+        last = self._last_served
+        k = 0 if last is None else bisect.bisect_right(ready, last) % count
+        seq = self._seq
+        targets = [replicas[name] for name in ready]
+        per = [0] * count
+        for arrival, cost in zip(times.tolist(), costs.tolist(), strict=True):
+            if k >= count:
+                k = 0
+            replica = targets[k]
+            replica.advance(arrival, latencies)
+            replica.accept(arrival, cost, seq, timeout)
+            seq += 1
+            per[k] += 1
+            k += 1
+        self._seq = seq
+        self._last_served = ready[(k - 1) % count]
+        pods = self.tally.pods
+        for name, n in zip(ready, per, strict=True):
+            pods[name].arrivals += n
+        for replica in targets:
+            self._harvest(replica)
+
+    def usage(self, name: str, t: float) -> tuple[float, float]:
+        replica = self.replicas[name]
+        replica.advance(t, self._latencies)
+        self._harvest(replica)
+        return replica.cpu, replica.area
+
+    def take_latency_quantiles(self) -> tuple[float | None, float | None, float | None]:
+        latencies, self._latencies = self._latencies, []
+        if not latencies:
+            return None, None, None
+        p50, p95, p99 = (float(x) for x in np.percentile(latencies, [50, 95, 99]))
+        return p50, p95, p99
+
+    def in_flight(self) -> int:
+        return sum(r.n for r in self.replicas.values())

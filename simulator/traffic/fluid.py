@@ -32,10 +32,14 @@ measured differences.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 from simulator.traffic.costs import Cost
+from simulator.traffic.serving import ReplicaState, Tally, TrafficConfig
 
 
 @dataclass(frozen=True)
@@ -166,3 +170,77 @@ def mixture_quantile(cost: Cost, parts: list[tuple[float, Regime]], q: float) ->
         else:
             hi = mid
     return hi
+
+
+class FluidServing:
+    """Each stretch in its stationary regime (the
+    :class:`~simulator.traffic.serving.Serving` protocol): expected counts, the Ready
+    replicas sharing the arrivals evenly."""
+
+    splits_every_advance = False
+
+    def __init__(self, config: TrafficConfig, tally: Tally) -> None:
+        self.config = config
+        self.tally = tally
+        self._pods: dict[str, tuple[float, float]] = {}  # (cpu, area) since it started
+        self._parts: list[tuple[float, Regime]] = []  # (arrivals, regime) of the current tick
+        self._carry = 0.0  # fractional arrivals not counted yet
+        self._done_carry = 0.0  # ... and completions
+
+    def add(self, name: str, state: ReplicaState, t: float) -> None:
+        self._pods[name] = (0.0, 0.0)
+
+    def remove(self, name: str, t: float) -> None:
+        self._pods.pop(name, None)
+
+    def resize(self, name: str, state: ReplicaState, t: float) -> None:
+        """Nothing to do: each stretch takes the limit its replicas have then."""
+
+    def serve(
+        self, t0: float, t1: float, ready: Sequence[str], states: Mapping[str, ReplicaState]
+    ) -> None:
+        if t1 <= t0:
+            return
+        config, tally = self.config, self.tally
+        lam0, lam1 = (float(x) for x in config.pattern.cumulative(np.array([t0, t1])))
+        expected = max(0.0, lam1 - lam0)
+        # expected counts are fractional: keep the remainder so totals stay exact integers
+        self._carry += expected
+        arrivals = int(self._carry)
+        self._carry -= arrivals
+        tally.arrived(arrivals, expected * config.cost.mean)
+        dt = t1 - t0
+        if not ready:
+            tally.dropped(arrivals)
+            return
+        lam = expected / dt / len(ready)
+        per_pod = arrivals / len(ready)
+        ca2 = 1.0 / len(ready) if config.process == "poisson" else 0.0
+        done_total = 0.0
+        for name in ready:
+            reg = regime(lam, config.cost, states[name].limit_cores, config.timeout, ca2)
+            self._parts.append((per_pod, reg))
+            cpu, area = self._pods[name]
+            self._pods[name] = (cpu + reg.busy_cores * dt, area + reg.in_flight * dt)
+            tally.pods[name].arrivals += per_pod
+            done_total += per_pod * reg.completed_fraction
+        self._done_carry += done_total
+        completed = min(int(self._done_carry), arrivals)
+        self._done_carry -= completed
+        tally.completed(completed)
+        tally.timed_out(arrivals - completed)
+        tally.totals.work_completed += completed * config.cost.mean
+
+    def usage(self, name: str, t: float) -> tuple[float, float]:
+        return self._pods[name]
+
+    def take_latency_quantiles(self) -> tuple[float | None, float | None, float | None]:
+        parts, self._parts = self._parts, []
+        if not parts:
+            return None, None, None
+        cost = self.config.cost
+        p50, p95, p99 = (mixture_quantile(cost, parts, q) for q in (0.5, 0.95, 0.99))
+        return p50, p95, p99
+
+    def in_flight(self) -> int:
+        return 0  # expected values: nothing is individually in flight

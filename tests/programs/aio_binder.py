@@ -14,6 +14,7 @@ from kubernetes_asyncio.client.api_client import ApiClient
 parser = argparse.ArgumentParser()
 parser.add_argument("--scheduler-name", default="default")
 parser.add_argument("--incluster", action="store_true")
+parser.add_argument("--metrics", action="store_true", help="serve /metrics (aiohttp.web)")
 args = parser.parse_args()
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 log = logging.getLogger("aio-binder")
@@ -115,6 +116,20 @@ async def schedule(v1, cache: Cache) -> None:
             log.info("bound %s to %s", pod.metadata.name, node)
 
 
+async def serve_metrics(cache: Cache) -> None:
+    """A /metrics endpoint on the same loop, as operators have (nothing scrapes it here)."""
+    from aiohttp import web
+
+    async def metrics(_request):
+        return web.Response(text=f"pods_cached {len(cache.pods)}\n")
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+
+
 async def main() -> None:
     if args.incluster:
         config.load_incluster_config()
@@ -123,6 +138,8 @@ async def main() -> None:
     async with ApiClient() as api:
         v1 = client.CoreV1Api(api)
         cache = Cache()
+        if args.metrics:
+            await serve_metrics(cache)
         await asyncio.gather(watch_nodes(v1, cache), watch_pods(v1, cache), schedule(v1, cache))
 
 

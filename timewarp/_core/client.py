@@ -232,6 +232,8 @@ class ClockClient:
             out.append(clockproto.now_request(self._rid))
             self.round_trips += 1
         bye = any(msg["op"] == "bye" for msg in out)
+        if any(msg["op"] == "woke" for msg in out):
+            self._last_state = None  # ran without a go: the broker must hear busy, then idle
         snap = rt.snapshot_locked()
         # (busy, ack, io, detached) decide quiescence; the thread counts only ride along,
         # so a hand-over between two threads does not cost a message

@@ -40,7 +40,7 @@ import ssl
 import threading
 import weakref
 
-from timewarp._core import runtime as _runtime
+from timewarp._core import current, entropy
 
 _conns: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _by_fd: dict[int, tuple[weakref.ref, _Conn]] = {}  # API connections by file descriptor
@@ -50,7 +50,8 @@ _inner = threading.local()  # SSLSocket methods falling back to socket.socket's
 _conn_seq = itertools.count(1)
 _request_no = itertools.count(1)
 # who numbers: the pid alone could be reused by a later process while the facade runs
-_numbering = f"{os.getpid()}-{os.urandom(4).hex()}"
+# (the OS's bytes, not the program's seeded stream: the runtime never draws from that)
+_numbering = f"{os.getpid()}-{entropy.OS_URANDOM(4).hex()}"
 _REQUEST_LINE = re.compile(
     rb"(?:GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) [^ \r\n]+ HTTP/1\.[01]\r\n"
 )
@@ -125,7 +126,7 @@ def socket_for_fd(fd: int) -> socket.socket | None:
 def tag_transport_write(sock: socket.socket, data):  # type: ignore[no-untyped-def]
     """An event loop's transport writes ``data`` to ``sock``: numbered, if it begins a
     request to the facade in plaintext (asyncio's TLS numbers at the SSLObject)."""
-    if _runtime.ACTIVE is None:
+    if current.ACTIVE is None:
         return data
     conn = _lookup(sock)
     if conn is None or conn.tls is not None:
@@ -193,7 +194,7 @@ def _capped(into: bool, args: tuple, kwargs: dict, budget: int) -> tuple[tuple, 
 
 def _reading(orig, into: bool):  # type: ignore[no-untyped-def]
     def wrapper(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        rt = _runtime.ACTIVE
+        rt = current.ACTIVE
         if rt is None or getattr(_inner, "active", False):
             return orig(self, *args, **kwargs)
         conn = _lookup(self)
@@ -235,7 +236,7 @@ def _reading(orig, into: bool):  # type: ignore[no-untyped-def]
 
 def _sending(orig, counts_return: bool):  # type: ignore[no-untyped-def]
     def wrapper(self, data, *args, **kwargs):  # type: ignore[no-untyped-def]
-        if _runtime.ACTIVE is None or getattr(_inner, "active", False):
+        if current.ACTIVE is None or getattr(_inner, "active", False):
             return orig(self, data, *args, **kwargs)
         if not counts_return:  # sendall: the whole request head goes at once
             conn = _lookup(self)
@@ -259,10 +260,10 @@ def _sending(orig, counts_return: bool):  # type: ignore[no-untyped-def]
 
 def _ssl_object_read(orig):  # type: ignore[no-untyped-def]
     def read(self, len=1024, buffer=None):  # type: ignore[no-untyped-def]  # noqa: A002
-        conn = _ssl_conns.get(self) if _runtime.ACTIVE is not None else None
+        conn = _ssl_conns.get(self) if current.ACTIVE is not None else None
         if conn is None:
             return orig(self, len, buffer)
-        if _runtime.ACTIVE.reads_gated():
+        if current.ACTIVE.reads_gated():
             if not conn.stash:
                 if conn.eof:
                     return 0 if buffer is not None else b""
@@ -286,7 +287,7 @@ def _ssl_object_read(orig):  # type: ignore[no-untyped-def]
 
 def _ssl_object_write(orig):  # type: ignore[no-untyped-def]
     def write(self, data):  # type: ignore[no-untyped-def]
-        conn = _ssl_conns.get(self) if _runtime.ACTIVE is not None else None
+        conn = _ssl_conns.get(self) if current.ACTIVE is not None else None
         if conn is None:
             return orig(self, data)
         tagged = tag_request(data)

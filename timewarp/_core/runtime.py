@@ -112,7 +112,8 @@ class _IoGate:
 
 
 class Runtime:
-    """State shared by every virtual primitive of this process. One instance, ACTIVE."""
+    """State shared by every virtual primitive of this process. One instance,
+    ``current.ACTIVE``."""
 
     def __init__(
         self,
@@ -288,8 +289,10 @@ class Runtime:
         waiter.parked = True
         if ts.tracked:
             self._release_baton_locked(ts)
-        self.lock.release()
         try:
+            # (inside the try: a signal handler that raises — SIGTERM's SystemExit — may
+            # run right after the release, and the caller's ``with lock`` releases again)
+            self.lock.release()
             ts.go.acquire()
         finally:
             self.lock.acquire()
@@ -379,6 +382,15 @@ class Runtime:
                 self.wake_locked(waiter, NOTIFIED)
         if ts.tracked:
             ts.go.acquire()
+
+    def report_outside_input(self, cause: str) -> None:
+        """Input from outside the simulation (a real connection to a server socket, see
+        ``servers``) made a thread run without the broker's go: in deterministic mode the
+        broker counts a non-deterministic advance, with ``cause``."""
+        with self.lock:
+            if self.deterministic:
+                self.outbox.append(clockproto.woke(cause))
+                self._poke()
 
     # ------------------------------------------------------------------- clock
     def now(self) -> int:
@@ -517,6 +529,3 @@ class Runtime:
             out.append(f"Thread {names.get(ident, ts.name)!r} [{role}] (pid {os.getpid()}):\n")
             out.extend(traceback.format_stack(frame))
         return "".join(out)
-
-
-ACTIVE: Runtime | None = None

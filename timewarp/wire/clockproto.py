@@ -20,6 +20,11 @@ Runtime -> broker::
     {"op":"cancel","id":3}                                 the waiter woke some other way
     {"op":"state","busy":false,"ack":12,"io":[[53412,310,2048,1]],"runnable":0,"blocked":3,"detached":0}
     {"op":"stacks","text":"Thread main (holds the baton) ..."}
+    {"op":"woke","cause":"a connection from outside to 127.0.0.1:9100 ..."}
+                                                           input from outside the simulation
+                                                           made a thread run without the
+                                                           broker's go (deterministic mode:
+                                                           a non-deterministic advance)
     {"op":"bye"}
 
 Broker -> runtime::
@@ -158,6 +163,7 @@ _TO_BROKER = {
         _int(m, "detached"),
     ),
     "stacks": lambda m: _str(m, "text"),
+    "woke": lambda m: _str(m, "cause"),
     "bye": lambda m: None,
 }
 _TO_RUNTIME = {
@@ -174,6 +180,52 @@ _TO_RUNTIME = {
     "io": lambda m: (_rows(m, "ports", "port, bytes"), _int(m, "t")),
     "dump": lambda m: None,
     "error": lambda m: _str(m, "message"),
+}
+
+
+# The same checks, quicker, for the messages of every step (a state report, a timer, a
+# fire, an io release: ~2/3 of a frame's decoding went to the generic checks above).
+# ``type(x) is int`` is ``_is_int`` for what JSON decodes (no bool, no subclass). A frame
+# they do not accept goes through the generic checks, which say what is wrong.
+def _naturals(msg: Mapping[str, Any], *fields: str) -> bool:
+    for name in fields:
+        value = msg.get(name)
+        if type(value) is not int or value < 0:
+            return False
+    return True
+
+
+def _rows_ok(rows: Any, width: int) -> bool:
+    if type(rows) is not list:
+        return False
+    for row in rows:
+        if type(row) is not list or len(row) != width:
+            return False
+        for x in row:
+            if type(x) is not int or x < 0:
+                return False
+    return True
+
+
+def _ints_ok(values: Any) -> bool:
+    return type(values) is list and all(type(x) is int for x in values)
+
+
+_FAST_TO_BROKER: dict[str, Callable[[Mapping[str, Any]], bool]] = {
+    "state": lambda m: (
+        type(m.get("busy")) is bool
+        and _naturals(m, "ack", "runnable", "blocked", "detached")
+        and _rows_ok(m.get("io"), 4)
+    ),
+    "timer": lambda m: _naturals(m, "id", "deadline") and _ints_ok(m.get("key")),
+    "now": lambda m: _naturals(m, "rid"),
+    "cancel": lambda m: _naturals(m, "id"),
+}
+_FAST_TO_RUNTIME: dict[str, Callable[[Mapping[str, Any]], bool]] = {
+    "fire": lambda m: _naturals(m, "t") and _ints_ok(m.get("ids")),
+    "io": lambda m: _naturals(m, "t") and _rows_ok(m.get("ports"), 2),
+    "now": lambda m: _naturals(m, "rid", "t"),
+    "time": lambda m: _naturals(m, "t"),
 }
 
 
@@ -214,14 +266,26 @@ class Unpacker:
         return len(self._partial)
 
 
-def _decode(frame: bytes, table: Mapping[str, Any], direction: str) -> dict[str, Any]:
+def _decode(
+    frame: bytes,
+    table: Mapping[str, Any],
+    direction: str,
+    fast: Mapping[str, Callable[[Mapping[str, Any]], bool]],
+) -> dict[str, Any]:
     try:
         msg = _DECODER.decode(frame.decode())
-    except (ValueError, UnicodeDecodeError) as exc:
+    except ValueError as exc:  # UnicodeDecodeError too
         raise ProtocolError(f"clock message ({direction}) is not JSON: {frame[:80]!r}") from exc
+    except RecursionError:  # 100,000 nested brackets: the JSON parser recurses per level
+        raise ProtocolError(
+            f"clock message ({direction}) is nested too deeply: {frame[:80]!r}"
+        ) from None
     if not isinstance(msg, dict):
         raise ProtocolError(f"clock message ({direction}) must be a JSON object: {frame[:80]!r}")
     op = msg.get("op")
+    quick = fast.get(op)  # type: ignore[call-overload]
+    if quick is not None and quick(msg):
+        return msg
     check = table.get(op)
     if check is None:
         raise ProtocolError(
@@ -233,12 +297,12 @@ def _decode(frame: bytes, table: Mapping[str, Any], direction: str) -> dict[str,
 
 def decode_to_broker(frame: bytes) -> dict[str, Any]:
     """Parse and validate a message a runtime sent to the broker."""
-    return _decode(frame, _TO_BROKER, "runtime -> broker")
+    return _decode(frame, _TO_BROKER, "runtime -> broker", _FAST_TO_BROKER)
 
 
 def decode_to_runtime(frame: bytes) -> dict[str, Any]:
     """Parse and validate a message the broker sent to a runtime."""
-    return _decode(frame, _TO_RUNTIME, "broker -> runtime")
+    return _decode(frame, _TO_RUNTIME, "broker -> runtime", _FAST_TO_RUNTIME)
 
 
 # Builders: the only places a message dict is spelled out.
@@ -282,6 +346,10 @@ def state(
 
 def stacks(text: str) -> dict[str, Any]:
     return {"op": "stacks", "text": text}
+
+
+def woke(cause: str) -> dict[str, Any]:
+    return {"op": "woke", "cause": cause}
 
 
 def bye() -> dict[str, Any]:
@@ -334,3 +402,4 @@ ENV_CONNECT_TIMEOUT = "TIMEWARP_CONNECT_TIMEOUT"  # seconds to wait for the welc
 ENV_FACADE = "TIMEWARP_FACADE"  # host:port of the API facade (I/O accounting)
 ENV_PATCH_MODULES = "TIMEWARP_PATCH_MODULES"  # comma-separated, for the import hook
 ENV_FREEZE_UNPATCHED = "TIMEWARP_FREEZE_UNPATCHED"  # "1": freezegun for unpatched modules
+ENV_SEED = "TIMEWARP_SEED"  # the process's seed (from the run's seed and its name): its entropy

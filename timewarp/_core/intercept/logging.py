@@ -1,5 +1,6 @@
-"""Log records carry virtual time: the standard library's ``logging`` (``%(asctime)s``,
-``created``, ``relativeCreated``), loguru's ``{time}`` and structlog's ``TimeStamper``.
+"""Adjusted at import: log records carry virtual time: the standard library's
+``logging`` (``%(asctime)s``, ``created``, ``relativeCreated``), loguru's ``{time}`` and
+structlog's ``TimeStamper``.
 
 Each library reads the wall clock through a name it holds (``logging``'s module global
 ``time``, loguru's ``aware_now`` and its start time, structlog's ``time`` and
@@ -14,26 +15,19 @@ libraries is untouched (file rotation, for one, stays on the wall clock).
 from __future__ import annotations
 
 import datetime as _dt
-import importlib
 import time as _time
 import types
-from collections.abc import Callable
 
+from timewarp import vdatetime, vtime
+from timewarp._core.intercept.base import Mechanism
 from timewarp._core.shim import ModuleShim
 
 
-def _vtime() -> types.ModuleType:
-    # the drop-in, by name: the drop-ins import activation, which imports this module
-    return importlib.import_module("timewarp.vtime")
-
-
 def _virtual_time_module() -> types.ModuleType:
-    vtime = _vtime()
     return ModuleShim(_time, {"time": vtime.time, "time_ns": vtime.time_ns})
 
 
 def virtualize_logging(logging: types.ModuleType) -> None:
-    vtime = _vtime()
     logging.time = _virtual_time_module()  # LogRecord reads time.time() / time.time_ns()
     # relativeCreated is measured from the module's start time, in the unit it uses
     if isinstance(getattr(logging, "_startTime", None), int):
@@ -47,7 +41,6 @@ def virtualize_loguru(logger_module: types.ModuleType) -> None:
     time from ``start_time``."""
     from loguru import _datetime
 
-    vtime = _vtime()
     aware = _datetime.datetime  # loguru's datetime subclass (its own __format__)
 
     def aware_now() -> _dt.datetime:
@@ -68,7 +61,7 @@ class _StructlogDatetime(_dt.datetime):
 
     @classmethod
     def now(cls, tz: _dt.tzinfo | None = None) -> _dt.datetime:  # type: ignore[override]
-        return importlib.import_module("timewarp.vdatetime").datetime_now(tz)
+        return vdatetime.datetime_now(tz)
 
 
 def virtualize_structlog(processors: types.ModuleType) -> None:
@@ -76,8 +69,11 @@ def virtualize_structlog(processors: types.ModuleType) -> None:
     processors.datetime = ModuleShim(_dt, {"datetime": _StructlogDatetime})
 
 
-HOOKS: dict[str, Callable[[types.ModuleType], None]] = {
-    "logging": virtualize_logging,
-    "loguru._logger": virtualize_loguru,
-    "structlog.processors": virtualize_structlog,
-}
+MECHANISM = Mechanism(
+    "logging",
+    after_import={
+        "logging": virtualize_logging,
+        "loguru._logger": virtualize_loguru,
+        "structlog.processors": virtualize_structlog,
+    },
+)

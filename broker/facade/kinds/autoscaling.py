@@ -26,12 +26,14 @@ import copy
 import json
 from typing import Any
 
-from . import errors
-from .apps import invalid_from
-from .selectors import format_selector
+from broker.k8s import quantity
 
-SCALABLE = ("deployments.apps", "replicasets.apps", "statefulsets.apps")
-HPA_KEY = "horizontalpodautoscalers.autoscaling"
+from .. import errors
+from ..admission import INT32, INT64, META, QUANTITY, SELECTOR, STR, ListOf, Struct
+from ..selectors import format_selector
+from .apps import invalid_from
+from .base import Context, Obj, Strategy, TypeNames
+
 DEFAULT_CPU_UTILIZATION = 80
 MAX_PERIOD_SECONDS = 1800
 MAX_STABILIZATION_WINDOW_SECONDS = 3600
@@ -58,6 +60,92 @@ _METRIC_SOURCES = {
 _TARGET_TYPES = ("AverageValue", "Utilization", "Value")
 
 
+def _v2(name: str, fields: dict[str, Any]) -> Struct:
+    return Struct(name, fields, package="v2")
+
+
+_REFERENCE = _v2("CrossVersionObjectReference", {"kind": STR, "name": STR, "apiVersion": STR})
+_TARGET = _v2(
+    "MetricTarget",
+    {"type": STR, "value": QUANTITY, "averageValue": QUANTITY, "averageUtilization": INT32},
+)
+_IDENTIFIER = _v2("MetricIdentifier", {"name": STR, "selector": SELECTOR})
+_RULES = _v2(
+    "HPAScalingRules",
+    {
+        "stabilizationWindowSeconds": INT32,
+        "selectPolicy": STR,
+        "policies": ListOf(
+            _v2("HPAScalingPolicy", {"type": STR, "value": INT32, "periodSeconds": INT32})
+        ),
+    },
+)
+HPA = _v2(
+    "HorizontalPodAutoscaler",
+    {
+        "metadata": META,
+        "spec": _v2(
+            "HorizontalPodAutoscalerSpec",
+            {
+                "scaleTargetRef": _REFERENCE,
+                "minReplicas": INT32,
+                "maxReplicas": INT32,
+                "metrics": ListOf(
+                    _v2(
+                        "MetricSpec",
+                        {
+                            "type": STR,
+                            "resource": _v2(
+                                "ResourceMetricSource", {"name": STR, "target": _TARGET}
+                            ),
+                            "containerResource": _v2(
+                                "ContainerResourceMetricSource",
+                                {"name": STR, "container": STR, "target": _TARGET},
+                            ),
+                            "pods": _v2(
+                                "PodsMetricSource", {"metric": _IDENTIFIER, "target": _TARGET}
+                            ),
+                            "object": _v2(
+                                "ObjectMetricSource",
+                                {
+                                    "describedObject": _REFERENCE,
+                                    "metric": _IDENTIFIER,
+                                    "target": _TARGET,
+                                },
+                            ),
+                            "external": _v2(
+                                "ExternalMetricSource", {"metric": _IDENTIFIER, "target": _TARGET}
+                            ),
+                        },
+                    )
+                ),
+                "behavior": _v2(
+                    "HorizontalPodAutoscalerBehavior", {"scaleUp": _RULES, "scaleDown": _RULES}
+                ),
+            },
+        ),
+        "status": _v2(
+            "HorizontalPodAutoscalerStatus",
+            {
+                "observedGeneration": INT64,
+                "lastScaleTime": STR,
+                "currentReplicas": INT32,
+                "desiredReplicas": INT32,
+                "currentMetrics": ListOf(_v2("MetricStatus", {"type": STR})),
+                "conditions": ListOf(
+                    _v2(
+                        "HorizontalPodAutoscalerCondition",
+                        dict.fromkeys(
+                            ("type", "status", "reason", "message", "lastTransitionTime"), STR
+                        ),
+                    )
+                ),
+            },
+        ),
+    },
+)
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -65,15 +153,26 @@ def _is_int(value: Any) -> bool:
 # --------------------------------------------------------------------------- Scale
 
 
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _count(value: Any) -> int:
+    return value if _is_int(value) else 0
+
+
 def scale_of(obj: dict[str, Any]) -> dict[str, Any]:
     """The autoscaling/v1 Scale of a Deployment, ReplicaSet or StatefulSet."""
     meta = obj["metadata"]
+    # the parent as stored, whatever shape the broker's own writes gave it: a field of
+    # the wrong type reads as its zero value, never as a 500
+    parent_spec, parent_status = _object(obj.get("spec")), _object(obj.get("status"))
     spec: dict[str, Any] = {}
-    replicas = (obj.get("spec") or {}).get("replicas") or 0
+    replicas = _count(parent_spec.get("replicas"))
     if replicas:
         spec["replicas"] = replicas
-    status: dict[str, Any] = {"replicas": (obj.get("status") or {}).get("replicas") or 0}
-    selector = format_selector((obj.get("spec") or {}).get("selector"))
+    status: dict[str, Any] = {"replicas": _count(parent_status.get("replicas"))}
+    selector = format_selector(_object(parent_spec.get("selector")))
     if selector:
         status["selector"] = selector
     return {
@@ -91,8 +190,10 @@ def scale_of(obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def wanted_replicas(body: Any, name: str) -> tuple[int, str | None]:
-    """(spec.replicas, resourceVersion or None) of a Scale body; 400/422 as the server."""
+def wanted_replicas(body: Any, name: str, namespace: str) -> tuple[int, str | None]:
+    """(spec.replicas, resourceVersion or None) of a Scale body (as sent by a PUT, or as
+    a PATCH left it); 400/422 as the server (its ``checkName``: the name must be the
+    URL's, a namespace the request's)."""
     if not isinstance(body, dict):
         raise errors.bad_request("the body must be a JSON object (a Scale)")
     if body.get("kind") not in (None, "", "Scale"):
@@ -105,10 +206,14 @@ def wanted_replicas(body: Any, name: str) -> tuple[int, str | None]:
     meta = body.get("metadata") or {}
     if not isinstance(meta, dict):
         raise errors.bad_request("metadata must be a JSON object")
-    if meta.get("name") not in (None, "", name):
+    if meta.get("name") != name:
         raise errors.bad_request(
-            f"the name of the object ({meta.get('name')}) does not match the name on the URL "
-            f"({name})"
+            f"the name of the object ({meta.get('name') or ''}) does not match the name on the "
+            f"URL ({name})"
+        )
+    if meta.get("namespace") not in (None, "", namespace):
+        raise errors.bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request"
         )
     spec = body.get("spec") or {}
     replicas = spec.get("replicas", 0) if isinstance(spec, dict) else None
@@ -204,7 +309,7 @@ def validate_hpa(hpa: dict[str, Any]) -> None:
 
 def validate_hpa_status(hpa: dict[str, Any]) -> None:
     name = hpa.get("metadata", {}).get("name", "")
-    status = hpa.get("status") or {}
+    status = _object(hpa.get("status"))  # kept from the store if the body had none
     problems = []
     for key in ("currentReplicas", "desiredReplicas"):
         value = status.get(key, 0)
@@ -281,7 +386,11 @@ def _target_problems(target: Any, path: str, source: str) -> list[str]:
         return [
             f"{path}.type: Unsupported value: {json.dumps(kind)}: supported values: {supported}"
         ]
-    problems = []
+    problems = [
+        f"{path}.{key}: Invalid value: {json.dumps(str(target[key]))}: must be positive"
+        for key in ("value", "averageValue")
+        if target.get(key) is not None and quantity.parse(target[key]).sign != 1
+    ]
     utilization = target.get("averageUtilization")
     if utilization is not None and (not _is_int(utilization) or utilization <= 0):
         problems.append(
@@ -356,3 +465,22 @@ def _rules_problems(rules: Any, path: str) -> list[str]:
                 f"{MAX_PERIOD_SECONDS}"
             )
     return problems
+
+
+class HorizontalPodAutoscalerStrategy(Strategy):
+    """Defaults and validation of the spec on every write of the object, the status
+    emptied on create, the status validated on a status write."""
+
+    schema = HPA
+
+    def prepare_for_create(self, rt: TypeNames, obj: Obj, ctx: Context) -> None:
+        default_hpa(obj)
+
+    def prepare_for_update(
+        self, rt: TypeNames, new: Obj, old: Obj, subresource: str | None
+    ) -> None:
+        if subresource is None:
+            default_hpa_spec(new)
+            validate_hpa(new)
+        else:
+            validate_hpa_status(new)

@@ -1,6 +1,8 @@
-"""apps/v1 Deployments and ReplicaSets: what kube-apiserver adds and checks on create and
-update (``pkg/apis/apps/v1/defaults.go``, ``pkg/apis/apps/validation``), so that the
-broker's controllers only ever see objects a real server would have stored.
+"""The apps/v1 kinds' strategies (and :class:`Controller`, what batch/v1's share with
+them): what kube-apiserver adds and checks on create and update
+(``pkg/apis/apps/v1/defaults.go``, ``pkg/apis/apps/validation``), so that the broker's
+controllers only ever see objects a real server would have stored. StatefulSets and
+DaemonSets need a selector and a template; Deployments and ReplicaSets get more:
 
 - the pod template gets the pod-spec defaults a real server writes into it
   (``restartPolicy: Always``, ``dnsPolicy``, ``terminationGracePeriodSeconds: 30``,
@@ -26,17 +28,74 @@ import math
 import re
 from typing import Any
 
-from . import validation
-from .errors import ApiError
-from .selectors import selector_from_dict
+from .. import admission, validation
+from ..admission import BOOL, INT32, INT64, META, SELECTOR, STR, TEMPLATE, ListOf, Struct
+from ..errors import ApiError, invalid
+from ..selectors import COMMON_FIELDS, fields_at, selector_from_dict
+from .base import Context, Obj, Strategy, TypeNames, spec_of
 
-WORKLOADS = ("replicasets.apps", "deployments.apps")
 DEFAULT_SURGE = DEFAULT_UNAVAILABLE = "25%"
+NON_NEGATIVE = "must be greater than or equal to 0"
 _PERCENT = re.compile(r"[0-9]+%\Z")
 _PERCENT_MSG = (
     "a valid percent string must be a numeric string followed by an ending '%' "
     "(e.g. '1%' or '93%', regex used for validation is '[0-9]+%')"
 )
+
+
+def _condition(kind: str, *times: str) -> Struct:
+    return Struct(kind, dict.fromkeys(("type", "status", "reason", "message", *times), STR))
+
+
+REPLICA_SET_STATUS = Struct(
+    "ReplicaSetStatus",
+    {
+        "replicas": INT32,
+        "fullyLabeledReplicas": INT32,
+        "readyReplicas": INT32,
+        "availableReplicas": INT32,
+        "observedGeneration": INT64,
+        "conditions": ListOf(_condition("ReplicaSetCondition", "lastTransitionTime")),
+    },
+)
+DEPLOYMENT_STATUS = Struct(
+    "DeploymentStatus",
+    {
+        "observedGeneration": INT64,
+        "replicas": INT32,
+        "updatedReplicas": INT32,
+        "readyReplicas": INT32,
+        "availableReplicas": INT32,
+        "unavailableReplicas": INT32,
+        "conditions": ListOf(
+            _condition("DeploymentCondition", "lastUpdateTime", "lastTransitionTime")
+        ),
+        "collisionCount": INT32,
+    },
+)
+
+
+def workload_schema(
+    kind: str, spec: dict[str, Any] | None = None, status: Struct | None = None
+) -> Struct:
+    """The Go type of an apps/v1 workload, as far as the facade reads it: the spec
+    fields all share, ``spec``'s, and its ``status``."""
+    fields: dict[str, Any] = {
+        "metadata": META,
+        "spec": Struct(
+            f"{kind}Spec",
+            {
+                "replicas": INT32,
+                "selector": SELECTOR,
+                "template": TEMPLATE,
+                "minReadySeconds": INT32,
+                **(spec or {}),
+            },
+        ),
+    }
+    if status is not None:
+        fields["status"] = status
+    return Struct(kind, fields)
 
 
 def scaled_value(value: Any, total: int, round_up: bool) -> int:
@@ -113,18 +172,183 @@ def default_template_spec(spec: dict[str, Any]) -> None:
         c.setdefault("resources", {})
 
 
-def default_workload(kind_key: str, obj: dict[str, Any]) -> None:
-    """The defaults (applied on every write, as decoding does on a real server), then
-    :func:`validate_workload`."""
-    spec = obj.setdefault("spec", {})
-    if not isinstance(spec, dict):
-        validate_workload(kind_key, obj)
-        return
-    spec.setdefault("replicas", 1)
-    template = spec.get("template")
-    if isinstance(template, dict) and isinstance(template.get("spec"), dict):
-        default_template_spec(template["spec"])
-    if kind_key == "deployments.apps":
+def _counts(status: Any) -> dict[str, int]:
+    """The integer fields of a status (what its validation reads)."""
+    if not isinstance(status, dict):
+        return {}
+    return {key: value for key, value in status.items() if _is_int(value)}
+
+
+class Controller(Strategy):
+    """What the apps/v1 and batch/v1 controllers' kinds share: ``metadata.generation``
+    from 1 (it moves on with each change of the spec), a spec, and the validation of
+    their selector and pod template."""
+
+    def prepare_for_create(self, rt: TypeNames, obj: Obj, ctx: Context) -> None:
+        obj["metadata"].setdefault("generation", 1)
+        self.default_spec(rt, obj, obj.setdefault("spec", {}))
+
+    def default_spec(self, rt: TypeNames, obj: Obj, spec: Obj) -> None:
+        """The kind's own defaults (and create-time checks) of a new object's spec."""
+
+    def validate_fields(self, rt: TypeNames, obj: Obj) -> list[validation.FieldError]:
+        spec = spec_of(obj)
+        errs = admission.validate_label_selector(spec.get("selector"), "spec.selector")
+        return errs + admission.template_errors(spec.get("template"), "spec.template")
+
+
+class PodController(Controller):
+    """A kind that runs copies of a pod template chosen by a selector (StatefulSet,
+    DaemonSet; ReplicaSet and Deployment check more): both required on create."""
+
+    replicated = True  # a DaemonSet has no spec.replicas
+
+    def default_spec(self, rt: TypeNames, obj: Obj, spec: Obj) -> None:
+        name = obj["metadata"].get("name", "")
+        if not isinstance(spec.get("selector"), dict):
+            raise invalid(rt.kind, name, ["spec.selector: Required value"])
+        if not isinstance(spec.get("template"), dict):
+            raise invalid(rt.kind, name, ["spec.template: Required value"])
+        if self.replicated:
+            spec.setdefault("replicas", 1)
+
+
+class StatefulSetStrategy(PodController):
+    schema = workload_schema("StatefulSet")
+
+
+class DaemonSetStrategy(PodController):
+    schema = workload_schema("DaemonSet")
+    replicated = False
+
+
+class ReplicaSetStrategy(PodController):
+    """apps/v1 ReplicaSet: the defaults on every write of the object (a real server
+    defaults every object it decodes), then :meth:`validate_workload`."""
+
+    schema = workload_schema("ReplicaSet", status=REPLICA_SET_STATUS)
+    what = "replicaset"  # as the empty-selector message names it
+    fields = {**COMMON_FIELDS, **fields_at("status.replicas")}
+    # ValidateReplicaSetStatus: these >= 0, then these <= status.replicas
+    status_counts = (
+        "replicas",
+        "fullyLabeledReplicas",
+        "readyReplicas",
+        "availableReplicas",
+        "observedGeneration",
+    )
+    status_bounded = ("fullyLabeledReplicas", "readyReplicas", "availableReplicas")
+
+    def default_spec(self, rt: TypeNames, obj: Obj, spec: Obj) -> None:
+        super().default_spec(rt, obj, spec)
+        self.default_workload(rt, obj)
+
+    def prepare_for_update(
+        self, rt: TypeNames, new: Obj, old: Obj, subresource: str | None
+    ) -> None:
+        if subresource is None:
+            self.default_workload(rt, new)
+        else:  # the status strategy: ValidateReplicaSetStatusUpdate and co
+            # the body's status is decoded; a status kept from the store may have any
+            # shape a broker write gave it: what is not an integer counts as 0
+            errs = self.status_errors(_counts(new.get("status")), _counts(old.get("status")))
+            if errs:
+                raise validation.invalid(rt.kind, new["metadata"]["name"], errs, rt.group)
+
+    def status_errors(self, status: Obj, old: Obj) -> list[validation.FieldError]:
+        """The status validation (after decoding: the counts are integers)."""
+        errs = [
+            validation.invalid_value(f"status.{key}", status[key], NON_NEGATIVE)
+            for key in self.status_counts
+            if status.get(key, 0) < 0
+        ]
+        replicas = status.get("replicas", 0)
+        errs += [
+            validation.invalid_value(
+                f"status.{key}", status.get(key, 0), "cannot be greater than status.replicas"
+            )
+            for key in self.status_bounded
+            if status.get(key, 0) > replicas
+        ]
+        if status.get("availableReplicas", 0) > status.get("readyReplicas", 0):
+            errs.append(
+                validation.invalid_value(
+                    "status.availableReplicas",
+                    status.get("availableReplicas", 0),
+                    "cannot be greater than readyReplicas",
+                )
+            )
+        return errs
+
+    def default_workload(self, rt: TypeNames, obj: Obj) -> None:
+        spec = obj.setdefault("spec", {})
+        if isinstance(spec, dict):
+            spec.setdefault("replicas", 1)
+            template = spec.get("template")
+            if isinstance(template, dict) and isinstance(template.get("spec"), dict):
+                default_template_spec(template["spec"])
+            self.default_more(spec)
+        self.validate_workload(rt, obj)
+
+    def default_more(self, spec: Obj) -> None:
+        """Defaults of this kind beyond a ReplicaSet's."""
+
+    def validate_workload(self, rt: TypeNames, obj: Obj) -> None:
+        """422 with every problem found (see the module docstring)."""
+        name = obj.get("metadata", {}).get("name", "")
+        spec = obj.get("spec") or {}
+        problems: list[str] = []
+        for key in ("replicas", "minReadySeconds", "revisionHistoryLimit"):
+            value = spec.get(key)
+            if value is not None and (not _is_int(value) or value < 0):
+                problems.append(
+                    f"spec.{key}: Invalid value: {_shown(value)}: must be greater than or equal to 0"
+                )
+        problems += _selector_problems(spec, self.what)
+        problems += _template_problems(spec.get("template"))
+        problems += self.more_problems(spec)
+        if problems:
+            raise invalid_from(rt.kind, rt.group, name, problems)
+
+    def more_problems(self, spec: Obj) -> list[str]:
+        """Problems of this kind beyond a ReplicaSet's."""
+        return []
+
+
+class DeploymentStrategy(ReplicaSetStrategy):
+    """apps/v1 Deployment: a ReplicaSet's rules, its rollout strategy and deadlines."""
+
+    schema = workload_schema(
+        "Deployment",
+        {"revisionHistoryLimit": INT32, "progressDeadlineSeconds": INT32, "paused": BOOL},
+        DEPLOYMENT_STATUS,
+    )
+    what = "deployment"
+    fields = COMMON_FIELDS
+    status_counts = (
+        "observedGeneration",
+        "replicas",
+        "updatedReplicas",
+        "readyReplicas",
+        "availableReplicas",
+        "unavailableReplicas",
+        "collisionCount",
+    )
+    status_bounded = ("updatedReplicas", "readyReplicas", "availableReplicas")
+
+    def status_errors(self, status: Obj, old: Obj) -> list[validation.FieldError]:
+        errs = super().status_errors(status, old)
+        if status.get("collisionCount", 0) < old.get("collisionCount", 0):
+            errs.append(
+                validation.invalid_value(
+                    "status.collisionCount",
+                    status.get("collisionCount", 0),
+                    "cannot be decremented",
+                )
+            )
+        return errs
+
+    def default_more(self, spec: Obj) -> None:
         spec.setdefault("revisionHistoryLimit", 10)
         spec.setdefault("progressDeadlineSeconds", 600)
         strategy = spec.setdefault("strategy", {})
@@ -135,25 +359,9 @@ def default_workload(kind_key: str, obj: dict[str, Any]) -> None:
                 if isinstance(rolling, dict):
                     rolling.setdefault("maxUnavailable", DEFAULT_UNAVAILABLE)
                     rolling.setdefault("maxSurge", DEFAULT_SURGE)
-    validate_workload(kind_key, obj)
 
-
-def validate_workload(kind_key: str, obj: dict[str, Any]) -> None:
-    """422 with every problem found (see the module docstring)."""
-    kind = "Deployment.apps" if kind_key == "deployments.apps" else "ReplicaSet.apps"
-    name = obj.get("metadata", {}).get("name", "")
-    spec = obj.get("spec") or {}
-    problems: list[str] = []
-    for key in ("replicas", "minReadySeconds", "revisionHistoryLimit"):
-        value = spec.get(key)
-        if value is not None and (not _is_int(value) or value < 0):
-            problems.append(
-                f"spec.{key}: Invalid value: {_shown(value)}: must be greater than or equal to 0"
-            )
-    problems += _selector_problems(spec, kind_key)
-    problems += _template_problems(spec.get("template"))
-    if kind_key == "deployments.apps":
-        problems += _strategy_problems(spec.get("strategy"))
+    def more_problems(self, spec: Obj) -> list[str]:
+        problems = _strategy_problems(spec.get("strategy"))
         deadline = spec.get("progressDeadlineSeconds")
         ready = spec.get("minReadySeconds") or 0
         if deadline is not None and _is_int(deadline) and _is_int(ready) and deadline <= ready:
@@ -161,13 +369,11 @@ def validate_workload(kind_key: str, obj: dict[str, Any]) -> None:
                 f"spec.progressDeadlineSeconds: Invalid value: {deadline}: must be greater "
                 "than minReadySeconds"
             )
-    if problems:
-        raise invalid_from(kind.split(".")[0], "apps", name, problems)
+        return problems
 
 
-def _selector_problems(spec: dict[str, Any], kind_key: str) -> list[str]:
+def _selector_problems(spec: dict[str, Any], what: str) -> list[str]:
     selector = spec.get("selector")
-    what = "deployment" if kind_key == "deployments.apps" else "replicaset"
     if not isinstance(selector, dict):
         return ["spec.selector: Required value"]
     if not selector.get("matchLabels") and not selector.get("matchExpressions"):

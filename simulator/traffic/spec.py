@@ -1,4 +1,5 @@
-"""Services with traffic: timewarp's workload extension, validated before anything runs.
+"""The spec of services with traffic: timewarp's workload extension, validated before
+anything runs.
 
 A workload file may carry, beside Batsim's ``nb_res``/``jobs``/``profiles`` (untouched;
 real Batsim ignores the extra key), a list ``services``. Each names the Deployment that
@@ -42,11 +43,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simulator.traffic import PIPELINES, Cost, TrafficConfig, patterns
-from simulator.traffic.costs import DISTRIBUTIONS, parse_cost
+from simulator.traffic import patterns
+from simulator.traffic.costs import DISTRIBUTIONS, Cost, parse_cost
+from simulator.traffic.metrics import PIPELINES
+from simulator.traffic.model import SERVINGS
+from simulator.traffic.serving import TrafficConfig
 
 TRAFFIC_TYPES = ("constant", "poisson", "step", "ramp", "sinusoid", "replay")
-MODELS = ("auto", "exact", "fluid")
+MODELS = ("auto", *SERVINGS)
 # "auto": the exact model up to this many expected requests per service, fluid beyond
 # (benchmarks/traffic_model.py: the exact model serves ~10^6 requests in a few seconds)
 AUTO_EXACT_LIMIT = 5_000_000

@@ -1,0 +1,222 @@
+"""The stall guard: a hang is never silent.
+
+When some process stays non-quiescent with no clock traffic for ``stall_timeout`` wall
+seconds, the guard asks it for its threads' stacks, reports them, and counts a
+non-deterministic advance; with ``on_stall="stop"`` it raises :class:`ClockStall`
+instead. Traffic is not progress: a process that keeps talking (API requests, clock
+messages) while virtual time stands still and nothing changes — no advance, no write to
+the cluster (the ``progress_probe``), no process arriving or going — is reported the same
+way after ``TRAFFIC_STALL_FACTOR`` times as long. (API polling is normally charged
+virtual time long before that: ``broker/drivers/pacing.py``.) Methods ending in
+``_locked`` are called with the clock service's lock held; the others take it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time as _wall
+from collections.abc import Callable
+from typing import Protocol, TextIO
+
+from broker.clock.registry import ProcessState, Registry
+from broker.clock.transport import ClockTransport
+from timewarp.wire import clockproto
+
+# A process that never waited yet is starting up (importing a large client can take many
+# seconds on a loaded machine): the stall guard gives it at least this long.
+STARTUP_GRACE_S = 60.0
+# Traffic without progress (requests and clock messages at one virtual instant, nothing
+# changing) is a stall too, after this many stall timeouts: a legitimately heavy reader at
+# one instant gets a while before it is called stuck (60 s with the default 10 s).
+TRAFFIC_STALL_FACTOR = 6
+
+
+class ClockStall(RuntimeError):
+    """A process stayed busy past the stall guard and the policy is to stop."""
+
+
+class Judge(Protocol):
+    """What the guard asks of quiescence (broker/clock/quiescence.py)."""
+
+    def quiescent_locked(self, proc: ProcessState) -> bool: ...
+
+    def why_busy_locked(self, proc: ProcessState) -> list[str]: ...
+
+
+class StallGuard:
+    """Wall-clock activity and progress, and what is done when neither comes
+    (``on_stall``: "advance" or "stop")."""
+
+    def __init__(
+        self,
+        cond: threading.Condition,
+        registry: Registry,
+        transport: ClockTransport,
+        *,
+        stall_timeout: float,
+        on_stall: str,
+        log: TextIO,
+    ) -> None:
+        self._cond = cond
+        self._registry = registry
+        self._transport = transport
+        self.stall_timeout = stall_timeout
+        self.on_stall = on_stall
+        self.log = log
+        self.last_activity = _wall.monotonic()
+        self._last_progress = self.last_activity
+        self._progress_probe: Callable[[], object] | None = None
+        self._progress_seen: object = None
+        self._traffic = [0, 0]  # clock messages, facade notifications since the last progress
+        # figures for reports and benchmarks: every decision wall time made, one line each
+        self.nondeterministic_advances = 0
+        self.nondeterministic_causes: list[str] = []  # in the manifest and the summary
+        self.stall_reports: list[str] = []
+
+    def count_locked(self, cause: str) -> None:
+        """Wall time (or input from outside), not the simulation, decided when something
+        happened: a non-deterministic advance; ``cause`` says which, where and when."""
+        self.nondeterministic_advances += 1
+        self.nondeterministic_causes.append(cause)
+
+    def set_progress_probe(self, probe: Callable[[], object] | None) -> None:
+        """``probe()`` (quick, called with the service's lock held) returns a value that
+        changes whenever the world the schedulers act on changed (the facade store's
+        resource version): a change is progress for the stall guard, mere traffic is not."""
+        with self._cond:
+            self._progress_probe = probe
+            self._progress_seen = probe() if probe is not None else None
+
+    def traffic_locked(self, source: int) -> None:
+        """Something was heard: a clock message (``source`` 0) or an API notification (1)."""
+        self.last_activity = _wall.monotonic()
+        self._traffic[source] += 1
+
+    def progressed_locked(self) -> None:
+        self._last_progress = self.last_activity = _wall.monotonic()
+        self._traffic = [0, 0]
+
+    def restart_locked(self) -> None:
+        """The driver is on to something new: the traffic limit counts from now."""
+        self._last_progress = _wall.monotonic()
+        self._traffic = [0, 0]
+
+    def check_locked(self, busy: list[ProcessState], judge: Judge, now_ns: int) -> float | None:
+        """``busy`` keep the driver waiting: how long it may wait before asking again, or
+        None once a stall was reported (the driver advances anyway)."""
+        probe = self._progress_probe
+        if probe is not None:
+            value = probe()
+            if value != self._progress_seen:
+                self._progress_seen = value
+                self.progressed_locked()
+        now = _wall.monotonic()
+        idle_for = now - self.last_activity
+        limit = self.stall_timeout
+        if not all(p.settled for p in busy):
+            limit = max(limit, STARTUP_GRACE_S)
+        # talking without progress: a longer limit, then the same report
+        traffic_limit = max(limit, TRAFFIC_STALL_FACTOR * self.stall_timeout)
+        stalled_for = now - self._last_progress
+        if idle_for >= limit or stalled_for >= traffic_limit:
+            traffic = None if idle_for >= limit else (stalled_for, *self._traffic)
+            self._handle_locked(busy, limit, traffic, judge, now_ns)
+            return None
+        return min(0.5, limit - idle_for, traffic_limit - stalled_for)
+
+    def _handle_locked(
+        self,
+        busy: list[ProcessState],
+        limit: float,
+        traffic: tuple[float, int, int] | None,
+        judge: Judge,
+        now_ns: int,
+    ) -> None:
+        """Report the stuck threads, then advance anyway (or raise :class:`ClockStall`).
+        ``traffic``: (seconds, clock messages, API notifications) when the processes kept
+        talking without progress rather than fell silent."""
+        self._gather_stacks_locked(busy)
+        report = _report(busy, limit, traffic, judge.why_busy_locked, now_ns)
+        self.stall_reports.append(report)
+        self.count_locked(
+            f"stall guard at t={now_ns / 1e9:.9f} s: "
+            + ", ".join(repr(p.name) for p in busy)
+            + " not in a virtual wait"
+        )
+        self.log.write(report + "\n")
+        self.log.flush()
+        self.progressed_locked()
+        if self.on_stall == "stop":
+            raise ClockStall(report)
+        self.log.write("timewarp: advancing anyway (counted as a non-deterministic advance)\n")
+        # The runtime detached the stuck thread from its baton; if that made the process
+        # idle we go on normally, otherwise force this one advance.
+        give_up = _wall.monotonic() + 1.0
+        while _wall.monotonic() < give_up:
+            if all(judge.quiescent_locked(p) for p in busy):
+                return
+            self._cond.wait(0.05)
+
+    def _gather_stacks_locked(self, busy: list[ProcessState]) -> None:
+        """Ask every connected stuck process for its threads' stacks; wait up to 2 s."""
+        for proc in busy:
+            proc.stacks = None
+            if proc.connected:
+                self._transport.write_locked(proc.identity, clockproto.dump())
+        deadline = _wall.monotonic() + 2.0
+        while any(p.connected and p.stacks is None and not p.gone for p in busy):
+            left = deadline - _wall.monotonic()
+            if left <= 0:
+                break
+            self._cond.wait(left)
+
+    def collect_stacks(self, name: str, timeout_s: float = 2.0) -> str:
+        """Ask process ``name`` for its threads' stacks (deadlock and stall reports)."""
+        with self._cond:
+            proc = self._registry.procs.get(name)
+            if proc is None or not proc.connected or proc.gone:
+                return "(process not connected)"
+            proc.stacks = None
+            self._transport.write_locked(proc.identity, clockproto.dump())
+            deadline = _wall.monotonic() + timeout_s
+            while proc.stacks is None and not proc.gone:
+                left = deadline - _wall.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            return proc.stacks or "(no stacks received)"
+
+
+def _report(
+    busy: list[ProcessState],
+    limit: float,
+    traffic: tuple[float, int, int] | None,
+    why_busy: Callable[[ProcessState], list[str]],
+    now_ns: int,
+) -> str:
+    """The stall guard's report: since when, and for each stuck process why it is not
+    quiescent, with its stacks."""
+    if traffic is None:
+        head = f"no progress for {limit:g} s of wall time"
+    else:
+        seconds, messages, api = traffic
+        head = (
+            f"no progress for {seconds:.0f} s of wall time while generating traffic "
+            f"({messages} clock messages, {api} API responses and events; virtual time "
+            "stood still and the cluster did not change)"
+        )
+    lines = [
+        f"timewarp: stall guard: {head} at virtual t={now_ns / 1e9:.9f} s; these "
+        "processes are not in a virtual wait:"
+    ]
+    for proc in busy:
+        if not proc.connected:
+            lines.append(
+                f"- process {proc.name!r} never connected to the clock service "
+                "(not run under `timewarp run`, or its runtime did not start)"
+            )
+        else:
+            why = why_busy(proc)
+            lines.append(f"- process {proc.name!r} (pid {proc.pid}): {'; '.join(why)}")
+            lines.append(proc.stacks or "  (no stacks received)")
+    return "\n".join(lines)

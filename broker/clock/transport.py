@@ -1,0 +1,243 @@
+"""The clock service's sockets: one selector thread accepts runtimes' connections, splits
+what they send into frames and writes what the service queued for them.
+
+Sockets are non-blocking: a runtime that does not read cannot stall the broker. Any thread
+holding the clock service's lock may write (:meth:`ClockTransport.write_locked` sends at
+once what the socket takes; the loop writes the rest). Frames go to ``receive`` (without
+the lock); a connection that ends goes to ``dropped`` (with it).
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import shutil
+import socket
+import tempfile
+import threading
+from collections.abc import Callable
+from itertools import count
+from typing import TextIO
+
+from broker.clock.registry import ProcessState
+from timewarp.wire import clocknet, clockproto
+from timewarp.wire.wakeup import Wakeup
+
+MAX_MESSAGE_BYTES = 64 << 20  # a longer line is not a clock message (stacks are ~100 kB)
+# A Unix socket path must fit in sockaddr_un (108 bytes on Linux): a long TMPDIR gets a
+# private directory in /tmp instead, and only if that fails too, loopback TCP (where every
+# hello must carry the process's token: any local user can reach a TCP port).
+_MAX_SOCKET_PATH = 100
+_SHORT_SOCKET_DIRS = ("/tmp", "/dev/shm")
+_WAKES = frozenset({"fire", "time", "io"})  # messages a process must acknowledge
+
+
+class _Connection:
+    """One runtime's connection: what was read of a message so far, what is still to be
+    written."""
+
+    __slots__ = ("sock", "identity", "unpacker", "pending", "want_write")
+
+    def __init__(self, sock: socket.socket, identity: bytes) -> None:
+        self.sock = sock
+        self.identity = identity
+        self.unpacker = clockproto.Unpacker()
+        self.pending = b""
+        self.want_write = False
+
+
+# receive(identity, frame) -> True when that connection must be closed
+Receiver = Callable[[bytes, bytes], bool]
+
+
+class ClockTransport:
+    """The listening socket, the connections and the thread that serves them."""
+
+    def __init__(
+        self,
+        endpoint: str | None,
+        cond: threading.Condition,
+        log: TextIO,
+        receive: Receiver,
+        dropped: Callable[[bytes], None],
+        after_round: Callable[[], None],
+    ) -> None:
+        self._cond = cond
+        self._log = log
+        self._receive = receive
+        self._dropped = dropped
+        self._after_round = after_round
+        # Default endpoint: a Unix socket in a private directory (quicker than loopback TCP;
+        # a scheduler on another machine needs tcp://).
+        self._sockdir: str | None = None
+        if endpoint is None:
+            self._sockdir = _private_socket_dir()
+            endpoint = (
+                f"ipc://{os.path.join(self._sockdir, 'clock')}"
+                if self._sockdir is not None
+                else "tcp://127.0.0.1:*"
+            )
+        self._listener, self.endpoint = clocknet.listen(endpoint)
+        self._listener.setblocking(False)
+        self._conns: dict[bytes, _Connection] = {}
+        self._conn_ids = count(1)
+        self._wakeup = Wakeup()
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._listener, selectors.EVENT_READ, "listen")
+        self._selector.register(self._wakeup.fd, selectors.EVENT_READ, None)
+        self._closed = False
+        self._loop_ident: int | None = None
+        self._thread = threading.Thread(
+            target=self._loop, name="timewarp-clock-service", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def send_locked(self, proc: ProcessState, msg: dict) -> None:
+        """A message to a connected process; a wake-up counts as owed until acknowledged."""
+        if proc.identity is None or proc.gone:
+            return
+        if msg["op"] in _WAKES:
+            proc.sent += 1
+        self.write_locked(proc.identity, msg)
+
+    def write_locked(self, identity: bytes, msg: dict) -> None:
+        """Write ``msg`` on the connection now, from whichever thread decided it (no hop
+        through the loop thread); what the socket does not take waits for the loop."""
+        conn = self._conns.get(identity)
+        if conn is None:
+            return
+        queued = bool(conn.pending)
+        conn.pending += clockproto.pack([msg])
+        if not queued:  # otherwise the loop is already waiting to write, in order
+            self._write_pending_locked(conn)
+            if conn.pending:
+                self.poke()  # the loop writes the rest when the socket can take it
+
+    def poke(self) -> None:
+        """Make the loop look again (from another thread: the loop looks anyway)."""
+        if threading.get_ident() != self._loop_ident:
+            self._wakeup.poke()
+
+    def _loop(self) -> None:
+        self._loop_ident = threading.get_ident()
+        selector = self._selector
+        while not self._closed:
+            try:
+                ready = selector.select(0.5)
+            except (OSError, ValueError):
+                return  # closed under us
+            for key, events in ready:
+                conn = key.data
+                if conn is None:
+                    self._wakeup.drain()
+                elif conn == "listen":
+                    self._accept()
+                else:
+                    if events & selectors.EVENT_WRITE:
+                        with self._cond:
+                            self._write_pending_locked(conn)
+                    if events & selectors.EVENT_READ:
+                        self._read(conn)
+            with self._cond:
+                self._after_round()
+                for conn in list(self._conns.values()):
+                    if bool(conn.pending) != conn.want_write:
+                        conn.want_write = bool(conn.pending)
+                        mask = selectors.EVENT_READ
+                        if conn.want_write:
+                            mask |= selectors.EVENT_WRITE
+                        selector.modify(conn.sock, mask, conn)
+
+    def _accept(self) -> None:
+        try:
+            sock, _ = self._listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        sock.setblocking(False)
+        clocknet.tune(sock)
+        conn = _Connection(sock, f"c{next(self._conn_ids)}".encode())
+        with self._cond:
+            self._conns[conn.identity] = conn
+        self._selector.register(sock, selectors.EVENT_READ, conn)
+
+    def _read(self, conn: _Connection) -> None:
+        try:
+            data = conn.sock.recv(1 << 16)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._drop(conn)
+            return
+        for frame in conn.unpacker.feed(data):
+            try:
+                close = self._receive(conn.identity, frame)
+            except Exception as exc:  # this thread must never die of what a peer sent
+                text = f"clock message not handled ({type(exc).__name__}: {exc})"
+                self._log.write(f"timewarp: broker: {text}; connection closed\n")
+                with self._cond:
+                    self.write_locked(conn.identity, clockproto.error(text[:1000]))
+                close = True
+            if close:
+                self._drop(conn)  # refused: nothing more is read from it
+                return
+        if conn.unpacker.pending > MAX_MESSAGE_BYTES:
+            text = f"clock message longer than {MAX_MESSAGE_BYTES} bytes: not a clock message"
+            self._log.write(f"timewarp: broker: {text}\n")
+            with self._cond:
+                self.write_locked(conn.identity, clockproto.error(text))
+            self._drop(conn)
+
+    def _write_pending_locked(self, conn: _Connection) -> None:
+        try:
+            sent = conn.sock.send(conn.pending)
+        except BlockingIOError:
+            return
+        except OSError:  # the connection is gone: the loop sees it end
+            conn.pending = b""
+            return
+        conn.pending = conn.pending[sent:]
+
+    def _drop(self, conn: _Connection) -> None:
+        """The connection ended (or was refused): its process, if any, is gone."""
+        with self._cond:
+            self._conns.pop(conn.identity, None)
+            self._dropped(conn.identity)
+        try:
+            self._selector.unregister(conn.sock)
+        except (KeyError, ValueError):
+            pass
+        conn.sock.close()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.poke()
+        self._thread.join(2)
+        for conn in list(self._conns.values()):
+            conn.sock.close()
+        self._conns.clear()
+        self._selector.close()
+        self._listener.close()
+        clocknet.unlink(self.endpoint)
+        if self._sockdir is not None:
+            shutil.rmtree(self._sockdir, ignore_errors=True)
+        self._wakeup.close()
+
+
+def _private_socket_dir() -> str | None:
+    """A new 0700 directory whose ``clock`` socket path fits in sockaddr_un: under
+    TMPDIR, or a short system directory when TMPDIR is long; None if there is none."""
+    for parent in (None, *_SHORT_SOCKET_DIRS):
+        try:
+            path = tempfile.mkdtemp(prefix="timewarp-clock-", dir=parent)
+        except OSError:
+            continue
+        if len(os.path.join(path, "clock")) <= _MAX_SOCKET_PATH:
+            return path
+        os.rmdir(path)
+    return None

@@ -1,0 +1,291 @@
+"""Every decision taken in the simulated cluster, with the cluster as it stood at that
+instant: ``out_decisions.csv``.
+
+A decision is a write that changes where work runs or how much there is: a binding, a
+pod deleted or evicted, a workload's replicas changed (a Deployment, a ReplicaSet, their
+``scale``), a node cordoned, uncordoned or tainted — and the kubelet's refusal of a pod.
+For each, the row gives the simulated time, who acted (the scheduler process whose
+request it was, ``kube-controller-manager`` for the broker's controllers, ``kubelet``),
+the object and its target, and for a binding the cluster as the API showed it: how many
+nodes would have admitted the pod (resources, node affinity, NoExecute taints, as the
+kubelet checks them), the chosen node's free cpu, memory and GPUs before and after, its
+rank among those nodes by free cpu (1 = the emptiest; ties by free memory, then name),
+and how long the pod had waited.
+
+It is a store listener (``Store.add_listener``): it sees the commits in the store's
+order, which is deterministic, so the file is too. It keeps its own account of what the
+bound, unfinished pods of each node request — what a scheduler's cache holds — so that
+it needs nothing from the cluster model.
+"""
+
+from __future__ import annotations
+
+import csv
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from broker.cluster import kubelet_admission as admission
+from broker.facade import acting
+from broker.k8s import resource_names as rn
+from broker.k8s.podutil import parse_time
+from broker.k8s.quantity import QuantityError, parse
+
+DECISIONS_CSV = "out_decisions.csv"
+COLUMNS = (
+    "time", "actor", "action", "kind", "namespace", "name", "target", "job_id",
+    "feasible_nodes", "node_rank", "node_free_cpu_before", "node_free_cpu_after",
+    "node_free_memory_before", "node_free_memory_after", "node_free_gpu_before",
+    "node_free_gpu_after", "waited_s", "detail",
+)  # fmt: skip
+GPU = "nvidia.com/gpu"
+CONTROLLERS = "kube-controller-manager"
+_ENDED = ("Succeeded", "Failed")
+_WORKLOADS = {"deployments.apps": "Deployment", "replicasets.apps": "ReplicaSet"}
+
+
+@dataclass
+class _Node:
+    labels: dict[str, str]
+    taints: list[Any]
+    allocatable: dict[str, int]
+    unschedulable: bool = False
+    used: dict[str, int] = field(default_factory=dict)
+
+    def view(self, name: str) -> admission.NodeView:
+        return admission.NodeView(name, self.labels, self.taints, self.allocatable, self.used)
+
+    def free(self, resource: str) -> int:
+        return self.allocatable.get(resource, 0) - self.used.get(resource, 0)
+
+
+def _allocatable(node: dict[str, Any]) -> dict[str, int]:
+    out = {}
+    for name, value in ((node.get("status") or {}).get("allocatable") or {}).items():
+        try:
+            out[name] = rn.amount(name, parse(value))
+        except (QuantityError, TypeError, ValueError):
+            continue
+    return out
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.6f}".rstrip("0").rstrip(".")
+
+
+class DecisionLog:
+    """See the module docstring. ``now_s()``: the simulated seconds since the start;
+    ``epoch_ns``: the simulated epoch (for the pods' creation times)."""
+
+    def __init__(self, now_s: Callable[[], float], epoch_ns: int, job_id_of: Callable) -> None:
+        self.now_s = now_s
+        self.epoch_ns = epoch_ns
+        self.job_id_of = job_id_of  # pod -> its Batsim job id ("" if none)
+        self.rows: list[tuple[str, ...]] = []
+        self._nodes: dict[str, _Node] = {}
+        self._placed: dict[tuple[str, str], tuple[str, dict[str, int]]] = {}  # pod -> node
+        self._replicas: dict[tuple[str, str, str], int] = {}
+        self._deleted: set[tuple[str, str]] = set()  # pods whose deletion was recorded
+        self._unbound: dict[tuple[str, str], dict[str, Any]] = {}  # pods not yet bound
+        self._lock = threading.Lock()
+
+    # --- the store listener ---------------------------------------------------------
+
+    def on_commit(self, key: str, event: str, obj: dict[str, Any]) -> None:
+        with self._lock:
+            if key == "pods":
+                self._pod(event, obj)
+            elif key == "nodes":
+                self._node(event, obj)
+            elif key in _WORKLOADS:
+                self._workload(key, event, obj)
+
+    def _actor(self) -> str:
+        return acting.current() or CONTROLLERS
+
+    def _row(self, action: str, kind: str, obj: dict[str, Any], target: str, **extra: Any) -> None:
+        meta = obj.get("metadata") or {}
+        values = {
+            "time": _fmt(self.now_s()),
+            "actor": extra.pop("actor", None) or self._actor(),
+            "action": action,
+            "kind": kind,
+            "namespace": meta.get("namespace") or "",
+            "name": meta.get("name") or "",
+            "target": target,
+            **{k: str(v) for k, v in extra.items()},
+        }
+        self.rows.append(tuple(values.get(column, "") for column in COLUMNS))
+
+    def _node(self, event: str, obj: dict[str, Any]) -> None:
+        name = (obj.get("metadata") or {}).get("name") or ""
+        if event == "DELETED":
+            self._nodes.pop(name, None)
+            self._row("delete-node", "Node", obj, name)
+            return
+        spec = obj.get("spec") or {}
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        taints = spec.get("taints") if isinstance(spec.get("taints"), list) else []
+        unschedulable = bool(spec.get("unschedulable"))
+        old = self._nodes.get(name)
+        node = _Node(dict(labels) if isinstance(labels, dict) else {}, taints, _allocatable(obj))
+        node.unschedulable = unschedulable
+        if old is not None:
+            node.used = old.used
+            if old.unschedulable != unschedulable:
+                self._row("cordon" if unschedulable else "uncordon", "Node", obj, name)
+            if old.taints != taints:
+                keys = ",".join(
+                    f"{t.get('key')}:{t.get('effect')}" for t in taints if isinstance(t, dict)
+                )
+                self._row("taint", "Node", obj, name, detail=keys or "(none)")
+        self._nodes[name] = node
+
+    def _pod(self, event: str, pod: dict[str, Any]) -> None:
+        meta = pod.get("metadata") or {}
+        key = (meta.get("namespace") or "", meta.get("name") or "")
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        phase = (pod.get("status") or {}).get("phase")
+        placed = self._placed.get(key)
+        deleting = event == "DELETED" or bool(meta.get("deletionTimestamp"))
+        if deleting and phase not in _ENDED and key not in self._deleted:
+            # the request's moment (a graceful deletion ends later, in the kubelet model)
+            self._deleted.add(key)
+            self._row("delete", "Pod", pod, node_name or "", job_id=self.job_id_of(pod))
+        if event == "DELETED":
+            self._deleted.discard(key)
+        if event == "DELETED" or phase in _ENDED:
+            self._unbound.pop(key, None)
+            if placed is not None:
+                self._release(key)
+            if phase == "Failed" and placed is not None and (pod.get("status") or {}).get("reason"):
+                status = pod["status"]
+                self._row(
+                    "refused", "Pod", pod, node_name or "", actor="kubelet",
+                    job_id=self.job_id_of(pod), detail=status.get("reason", ""),
+                )  # fmt: skip
+            return
+        if node_name and placed is None:
+            self._unbound.pop(key, None)
+            self._bind(key, pod, node_name)
+        elif not node_name:
+            self._unbound[key] = pod
+
+    def _bind(self, key: tuple[str, str], pod: dict[str, Any], node_name: str) -> None:
+        requests = admission.pod_requests(pod)
+        feasible = []
+        for name, node in self._nodes.items():
+            view = node.view(name)
+            if admission.insufficient_resources(requests, view):
+                continue
+            if admission.check_node_affinity(pod, view) or admission.check_no_execute_taints(
+                pod, view
+            ):
+                continue
+            feasible.append(name)
+        node = self._nodes.get(node_name)
+        extra: dict[str, Any] = {"feasible_nodes": len(feasible), "job_id": self.job_id_of(pod)}
+        if node is not None:
+            order = sorted(
+                feasible,
+                key=lambda n: (-self._nodes[n].free(rn.CPU), -self._nodes[n].free(rn.MEMORY), n),
+            )
+            extra["node_rank"] = order.index(node_name) + 1 if node_name in order else ""
+            for resource, column in ((rn.CPU, "cpu"), (rn.MEMORY, "memory"), (GPU, "gpu")):
+                if resource == GPU and GPU not in node.allocatable:
+                    continue
+                extra[f"node_free_{column}_before"] = node.free(resource)
+                extra[f"node_free_{column}_after"] = node.free(resource) - requests.get(resource, 0)
+            for resource, amount in requests.items():
+                node.used[resource] = node.used.get(resource, 0) + amount
+        created = (pod.get("metadata") or {}).get("creationTimestamp")
+        try:
+            extra["waited_s"] = _fmt(
+                max(0.0, self.now_s() - (parse_time(created) - self.epoch_ns) / 1e9)
+            )
+        except (TypeError, ValueError):
+            pass
+        self._placed[key] = (node_name, requests)
+        self._row("bind", "Pod", pod, node_name, **extra)
+
+    def _release(self, key: tuple[str, str]) -> None:
+        node_name, requests = self._placed.pop(key)
+        node = self._nodes.get(node_name)
+        if node is None:
+            return
+        for resource, amount in requests.items():
+            node.used[resource] = node.used.get(resource, 0) - amount
+
+    def _workload(self, key: str, event: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        ident = (key, meta.get("namespace") or "", meta.get("name") or "")
+        if event == "DELETED":
+            self._replicas.pop(ident, None)
+            return
+        replicas = (obj.get("spec") or {}).get("replicas")
+        if isinstance(replicas, bool) or not isinstance(replicas, int):
+            replicas = 1
+        before = self._replicas.get(ident)
+        self._replicas[ident] = replicas
+        if before is not None and before != replicas:
+            self._row("scale", _WORKLOADS[key], obj, str(replicas), detail=f"from {before}")
+
+    def finish(self) -> None:
+        """At the end of the run: a ``pending`` row for each pod never bound, saying why
+        no node would take it as things stand (or that one would)."""
+        with self._lock:
+            for key in sorted(self._unbound):
+                pod = self._unbound[key]
+                self._row(
+                    "pending", "Pod", pod, "", actor="-", job_id=self.job_id_of(pod),
+                    feasible_nodes=len(self._feasible(pod)), detail=self.why_no_node(pod),
+                )  # fmt: skip
+
+    def _feasible(self, pod: dict[str, Any]) -> list[str]:
+        requests = admission.pod_requests(pod)
+        return [
+            name
+            for name, node in self._nodes.items()
+            if not admission.insufficient_resources(requests, node.view(name))
+            and admission.check_node_affinity(pod, node.view(name)) is None
+            and admission.check_no_execute_taints(pod, node.view(name)) is None
+        ]
+
+    def why_no_node(self, pod: dict[str, Any]) -> str:
+        """Why no node would admit ``pod`` now, counted by reason over the nodes (as
+        kube-scheduler's "0/16 nodes are available: 16 Insufficient cpu")."""
+        requests = admission.pod_requests(pod)
+        reasons: dict[str, int] = {}
+        fits = 0
+        for name, node in self._nodes.items():
+            view = node.view(name)
+            found = [r.reason for r in admission.insufficient_resources(requests, view)]
+            for check in (admission.check_node_affinity, admission.check_no_execute_taints):
+                refusal = check(pod, view)
+                if refusal is not None:
+                    found.append(refusal.reason)
+            if node.unschedulable:
+                found.append("Unschedulable")
+            if not found:
+                fits += 1
+            for reason in dict.fromkeys(found):
+                reasons[reason] = reasons.get(reason, 0) + 1
+        total = len(self._nodes)
+        if fits:
+            return f"{fits}/{total} nodes would take it: no scheduler bound it"
+        listed = ", ".join(
+            f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda x: (-x[1], x[0]))
+        )
+        return f"0/{total} nodes are available: {listed}" if total else "no node"
+
+    # --- output --------------------------------------------------------------------
+
+    def write(self, path: Path) -> None:
+        with self._lock:
+            rows = list(self.rows)
+        with open(path, "w", newline="") as handle:
+            writer = csv.writer(handle, lineterminator="\n")
+            writer.writerow(COLUMNS)
+            writer.writerows(rows)

@@ -1,0 +1,35 @@
+"""The controllers the simulated cluster runs, in the order it runs them — as
+kube-controller-manager's ``NewControllerDescriptors`` lists its initializers.
+
+A new controller is one file (a :class:`~broker.controllers.base.KeyedController`
+subclass; its constructor takes the store, the clock and the cluster's
+:class:`~broker.controllers.base.PodOps`) and one line here. The cluster
+(``broker/cluster/cluster.py``) makes one of each at construction, starts them at
+SIMULATION_BEGINS and, at every step, reconciles them in this order; a controller whose
+``keeps_simulation_alive`` says so holds up ``registration_finished``.
+
+The order is part of a run's outputs (a Deployment's ReplicaSet is scaled before the
+ReplicaSet controller makes its pods, in the same step): append, do not reorder.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.controllers.base import KeyedController, PodOps
+from broker.controllers.deployment import DeploymentController
+from broker.controllers.job import JobController
+from broker.controllers.replicaset import ReplicaSetController
+from broker.facade.store import Store
+
+# name (kube-controller-manager's) -> the controller's class
+CONTROLLERS: dict[str, type[KeyedController[Any]]] = {
+    "job-controller": JobController,
+    "deployment-controller": DeploymentController,
+    "replicaset-controller": ReplicaSetController,
+}
+
+
+def build(store: Store, clock: Any, pods: PodOps) -> dict[str, KeyedController[Any]]:
+    """One of each registered controller, by name, in the registry's order."""
+    return {name: cls(store, clock, pods) for name, cls in CONTROLLERS.items()}

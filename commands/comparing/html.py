@@ -1,0 +1,281 @@
+"""One self-contained HTML page for a comparison (or one run): the figures table, the
+plots as PNG data URIs (nothing fetched: it opens offline, from a mail attachment), the
+sameness of inputs and seeds, and each run's manifest.
+
+Plots: the ECDFs of waiting time and slowdown, the share of nodes busy over time, each
+node's load, and per service its Ready replicas, latency p99 and failed requests over
+time. Runs are told apart by colour *and* line style, and a series identical to an
+earlier one says so in the legend (it would otherwise hide under it). Times are shown in
+seconds, hours or days, whichever reads best.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from typing import Any
+
+from commands.comparing.figures import Group, has_batch, sameness, services_of
+from commands.comparing.runs import Run
+from commands.comparing.table import rows
+from commands.timeaxis import time_unit
+
+COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+STYLES = ("-", "--", ":", "-.")
+
+
+def _png(fig: Any) -> str:
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    try:
+        fig.savefig(buffer, format="png", dpi=90)
+    finally:
+        plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def _style(i: int) -> dict[str, Any]:
+    return {"color": COLOURS[i % len(COLOURS)], "linestyle": STYLES[i % len(STYLES)]}
+
+
+class _Series:
+    """Labels series, noting one identical to an earlier one."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, str] = {}
+
+    def label(self, label: str, data: Any) -> str:
+        key = json.dumps(data, default=float)
+        if key in self.seen:
+            return f"{label} (identical to {self.seen[key]})"
+        self.seen[key] = label
+        return label
+
+
+def _ecdf(groups: list[Group], attr: str, title: str, xlabel: str, log: bool) -> str | None:
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 3.6), layout="constrained")
+    names = _Series()
+    drawn = False
+    for i, group in enumerate(groups):
+        values = sorted(v for run in group.runs for v in getattr(run, attr))
+        if not values:
+            continue
+        # from 0 at the smallest value: a distribution of one value is a visible step
+        ys = [0.0] + [(k + 1) / len(values) for k in range(len(values))]
+        ax.step(
+            [values[0], *values],
+            ys,
+            where="post",
+            label=names.label(group.label, values),
+            **_style(i),
+        )
+        drawn = True
+    if not drawn:
+        plt.close(fig)
+        return None
+    if log and ax.get_xlim()[1] > 10:
+        ax.set_xscale("symlog", linthresh=1)
+    ax.set_xlim(left=0 if attr == "waiting" else None)  # no negative waits to show
+    ax.set(title=title, xlabel=xlabel, ylabel="share of jobs ≤ x", ylim=(0, 1.02))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def _over_time(
+    groups: list[Group], series: Any, title: str, ylabel: str, horizon: float
+) -> str | None:
+    """``series(run)`` → (times, values) or None; one step curve per run."""
+    import matplotlib.pyplot as plt
+
+    scale, unit = time_unit(horizon)
+    fig, ax = plt.subplots(figsize=(8, 3.2), layout="constrained")
+    names = _Series()
+    drawn = False
+    for i, group in enumerate(groups):
+        for k, run in enumerate(group.runs):
+            got = series(run)
+            if not got or not got[0]:
+                continue
+            times, values = got
+            label = names.label(group.label, [times, values]) if k == 0 else None
+            xs = [t / scale for t in times]
+            ys = [float("nan") if v is None else v for v in values]
+            alpha = 1.0 if len(group.runs) == 1 else 0.6
+            ax.step(xs, ys, where="post", label=label, alpha=alpha, **_style(i))
+            drawn = True
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set(title=title, xlabel=f"simulated time ({unit})", ylabel=ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def _node_load(groups: list[Group]) -> str | None:
+    import matplotlib.pyplot as plt
+
+    nodes = sorted({n for g in groups for run in g.runs for n in run.node_load})
+    if not nodes:
+        return None
+    fig, ax = plt.subplots(figsize=(min(16, 4 + 0.25 * len(nodes) * len(groups)), 3.6),
+                           layout="constrained")  # fmt: skip
+    width = 0.8 / len(groups)
+    for i, group in enumerate(groups):
+        loads = [
+            sum(run.node_load.get(n, 0.0) for run in group.runs) / len(group.runs) for n in nodes
+        ]
+        xs = [k + (i - (len(groups) - 1) / 2) * width for k in range(len(nodes))]
+        ax.bar(xs, loads, width=width, color=COLOURS[i % len(COLOURS)], label=group.label,
+               hatch=("", "//", "..", "xx")[i % 4], edgecolor="white")  # fmt: skip
+    step = max(1, len(nodes) // 40)
+    ax.set_xticks(range(0, len(nodes), step), nodes[::step], rotation=90, fontsize=6)
+    ax.set(title="Load per node: pods running on it, on average over the run", ylabel="pods")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def _service_series(name: str, attr: str) -> Any:
+    """run → (tick times, the service's ``attr`` per tick), or None without the service."""
+
+    def series(run: Run) -> tuple[list[float], list[Any]] | None:
+        svc = run.services.get(name)
+        return (svc.times, getattr(svc, attr)) if svc else None
+
+    return series
+
+
+def _horizon(groups: list[Group]) -> float:
+    ends = [run.busy[0][-1] for g in groups for run in g.runs if run.busy[0]]
+    ends += [svc.times[-1] for g in groups for run in g.runs for svc in run.services.values()]
+    return max(ends, default=1.0)
+
+
+def plots(groups: list[Group]) -> list[tuple[str, str]]:
+    """(caption, data URI) of every plot."""
+    horizon = _horizon(groups)
+    out: list[tuple[str, str | None]] = []
+    if has_batch(groups):
+        out.append(("Waiting time, ECDF", _ecdf(groups, "waiting", "Waiting time (ECDF)",
+                                                "waiting time (s)", True)))  # fmt: skip
+        out.append(("Slowdown, ECDF", _ecdf(groups, "slowdown", "Slowdown (ECDF)",
+                                            "slowdown (turnaround ÷ run time)", True)))  # fmt: skip
+        out.append(("Nodes busy over time", _over_time(
+            groups, lambda r: r.busy, "Share of nodes running a pod", "nodes busy", horizon)))  # fmt: skip
+        out.append(("Load per node", _node_load(groups)))
+    for name in services_of(groups):
+        for attr, caption, title, ylabel in (
+            ("ready", "Ready replicas", "Ready replicas", "replicas"),
+            ("p99", "latency p99", "latency p99 per metrics tick", "seconds"),
+            ("failed_rate", "failed requests", "failed requests per second", "failed / s"),
+        ):
+            series = _service_series(name, attr)
+            out.append((f"{name}: {caption}", _over_time(
+                groups, series, f"Service {name}: {title}", ylabel, horizon)))  # fmt: skip
+    return [(caption, uri) for caption, uri in out if uri]
+
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:1200px}
+table{border-collapse:collapse;margin:0.5em 0 1.5em}
+td,th{border:1px solid #ccc;padding:3px 8px;text-align:right;font-variant-numeric:tabular-nums}
+td:first-child,th:first-child{text-align:left}
+tr.section td{background:#eef;font-weight:bold;text-align:left}
+td.best{background:#dfd;font-weight:bold}
+figure{margin:0 0 1.5em}
+figure img{max-width:100%;border:1px solid #ddd}
+pre{background:#f6f6f6;padding:0.5em;overflow-x:auto;font-size:85%}
+"""
+
+# after loading, the page records how many of its plots decoded (a test reads it back
+# from the rendered DOM; a person never sees it)
+_SCRIPT = """
+window.addEventListener('load', function () {
+  var imgs = Array.prototype.slice.call(document.images);
+  document.body.setAttribute('data-images', imgs.length);
+  document.body.setAttribute('data-images-decoded',
+    imgs.filter(function (i) { return i.complete && i.naturalWidth > 0; }).length);
+});
+"""
+
+
+def _manifest(run: Run) -> str:
+    m = run.manifest
+    shown = {k: m.get(k) for k in ("schedulers", "inputs", "arguments", "mode", "timewarp", "seed")
+             if k in m}  # fmt: skip
+    return (
+        f"<details><summary>{html.escape(run.label)}: {html.escape(str(run.path))}</summary>"
+        f"<pre>{html.escape(json.dumps(shown, indent=1))}</pre></details>"
+    )
+
+
+def _decisions(groups: list[Group]) -> list[str]:
+    """How many decisions of each kind each run took, by whom (``out_decisions.csv``)."""
+    from collections import Counter
+
+    runs = [run for g in groups for run in g.runs if run.decisions]
+    if not runs:
+        return []
+    counts = {run.label: Counter((d["actor"], d["action"]) for d in run.decisions) for run in runs}
+    keys = sorted({k for c in counts.values() for k in c})
+    esc = html.escape
+    head = "".join(f"<th>{esc(label)}</th>" for label in counts)
+    out = ["<h2>Decisions</h2>", '<table id="decisions"><tr><th>who, what</th>' + head + "</tr>"]
+    for actor, action in keys:
+        cells = "".join(f"<td>{c[(actor, action)]:,}</td>" for c in counts.values())
+        out.append(f"<tr><td>{esc(actor)}: {esc(action)}</td>{cells}</tr>")
+    out.append("</table><p>Every decision with the cluster as it stood: each run's "
+               "<code>out_decisions.csv</code>; one pod's life: <code>timewarp explain OUT POD"
+               "</code>.</p>")  # fmt: skip
+    return out
+
+
+def render(groups: list[Group], title: str) -> str:
+    esc = html.escape
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{esc(title)}</h1>",
+        "<h2>Figures</h2>",
+    ]
+    if len(groups) > 1:
+        parts.append(
+            "<p>Best value of each figure in green (for a group of runs: its median; the "
+            "spread is [lowest–highest]).</p>"
+        )
+    header = "".join(f"<th>{esc(g.label)}{f' ({len(g.runs)} runs)' if len(g.runs) > 1 else ''}</th>"
+                     for g in groups)  # fmt: skip
+    parts.append(f'<table id="figures"><tr><th>figure</th>{header}</tr>')
+    section = None
+    for sec, label, cells in rows(groups):
+        if sec != section:
+            parts.append(
+                f'<tr class="section"><td colspan="{len(groups) + 1}">{esc(sec)}</td></tr>'
+            )
+            section = sec
+        tds = "".join(
+            f'<td class="best">{esc(c[2:])}</td>' if c.startswith("★ ") else f"<td>{esc(c)}</td>"
+            for c in cells
+        )
+        parts.append(f"<tr><td>{esc(label)}</td>{tds}</tr>")
+    parts.append("</table>")
+    parts.append('<h2>Inputs and seeds</h2><table id="sameness">')
+    for what, verdict in sameness(groups).items():
+        parts.append(f"<tr><td>{esc(what)}</td><td>{esc(verdict)}</td></tr>")
+    parts.append("</table><h2>Plots</h2>")
+    for caption, uri in plots(groups):
+        parts.append(f'<figure><img alt="{esc(caption)}" src="{uri}"><figcaption>{esc(caption)}'
+                     "</figcaption></figure>")  # fmt: skip
+    parts += _decisions(groups)
+    parts.append("<h2>Runs</h2>")
+    parts += [_manifest(run) for g in groups for run in g.runs]
+    parts.append(f"<script>{_SCRIPT}</script></body></html>\n")
+    return "\n".join(parts)

@@ -1,0 +1,82 @@
+"""Where a run's time goes, per scheduler process: its CPU (user + system, from
+``/proc``, read just before the processes are stopped; its children waited for
+included) and its API requests by verb and resource (the facade's count,
+``broker/facade/requestinfo.py``).
+
+The request counts are part of the simulation (the same program makes the same requests
+in deterministic time); the CPU figures measure the machine (``*_cpu_s``: left out of the
+determinism check).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_seconds(pid: int) -> tuple[float, float] | None:
+    """(user, system) CPU seconds of ``pid`` and its waited-for children; None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    # after the command: state(0) ... utime(11) stime(12) cutime(13) cstime(14)
+    user = (int(fields[11]) + int(fields[13])) / _TICK
+    system = (int(fields[12]) + int(fields[14])) / _TICK
+    return user, system
+
+
+def sample_cpu(processes: list[Any]) -> dict[str, dict[str, float]]:
+    """``name -> {user_cpu_s, system_cpu_s}`` for the processes still running."""
+    out = {}
+    for proc in processes:
+        popen = getattr(proc, "popen", None)
+        if popen is None or popen.poll() is not None:
+            continue
+        cpu = cpu_seconds(popen.pid)
+        if cpu is not None:
+            out[proc.name] = {"user_cpu_s": round(cpu[0], 2), "system_cpu_s": round(cpu[1], 2)}
+    return out
+
+
+def figures(
+    names: list[str], cpu: dict[str, dict[str, float]], counts: dict[tuple[str, str, str], int]
+) -> dict[str, dict[str, Any]]:
+    """Per process: its CPU and its requests (``"list pods": 12``, sorted), with totals."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in names:
+        mine = {
+            f"{verb} {resource}": n for (who, verb, resource), n in counts.items() if who == name
+        }
+        entry: dict[str, Any] = {
+            "requests": sum(mine.values()),
+            "requests_by_verb_and_resource": dict(sorted(mine.items())),
+        }
+        entry.update(cpu.get(name, {}))
+        out[name] = entry
+    return out
+
+
+def summary_lines(per_process: dict[str, dict[str, Any]]) -> list[str]:
+    """One line per process for the summary: CPU and the busiest request kinds."""
+    lines = []
+    for name, entry in per_process.items():
+        cpu = ""
+        if "user_cpu_s" in entry:
+            cpu = f"cpu {entry['user_cpu_s'] + entry['system_cpu_s']:.2f} s, "
+        kinds = entry.get("requests_by_verb_and_resource", {})
+        top = sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))
+        busiest = ", ".join(f"{kind} {n}" for kind, n in top[:4])
+        ended = ""
+        if entry.get("ended"):
+            at = entry["ended"].get("at_s")
+            when = f" at simulated t={at:,.3f} s" if at is not None else ""
+            ended = f"; exited {entry['ended'].get('exit')}{when}, the run went on"
+        lines.append(
+            f"{name}: {cpu}{entry.get('requests', 0)} API requests ({busiest or 'none'}){ended}"
+        )
+    return lines
