@@ -122,6 +122,26 @@ def test_requests_are_charged_to_the_runtime_that_sent_them_not_to_the_token(tmp
         assert not facade.api.authenticate(r).read_only
 
 
+def test_per_process_request_figures_count_the_runtime_that_sent_them(tmp_path):
+    with _facade(tmp_path) as facade:
+        token = facade.add_token("scheduler-0")
+        observer = facade.tokens.observer_token()
+        facade.attribute_by_pid({4242: "scheduler-0", 5151: "loadgen"}.get)
+        for who, seq in [
+            (token, None),  # kubectl with the scheduler's kubeconfig: outside
+            (observer, None),  # the people's kubeconfig: outside
+            (token, "999-ab.1"),  # a runtime the clock does not know: outside
+            (token, "5151-ab.1"),  # another simulated process with the scheduler's token
+            (observer, "4242-cd.1"),  # the scheduler with the observer's kubeconfig
+            (token, "4242-ab.1"),
+        ]:
+            assert facade.api.handle(_request(facade, who, seq)).status == 200
+        assert facade.api.request_counts == {
+            ("loadgen", "list", "pods"): 1,
+            ("scheduler-0", "list", "pods"): 2,
+        }
+
+
 def _inputs(tmp_path: Path) -> tuple[Path, Path]:
     platform = write_platform(tmp_path / "p.xml", 4, cores=2)
     profile = {"type": "delay", "delay": 30, "cpu": "1", "scheduler": "default"}
