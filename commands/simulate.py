@@ -684,7 +684,9 @@ class _Simulation:
                 list(getattr(self.args, "pause_conditions", None) or []),
                 sys.stderr,
                 self.prog,
-                kubeconfig=getattr(self.args, "write_kubeconfig", None),
+                # the people's kubeconfig: every run writes one (read-only observer)
+                kubeconfig=getattr(self.args, "write_kubeconfig", None)
+                or str(self.observer_kubeconfig),
             )
             self.pauser.arm(parts.clock)
             self.pauser.install_signals()
@@ -786,6 +788,8 @@ class _Simulation:
         complete = ok and stopped_at is None
         figures["outputs"] = ("complete" if complete else "partial") if written else "none"
         figures["seed"] = run_seed(self.args)
+        if getattr(self, "observer_kubeconfig", None) is not None:
+            figures["kubectl"] = self._kubectl_line()  # the people's way in (docs/user-guide.md)
         if stopped_at is not None:
             figures["stopped_at_s"] = stopped_at
         if getattr(self, "stopped_by", None):
@@ -843,8 +847,6 @@ class _Simulation:
 
             for line in summary_lines(getattr(self, "per_process", {})):
                 print(f"{self.prog}: {line}", file=sys.stderr)
-        if getattr(self, "observer_kubeconfig", None) is not None and not self.args.quiet:
-            print(f"kubectl (while a run goes on): {self._kubectl_line()}", file=sys.stderr)
         for line in self.pacer.summary() if self.pacer is not None else ():
             print(f"{self.prog}: busy polling: {line}", file=sys.stderr)  # a warning: always
         return not refused

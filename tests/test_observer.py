@@ -193,6 +193,12 @@ def test_two_hundred_observers_leave_the_run_byte_identical(tmp_path, subprocess
     go.touch()
     _, err = base.communicate(timeout=300)
     assert base.returncode == 0, err[-3000:]
+    # every run writes the people's kubeconfig and names it in the summary and manifest
+    line = f"KUBECONFIG={tmp_path / 'base' / 'observer.kubeconfig'} kubectl get pods"
+    assert (tmp_path / "base" / "observer.kubeconfig").is_file()
+    assert f"kubectl (while a run goes on): {line}\n" in err
+    manifest = json.loads((tmp_path / "base" / "manifest.json").read_text())
+    assert manifest["figures"]["kubectl"] == line
 
     loaded, go = _start(tmp_path, subprocess_env, "loaded")
     _kubeconfig_line(loaded)
