@@ -152,7 +152,8 @@ def _idle_wait(rt: _runtime.Runtime, fds: list[int], timeout: float | None) -> b
     for fd in fds:
         poller.register(fd, select.POLLIN)
     poller.register(pipe.r, select.POLLIN)
-    rt.begin_external_wait(waiter, deadline)
+    # the poll's timeout is slack: it never moves time by itself (module docstring)
+    rt.begin_external_wait(waiter, deadline, slack=True)
     readable = False
     try:
         while waiter.state == _runtime.WAITING and not readable:
