@@ -103,6 +103,8 @@ class Request:
     body: bytes
     peer_port: int
     on_queued: Callable[[bytes | None], None]  # a watch frame queued (watch.py)
+    peer_cert: bytes | None = None  # the TLS client certificate (DER), unverified
+    identity: Any = None  # who sent it, once the facade asked (auth.Identity; cache)
 
 
 @dataclass
@@ -124,8 +126,9 @@ class WatchStream:
 
 
 Handler = Callable[[Request], "Response | WatchStream"]
-# (method, target, headers) of a request whose body is not read yet -> a refusal or None
-HeadCheck = Callable[[str, str, dict[str, str]], "Response | None"]
+# (method, target, headers, client certificate) of a request whose body is not read yet
+# -> a refusal or None
+HeadCheck = Callable[[str, str, dict[str, str], "bytes | None"], "Response | None"]
 
 
 class Connection:
@@ -142,6 +145,7 @@ class Connection:
         "refused",
         "last_request",
         "held",
+        "peer_cert",
     )
 
     def __init__(self, peer_port: int, sock: socket.socket) -> None:
@@ -157,6 +161,7 @@ class Connection:
         self.refused = False  # answered without reading all the client sent
         self.last_request = ""  # "GET /api/v1/pods?watch=1", for stall diagnostics
         self.held = False  # a response held back until a virtual deadline (Hold)
+        self.peer_cert: bytes | None = None  # the TLS client's certificate (DER), if any
 
 
 class Hold:
@@ -400,6 +405,7 @@ class HttpServer:
         port: int = 0,
         listener: socket.socket | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        plain_too: bool = False,
         poll_interval: float = 0.5,
         on_request: Callable[[Request], Callable[[], None] | None] | None = None,
         admit_head: HeadCheck | None = None,
@@ -413,6 +419,10 @@ class HttpServer:
         self._on_unhandled = on_unhandled
         self.ledger = ledger
         self._ssl = ssl_context
+        # serve plain HTTP as well as HTTPS on the one port (told apart by the first byte):
+        # schedulers keep their plain kubeconfigs, people get HTTPS (kubectl sends no
+        # bearer token over plain HTTP)
+        self._plain_too = plain_too
         self._poll = poll_interval
         self._on_request = on_request
         self._admit_head = admit_head
@@ -514,9 +524,10 @@ class HttpServer:
             self._conns.add(conn)
         try:
             sock: socket.socket = raw
-            if self._ssl is not None:
+            if self._ssl is not None and (not self._plain_too or _tls_hello(raw)):
                 sock = self._ssl.wrap_socket(raw, server_side=True)
                 conn.sock = sock
+                conn.peer_cert = sock.getpeercert(binary_form=True)
             self._request_loop(conn, _Wire(sock))
         except (_Closed, OSError, ssl.SSLError):
             pass
@@ -654,7 +665,7 @@ class HttpServer:
         if wire.fed - len(wire.h.trailing_data[0]) - wire.counted > MAX_HEAD:
             refusal = _plain_error(431, f"request head larger than {MAX_HEAD // 1024} KiB")
         elif self._admit_head is not None:
-            refusal = self._admit_head(method, target, headers)
+            refusal = self._admit_head(method, target, headers, conn.peer_cert)
         if refusal is None:
             length = headers.get("content-length")
             if length is not None and length.isdigit() and int(length) > MAX_BODY:
@@ -705,6 +716,7 @@ class HttpServer:
             body,
             conn.peer_port,
             lambda frame: self._queued(conn, framed_size(frame, chunked)),
+            peer_cert=conn.peer_cert,
         )
 
     def _queued(self, conn: Connection, size: int) -> None:
@@ -827,7 +839,7 @@ class HttpServer:
             done()
         if stream.on_parked is not None:
             stream.on_parked()
-        if self.direct_watch_writes and self._ssl is None and _DONTWAIT:
+        if self.direct_watch_writes and not isinstance(conn.sock, ssl.SSLSocket) and _DONTWAIT:
             watcher.attach_writer(lambda f: self._write_direct(conn, frame(f)))
         self.ledger.notify(conn.peer_port)
 
@@ -933,6 +945,15 @@ class HttpServer:
             return True  # a client piling up requests behind a watch: not a client
         wire.feed(data)
         return False
+
+
+def _tls_hello(sock: socket.socket) -> bool:
+    """The client's first byte opens a TLS handshake record (0x16), not an HTTP method."""
+    try:
+        first = sock.recv(1, socket.MSG_PEEK)
+    except OSError:
+        return False
+    return first == b"\x16"
 
 
 def _linger(sock: socket.socket) -> None:
