@@ -100,9 +100,7 @@ class Framer:
                 elif isinstance(event, CloseConnection):
                     over = True
                     if self._ws.state is ConnectionState.REMOTE_CLOSING:
-                        replies.append(
-                            Control(self._ws.send(CloseConnection(code=NORMAL_CLOSURE)))
-                        )
+                        replies.append(Control(self._ws.send(CloseConnection(code=NORMAL_CLOSURE))))
                     break
         return replies, over
 
