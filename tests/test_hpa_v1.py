@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -286,3 +287,55 @@ def test_malformed_annotations_are_ignored_as_the_server_ignores_them():
         {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}
     ]  # fmt: skip
     assert "behavior" not in v2["spec"] and "annotations" not in v2["metadata"]
+
+
+def test_kubernetes_asyncio_round_trips_v1_hpas_into_its_typed_models(
+    facade, tmp_path, subprocess_env
+):
+    kubeconfig = facade.write_kubeconfig(tmp_path / "kc", "aio")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "programs" / "aio_hpa_v1.py"), str(kubeconfig)],
+        env=subprocess_env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {
+        "created": ["V1HorizontalPodAutoscaler", "autoscaling/v1", 1],
+        "as_v2": ["V2HorizontalPodAutoscaler", "Utilization", 65],
+        "listed": ["V1HorizontalPodAutoscalerList", ["aio"]],
+        "watched": [["MODIFIED", "V1HorizontalPodAutoscaler", 70]],
+    }
+
+
+def test_a_kopf_operator_on_v1_hpas_lists_watches_and_patches_them(
+    facade, tmp_path, subprocess_env
+):
+    """kopf discovers autoscaling/v1, lists and watches the HPAs there and patches
+    (merge patch, applied to the v1 view) its annotations; the stored object keeps its
+    v2 metrics."""
+    s, url = _session(facade)
+    assert s.post(url + V2, json=_v2_hpa()).status_code == 201
+    env = dict(subprocess_env, KUBECONFIG=str(facade.write_kubeconfig(tmp_path / "kc", "kopf")))
+    kopf = Path(sys.executable).parent / "kopf"
+    proc = subprocess.Popen(
+        [str(kopf), "run", "--standalone", "--namespace", "default",
+         str(ROOT / "tests" / "programs" / "kopf_hpa_v1.py")],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    done = threading.Event()
+    facade.store.add_listener(lambda *args: done.set())
+    try:
+        stored = None
+        for _ in range(600):  # bounded: ~60 s on a loaded machine
+            stored = facade.store.get("horizontalpodautoscalers.autoscaling", "default", "web")
+            if "example.com/cpu-target" in (stored["metadata"].get("annotations") or {}):
+                break
+            done.wait(0.1)
+            done.clear()
+    finally:
+        proc.terminate()
+        log = proc.communicate(timeout=60)[0]
+    annotations = stored["metadata"].get("annotations") or {}
+    assert annotations.get("example.com/cpu-target") == "70", log[-3000:]
+    assert [m["type"] for m in stored["spec"]["metrics"]] == ["Pods", "Resource"]
+    assert stored["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 60
+    assert not any(k.startswith("autoscaling.alpha") for k in annotations)
