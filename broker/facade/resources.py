@@ -30,6 +30,7 @@ from .kinds.core import (
 from .kinds.crd import CustomResourceDefinitionStrategy
 from .kinds.pods import BindingStrategy, PodStrategy
 from .kinds.scheduling import PriorityClassStrategy
+from .kinds.secrets import SecretStrategy
 from .metrics import CUSTOM_METRICS, CUSTOM_METRICS_GROUP
 
 READ = ("get", "list", "watch")
@@ -119,6 +120,8 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ),
     _r("", "v1", "events", "event", "Event", True, short_names=("ev",), strategy=EventStrategy()),
     _r("", "v1", "configmaps", "configmap", "ConfigMap", True, short_names=("cm",)),
+    _r("", "v1", "secrets", "secret", "Secret", True, strategy=SecretStrategy()),
+    _r("", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", True, short_names=("sa",)),
     _r(
         "",
         "v1",
