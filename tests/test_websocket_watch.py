@@ -207,3 +207,25 @@ def test_a_v1_hpa_watch_over_websocket_speaks_v1(facade):
     client.send(client.ws.send(Message(data="ignored")))  # read and dropped
     client.send(client.ws.send(CloseConnection(code=1000)))
     assert isinstance(client.event(), CloseConnection)
+
+
+def test_frames_sent_right_behind_the_request_are_answered_after_the_initial_events(facade):
+    """A client that pings in the same write as its handshake: the ping (buffered behind
+    the request) is taken in and answered once the initial events are out."""
+    client = Client.__new__(Client)
+    client.facade, client.sent, client.consumed, client.buffer = facade, 0, 0, b""
+    client.sock = socket.create_connection(("127.0.0.1", facade.port), timeout=10)
+    client.port = client.sock.getsockname()[1]
+    client.ws = Connection(ConnectionType.CLIENT)
+    head = (
+        "GET /api/v1/nodes?watch=true HTTP/1.1\r\n"
+        f"Host: 127.0.0.1:{facade.port}\r\nAuthorization: Bearer {facade.token}\r\n"
+        "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: {KEY}\r\nSec-WebSocket-Version: 13\r\nOrigin: http://x\r\n\r\n"
+    ).encode()
+    client.send(head + client.ws.send(Ping(payload=b"early")))
+    assert client.read_head()[0] == "HTTP/1.1 101 Switching Protocols"
+    first = client.event()
+    assert isinstance(first, TextMessage) and '"name":"n1"' in first.data
+    assert client.event() == Pong(payload=b"early")
+    assert _wait_idle(client)

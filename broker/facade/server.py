@@ -842,7 +842,7 @@ class HttpServer:
             return False
         with self.ledger.lock:
             conn.received += len(data)
-            conn.handling = True
+            handling, conn.handling = conn.handling, True
         try:
             replies, over = framer.receive(data)
             for reply in replies:
@@ -850,8 +850,8 @@ class HttpServer:
             if over:
                 watcher.end()
         finally:
-            with self.ledger.lock:
-                conn.handling = False
+            with self.ledger.lock:  # back as it was (busy until the initial events are out)
+                conn.handling = handling
             self.ledger.notify(conn.peer_port)
         return True
 
