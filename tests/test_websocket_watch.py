@@ -32,7 +32,9 @@ class Client:
     """A WebSocket client on a raw socket that counts what it sends and consumes, as
     the runtime counts a scheduler's bytes."""
 
-    def __init__(self, facade: Facade, path: str, **headers: str) -> None:
+    def __init__(
+        self, facade: Facade, path: str, behind: list | None = None, **headers: str
+    ) -> None:
         self.facade = facade
         self.sock = socket.create_connection(("127.0.0.1", facade.port), timeout=10)
         self.port = self.sock.getsockname()[1]
@@ -54,8 +56,10 @@ class Client:
             else:
                 head[name] = value
         lines = [f"GET {path} HTTP/1.1"] + [f"{k}: {v}" for k, v in head.items()]
-        self.send(("\r\n".join(lines) + "\r\n\r\n").encode())
         self.buffer = b""
+        # frames made by this client, sent in the same write as the request
+        frames = b"".join(self.ws.send(event) for event in behind or [])
+        self.send(("\r\n".join(lines) + "\r\n\r\n").encode() + frames)
 
     def send(self, data: bytes) -> None:
         self.sent += len(data)
@@ -212,18 +216,7 @@ def test_a_v1_hpa_watch_over_websocket_speaks_v1(facade):
 def test_frames_sent_right_behind_the_request_are_answered_after_the_initial_events(facade):
     """A client that pings in the same write as its handshake: the ping (buffered behind
     the request) is taken in and answered once the initial events are out."""
-    client = Client.__new__(Client)
-    client.facade, client.sent, client.consumed, client.buffer = facade, 0, 0, b""
-    client.sock = socket.create_connection(("127.0.0.1", facade.port), timeout=10)
-    client.port = client.sock.getsockname()[1]
-    client.ws = Connection(ConnectionType.CLIENT)
-    head = (
-        "GET /api/v1/nodes?watch=true HTTP/1.1\r\n"
-        f"Host: 127.0.0.1:{facade.port}\r\nAuthorization: Bearer {facade.token}\r\n"
-        "Upgrade: websocket\r\nConnection: Upgrade\r\n"
-        f"Sec-WebSocket-Key: {KEY}\r\nSec-WebSocket-Version: 13\r\nOrigin: http://x\r\n\r\n"
-    ).encode()
-    client.send(head + client.ws.send(Ping(payload=b"early")))
+    client = Client(facade, "/api/v1/nodes?watch=true", behind=[Ping(payload=b"early")])
     assert client.read_head()[0] == "HTTP/1.1 101 Switching Protocols"
     first = client.event()
     assert isinstance(first, TextMessage) and '"name":"n1"' in first.data
