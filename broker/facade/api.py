@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from . import acting, admission, crds, discovery, errors, listoptions
+from . import acting, admission, discovery, errors, listoptions, versions
 from .auth import Identity, TokenRegistry
 from .clock import Cancellable, Clock
 from .errors import ApiError
@@ -350,7 +350,7 @@ class Api:
         if route.rt.group == "metrics.k8s.io":
             return self._metrics(route.rt, route, query)
         answer = self._serve(request, route, query)
-        recode = crds.version_recoder(route.rt, self.store.types)
+        recode = versions.recoder(route.rt, self.store.types)
         if recode is not None and isinstance(answer, Response):
             answer.body = recode(answer.body)
         return answer
@@ -445,7 +445,7 @@ class Api:
             self._check_kind(rt, body)
             replaced = self.store.replace(
                 rt.key,
-                body,
+                versions.to_storage(rt, body),
                 namespace=route.namespace,
                 name=route.name,
                 subresource=route.subresource,
@@ -463,7 +463,13 @@ class Api:
                     "UnsupportedMediaType",
                 )
             patched = self.store.patch(
-                rt.key, route.namespace, route.name, body, ctype, subresource=route.subresource
+                rt.key,
+                route.namespace,
+                route.name,
+                body,
+                ctype,
+                subresource=route.subresource,
+                view=versions.patch_view(rt),
             )
             return _json(200, patched)
         if method == "DELETE":
@@ -516,7 +522,7 @@ class Api:
         self._check_kind(rt, body)
         created = self.store.create(
             rt.key,
-            body,
+            versions.to_storage(rt, body),
             namespace=route.namespace,
             create_namespace=False,
             prepare=self.hooks.on_create,
@@ -608,7 +614,7 @@ class Api:
                 bookmarks=opts.bookmarks,
                 send_initial_events=opts.send_initial_events,
                 on_queued=request.on_queued,
-                recode=crds.version_recoder(rt, self.store.types),
+                recode=versions.recoder(rt, self.store.types),
             )
         except ApiError as exc:
             if exc.code != 410:

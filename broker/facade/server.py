@@ -53,6 +53,7 @@ from typing import Any
 
 import h11
 
+from . import websocket
 from .watch import END, Watcher
 
 _log = logging.getLogger(__name__)
@@ -61,6 +62,8 @@ MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's MaxRequestBodyBytes
 # Connections the server closed whose counters are kept for their clients' runtimes
 # (a client may not have read its last response yet): the newest this many.
 CLOSED_KEPT = 4096
+# How often (real seconds) a WebSocket watch looks at what its client sent (pings, close)
+WS_POLL_S = 0.05
 # Out of file descriptors: wait this long (doubling up to the max) and accept again.
 ACCEPT_BACKOFF_S = (0.005, 0.2)
 # After a refusal, how long (and how much) the client's unread bytes are drained.
@@ -139,6 +142,7 @@ class Connection:
         "handling",
         "queued",
         "queued_bytes",
+        "ws_framer",
         "streaming",
         "sock",
         "closed",
@@ -156,6 +160,7 @@ class Connection:
         self.handling = False
         self.queued = 0
         self.queued_bytes = 0  # the framed size of the queued frames
+        self.ws_framer: websocket.Framer | None = None  # an upgraded watch's
         self.streaming = False  # the request being answered is a watch
         self.closed = False
         self.refused = False  # answered without reading all the client sent
@@ -708,14 +713,24 @@ class HttpServer:
         with self.ledger.lock:
             conn.received += wire.uncounted()
             conn.handling = True
-        chunked = wire.h.their_http_version != b"1.0"  # as _stream will frame the events
+        # a watch's frames are owed as its stream will frame them (see the ledger rules)
+        if wire.headers is not None and websocket.is_websocket_request(wire.headers):
+
+            def size(frame: bytes | None) -> int:
+                return websocket.framed_size(frame, conn.ws_framer)
+        else:
+            chunked = wire.h.their_http_version != b"1.0"
+
+            def size(frame: bytes | None) -> int:
+                return framed_size(frame, chunked)
+
         return Request(
             method,
             target,
             headers,
             body,
             conn.peer_port,
-            lambda frame: self._queued(conn, framed_size(frame, chunked)),
+            lambda frame: self._queued(conn, size(frame)),
             peer_cert=conn.peer_cert,
         )
 
@@ -787,6 +802,8 @@ class HttpServer:
         Frames are chunks (an HTTP/1.0 client gets them bare, the end of the stream
         being the end of the connection): framed here rather than by h11, because a
         direct write frames them in the committing thread."""
+        if wire.headers is not None and websocket.is_websocket_request(wire.headers):
+            return self._stream_ws(conn, wire, stream, done)
         watcher = stream.watcher
         h = wire.h
         chunked = h.their_http_version != b"1.0"
@@ -821,6 +838,83 @@ class HttpServer:
             return False
         finally:
             self._wind_up_stream(conn, stream, done)
+
+    def _stream_ws(
+        self,
+        conn: Connection,
+        wire: _Wire,
+        stream: WatchStream,
+        done: Callable[[], None] | None,
+    ) -> bool:
+        """A watch over WebSocket (``websocket.py``): the handshake's answer, then each
+        event as one text message, the client's pings answered, a close frame at the end.
+        The connection is never reused (False)."""
+        watcher = stream.watcher
+        assert wire.headers is not None
+        head, framer = websocket.handshake(wire.headers)
+        conn.ws_framer = framer
+        with self._lock:
+            self._streams.add(watcher)
+        with self.ledger.lock:
+            conn.streaming = True
+        try:
+            if framer is None:  # refused, raw, as x/net writes it; then the connection closes
+                self._write(conn, head, last=True)
+                return False
+            self._write(conn, head)
+            pending = wire.h.trailing_data[0]  # frames sent right behind the request
+            if pending and not self._ws_input(conn, watcher, framer, pending):
+                return False
+            parked = False
+            while True:
+                if not parked and watcher.pending() == 0:
+                    self._park(conn, stream, framer.message, done)
+                    parked, done = True, None
+                batch = watcher.take_batch(WS_POLL_S)
+                if batch is not None:
+                    backlog, frames = batch
+                    if frames and frames[-1] is END:
+                        frames[-1] = websocket.Control(framer.close())
+                        self._send_batch(conn, wire, framer.message, watcher, batch)
+                        return False
+                    self._send_batch(conn, wire, framer.message, watcher, batch)
+                    if parked:
+                        with self.ledger.lock:
+                            idle_now = conn.queued == 0
+                        if idle_now:
+                            self.ledger.notify(conn.peer_port)
+                if self._stopping.is_set():
+                    return False
+                data = _poll_recv(wire.sock)
+                if data is not None and not self._ws_input(conn, watcher, framer, data):
+                    return False
+        except OSError:
+            return False
+        finally:
+            self._wind_up_stream(conn, stream, done)
+
+    def _ws_input(
+        self, conn: Connection, watcher: Watcher, framer: websocket.Framer, data: bytes
+    ) -> bool:
+        """Bytes a WebSocket client sent: taken in, answered (pong, close) through the
+        watcher's queue — all in one busy step, so the client never looks idle with an
+        answer owed. False when the client is gone."""
+        if not data:
+            return False
+        with self.ledger.lock:
+            conn.received += len(data)
+            handling, conn.handling = conn.handling, True
+        try:
+            replies, over = framer.receive(data)
+            for reply in replies:
+                watcher.push(reply, bounded=False, raw=True)
+            if over:
+                watcher.end()
+        finally:
+            with self.ledger.lock:  # back as it was (busy until the initial events are out)
+                conn.handling = handling
+            self.ledger.notify(conn.peer_port)
+        return True
 
     def _park(
         self,
@@ -922,23 +1016,9 @@ class HttpServer:
         """Poll the socket without blocking: EOF means the client went away; bytes are
         fed to h11 (a pipelined request, read once the watch is over) and mean it is
         still there."""
-        sock = wire.sock
-        try:
-            readable, _, _ = select.select([sock], [], [], 0)
-        except (OSError, ValueError):
-            return True
-        if not readable and not (isinstance(sock, ssl.SSLSocket) and sock.pending()):
+        data = _poll_recv(wire.sock)
+        if data is None:
             return False
-        sock.settimeout(0)
-        try:
-            data = sock.recv(65536)
-        except (BlockingIOError, ssl.SSLWantReadError):
-            return False
-        except OSError:
-            return True
-        finally:
-            with contextlib.suppress(OSError):
-                sock.settimeout(None)
         if not data:
             return True
         if len(wire.h.trailing_data[0]) + len(data) > MAX_HEAD + MAX_BODY:
@@ -954,6 +1034,27 @@ def _tls_hello(sock: socket.socket) -> bool:
     except OSError:
         return False
     return first == b"\x16"
+
+
+def _poll_recv(sock: socket.socket) -> bytes | None:
+    """What the client sent, without blocking: None if nothing, b"" at EOF (or a broken
+    connection)."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return b""
+    if not readable and not (isinstance(sock, ssl.SSLSocket) and sock.pending()):
+        return None
+    sock.settimeout(0)
+    try:
+        return sock.recv(65536)
+    except (BlockingIOError, ssl.SSLWantReadError):
+        return None
+    except OSError:
+        return b""
+    finally:
+        with contextlib.suppress(OSError):
+            sock.settimeout(None)
 
 
 def _linger(sock: socket.socket) -> None:

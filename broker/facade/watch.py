@@ -147,11 +147,12 @@ class Watcher:
         if kind is not None:
             self.push(event.frame(kind), event.rv, bounded=bounded)
 
-    def push(self, frame: bytes, rv: int = 0, *, bounded: bool = True) -> bool:
+    def push(self, frame: bytes, rv: int = 0, *, bounded: bool = True, raw: bool = False) -> bool:
         """Queue ``frame`` (False if the watch is over). A ``bounded`` frame that would
         take the queue past ``max_queued_bytes`` ends the watch instead (``overflowed``;
-        ``on_overflow`` is called): nothing more is queued."""
-        if self.recode is not None:
+        ``on_overflow`` is called): nothing more is queued. A ``raw`` frame is not an
+        event (a WebSocket control frame): never recoded."""
+        if self.recode is not None and not raw:
             frame = self.recode(frame)
         with self._cond:
             if self._ended:
