@@ -71,6 +71,17 @@ def _allocatable(node: dict[str, Any]) -> dict[str, int]:
     return out
 
 
+def _disruption(pod: dict[str, Any]) -> str:
+    """The reason of a pod's ``DisruptionTarget`` condition when True (``DeletionByPodGC``:
+    the pod garbage collector failed it before deleting it), else ``""``."""
+    conditions = (pod.get("status") or {}).get("conditions")
+    for cond in conditions if isinstance(conditions, list) else []:
+        if isinstance(cond, dict) and cond.get("type") == "DisruptionTarget":
+            if cond.get("status") == "True":
+                return str(cond.get("reason") or "DisruptionTarget")
+    return ""
+
+
 def _fmt(value: float) -> str:
     return f"{value:.6f}".rstrip("0").rstrip(".")
 
@@ -150,17 +161,26 @@ class DecisionLog:
         phase = (pod.get("status") or {}).get("phase")
         placed = self._placed.get(key)
         deleting = event == "DELETED" or bool(meta.get("deletionTimestamp"))
-        if deleting and phase not in _ENDED and key not in self._deleted:
+        disruption = _disruption(pod)  # a pod failed to be deleted (PodGC) says why
+        if deleting and (phase not in _ENDED or disruption) and key not in self._deleted:
             # the request's moment (a graceful deletion ends later, in the kubelet model)
             self._deleted.add(key)
-            self._row("delete", "Pod", pod, node_name or "", job_id=self.job_id_of(pod))
+            self._row(
+                "delete", "Pod", pod, node_name or "", job_id=self.job_id_of(pod),
+                detail=disruption,
+            )  # fmt: skip
         if event == "DELETED":
             self._deleted.discard(key)
         if event == "DELETED" or phase in _ENDED:
             self._unbound.pop(key, None)
             if placed is not None:
                 self._release(key)
-            if phase == "Failed" and placed is not None and (pod.get("status") or {}).get("reason"):
+            if (
+                phase == "Failed"
+                and placed is not None
+                and (pod.get("status") or {}).get("reason")
+                and not disruption
+            ):
                 status = pod["status"]
                 self._row(
                     "refused", "Pod", pod, node_name or "", actor="kubelet",

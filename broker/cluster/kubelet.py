@@ -48,6 +48,7 @@ class KubeletModel:
         self.metrics = metrics
         self.replacements = replacements
         self._node_objects: dict[str, Obj] = {}  # the store's Nodes, by name
+        self._deleted_nodes: set[str] = set()  # Nodes deleted through the API: no kubelet
         # the kubelet owns pods' status: it reads a malformed one (a client's status
         # write) as absent, and rewrites it decoded (broker/controllers/typed.py)
         self.store = TypedStore(state.facade.store, ("pods",))
@@ -61,8 +62,10 @@ class KubeletModel:
             name = obj["metadata"]["name"]
             if event == "DELETED":
                 self._node_objects.pop(name, None)
+                self._deleted_nodes.add(name)
             else:
                 self._node_objects[name] = obj  # stored objects are never mutated
+                self._deleted_nodes.discard(name)
 
     def admit(self, namespace: str, pod_name: str, node_name: str) -> None:
         """The kubelet model for one binding (``broker/cluster/kubelet_admission.py``): the
@@ -73,6 +76,8 @@ class KubeletModel:
         pod = self.store.get_or_none("pods", namespace, pod_name)
         if pod is None or (pod.get("spec") or {}).get("nodeName") != node_name:
             return  # the binding did not go through
+        if node_name in self._deleted_nodes:
+            return  # no kubelet on a deleted node: the pod stays Pending, an orphan (podgc)
         jp = state.pods.get((namespace, pod_name))
         if (jp is not None and jp.state != "pending") or (pod.get("status") or {}).get(
             "phase", "Pending"

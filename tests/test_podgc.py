@@ -1,0 +1,176 @@
+"""The pod garbage collector (``broker/controllers/podgc.py``), as kube-controller-
+manager's PodGC: a deleted node's pods are failed and force-deleted once the node is
+really gone (the first 20 s tick after the deletion, then 40 s of quarantine), their
+Batsim jobs killed; unscheduled terminating pods and terminating pods on out-of-service
+nodes go at the next tick; a run that gives it nothing to collect never wakes it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from broker.controllers import podgc
+from broker.drivers.inprocess import InProcessRun
+
+NS = 10**9
+GC = "pod-garbage-collector-controller"
+
+
+def _jobs(n: int, profile: str = "long") -> list[dict[str, Any]]:
+    return [{"id": str(i), "subtime": 0, "res": 1, "profile": profile} for i in range(n)]
+
+
+PROFILES = {"long": {"type": "delay", "delay": 100, "cpu": "1", "scheduler": "default"}}
+
+
+def _at(world: InProcessRun, seconds: float, action) -> Any:
+    """``action()`` at ``seconds`` of virtual time (armed at SIMULATION_BEGINS)."""
+
+    def before(message) -> None:
+        if any(e.type == "SIMULATION_BEGINS" for e in message.events):
+            world.clock.call_at(round(seconds * NS), action)
+
+    return before
+
+
+def _last_states(world: InProcessRun) -> dict[str, dict[str, Any]]:
+    """The last state of every pod the store held (a deleted pod: as it was deleted)."""
+    last: dict[str, dict[str, Any]] = {}
+
+    def listen(key: str, event: str, obj: dict[str, Any]) -> None:
+        if key == "pods":
+            last[obj["metadata"]["name"]] = {"event": event, "obj": obj}
+
+    world.store.add_listener(listen)
+    return last
+
+
+@pytest.mark.parametrize(("deleted_at", "collected_at"), [(5, 60.0), (20, 60.0), (21, 80.0)])
+def test_a_deleted_nodes_pods_are_failed_deleted_and_their_jobs_killed(
+    tmp_path, deleted_at, collected_at
+):
+    world = InProcessRun(tmp_path, nodes=2, cores=2)
+    last = _last_states(world)
+    try:
+        before = _at(world, deleted_at, lambda: world.store.delete("nodes", None, "n000"))
+        assert world.run(_jobs(3), PROFILES, before=before).ended
+        rows = {r["job_id"]: r for r in world.rows()}
+        kills = world.sent("KILL_JOB")
+    finally:
+        world.close()
+    # the binder put pods 0 and 2 on n000, pod 1 on n001
+    assert kills == [(collected_at, {"job_ids": ["w0!0"]}), (collected_at, {"job_ids": ["w0!2"]})]
+    assert {j: (r["final_state"], float(r["finish_time"])) for j, r in rows.items()} == {
+        "0": ("COMPLETED_KILLED", collected_at),
+        "1": ("COMPLETED_SUCCESSFULLY", 100.0),
+        "2": ("COMPLETED_KILLED", collected_at),
+    }
+    gone = [s for s in last.values() if s["event"] == "DELETED"]
+    assert len(gone) == 2
+    for state in gone:
+        status = state["obj"]["status"]
+        assert status["phase"] == "Failed"
+        (cond,) = [c for c in status["conditions"] if c["type"] == "DisruptionTarget"]
+        assert (cond["status"], cond["reason"], cond["message"]) == (
+            "True",
+            "DeletionByPodGC",
+            "PodGC: node no longer exists",
+        )
+
+
+def test_a_pod_bound_to_a_deleted_node_is_never_started_and_is_collected(tmp_path):
+    """No kubelet runs on a deleted node: a pod bound there after the deletion stays
+    Pending, an orphan, until the collector deletes it (its job rejected)."""
+    world = InProcessRun(tmp_path, nodes=2, cores=2)
+    try:
+        world.bind_enabled = False
+
+        def delete_then_bind() -> None:
+            world.store.delete("nodes", None, "n000")
+            (pod,) = world.store.list("pods")[0]
+            name = pod["metadata"]["name"]
+            world.cluster.inbox.on_bind("default", name, "n000")
+            world.store.bind("default", name, "n000", copy=False)
+
+        assert world.run(_jobs(1), PROFILES, before=_at(world, 1, delete_then_bind)).ended
+        rejected = world.sent("REJECT_JOB")
+        assert world.sent("EXECUTE_JOB") == []
+    finally:
+        world.close()
+    assert rejected == [(60.0, {"job_id": "w0!0"})]
+
+
+def test_an_unscheduled_terminating_pod_is_deleted_at_the_next_tick(tmp_path):
+    world = InProcessRun(tmp_path, nodes=1, cores=2)
+    try:
+        world.bind_enabled = False
+
+        def terminating() -> None:  # (the API deletes an unbound pod at once: the store's)
+            (pod,) = world.store.list("pods")[0]
+            stamp = world.store.timestamp()
+            world.store.update(
+                "pods",
+                "default",
+                pod["metadata"]["name"],
+                lambda o: o["metadata"].update(deletionTimestamp=stamp),
+            )
+
+        assert world.run(_jobs(1), PROFILES, before=_at(world, 25, terminating)).ended
+        rejected = world.sent("REJECT_JOB")
+    finally:
+        world.close()
+    assert rejected == [(40.0, {"job_id": "w0!0"})]
+
+
+def test_a_terminating_pod_on_an_out_of_service_node_is_deleted(tmp_path):
+    profiles = {
+        "slow-stop": {
+            "type": "delay", "delay": 1000, "cpu": "1", "scheduler": "default",
+            "timewarp": {"shutdownSeconds": 500},
+            "pod": {"spec": {"terminationGracePeriodSeconds": 600}},
+        }
+    }  # fmt: skip
+    world = InProcessRun(tmp_path, nodes=1, cores=2)
+    try:
+
+        def delete_pod() -> None:
+            (pod,) = world.store.list("pods")[0]
+            world.cluster.pod_ops.terminate_pod("default", pod["metadata"]["name"])
+
+        def out_of_service() -> None:
+            def mark(node: dict[str, Any]) -> None:
+                taint = {
+                    "key": podgc.OUT_OF_SERVICE,
+                    "value": "nodeshutdown",
+                    "effect": "NoExecute",
+                }
+                node["spec"]["taints"] = [*(node["spec"].get("taints") or []), taint]
+                for cond in node["status"]["conditions"]:
+                    if cond["type"] == "Ready":
+                        cond["status"] = "False"
+
+            world.store.update("nodes", None, "n000", mark)
+
+        def before(message) -> None:
+            if any(e.type == "SIMULATION_BEGINS" for e in message.events):
+                world.clock.call_at(5 * NS, delete_pod)
+                world.clock.call_at(50 * NS, out_of_service)
+
+        assert world.run(_jobs(1, "slow-stop"), profiles, before=before).ended
+        kills = world.sent("KILL_JOB")
+    finally:
+        world.close()
+    assert kills == [(60.0, {"job_ids": ["w0!0"]})]  # not at 505 (its shutdown)
+
+
+def test_a_run_with_nothing_to_collect_never_wakes_the_collector(tmp_path):
+    world = InProcessRun(tmp_path, nodes=2, cores=2)
+    try:
+        assert world.run(_jobs(3), PROFILES).ended
+        collector = world.cluster.controllers[GC]
+        calls = world.sent("CALL_ME_LATER")
+    finally:
+        world.close()
+    assert collector._last_pass_ns is None
+    assert calls == []
