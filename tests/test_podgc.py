@@ -6,15 +6,21 @@ nodes go at the next tick; a run that gives it nothing to collect never wakes it
 
 from __future__ import annotations
 
+import csv
+import subprocess
+import sys
 from typing import Any
 
 import pytest
+from simrun import ROOT, run_simulate
 
 from broker.controllers import podgc
 from broker.drivers.inprocess import InProcessRun
+from simulator.testing import write_platform, write_workload
 
 NS = 10**9
 GC = "pod-garbage-collector-controller"
+DEFAULT_LIKE = "python -m sample_schedulers.default_like --scheduler-name default"
 
 
 def _jobs(n: int, profile: str = "long") -> list[dict[str, Any]]:
@@ -174,3 +180,48 @@ def test_a_run_with_nothing_to_collect_never_wakes_the_collector(tmp_path):
         world.close()
     assert collector._last_pass_ns is None
     assert calls == []
+
+
+def test_a_retired_nodes_bare_pods_are_collected_in_a_simulation(tmp_path, subprocess_env):
+    """An operator's script (official client) cordons n000 at t=100, evicts the pod a
+    ReplicaSet re-creates, leaves the bare one, deletes the Node and waits until no pod
+    is bound to it: the collector fails and deletes the bare pod 40 s later (the tick at
+    100, then the quarantine), its job killed; the run is the same twice."""
+    platform = write_platform(tmp_path / "p.xml", 2, cores=2)
+    profile = {"type": "delay", "delay": 300, "cpu": "1", "scheduler": "default"}
+    jobs = [
+        {"id": str(i), "subtime": 0, "res": 1, "profile": "d", **({"replicaset": "web"} if i < 2 else {})}
+        for i in range(4)
+    ]  # fmt: skip
+    workload = write_workload(tmp_path / "w.json", jobs, {"d": profile})
+    out = tmp_path / "out"
+    r = run_simulate(
+        out, subprocess_env, DEFAULT_LIKE, platform, workload,
+        "--scheduler", "python tests/programs/retire_node.py n000 100", "--check-determinism",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert (out / "scheduler-1.log").read_text().splitlines() == [
+        "cordoned n000",
+        "evicted default/w0-210",
+        "not evicting default/w0-212: no controller would re-create it",
+        "deleted node n000",
+        "no pod left on n000 after 45s",  # polled every 5 s: gone at 140
+    ]
+    with open(out / "out_decisions.csv", newline="") as handle:
+        rows = [
+            (r["time"], r["actor"], r["action"], r["name"], r["detail"])
+            for r in csv.DictReader(handle)
+        ]
+    assert ("140", "kube-controller-manager", "delete", "w0-212", "DeletionByPodGC") in rows
+    with open(out / "out_jobs.csv", newline="") as handle:
+        jobs_out = {
+            r["job_id"]: (r["final_state"], r["finish_time"]) for r in csv.DictReader(handle)
+        }
+    assert jobs_out["2"] == ("COMPLETED_KILLED", "140.000000")
+    assert jobs_out["0"] == ("COMPLETED_KILLED", "100.000000")  # evicted, then replaced
+    assert jobs_out["0~r1"][0] == "COMPLETED_SUCCESSFULLY"
+    story = subprocess.run(
+        [sys.executable, "-m", "timewarp", "explain", str(out), "w0!2"],
+        cwd=ROOT, env=subprocess_env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert "t=       140 s  deleted by kube-controller-manager (DeletionByPodGC)" in story.stdout
