@@ -96,3 +96,93 @@ def test_a_kopf_operator_runs_its_workerpools(tmp_path, subprocess_env, declared
         "default.render-2": ("COMPLETED_KILLED", "100.000000", "250.000000"),
         "0": ("COMPLETED_SUCCESSFULLY", "0.000000", "600.000000"),
     }
+
+
+WORKERSETS = ROOT / "tests" / "programs" / "workersets"
+ENCODE = {
+    "apiVersion": "apps.example.com/v1",
+    "kind": "WorkerSet",
+    "metadata": {"name": "encode", "namespace": "default"},
+    "spec": {
+        "replicas": 1,
+        "template": {
+            "metadata": {"labels": {"app": "encode"}},
+            "spec": {
+                "schedulerName": "default",
+                "containers": [
+                    {
+                        "name": "encoder",
+                        "image": "encode:1",
+                        "resources": {"requests": {"cpu": "500m"}},
+                    }
+                ],
+            },
+        },
+    },
+}
+ENCODE_HPA = {
+    "apiVersion": "autoscaling/v2",
+    "kind": "HorizontalPodAutoscaler",
+    "metadata": {"name": "encode", "namespace": "default"},
+    "spec": {
+        "scaleTargetRef": {
+            "apiVersion": "apps.example.com/v1",
+            "kind": "WorkerSet",
+            "name": "encode",
+        },
+        "minReplicas": 1,
+        "maxReplicas": 5,
+        "metrics": [
+            {
+                "type": "Resource",
+                "resource": {
+                    "name": "cpu",
+                    "target": {"type": "Utilization", "averageUtilization": 50},
+                },
+            }
+        ],
+    },
+}
+
+
+def test_the_sample_hpa_scales_a_custom_resource_a_dynamic_client_controller_serves(
+    tmp_path, subprocess_env
+):
+    """A WorkerSet CRD with a scale subresource, one WorkerSet and an HPA on it declared in
+    the workload; a controller written with ``kubernetes.dynamic`` makes its pods; the
+    sample HPA finds the kind's ``scale`` by discovery and scales it as kube-controller-
+    manager would: the pods use their whole request (100 % > 50 %), so it doubles once
+    they are past the 300 s cpu initialisation period — at 300 s, then 600 s."""
+    platform = write_platform(tmp_path / "p.xml", 2, cores=4)
+    profile = {"type": "delay", "delay": 800, "cpu": "1", "scheduler": "default"}
+    workload = write_workload(
+        tmp_path / "w.json", [{"id": "0", "subtime": 0, "res": 1, "profile": "d"}], {"d": profile}
+    )
+    doc = json.loads(workload.read_text())
+    doc["customResourceDefinitions"] = [json.loads((WORKERSETS / "crd.json").read_text())]
+    doc["customResources"] = [ENCODE, ENCODE_HPA]
+    workload.write_text(json.dumps(doc))
+    out = tmp_path / "out"
+    r = run_simulate(
+        out, subprocess_env, DEFAULT_LIKE, platform, workload,
+        "--scheduler", "python -m sample_schedulers.hpa",
+        "--scheduler", f"python {WORKERSETS / 'controller.py'}", "--check-determinism",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert "the two runs wrote the same bytes" in r.stderr
+    hpa = [
+        line for line in (out / "scheduler-1.log").read_text().splitlines() if "New size" in line
+    ]
+    assert [line.split(" hpa INFO ")[1] for line in hpa] == [
+        "default/encode: New size: 2; reason: cpu resource utilization (percentage of request) (was 1)",
+        "default/encode: New size: 4; reason: cpu resource utilization (percentage of request) (was 2)",
+    ]
+    assert [line.split(",")[0][-8:] for line in hpa] == ["00:05:00", "00:10:00"]
+    assert (out / "scheduler-2.log").read_text().splitlines() == [
+        "t=0s workerset encode: 0 -> 1 pods",
+        "t=300s workerset encode: 1 -> 2 pods",
+        "t=600s workerset encode: 2 -> 4 pods",
+    ]
+    with open(out / "out_decisions.csv", newline="") as handle:
+        binds = [r["time"] for r in csv.DictReader(handle) if r["name"].startswith("encode-")]
+    assert binds == ["0", "300", "600", "600"]
