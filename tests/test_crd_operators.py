@@ -184,5 +184,15 @@ def test_the_sample_hpa_scales_a_custom_resource_a_dynamic_client_controller_ser
         "t=600s workerset encode: 2 -> 4 pods",
     ]
     with open(out / "out_decisions.csv", newline="") as handle:
-        binds = [r["time"] for r in csv.DictReader(handle) if r["name"].startswith("encode-")]
+        rows = list(csv.DictReader(handle))
+    binds = [r["time"] for r in rows if r["name"].startswith("encode-")]
     assert binds == ["0", "300", "600", "600"]
+    scales = [
+        (r["time"], r["actor"], r["kind"], r["target"], r["detail"])
+        for r in rows
+        if r["action"] == "scale"
+    ]
+    assert scales == [
+        ("300", "scheduler-1", "WorkerSet", "2", "from 1"),
+        ("600", "scheduler-1", "WorkerSet", "4", "from 2"),
+    ]
