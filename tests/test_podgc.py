@@ -225,3 +225,26 @@ def test_a_retired_nodes_bare_pods_are_collected_in_a_simulation(tmp_path, subpr
         cwd=ROOT, env=subprocess_env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert "t=       140 s  deleted by kube-controller-manager (DeletionByPodGC)" in story.stdout
+
+
+def test_a_workload_replicasets_pod_collected_by_podgc_is_replaced(tmp_path):
+    """Failed by the collector (DisruptionTarget), the pod had not done its work: its
+    ReplicaSet replaces it, as the real one replaces any pod no longer active."""
+    jobs = [
+        {"id": str(i), "subtime": 0, "res": 1, "profile": "long", "replicaset": "web"}
+        for i in range(2)
+    ]
+    world = InProcessRun(tmp_path, nodes=2, cores=2)
+    try:
+        before = _at(world, 5, lambda: world.store.delete("nodes", None, "n000"))
+        assert world.run(jobs, PROFILES, before=before).ended
+        registered = [d["job"]["id"] for _, d in world.sent("REGISTER_JOB")]
+        rows = {r["job_id"]: r["final_state"] for r in world.rows()}
+    finally:
+        world.close()
+    assert registered == ["w0!0~r1"]  # n000's pod, killed at 60, restarted on n001
+    assert rows == {
+        "0": "COMPLETED_KILLED",
+        "1": "COMPLETED_SUCCESSFULLY",
+        "0~r1": "COMPLETED_SUCCESSFULLY",
+    }

@@ -30,6 +30,7 @@ from typing import Any
 
 from broker.cluster import kubelet_admission as admission
 from broker.facade import acting
+from broker.k8s import podutil
 from broker.k8s import resource_names as rn
 from broker.k8s.podutil import parse_time
 from broker.k8s.quantity import QuantityError, parse
@@ -74,17 +75,6 @@ def _allocatable(node: dict[str, Any]) -> dict[str, int]:
 
 def _spec_replicas(obj: dict[str, Any]) -> Any:
     return (obj.get("spec") or {}).get("replicas")
-
-
-def _disruption(pod: dict[str, Any]) -> str:
-    """The reason of a pod's ``DisruptionTarget`` condition when True (``DeletionByPodGC``:
-    the pod garbage collector failed it before deleting it), else ``""``."""
-    conditions = (pod.get("status") or {}).get("conditions")
-    for cond in conditions if isinstance(conditions, list) else []:
-        if isinstance(cond, dict) and cond.get("type") == "DisruptionTarget":
-            if cond.get("status") == "True":
-                return str(cond.get("reason") or "DisruptionTarget")
-    return ""
 
 
 def _fmt(value: float) -> str:
@@ -173,7 +163,7 @@ class DecisionLog:
         phase = (pod.get("status") or {}).get("phase")
         placed = self._placed.get(key)
         deleting = event == "DELETED" or bool(meta.get("deletionTimestamp"))
-        disruption = _disruption(pod)  # a pod failed to be deleted (PodGC) says why
+        disruption = podutil.disruption(pod)  # a pod failed to be deleted (PodGC) says why
         if deleting and (phase not in _ENDED or disruption) and key not in self._deleted:
             # the request's moment (a graceful deletion ends later, in the kubelet model)
             self._deleted.add(key)

@@ -68,6 +68,10 @@ class KubeletModel:
                 self._node_objects[name] = obj  # stored objects are never mutated
                 self._deleted_nodes.discard(name)
 
+    def node_deleted(self, name: str) -> bool:
+        """Whether the Node ``name`` was deleted through the API (no kubelet runs there)."""
+        return name in self._deleted_nodes
+
     def admit(self, namespace: str, pod_name: str, node_name: str) -> None:
         """The kubelet model for one binding (``broker/cluster/kubelet_admission.py``): the
         pod is refused (Failed, with the kubelet's reason: ``OutOf<resource>``,
@@ -77,7 +81,7 @@ class KubeletModel:
         pod = self.store.get_or_none("pods", namespace, pod_name)
         if pod is None or (pod.get("spec") or {}).get("nodeName") != node_name:
             return  # the binding did not go through
-        if node_name in self._deleted_nodes:
+        if self.node_deleted(node_name):
             return  # no kubelet on a deleted node: the pod stays Pending, an orphan (podgc)
         jp = state.pods.get((namespace, pod_name))
         if (jp is not None and jp.state != "pending") or (pod.get("status") or {}).get(
