@@ -101,7 +101,8 @@ def story(out: Path, wanted: str) -> list[str]:
         if row["action"] == "bind":
             events.append((t, 1, _binding(row)))
         elif row["action"] == "delete":
-            events.append((t, 1, f"deleted by {row['actor']}"))
+            why = f" ({row['detail']})" if row.get("detail") else ""  # DeletionByPodGC
+            events.append((t, 1, f"deleted by {row['actor']}{why}"))
         elif row["action"] == "refused":
             events.append((t, 2, f"refused by the kubelet on {row['target']}: {row['detail']}"))
         elif row["action"] == "pending":

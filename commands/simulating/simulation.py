@@ -271,7 +271,9 @@ class Simulation(SimulatorSide, Reporting):
             annotations = (pod.get("metadata") or {}).get("annotations") or {}
             return str(annotations.get(JOB_ID_ANNOTATION, ""))
 
-        self.decisions = DecisionLog(lambda: clock.now_ns() / 1e9, clock.wall_epoch_ns(), job_id_of)
+        self.decisions = DecisionLog(
+            lambda: clock.now_ns() / 1e9, clock.wall_epoch_ns(), job_id_of, facade.store.types
+        )
         facade.store.add_listener(self.decisions.on_commit)
 
     def _watch_progress(self, parts: Wiring, progress: ProgressView) -> None:
