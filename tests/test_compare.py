@@ -197,20 +197,20 @@ DECISION_HEADER = "time,actor,action,kind,namespace,name,target,job_id\n"
 
 def test_the_first_decision_that_differs_comes_from_the_decision_logs(tmp_path):
     folders = [make_run(tmp_path / n, [0, 0], replicas=1) for n in ("a", "b", "c")]
-    common = "0,scheduler-0,bind,Pod,default,w0-211,n1,w0!1\n"
+    common = "0,scheduler-0,bind,Pod,default,w0.1,n1,w0!1\n"
     (folders[0] / "out_decisions.csv").write_text(
-        DECISION_HEADER + common + "5,scheduler-0,bind,Pod,default,w0-212,n2,w0!2\n"
+        DECISION_HEADER + common + "5,scheduler-0,bind,Pod,default,w0.2,n2,w0!2\n"
     )
     (folders[1] / "out_decisions.csv").write_text(
-        DECISION_HEADER + common + "5,scheduler-1,bind,Pod,default,w0-212,n3,w0!2\n"
+        DECISION_HEADER + common + "5,scheduler-1,bind,Pod,default,w0.2,n3,w0!2\n"
     )
     (folders[2] / "out_decisions.csv").write_text(DECISION_HEADER + common)
     a, b, c = (read_run(f, f.name) for f in folders)
     verdict = sameness([Group("a", [a]), Group("b", [b]), Group("c", [c])])
     assert verdict["first decision that differs"] == (
-        "decision #2: a: bind Pod default/w0-212 -> n2 at 5.0 s (scheduler-0); "
-        "b: bind Pod default/w0-212 -> n3 at 5.0 s (scheduler-1) | "
-        "decision #2: a: bind Pod default/w0-212 -> n2 at 5.0 s (scheduler-0); "
+        "decision #2: a: bind Pod default/w0.2 -> n2 at 5.0 s (scheduler-0); "
+        "b: bind Pod default/w0.2 -> n3 at 5.0 s (scheduler-1) | "
+        "decision #2: a: bind Pod default/w0.2 -> n2 at 5.0 s (scheduler-0); "
         "c took no more decisions"
     )
     page = render([Group("a", [a]), Group("b", [b])], "t")

@@ -18,8 +18,8 @@ EXAMPLES = ROOT / "examples" / "inputs"
     [
         ("GET", "/api/v1/pods?watch=true&resourceVersion=3", ("watch", "pods")),
         ("GET", "/api/v1/namespaces/default/pods", ("list", "pods")),
-        ("GET", "/api/v1/namespaces/default/pods/w0-211", ("get", "pods")),
-        ("POST", "/api/v1/namespaces/default/pods/w0-211/binding", ("create", "pods/binding")),
+        ("GET", "/api/v1/namespaces/default/pods/w0.1", ("get", "pods")),
+        ("POST", "/api/v1/namespaces/default/pods/w0.1/binding", ("create", "pods/binding")),
         ("POST", "/api/v1/namespaces/default/bindings", ("create", "bindings")),
         ("PATCH", "/apis/apps/v1/namespaces/d/deployments/web/scale", ("patch", "deployments.apps/scale")),
         ("GET", "/api/v1/namespaces", ("list", "namespaces")),
