@@ -100,8 +100,30 @@ def test_replicates_are_summed_up_with_their_spread(tmp_path):
             for i, w in enumerate((10, 30, 20))]  # fmt: skip
     other = read_run(make_run(tmp_path / "o", [5, 5], replicas=2, seed=0))
     table = _table([Group("x", runs), Group("y", [other])])
-    assert table[("batch", "waiting time mean (s)")] == ["20.0 [10.0–30.0]", "★ 5.0"]
+    assert table[("batch", "waiting time mean (s)")] == ["20.0 ± 10.0 [10.0–30.0]", "★ 5.0"]
     assert table[("service web", "replica-hours")] == ["0.33 (×3)", "0.33"]
+
+
+def _group(tmp_path, label, waits):
+    return Group(label, [read_run(make_run(tmp_path / f"{label}{i}", [w], replicas=1, seed=i))
+                         for i, w in enumerate(waits)])  # fmt: skip
+
+
+def test_the_best_mean_is_marked_within_the_spread_when_ranges_overlap(tmp_path):
+    skewed = _group(tmp_path, "x", (10, 12, 50))  # mean 24, median 12: the mean decides
+    narrow = _group(tmp_path, "z", (15, 16, 17))
+    clear = _group(tmp_path, "c", (1, 2, 3))
+    table = _table([skewed, narrow])
+    assert table[("batch", "waiting time mean (s)")] == [
+        "24.0 ± 22.5 [10.0–50.0]",
+        "(★) 16.0 ± 1.0 [15.0–17.0]",  # best mean; 17 > 10: x's seeds reach below it
+    ]
+    table = _table([skewed, narrow, clear])
+    assert table[("batch", "waiting time mean (s)")][2] == "★ 2.0 ± 1.0 [1.0–3.0]"
+    # a run that has no value for the figure: the others' count is shown
+    empty = read_run(make_run(tmp_path / "e", [], replicas=1))
+    table = _table([Group("x", [*skewed.runs, empty]), narrow])
+    assert table[("batch", "waiting time mean (s)")][0] == "24.0 ± 22.5 [10.0–50.0] n=3"
 
 
 def test_the_command_says_whether_inputs_and_seeds_were_the_same(tmp_path, subprocess_env):

@@ -17,7 +17,14 @@ import io
 import json
 from typing import Any
 
-from commands.comparing.figures import Group, has_batch, sameness, services_of
+from commands.comparing.figures import (
+    BEST,
+    BEST_WITHIN_SPREAD,
+    Group,
+    has_batch,
+    sameness,
+    services_of,
+)
 from commands.comparing.runs import Run
 from commands.comparing.table import rows
 from commands.timeaxis import time_unit
@@ -189,6 +196,7 @@ td,th{border:1px solid #ccc;padding:3px 8px;text-align:right;font-variant-numeri
 td:first-child,th:first-child{text-align:left}
 tr.section td{background:#eef;font-weight:bold;text-align:left}
 td.best{background:#dfd;font-weight:bold}
+td.best.within{background:#effaef;font-weight:normal}
 figure{margin:0 0 1.5em}
 figure img{max-width:100%;border:1px solid #ddd}
 pre{background:#f6f6f6;padding:0.5em;overflow-x:auto;font-size:85%}
@@ -237,6 +245,16 @@ def _decisions(groups: list[Group]) -> list[str]:
     return out
 
 
+def _td(text: str) -> str:
+    esc = html.escape
+    if text.startswith(BEST):
+        return f'<td class="best">{esc(text[len(BEST) :])}</td>'
+    if text.startswith(BEST_WITHIN_SPREAD):
+        plain = esc(text[len(BEST_WITHIN_SPREAD) :])
+        return f'<td class="best within" title="best mean, within the spread">(★) {plain}</td>'
+    return f"<td>{esc(text)}</td>"
+
+
 def render(groups: list[Group], title: str) -> str:
     esc = html.escape
     parts = [
@@ -248,8 +266,10 @@ def render(groups: list[Group], title: str) -> str:
     ]
     if len(groups) > 1:
         parts.append(
-            "<p>Best value of each figure in green (for a group of runs: its median; the "
-            "spread is [lowest–highest]).</p>"
+            "<p>Best value of each figure in green. A group of runs (e.g. one configuration "
+            "over seeds) shows its mean ± σ [lowest–highest]; its best mean is pale green "
+            "with (★) when its range overlaps another column's (the seeds alone could have "
+            "made the difference).</p>"
         )
     header = "".join(f"<th>{esc(g.label)}{f' ({len(g.runs)} runs)' if len(g.runs) > 1 else ''}</th>"
                      for g in groups)  # fmt: skip
@@ -261,10 +281,7 @@ def render(groups: list[Group], title: str) -> str:
                 f'<tr class="section"><td colspan="{len(groups) + 1}">{esc(sec)}</td></tr>'
             )
             section = sec
-        tds = "".join(
-            f'<td class="best">{esc(c[2:])}</td>' if c.startswith("★ ") else f"<td>{esc(c)}</td>"
-            for c in cells
-        )
+        tds = "".join(_td(c) for c in cells)
         parts.append(f"<tr><td>{esc(label)}</td>{tds}</tr>")
     parts.append("</table>")
     parts.append('<h2>Inputs and seeds</h2><table id="sameness">')
