@@ -163,7 +163,7 @@ def sameness(groups: list[Group]) -> dict[str, str]:
     seeds = [seed_of(r) for r in runs]
     if all(s is None for s in seeds):
         out["seeds"] = "none given (the runs' own defaults)"
-    elif len(runs) <= 6 and len(set(seeds)) > 1:
+    elif len(runs) <= 6 and len(set(seeds)) > 1 and all(len(g.runs) == 1 for g in groups):
         out["seeds"] = ", ".join(str(s) for s in seeds)
     else:
         out["seeds"] = _per_column(groups, lambda r: str(seed_of(r)))

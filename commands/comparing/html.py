@@ -173,7 +173,9 @@ def _spread(groups: list[Group]) -> str | None:
         return None
     cols = min(3, len(panels))
     rows_ = -(-len(panels) // cols)
-    fig, axes = plt.subplots(rows_, cols, figsize=(4.2 * cols, 3.2 * rows_), squeeze=False,
+    longest = max(len(g.label) for g in groups)  # rotated tick labels take height
+    height = 2.6 + min(longest, 60) * 0.045
+    fig, axes = plt.subplots(rows_, cols, figsize=(4.2 * cols, height * rows_), squeeze=False,
                              layout="constrained")  # fmt: skip
     for ax, (figure, service) in zip(axes.flat, panels, strict=False):
         for i, group in enumerate(groups):
