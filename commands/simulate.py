@@ -103,6 +103,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "docs/broker.md)",
     )
     parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="profile every scheduler process with cProfile: OUT/profile-<process>.prof "
+        "(python -m pstats FILE); slower, same outputs",
+    )
+    parser.add_argument(
         "--until",
         "--max-sim-time",
         dest="until",
@@ -584,6 +590,7 @@ class _Simulation:
             virtual=args.mode != "realtime",
             import_hook=not args.no_import_hook,
             seed=run_seed(args),
+            profile_dir=self.out if getattr(args, "profile", False) else None,
         )
         parts.launcher.zero_exit_continues = getattr(args, "scheduler_exit", "continue") == (
             "continue"
@@ -716,9 +723,14 @@ class _Simulation:
             sim_code = self._stop_simulator(wait=result is not None and result.ok)
 
         if parts.launcher is not None:  # their CPU, before they are stopped
-            from commands.process_figures import sample_cpu
+            from commands.process_figures import add_runtime_share, sample_cpu
 
             self.process_cpu = sample_cpu(list(parts.launcher.processes))
+            if parts.clock is not None and parts.rt_clock is None:  # the runtime's cost
+                try:
+                    add_runtime_share(self.process_cpu, parts.clock.collect_figures())
+                except Exception as exc:  # figures only: never a reason to fail the run
+                    print(f"{self.prog}: runtime figures: {exc!r}", file=sys.stderr)
         steps = [
             ("schedulers", parts.launcher and parts.launcher.stop_all),
             ("simulator", stop_simulator),
