@@ -20,6 +20,7 @@ process down; in deterministic time that changes no output.
 
 from __future__ import annotations
 
+import _thread
 import os
 import threading
 import time as _time
@@ -31,7 +32,7 @@ from timewarp.wire.clockproto import ENV_PROFILE_DIR
 _F = TypeVar("_F", bound=Callable[..., Any])
 _local = threading.local()
 _spent_ns = [0]  # runtime CPU of program threads (a list: one mutable cell)
-_spent_lock = threading.Lock()
+_spent_lock = _thread.allocate_lock()  # the real one, whatever the drop-ins do
 
 
 def timed(fn: _F) -> _F:
@@ -106,10 +107,13 @@ def stop_thread_profile() -> None:
         _local.profile = None
 
 
+_owner_pid = os.getpid()  # a forked child (it inherits the profiles) never writes them
+
+
 def write_profile(process: str) -> str:
     """Merge every thread's profile into ``<dir>/profile-<process>.prof``; its path, or
-    "" when not profiling (or nothing was profiled)."""
-    if not profiling() or not _profiles:
+    "" when not profiling (or nothing was profiled, or this is a forked child)."""
+    if not profiling() or not _profiles or os.getpid() != _owner_pid:
         return ""
     import pstats
 
