@@ -79,6 +79,7 @@ class Launcher:
         virtual: bool = True,
         import_hook: bool = True,
         seed: int = launch.DEFAULT_SEED,
+        profile_dir: Path | None = None,
     ) -> None:
         self.clock = clock
         self.facade = facade
@@ -90,6 +91,7 @@ class Launcher:
         self.virtual = virtual
         self.import_hook = import_hook
         self.seed = seed  # the run's: each process's is derived from it and its name
+        self.profile_dir = profile_dir  # --profile: each process writes its profile there
         self.processes: list[SchedulerProcess] = []
         # every process the schedulers start carries it, whatever session it moves to
         self.run_tag = proctree.new_tag()
@@ -147,6 +149,8 @@ class Launcher:
                 freeze_unpatched=self.freeze_unpatched or parsed.freeze_unpatched,
                 seed=launch.process_seed(self.seed, name),
             )
+            if self.profile_dir is not None:
+                env[clockproto.ENV_PROFILE_DIR] = str(self.profile_dir.resolve())
             # one credential per process: its facade token also opens the clock
             env[clockproto.ENV_TOKEN] = self.clock.expect(name, token)
         proc = SchedulerProcess(name, argv, self.out_dir / f"{name}.log", kubeconfig)

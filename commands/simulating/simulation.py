@@ -192,6 +192,7 @@ class Simulation(SimulatorSide, Reporting):
             virtual=args.mode != "realtime",
             import_hook=not args.no_import_hook,
             seed=run_seed(args),
+            profile_dir=self.out if getattr(args, "profile", False) else None,
         )
         parts.launcher.zero_exit_continues = getattr(args, "scheduler_exit", "continue") == (
             "continue"
@@ -336,9 +337,14 @@ class Simulation(SimulatorSide, Reporting):
             sim_code = self._stop_simulator(wait=result is not None and result.ok)
 
         if parts.launcher is not None:  # their CPU, before they are stopped
-            from commands.process_figures import sample_cpu
+            from commands.process_figures import add_runtime_share, sample_cpu
 
             self.process_cpu = sample_cpu(list(parts.launcher.processes))
+            if parts.clock is not None and parts.rt_clock is None:  # the runtime's cost
+                try:
+                    add_runtime_share(self.process_cpu, parts.clock.collect_figures())
+                except Exception as exc:  # figures only: never a reason to fail the run
+                    print(f"{self.prog}: runtime figures: {exc!r}", file=sys.stderr)
         steps = [
             ("schedulers", parts.launcher and parts.launcher.stop_all),
             ("simulator", stop_simulator),
