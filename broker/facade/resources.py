@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .kinds import printers
 from .kinds.apps import (
     DaemonSetStrategy,
     DeploymentStrategy,
@@ -113,7 +114,16 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         strategy=BindingStrategy(),
     ),
     _r("", "v1", "events", "event", "Event", True, short_names=("ev",), strategy=EventStrategy()),
-    _r("", "v1", "configmaps", "configmap", "ConfigMap", True, short_names=("cm",)),
+    _r(
+        "",
+        "v1",
+        "configmaps",
+        "configmap",
+        "ConfigMap",
+        True,
+        short_names=("cm",),
+        strategy=Strategy(printers.CONFIG_MAP),
+    ),
     _r(
         "",
         "v1",
@@ -221,6 +231,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         True,
         short_names=("pdb",),
         subresources=("status",),
+        strategy=Strategy(printers.POD_DISRUPTION_BUDGET),
     ),
     _r(
         "events.k8s.io",
@@ -232,7 +243,15 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         short_names=("ev",),
         strategy=EventsV1Strategy(),
     ),
-    _r("coordination.k8s.io", "v1", "leases", "lease", "Lease", True),
+    _r(
+        "coordination.k8s.io",
+        "v1",
+        "leases",
+        "lease",
+        "Lease",
+        True,
+        strategy=Strategy(printers.LEASE),
+    ),
     _r(
         "scheduling.k8s.io",
         "v1",
