@@ -245,4 +245,6 @@ def test_pod_status_column_follows_kubectls_rules():
     init = {"spec": {"containers": [{"name": "c"}], "initContainers": [{"name": "i"}]},
             "status": {"phase": "Pending", "initContainerStatuses": [{"name": "i", "state": {"running": {}}}]}}  # fmt: skip
     assert status(init) == "Init:0/1"
+    ip_only = {**one, "status": {"phase": "Running", "podIP": "10.0.0.7"}}
+    assert printers.POD.cells({"metadata": {"name": "p"}, **ip_only}, since)[5] == "10.0.0.7"
     json.dumps(printers.POD.definitions())  # JSON-ready

@@ -94,6 +94,9 @@ class Strategy:
     #: what ``kubectl get`` prints of it (``as=Table``): the API server's default
     #: convertor (Name, Created At) unless the kind has a printer of its own
     printer: printers.Printer = printers.DEFAULT
+    #: seconds an object lives after its last write (kube-apiserver's ``--event-ttl``
+    #: for Events); None: until deleted
+    ttl_s: float | None = None
 
     def __init__(self, printer: printers.Printer | None = None) -> None:
         if printer is not None:  # a kind with nothing special but its columns

@@ -92,11 +92,16 @@ def _required(field: str, check: Callable[[object], bool]) -> Callable[[Obj], No
     return require
 
 
+#: kube-apiserver's ``--event-ttl`` default: an Event lives an hour after its last write
+EVENT_TTL_S = 3600.0
+
+
 class EventStrategy(Strategy):
     """core/v1 Events: any path segment for a name, ``involvedObject`` required."""
 
     name_rule = staticmethod(v.is_path_segment_name)
     printer = printers.EVENT
+    ttl_s = EVENT_TTL_S
     fields = {
         **COMMON_FIELDS,
         **fields_at(

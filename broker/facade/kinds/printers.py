@@ -299,7 +299,8 @@ def _pod_cells(pod: Obj, since: Since) -> list[Any]:
         reason,
         str(restarts),
         since(_meta(pod, "creationTimestamp")),
-        (ips[0].get("ip") if ips else "") or "<none>",
+        # v1 -> internal conversion: podIP is authoritative, else podIPs[0]
+        status.get("podIP") or (ips[0].get("ip") if ips else "") or "<none>",
         spec.get("nodeName") or "<none>",
         status.get("nominatedNodeName") or "<none>",
         gates_text,
