@@ -391,7 +391,8 @@ class Store:
         """Admit and store a new object; returns a copy as stored (None with ``copy=False``:
         the broker's own writes mostly do not look, and the copy is a decode).
         ``aside``: an object the broker writes beside the run (an Event of its own),
-        named by the caller, its uid drawn from a stream of its own.
+        named by the caller, its uid drawn from a stream of its own; it is built of JSON
+        types by the broker and handed over (not copied).
 
         ``namespace`` (if given) must agree with ``metadata.namespace``. A missing
         namespace is created when ``create_namespace`` (the broker's convenience), else
@@ -399,7 +400,7 @@ class Store:
         the commit, under the store lock (the facade's ``on_create`` hook).
         """
         rt = self.types.resource_type(key)
-        obj = self._new_object(rt, obj)
+        obj = self._new_object(rt, obj, trusted=aside)
         meta = obj["metadata"]
         with self._lock:
             self._expire_locked()
@@ -418,11 +419,12 @@ class Store:
             return entry.thaw() if copy else None
 
     @staticmethod
-    def _new_object(rt: ResourceType, obj: Obj) -> Obj:
+    def _new_object(rt: ResourceType, obj: Obj, *, trusted: bool = False) -> Obj:
         """A private, JSON-only copy of a body to create, with its metadata, apiVersion
-        and kind, decoded as the Go types would be (400 for what is not an object)."""
+        and kind, decoded as the Go types would be (400 for what is not an object).
+        ``trusted``: the caller's own JSON object, handed over as it is."""
         try:
-            obj = canonical(obj)
+            obj = obj if trusted else canonical(obj)
         except TypeError as exc:
             raise errors.bad_request(f"{rt.kind} is not JSON-serialisable: {exc}") from None
         if not isinstance(obj, dict):
