@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from test_facade_http import POD, RawClient
 
 from broker.facade import Facade, ManualClock
-from broker.facade.kinds import printers
+from broker.facade.kinds import printers, printers_core
 from broker.facade.objects import make_node
 from broker.facade.podstatus import mark_finished, mark_running
 
@@ -230,7 +230,7 @@ def test_pod_status_column_follows_kubectls_rules():
     since = printers.Since(0.0)
 
     def status(pod: dict) -> str:
-        return printers.POD.cells({"metadata": {"name": "p"}, **pod}, since)[2]
+        return printers_core.POD.cells({"metadata": {"name": "p"}, **pod}, since)[2]
 
     one = {"spec": {"containers": [{"name": "c"}]}}
     waiting = {"containerStatuses": [{"name": "c", "state": {"waiting": {"reason": "ContainerCreating"}}}]}  # fmt: skip
@@ -246,5 +246,5 @@ def test_pod_status_column_follows_kubectls_rules():
             "status": {"phase": "Pending", "initContainerStatuses": [{"name": "i", "state": {"running": {}}}]}}  # fmt: skip
     assert status(init) == "Init:0/1"
     ip_only = {**one, "status": {"phase": "Running", "podIP": "10.0.0.7"}}
-    assert printers.POD.cells({"metadata": {"name": "p"}, **ip_only}, since)[5] == "10.0.0.7"
-    json.dumps(printers.POD.definitions())  # JSON-ready
+    assert printers_core.POD.cells({"metadata": {"name": "p"}, **ip_only}, since)[5] == "10.0.0.7"
+    json.dumps(printers_core.POD.definitions())  # JSON-ready

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .kinds import printers
+from .kinds import printers_core
 from .kinds.apps import (
     DaemonSetStrategy,
     DeploymentStrategy,
@@ -122,7 +122,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         "ConfigMap",
         True,
         short_names=("cm",),
-        strategy=Strategy(printers.CONFIG_MAP),
+        strategy=Strategy(printers_core.CONFIG_MAP),
     ),
     _r(
         "",
@@ -231,7 +231,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         True,
         short_names=("pdb",),
         subresources=("status",),
-        strategy=Strategy(printers.POD_DISRUPTION_BUDGET),
+        strategy=Strategy(printers_core.POD_DISRUPTION_BUDGET),
     ),
     _r(
         "events.k8s.io",
@@ -250,7 +250,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         "lease",
         "Lease",
         True,
-        strategy=Strategy(printers.LEASE),
+        strategy=Strategy(printers_core.LEASE),
     ),
     _r(
         "scheduling.k8s.io",

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from ..admission import BOOL, INT32, META, STR, Struct
 from ..errors import invalid
-from . import printers
+from . import printers_core
 from .base import Context, Obj, Strategy, TypeNames
 
 
 class PriorityClassStrategy(Strategy):
-    printer = printers.PRIORITY_CLASS
+    printer = printers_core.PRIORITY_CLASS
     schema = Struct(
         "PriorityClass",
         {
