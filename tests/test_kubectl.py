@@ -118,6 +118,8 @@ def test_kubectl_on_a_paused_batch_run(tmp_path, subprocess_env):
             r[1:] == ["Ready", "<none>", "100s", "v1.30.0"] for r in rows
         )
 
+        assert f"pod/{name}" in run.kubectl("get", "all")  # discovery's "all" category
+
         head, rows = _table(run.kubectl("get", "events", "--field-selector", f"involvedObject.name={name}"))  # fmt: skip
         assert head == ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
         assert [r[2] for r in rows] == ["Scheduled", "Pulled", "Created", "Started"]
