@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from simrun import run_simulate
 
-from commands.simulate import simulator_message
+from commands.simulating.simulator import simulator_message
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "inputs"

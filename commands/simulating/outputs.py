@@ -1,0 +1,9 @@
+"""The names of a run's output files (``commands/simulate.py`` and ``commands/broker.py``)."""
+
+from __future__ import annotations
+
+OUT_PREFIX = "out"
+OUT_FILES = tuple(f"{OUT_PREFIX}_{kind}.csv" for kind in ("jobs", "schedule", "machine_states"))
+DECISIONS_CSV = f"{OUT_PREFIX}_decisions.csv"  # broker/cluster/decisions.py
+RUNNING_CSV = f"{OUT_PREFIX}_running.csv"  # a partial run's jobs still running at the stop
+PLOT_FILES = ("gantt.png", "utilisation.png")
