@@ -124,6 +124,14 @@ def test_kubectl_on_a_paused_batch_run(tmp_path, subprocess_env):
         assert head == ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
         assert [r[2] for r in rows] == ["Scheduled", "Pulled", "Created", "Started"]
         assert all(r[0] == "100s" and r[3] == f"pod/{name}" for r in rows), rows
+        hosts = run.kubectl(
+            "get", "events", "--field-selector", f"involvedObject.name={name}",
+            "-o", "custom-columns=R:.reason,C:.source.component,H:.source.host",
+        )  # fmt: skip
+        assert _table(hosts)[1] == [
+            ["Scheduled", "default", "<none>"],
+            *([reason, "kubelet", node] for reason in ("Pulled", "Created", "Started")),
+        ]
         run.finish()
     finally:
         run.kill()

@@ -97,9 +97,9 @@ class KubeletModel:
             return  # its containers start later (pod_lifecycle)
         for c in (pod.get("spec") or {}).get("containers") or []:  # they start now
             image = c.get("image", DEFAULT_IMAGE)
-            self._aside_event(pod, "Pulled", f'Container image "{image}" already present on machine')  # fmt: skip
-            self._aside_event(pod, "Created", f"Created container {c['name']}")
-            self._aside_event(pod, "Started", f"Started container {c['name']}")
+            self._aside_event(pod, "Pulled", f'Container image "{image}" already present on machine', node.name)  # fmt: skip
+            self._aside_event(pod, "Created", f"Created container {c['name']}", node.name)
+            self._aside_event(pod, "Started", f"Started container {c['name']}", node.name)
         self.start_containers(
             namespace, pod_name, pod, jp, node, lambda obj: _running_status(obj, node, now)
         )
@@ -115,13 +115,14 @@ class KubeletModel:
         meta = pod["metadata"]
         scheduler = (pod.get("spec") or {}).get("schedulerName") or "default-scheduler"
         message = f"Successfully assigned {meta['namespace']}/{meta['name']} to {node_name}"
-        self._aside_event(pod, "Scheduled", message, component=scheduler)
+        self._aside_event(pod, "Scheduled", message, "", component=scheduler)
 
-    def _aside_event(self, pod: Obj, reason: str, message: str, component: str = "kubelet") -> None:  # fmt: skip
-        """A Normal Event the broker writes beside the run (``broker/controllers/events.py``)."""
+    def _aside_event(self, pod: Obj, reason: str, message: str, host: str, component: str = "kubelet") -> None:  # fmt: skip
+        """A Normal Event the broker writes beside the run (``broker/controllers/events.py``),
+        by the kubelet of node ``host`` unless ``component`` says otherwise."""
         k8s_events.emit(
             self.store, pod, type_="Normal", reason=reason, message=message,
-            component=component, aside=True,
+            component=component, aside=True, host=host,
         )  # fmt: skip
 
     def start_containers(

@@ -96,13 +96,17 @@ def emit(
     message: str,
     component: str,
     aside: bool = False,
+    host: str = "",
 ) -> Obj | None:
     """Record one Event about ``obj`` (a stored object) in its namespace; returns it
-    (None for an ``aside`` one, whose write nothing reads back)."""
+    (None for an ``aside`` one, whose write nothing reads back). ``host``: the node of a
+    kubelet's Event (``source.host``, ``reportingInstance``)."""
     meta = obj["metadata"]
     namespace = meta.get("namespace") or "default"
     now = store.timestamp()
     event = _event(obj, namespace, type_, reason, message, component, now)
+    if host:
+        event["source"]["host"] = event["reportingInstance"] = host
     if not aside:
         event["metadata"]["generateName"] = f"{meta['name'][:200]}."
         return store.create("events", event, namespace=namespace)
