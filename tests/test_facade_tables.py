@@ -248,3 +248,36 @@ def test_pod_status_column_follows_kubectls_rules():
     ip_only = {**one, "status": {"phase": "Running", "podIP": "10.0.0.7"}}
     assert printers_core.POD.cells({"metadata": {"name": "p"}, **ip_only}, since)[5] == "10.0.0.7"
     json.dumps(printers_core.POD.definitions())  # JSON-ready
+
+
+@pytest.mark.parametrize(
+    "path, found",
+    [
+        (".spec.replicas", [3]),
+        ("{.spec.replicas}", [3]),
+        (".metadata.labels.app\\.kubernetes\\.io/name", ["web"]),
+        (".status.conditions[0].type", ["Synced"]),
+        (".status.conditions[-1].status", ["True"]),
+        (".status.conditions[*].type", ["Synced", "Ready"]),
+        ('.status.conditions[?(@.type=="Ready")].status', ["True"]),
+        (".spec.missing", []),
+        (".status.conditions[5]", []),
+    ],
+)
+def test_printer_column_json_paths(path, found):
+    obj = {
+        "metadata": {"labels": {"app.kubernetes.io/name": "web"}},
+        "spec": {"replicas": 3},
+        "status": {"conditions": [{"type": "Synced", "status": "False"}, {"type": "Ready", "status": "True"}]},
+    }  # fmt: skip
+    assert printers.json_path(path)(obj) == found
+
+
+def test_an_unreadable_printer_column_is_an_empty_cell():
+    printer = printers.custom_resource_printer(
+        [{"name": "X", "type": "string", "jsonPath": ".spec[?(@.a>1)]"}]
+    )
+    assert printer.cells({"metadata": {"name": "n"}, "spec": {}}, printers.Since(0.0)) == [
+        "n",
+        None,
+    ]
