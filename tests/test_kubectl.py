@@ -36,22 +36,19 @@ class Paused:
 
     def __init__(self, tmp: Path, env: dict[str, str], args: list[str], at: str) -> None:
         self.out = tmp / "paused"
-        self.kubeconfig = tmp / "look.kubeconfig"
         self.home = tmp / "home"  # kubectl's discovery cache
         self.home.mkdir()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "timewarp", "simulate", "-q", "--no-plots", *args,
-             "-o", str(self.out), "--pause-at", at,
-             "--incluster", "--write-kubeconfig", str(self.kubeconfig)],
+             "-o", str(self.out), "--pause-at", at],
             cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         _wait_for(lambda: (self.out / PAUSED_FILE).exists() or self.proc.poll() is not None, "the pause")  # fmt: skip
         assert self.proc.poll() is None, self.proc.communicate()[1][-3000:]
 
     def kubectl(self, *argv: str) -> str:
-        # the people's kubeconfig once the run writes one, else the HTTPS one of --incluster
-        observer = self.out / "observer.kubeconfig"
-        config = observer if observer.exists() else self.kubeconfig
+        # the people's kubeconfig every run writes: HTTPS, the read-only observer
+        config = self.out / "observer.kubeconfig"
         env = {"KUBECONFIG": str(config), "HOME": str(self.home), "NO_PROXY": "127.0.0.1"}
         r = subprocess.run(
             [str(kubectl_path()), *argv], env={**os.environ, **env},
@@ -84,7 +81,7 @@ def test_kubectl_on_a_paused_batch_run(tmp_path, subprocess_env):
     plain = tmp_path / "plain"
     r = run_simulate(
         plain, subprocess_env, DEFAULT_LIKE, EXAMPLES / "cluster16.xml",
-        EXAMPLES / "burst_40_delay170.json", "--incluster",
+        EXAMPLES / "burst_40_delay170.json",
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     run = Paused(tmp_path, subprocess_env, ["--scheduler", DEFAULT_LIKE, *inputs], "100")

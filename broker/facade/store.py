@@ -868,7 +868,7 @@ class Store:
         field_selector: str | FieldSelector | None = None,
         bookmarks: bool = False,
         send_initial_events: bool | None = None,
-        on_queued: Callable[[], None] | None = None,
+        on_queued: Callable[[bytes | None], None] | None = None,
         on_overflow: Callable[[], None] | None = None,
         recode: Callable[[bytes], bytes] | None = None,
     ) -> Watcher:

@@ -2,8 +2,10 @@
 
 Invariant (the quiescence ledger depends on it): every frame a watcher will deliver is
 counted, in the thread that queued it and before that thread returns from the store call
-that caused it, either through ``on_queued`` (the consumer accounts it as written before
-sending it) or, when a direct writer is attached (``attach_writer``), as written at once.
+that caused it, either through ``on_queued(frame)`` (the consumer accounts it as written
+before sending it; ``frame`` is None for a direct write's backlog, whose bytes the writer
+counted already) or, when a direct writer is attached (``attach_writer``), as written at
+once.
 """
 
 from __future__ import annotations
@@ -90,7 +92,7 @@ class Watcher:
         fields: FieldSelector,
         *,
         bookmarks: bool = False,
-        on_queued: Callable[[], None] | None = None,
+        on_queued: Callable[[bytes | None], None] | None = None,
         on_overflow: Callable[[], None] | None = None,
         max_queued_bytes: int = WATCH_QUEUE_BYTES,
         recode: Callable[[bytes], bytes] | None = None,
@@ -159,7 +161,7 @@ class Watcher:
                 self._ended = True
                 self._frames.append(END)
                 if self._on_queued is not None:
-                    self._on_queued()
+                    self._on_queued(END)
                 self._cond.notify()
                 overflow = self._on_overflow
             else:
@@ -180,11 +182,13 @@ class Watcher:
                 self._backlog = self._writer(frame)
                 if not self._backlog:
                     return True
+                queued: bytes | None = None  # the writer counted the backlog's bytes
             else:
                 self._frames.append(frame)
                 self._queued_bytes += len(frame)
+                queued = frame
             if self._on_queued is not None:
-                self._on_queued()
+                self._on_queued(queued)
             self._cond.notify()
             return True
 
@@ -224,7 +228,7 @@ class Watcher:
             self._ended = True
             self._frames.append(END)
             if self._on_queued is not None:
-                self._on_queued()
+                self._on_queued(END)
             self._cond.notify()
             return True
 

@@ -142,7 +142,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--write-kubeconfig",
         metavar="PATH",
-        help="also write the (first) scheduler's kubeconfig at PATH",
+        help="also write the people's kubeconfig at PATH (HTTPS, read-only observer: "
+        "kubectl); a scheduler that loads it from that path acts as itself",
     )
     parser.add_argument(
         "--pause-at",

@@ -13,7 +13,7 @@ from commands.outfiles import (
 )
 from commands.services_report import SERVICES_CSV, plot_services, write_rows
 from commands.simulating.options import run_seed
-from commands.simulating.outputs import DECISIONS_CSV, OUT_FILES, OUT_PREFIX
+from commands.simulating.outputs import DECISIONS_CSV, OUT_FILES, OUT_PREFIX, kubectl_line
 from timewarp import __version__
 
 
@@ -45,6 +45,9 @@ class Reporting:
         complete = ok and stopped_at is None
         figures["outputs"] = ("complete" if complete else "partial") if written else "none"
         figures["seed"] = run_seed(self.args)
+        if getattr(self, "observer_kubeconfig", None) is not None:
+            # the people's way in (docs/user-guide.md)
+            figures["kubectl"] = kubectl_line(self.observer_kubeconfig)
         if stopped_at is not None:
             figures["stopped_at_s"] = stopped_at
         if getattr(self, "stopped_by", None):

@@ -16,7 +16,14 @@ from pathlib import Path
 
 from commands.services_report import SERVICES_CSV
 from commands.simulating.options import run_seed
-from commands.simulating.outputs import DECISIONS_CSV, OUT_FILES, PLOT_FILES, RUNNING_CSV
+from commands.simulating.outputs import (
+    DECISIONS_CSV,
+    OBSERVER_KUBECONFIG,
+    OUT_FILES,
+    PLOT_FILES,
+    RUNNING_CSV,
+    kubectl_line,
+)
 from commands.simulating.progress import ProgressView
 from commands.simulating.reporting import Reporting
 from commands.simulating.simulator import (
@@ -170,6 +177,8 @@ class Simulation(SimulatorSide, Reporting):
 
             parts.rt_clock = ScaledWallClock(args.speed, epoch_ns)
         parts.endpoint = Endpoint(tls=args.incluster)
+        if args.write_kubeconfig:  # written as the first scheduler starts: HTTPS needed now
+            parts.endpoint.enable_https()
         if args.incluster:
             parts.incluster_dir = Path(tempfile.mkdtemp(prefix="timewarp-sa-"))
         parts.launcher = Launcher(
@@ -208,9 +217,17 @@ class Simulation(SimulatorSide, Reporting):
 
         args = self.args
         facade_clock = parts.rt_clock if parts.rt_clock is not None else FacadeClock(parts.clock)
-        parts.facade = Facade(
-            facade_clock, endpoint=parts.endpoint, hold_until_cluster=True
-        ).start()
+        # every run serves people too: HTTPS with the run's CA, the observer's kubeconfig
+        self.observer_kubeconfig = parts.endpoint.write_observer_kubeconfig(
+            self.out / OBSERVER_KUBECONFIG
+        )
+        parts.facade = Facade(facade_clock, endpoint=parts.endpoint, hold_until_cluster=True)
+        if args.mode != "realtime":  # requests belong to the runtime that sent them
+            parts.facade.attribute_by_pid(parts.clock.registry.process_of_pid)
+        parts.facade.start()
+        if not args.quiet:
+            line = kubectl_line(self.observer_kubeconfig)
+            print(f"{self.prog}: look inside: {line}", file=sys.stderr)
         progress = ProgressView(
             self.total_jobs, disabled=args.quiet, started=self.started, prog=self.prog
         )
@@ -272,7 +289,9 @@ class Simulation(SimulatorSide, Reporting):
                 list(getattr(self.args, "pause_conditions", None) or []),
                 sys.stderr,
                 self.prog,
-                kubeconfig=getattr(self.args, "write_kubeconfig", None),
+                # the people's kubeconfig: every run writes one (read-only observer)
+                kubeconfig=getattr(self.args, "write_kubeconfig", None)
+                or str(self.observer_kubeconfig),
             )
             self.pauser.arm(parts.clock)
             self.pauser.install_signals()
