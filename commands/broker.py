@@ -31,7 +31,9 @@ import threading
 from pathlib import Path
 
 from commands.outfiles import OutputDirError, check_output_dir, write_text_atomically
-from commands.simulate import OUT_FILES, OUT_PREFIX, _Simulation, _Wiring, add_run_arguments
+from commands.simulating.options import add_run_arguments
+from commands.simulating.outputs import OUT_FILES, OUT_PREFIX
+from commands.simulating.simulation import Simulation, Wiring
 from timewarp.wire import clockproto
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:28000"
@@ -121,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     return _BrokerRun(args, out, total_jobs=0, node_names=[]).run()
 
 
-class _BrokerRun(_Simulation):
+class _BrokerRun(Simulation):
     """``timewarp simulate``'s steps with the simulator left to the user: the broker
     binds Batsim's endpoint and says what to start; schedulers may be started by hand."""
 
@@ -130,7 +132,7 @@ class _BrokerRun(_Simulation):
     def _broker_endpoint(self) -> str:
         return self.args.socket_endpoint
 
-    def _start_schedulers(self, parts: _Wiring) -> None:
+    def _start_schedulers(self, parts: Wiring) -> None:
         super()._start_schedulers(parts)
         for name in self.args.expect:
             self._expect_by_hand(parts, name)
@@ -144,7 +146,7 @@ class _BrokerRun(_Simulation):
 
         parts.launcher.check = check  # type: ignore[method-assign]
 
-    def _check_by_hand(self, parts: _Wiring) -> None:
+    def _check_by_hand(self, parts: Wiring) -> None:
         from broker.processes.launcher import SchedulerFailed
 
         for proc in parts.clock.registry.processes():
@@ -155,7 +157,7 @@ class _BrokerRun(_Simulation):
                     "simulation did; see its terminal"
                 )
 
-    def _expect_by_hand(self, parts: _Wiring, name: str) -> None:
+    def _expect_by_hand(self, parts: Wiring, name: str) -> None:
         """``NAME.kubeconfig`` and ``NAME.env`` for a scheduler started by hand; time
         waits for it to connect (the clock expects it, as the launcher's own)."""
         kubeconfig = self.out / f"{name}.kubeconfig"
@@ -246,7 +248,7 @@ class _BrokerRun(_Simulation):
             done.wait(0.1)
         return 0
 
-    def _take_down(self, parts: _Wiring, result):  # type: ignore[no-untyped-def]
+    def _take_down(self, parts: Wiring, result):  # type: ignore[no-untyped-def]
         if parts.broker is not None:  # node names for the plots, from SIMULATION_BEGINS
             nodes = sorted(parts.broker.cluster.nodes.items(), key=lambda kv: kv[1].resource_id)
             self.node_names = [name for name, _ in nodes]

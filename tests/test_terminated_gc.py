@@ -16,6 +16,7 @@ from broker.controllers.terminated_gc import CHECK_PERIOD_NS, DEFAULT_THRESHOLD,
 from broker.drivers.inprocess import InProcessRun
 from broker.facade.objects import format_time
 from commands import simulate
+from commands.simulating import options
 
 PROFILES = {"d": {"type": "delay", "delay": 7, "cpu": "1", "scheduler": "default"}}
 # 40 one-core jobs on 2×2 cores: a queue, and pods ending all along the run
@@ -177,7 +178,7 @@ def test_a_threshold_of_zero_turns_it_off(lone):
 
 
 def test_the_commands_default_is_kube_controller_managers():
-    assert simulate.TERMINATED_POD_GC_THRESHOLD == DEFAULT_THRESHOLD == 12_500
+    assert options.TERMINATED_POD_GC_THRESHOLD == DEFAULT_THRESHOLD == 12_500
 
 
 def test_a_negative_threshold_is_refused(capsys):

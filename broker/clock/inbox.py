@@ -37,7 +37,7 @@ class Clock(Protocol):
     def mark_gone_locked(self, proc: ProcessState, returncode: int | None = None) -> None: ...
 
 
-_WAKES_DRIVER = frozenset({"state", "hello", "stacks", "bye"})
+_WAKES_DRIVER = frozenset({"state", "hello", "stacks", "figures", "bye"})
 _PROGRESS = frozenset({"hello", "bye", "stacks"})  # arrivals, departures, stack dumps
 
 
@@ -114,7 +114,9 @@ class Inbox:
         elif op == "timer":
             # The runtime never asks for a past deadline; a stale one fires at once.
             deadline = max(msg["deadline"], self._now())
-            self._timers.add_wait(proc, msg["id"], deadline, msg["key"])
+            self._timers.add_wait(proc, msg["id"], deadline, msg["key"], msg.get("slack", False))
+        elif op == "harden":
+            self._timers.harden(proc.name, msg["id"])
         elif op == "now":
             t = self._service.current_locked()
             self._transport.write_locked(identity, clockproto.now_reply(msg["rid"], t))
@@ -122,6 +124,8 @@ class Inbox:
             self._timers.cancel_wait(proc.name, msg["id"])
         elif op == "stacks":
             proc.stacks = msg["text"]
+        elif op == "figures":
+            proc.figures = {k: v for k, v in msg.items() if k != "op"}
         elif op == "woke":
             cause = f"{proc.name!r} at t={self._now() / 1e9:.9f} s: {msg['cause']}"
             self._guard.count_locked(cause)

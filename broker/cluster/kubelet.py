@@ -27,6 +27,7 @@ from broker.cluster.replacements import WorkloadReplicaSets
 from broker.cluster.state import JOB_ID_ANNOTATION, ClusterState, JobPod, NodeInfo, take
 from broker.controllers import events as k8s_events
 from broker.controllers.typed import TypedStore
+from broker.facade.podstatus import set_addresses
 from simulator import protocol as p
 
 Obj = dict[str, Any]
@@ -48,6 +49,7 @@ class KubeletModel:
         self.metrics = metrics
         self.replacements = replacements
         self._node_objects: dict[str, Obj] = {}  # the store's Nodes, by name
+        self._deleted_nodes: set[str] = set()  # Nodes deleted through the API: no kubelet
         # the kubelet owns pods' status: it reads a malformed one (a client's status
         # write) as absent, and rewrites it decoded (broker/controllers/typed.py)
         self.store = TypedStore(state.facade.store, ("pods",))
@@ -61,8 +63,14 @@ class KubeletModel:
             name = obj["metadata"]["name"]
             if event == "DELETED":
                 self._node_objects.pop(name, None)
+                self._deleted_nodes.add(name)
             else:
                 self._node_objects[name] = obj  # stored objects are never mutated
+                self._deleted_nodes.discard(name)
+
+    def node_deleted(self, name: str) -> bool:
+        """Whether the Node ``name`` was deleted through the API (no kubelet runs there)."""
+        return name in self._deleted_nodes
 
     def admit(self, namespace: str, pod_name: str, node_name: str) -> None:
         """The kubelet model for one binding (``broker/cluster/kubelet_admission.py``): the
@@ -73,12 +81,15 @@ class KubeletModel:
         pod = self.store.get_or_none("pods", namespace, pod_name)
         if pod is None or (pod.get("spec") or {}).get("nodeName") != node_name:
             return  # the binding did not go through
+        if self.node_deleted(node_name):
+            return  # no kubelet on a deleted node: the pod stays Pending, an orphan (podgc)
         jp = state.pods.get((namespace, pod_name))
         if (jp is not None and jp.state != "pending") or (pod.get("status") or {}).get(
             "phase", "Pending"
         ) != "Pending":
             return  # admitted (or refused) once already: a pod created and bound in one step
         state.stats.bindings += 1
+        self._scheduled(pod, node_name)
         node = state.nodes[node_name]
         requests = admission.pod_requests(pod) if jp is None else jp.requests
         now = state.facade.store.timestamp()
@@ -92,11 +103,39 @@ class KubeletModel:
         take(node.used, jp.requests, +1)  # its requests, a pod slot, its host ports
         node.host_ports.extend(jp.host_ports)
         jp.node = node.name
+        # its sandbox: an address of the node's pod CIDR (broker/cluster/pod_network.py)
+        jp.ip = state.pod_network.allocate(node.name, _host_network(pod))
         if self.steps.admit(pod, jp, node):
             return  # its containers start later (pod_lifecycle)
+        for c in (pod.get("spec") or {}).get("containers") or []:  # they start now
+            image = c.get("image", DEFAULT_IMAGE)
+            self._aside_event(pod, "Pulled", f'Container image "{image}" already present on machine', node.name)  # fmt: skip
+            self._aside_event(pod, "Created", f"Created container {c['name']}", node.name)
+            self._aside_event(pod, "Started", f"Started container {c['name']}", node.name)
         self.start_containers(
-            namespace, pod_name, pod, jp, node, lambda obj: _running_status(obj, node, now)
+            namespace, pod_name, pod, jp, node, lambda obj: _running_status(obj, node, now, jp.ip)
         )
+
+    def _scheduled(self, pod: Obj, node_name: str) -> None:
+        """The scheduler's ``Scheduled`` Event of a pod bound by a binding (not of one
+        created on its node), from the pod's scheduler."""
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        if not any(
+            c.get("type") == "PodScheduled" and c.get("status") == "True" for c in conditions
+        ):
+            return
+        meta = pod["metadata"]
+        scheduler = (pod.get("spec") or {}).get("schedulerName") or "default-scheduler"
+        message = f"Successfully assigned {meta['namespace']}/{meta['name']} to {node_name}"
+        self._aside_event(pod, "Scheduled", message, "", component=scheduler)
+
+    def _aside_event(self, pod: Obj, reason: str, message: str, host: str, component: str = "kubelet") -> None:  # fmt: skip
+        """A Normal Event the broker writes beside the run (``broker/controllers/events.py``),
+        by the kubelet of node ``host`` unless ``component`` says otherwise."""
+        k8s_events.emit(
+            self.store, pod, type_="Normal", reason=reason, message=message,
+            component=component, aside=True, host=host,
+        )  # fmt: skip
 
     def start_containers(
         self,
@@ -207,7 +246,8 @@ class KubeletModel:
             take(node.used, jp.requests, -1)
             for port in jp.host_ports:
                 node.host_ports.remove(port)
-            jp.node = None  # released once
+            self.state.pod_network.release(node.name, jp.ip)
+            jp.node = jp.ip = None  # released once
 
     def run_due(self) -> bool:
         """Play the pods' timed steps due now; whether there were any."""
@@ -251,15 +291,19 @@ class KubeletModel:
             state.retire(jp)
 
 
-def _running_status(obj: Obj, node: NodeInfo, now: str) -> Obj:
+def _host_network(pod: Obj) -> bool:
+    return (pod.get("spec") or {}).get("hostNetwork") is True
+
+
+def _running_status(obj: Obj, node: NodeInfo, now: str, pod_ip: str | None) -> Obj:
     """A pod's status once the kubelet started it on ``node`` at ``now``: Running,
-    every condition True, each container running."""
+    every condition True, each container running, its address (``pod_ip``, else the
+    node's)."""
     status = obj.setdefault("status", {})
     uid = obj["metadata"].get("uid", "")
+    set_addresses(status, node.ip, pod_ip)
     status.update(
         phase="Running",
-        hostIP=node.ip,
-        podIP=node.ip,
         startTime=now,
         conditions=[
             {"type": t, "status": "True", "lastTransitionTime": now, "lastProbeTime": None}

@@ -19,6 +19,7 @@ from typing import Any
 from broker.controllers.base import KeyedController, PodOps
 from broker.controllers.deployment import DeploymentController
 from broker.controllers.job import JobController
+from broker.controllers.podgc import PodGCController
 from broker.controllers.replicaset import ReplicaSetController
 from broker.controllers.terminated_gc import TerminatedPodGC
 from broker.facade.store import Store
@@ -30,6 +31,7 @@ CONTROLLERS: dict[str, type[KeyedController[Any]]] = {
     "job-controller": JobController,
     "deployment-controller": DeploymentController,
     "replicaset-controller": ReplicaSetController,
+    "pod-garbage-collector-controller": PodGCController,
     # after the controllers that count terminated pods: they counted a pod when it ended
     TERMINATED_POD_GC: TerminatedPodGC,
 }

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from . import acting, admission, crds, discovery, errors, listoptions
-from .auth import TokenRegistry, TokenStats, bearer_token
+from . import acting, admission, discovery, errors, listoptions, tables, versions
+from .auth import Identity, TokenRegistry
 from .clock import Cancellable, Clock
 from .errors import ApiError
+from .identity import Authenticator, forbidden
 from .kinds import autoscaling
 from .metrics import (
     CUSTOM_METRICS,
@@ -104,26 +105,6 @@ def _watching(route: _Route, query: dict[str, list[str]]) -> bool:
     return route.watch_path or bool(listoptions.flag(query, "watch"))
 
 
-_SERVED = ("application/json", "application/*", "*/*")
-
-
-def _negotiate(accept: str) -> None:
-    """406 unless ``accept`` admits JSON, the only media type served (the API server
-    would also serve YAML and protobuf: those clients are told so)."""
-    if not accept.strip():
-        return
-    for item in accept.split(","):
-        media = item.split(";")[0].strip().lower()
-        params = item.lower().replace(" ", "")
-        if media in _SERVED and ";q=0" not in params.replace(";q=0.", ""):
-            return
-    raise ApiError(
-        406,
-        "only the following media types are accepted: application/json "
-        f"(asked for {accept[:200]!r}: timewarp's API facade serves JSON only)",
-    )
-
-
 @dataclass
 class _Route:
     rt: ResourceType
@@ -195,6 +176,7 @@ class Api:
         self.store = store
         self.clock = clock
         self.tokens = tokens
+        self.authn = Authenticator(tokens)
         self.metrics = metrics
         self.hooks = hooks or Hooks()
         self.bookmark_interval_ns = (
@@ -212,27 +194,39 @@ class Api:
 
     # --- entry point ---------------------------------------------------------------
 
-    def authenticate(self, request: Request) -> TokenStats | None:
-        return self.tokens.lookup(bearer_token(request.headers.get("authorization")))
+    def authenticate(self, request: Request) -> Identity | None:
+        """Who sent ``request`` (see identity.py), worked out once per request."""
+        if request.identity is None:
+            request.identity = self.authn.identify(request.headers, request.peer_cert) or False
+        return request.identity or None
 
-    def admit_head(self, method: str, target: str, headers: dict[str, str]) -> Response | None:
+    def admit_head(
+        self, method: str, target: str, headers: dict[str, str], peer_cert: bytes | None = None
+    ) -> Response | None:
         """The check made on a request's head, before its body is read: no work for a
-        client without a valid bearer token (the public health paths excepted)."""
+        client without valid credentials (the public health paths excepted), nor for the
+        observer's writes."""
         path = target.split("?", 1)[0].strip("/")
         if path in _PUBLIC:
             return None
-        if self.tokens.lookup(bearer_token(headers.get("authorization"))) is None:
+        identity = self.authn.identify(headers, peer_cert)
+        if identity is None:
             return _json(401, ApiError(401, "Unauthorized").status())
-        return None
+        refusal = forbidden(identity, method, target)
+        return None if refusal is None else _error(refusal)
 
     def handle(self, request: Request) -> Response | WatchStream:
-        stats = self.authenticate(request)
-        if stats is not None:  # who asked what (the run's per-process figures)
-            key = (stats.name, *request_info(request.method, request.target))
+        identity = self.authenticate(request)
+        # the simulated process that sent it (its runtime's pid, identity.py), whatever
+        # credential it carries: a client outside the simulation (the observer, kubectl
+        # with a scheduler's token) is never counted in the run's per-process figures
+        process = identity.process if identity is not None else None
+        if process is not None:
+            key = (process, *request_info(request.method, request.target))
             with self._counts_lock:
                 self.request_counts[key] = self.request_counts.get(key, 0) + 1
         # who acts, for what the store's listeners record (broker/facade/acting.py)
-        with acting.acting_as(stats.name if stats is not None else ""):
+        with acting.acting_as(_actor(identity)):
             try:
                 return self._handle(request)
             except ApiError as exc:
@@ -244,9 +238,14 @@ class Api:
         query = parse_qs(split.query, keep_blank_values=True)
         if segments and segments[0] in _PUBLIC and len(segments) == 1:
             return Response(200, b"ok", "text/plain; charset=utf-8")
-        if self.authenticate(request) is None:
+        identity = self.authenticate(request)
+        if identity is None:
             return _json(401, ApiError(401, "Unauthorized").status())
-        _negotiate(request.headers.get("accept", ""))
+        refusal = forbidden(identity, request.method, request.target)
+        if refusal is not None:
+            raise refusal
+        # JSON, or a Table of it (server-side printing: tables.py); 406 for anything else
+        table = tables.negotiate(request.headers.get("accept", ""))
         if not segments:
             paths = ["/api", "/api/v1", "/apis", "/version", "/healthz"]
             return _json(200, {"paths": paths})
@@ -263,7 +262,7 @@ class Api:
                 )
             if len(segments) == 2:
                 return _json(200, discovery.resource_list("", "v1", self.store.types))
-            return self._resource_request(request, query, "", "v1", segments[2:])
+            return self._resource_request(request, query, "", "v1", segments[2:], table)
         if head == "apis":
             if len(segments) == 1:
                 return _json(200, discovery.api_group_list(self.store.types))
@@ -282,7 +281,7 @@ class Api:
                 )
             if len(segments) == 3:
                 return _json(200, doc)
-            return self._resource_request(request, query, group, segments[2], segments[3:])
+            return self._resource_request(request, query, group, segments[2], segments[3:], table)
         raise ApiError(404, f"the server could not find the requested resource ({split.path})")
 
     # --- routing -------------------------------------------------------------------
@@ -321,27 +320,30 @@ class Api:
         group: str,
         version: str,
         rest: list[str],
+        table: str = "",
     ) -> Response | WatchStream:
         """A request on a resource: route it, check the method is allowed there, then
-        hand it to the reads (GET: get, list, watch), the creates (POST: objects,
-        bindings, evictions) or the writes to one named object (PUT, PATCH, DELETE)."""
+        hand it to the reads (GET: get, list, watch; as a Table of ``table``'s version
+        when asked), the creates (POST: objects, bindings, evictions) or the writes to
+        one named object (PUT, PATCH, DELETE)."""
         if group == CUSTOM_METRICS_GROUP:
             return self._custom_metrics(request, query, version, rest)
         route = self._route(group, version, rest)
         self._check_method(route, request.method, query)
         if route.rt.group == "metrics.k8s.io":
             return self._metrics(route.rt, route, query)
-        answer = self._serve(request, route, query)
-        recode = crds.version_recoder(route.rt, self.store.types)
+        answer = self._serve(request, route, query, table)
+        recode = versions.recoder(route.rt, self.store.types)
         if recode is not None and isinstance(answer, Response):
             answer.body = recode(answer.body)
         return answer
 
     def _serve(
-        self, request: Request, route: _Route, query: dict[str, list[str]]
+        self, request: Request, route: _Route, query: dict[str, list[str]], table: str
     ) -> Response | WatchStream:
         if request.method == "GET":
-            return self._read(request, route, query)
+            want = tables.table_request(table, query) if table else None
+            return self._read(request, route, query, want)
         if request.method == "POST":
             return self._post(request, route)
         if route.name is None and request.method == "DELETE":
@@ -376,21 +378,32 @@ class Api:
                 )
 
     def _read(
-        self, request: Request, route: _Route, query: dict[str, list[str]]
+        self,
+        request: Request,
+        route: _Route,
+        query: dict[str, list[str]],
+        want: tables.TableRequest | None = None,
     ) -> Response | WatchStream:
         """GET: a list or a watch of a collection, a watch of one object (the old
-        ``/watch/.../name`` path), or one object."""
+        ``/watch/.../name`` path), or one object; each as a Table if ``want`` says so."""
         if route.name is None:
             if _watching(route, query):
-                return self._watch(request, route, query)
-            return self._list(route, query)
+                return self._watch(request, route, query, want)
+            return self._list(route, query, want)
         if route.watch_path:
             query.setdefault("fieldSelector", []).append(f"metadata.name={route.name}")
-            return self._watch(request, route, query)
+            return self._watch(request, route, query, want)
         obj = self.store.get(route.rt.key, route.namespace, route.name)
         if route.subresource == "scale":
             return _json(200, _scale_of(route.rt, obj))
+        if want is not None:
+            meta = {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion", "")}
+            return _json(200, tables.table(route.rt, [obj], meta, want, self._now_s()))
         return _json(200, obj)
+
+    def _now_s(self) -> float:
+        """Now on the simulated clock, in seconds since the epoch (the Tables' ages)."""
+        return self.store.now_epoch_ns() / 1e9
 
     def _post(self, request: Request, route: _Route) -> Response:
         """POST: a binding (pods/binding or the legacy ``bindings``), an eviction, or a
@@ -427,7 +440,7 @@ class Api:
             self._check_kind(rt, body)
             replaced = self.store.replace(
                 rt.key,
-                body,
+                versions.to_storage(rt, body),
                 namespace=route.namespace,
                 name=route.name,
                 subresource=route.subresource,
@@ -445,7 +458,13 @@ class Api:
                     "UnsupportedMediaType",
                 )
             patched = self.store.patch(
-                rt.key, route.namespace, route.name, body, ctype, subresource=route.subresource
+                rt.key,
+                route.namespace,
+                route.name,
+                body,
+                ctype,
+                subresource=route.subresource,
+                view=versions.patch_view(rt),
             )
             return _json(200, patched)
         if method == "DELETE":
@@ -498,14 +517,16 @@ class Api:
         self._check_kind(rt, body)
         created = self.store.create(
             rt.key,
-            body,
+            versions.to_storage(rt, body),
             namespace=route.namespace,
             create_namespace=False,
             prepare=self.hooks.on_create,
         )
         return _json(201, created)
 
-    def _list(self, route: _Route, query: dict[str, list[str]]) -> Response:
+    def _list(
+        self, route: _Route, query: dict[str, list[str]], want: tables.TableRequest | None = None
+    ) -> Response:
         """A list, with kube-apiserver's reading of resourceVersion, resourceVersionMatch,
         limit and continue (``docs/facade.md``, "List and watch parameters")."""
         rt = route.rt
@@ -551,6 +572,9 @@ class Api:
                 json.dumps({"after": list(last), "rv": rv}).encode()
             ).decode()
             entries = entries[:limit]
+        if want is not None:
+            objs = [e.obj for e in entries]
+            return _json(200, tables.table(rt, objs, meta, want, self._now_s()))
         head = json.dumps(
             {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta},
             separators=(",", ":"),
@@ -569,11 +593,21 @@ class Api:
         with self._timeout_lock:
             return self.min_request_timeout_s * (self._timeout_rng.random() + 1.0)
 
-    def _watch(self, request: Request, route: _Route, query: dict[str, list[str]]) -> WatchStream:
+    def _watch(
+        self,
+        request: Request,
+        route: _Route,
+        query: dict[str, list[str]],
+        want: tables.TableRequest | None = None,
+    ) -> WatchStream:
         rt = route.rt
         opts = listoptions.parse(query, watch_path=route.watch_path)
-        timeout = self._watch_timeout_s(opts.timeout_s)
-        stats = self.authenticate(request)
+        identity = self.authenticate(request)
+        outside = identity is not None and identity.process is None
+        # a client outside the simulation never draws from the seeded generator nor sets
+        # virtual timers (they would shift the schedulers' own): see _outside_watch_timer
+        timeout = opts.timeout_s if outside else self._watch_timeout_s(opts.timeout_s)
+        stats = identity.stats if identity is not None else None
         try:
             if timeout is not None and timeout < 0:  # the stream ends at once
                 return self._ended_watch(rt, request, None)
@@ -586,7 +620,7 @@ class Api:
                 bookmarks=opts.bookmarks,
                 send_initial_events=opts.send_initial_events,
                 on_queued=request.on_queued,
-                recode=crds.version_recoder(rt, self.store.types),
+                recode=self._watch_recoder(rt, want),
             )
         except ApiError as exc:
             if exc.code != 410:
@@ -599,10 +633,13 @@ class Api:
         lock = threading.Lock()
         finished = False
         now = self.clock.now_ns()
-        if timeout is not None:
+        if outside:
+            if timeout:
+                timers.append(_WallTimer(timeout, lambda: self.store.stop_watch(watcher)))
+        elif timeout is not None:
             deadline = now + int(timeout * 1e9)
             timers.append(self.clock.call_at(deadline, lambda: self.store.stop_watch(watcher)))
-        if opts.bookmarks and self.bookmark_interval_ns:
+        if opts.bookmarks and self.bookmark_interval_ns and not outside:
             interval = self.bookmark_interval_ns
 
             def bookmark() -> None:
@@ -635,6 +672,19 @@ class Api:
                 self.tokens.adjust(stats, watches=-1)
 
         return WatchStream(watcher, cleanup)
+
+    def _watch_recoder(
+        self, rt: ResourceType, want: tables.TableRequest | None
+    ) -> Callable[[bytes], bytes] | None:
+        """What each frame of a watch becomes: its served version's (custom resources),
+        then a Table event if one was asked for."""
+        version = versions.recoder(rt, self.store.types)
+        if want is None:
+            return version
+        table = tables.watch_recoder(rt, want, self._now_s)
+        if version is None:
+            return table
+        return lambda frame: table(version(frame))
 
     @staticmethod
     def _ended_watch(rt: ResourceType, request: Request, error: ApiError | None) -> WatchStream:
@@ -775,7 +825,10 @@ class Api:
             route.name,
             uid=pre.get("uid"),
             resource_version=pre.get("resourceVersion"),
+            finalizers=True,
         )
+        if gone["metadata"].get("finalizers"):
+            return _json(200, gone)  # kept until its finalizers are removed
         return _json(
             200,
             errors.success_status(
@@ -886,7 +939,9 @@ class Api:
                 if obj["metadata"]["name"] not in IMMORTAL_NAMESPACES:
                     self._delete_namespace(obj["metadata"]["name"], {})
                 continue
-            self.store.delete(rt.key, obj["metadata"].get("namespace"), obj["metadata"]["name"])
+            self.store.delete(
+                rt.key, obj["metadata"].get("namespace"), obj["metadata"]["name"], finalizers=True
+            )
         return _json(200, errors.success_status(200))
 
     # --- metrics.k8s.io --------------------------------------------------------------
@@ -963,6 +1018,26 @@ class Api:
                 "items": items,
             },
         )
+
+
+def _actor(identity: Identity | None) -> str:
+    """Who acts for ``acting``: the simulated process, else the authenticated user (a
+    client outside the simulation), else nobody ("")."""
+    if identity is None:
+        return ""
+    return identity.process or identity.user
+
+
+class _WallTimer:
+    """A watch timeout for a client outside the simulation: wall time is its time."""
+
+    def __init__(self, seconds: float, fn: Callable[[], None]) -> None:
+        self._timer = threading.Timer(seconds, fn)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def cancel(self) -> None:
+        self._timer.cancel()
 
 
 def _grace_period(options: dict[str, Any], query_value: str | None) -> int | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .kinds import printers_core
 from .kinds.apps import (
     DaemonSetStrategy,
     DeploymentStrategy,
@@ -17,7 +18,8 @@ from .kinds.apps import (
     StatefulSetStrategy,
 )
 from .kinds.autoscaling import HorizontalPodAutoscalerStrategy
-from .kinds.base import Strategy
+from .kinds.autoscaling_v1 import HorizontalPodAutoscalerV1
+from .kinds.base import Conversion, Strategy
 from .kinds.batch import CronJobStrategy, JobStrategy
 from .kinds.core import (
     EventStrategy,
@@ -29,6 +31,7 @@ from .kinds.core import (
 from .kinds.crd import CustomResourceDefinitionStrategy
 from .kinds.pods import BindingStrategy, PodStrategy
 from .kinds.scheduling import PriorityClassStrategy
+from .kinds.secrets import SecretStrategy
 from .metrics import CUSTOM_METRICS, CUSTOM_METRICS_GROUP
 
 READ = ("get", "list", "watch")
@@ -46,9 +49,13 @@ class ResourceType:
     verbs: tuple[str, ...] = CRUD
     short_names: tuple[str, ...] = ()
     subresources: tuple[str, ...] = ()
-    stored: bool = True  # False: served by special code (bindings, metrics)
+    stored: bool = True  # False: served by special code (bindings, metrics), or another version of a stored kind
     # what the API server does with objects of this kind (kinds/base.py)
     strategy: Strategy = field(default=Strategy(), compare=False, repr=False)
+    # a version served beside the storage version of its kind (``stored=False``, the same
+    # key), whose objects are converted both ways (kinds/base.py Conversion); None: the
+    # stored objects as they are (a CRD's other versions only have apiVersion rewritten)
+    conversion: Conversion | None = field(default=None, compare=False, repr=False)
 
     @property
     def key(self) -> str:
@@ -113,7 +120,18 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         strategy=BindingStrategy(),
     ),
     _r("", "v1", "events", "event", "Event", True, short_names=("ev",), strategy=EventStrategy()),
-    _r("", "v1", "configmaps", "configmap", "ConfigMap", True, short_names=("cm",)),
+    _r(
+        "",
+        "v1",
+        "configmaps",
+        "configmap",
+        "ConfigMap",
+        True,
+        short_names=("cm",),
+        strategy=Strategy(printers_core.CONFIG_MAP),
+    ),
+    _r("", "v1", "secrets", "secret", "Secret", True, strategy=SecretStrategy()),
+    _r("", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", True, short_names=("sa",)),
     _r(
         "",
         "v1",
@@ -200,6 +218,20 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         subresources=("status",),
         strategy=HorizontalPodAutoscalerStrategy(),
     ),
+    # the same objects in autoscaling/v1 (after v2: v2 stays the group's preferred version)
+    _r(
+        "autoscaling",
+        "v1",
+        "horizontalpodautoscalers",
+        "horizontalpodautoscaler",
+        "HorizontalPodAutoscaler",
+        True,
+        short_names=("hpa",),
+        subresources=("status",),
+        stored=False,
+        strategy=HorizontalPodAutoscalerStrategy(),
+        conversion=HorizontalPodAutoscalerV1(),
+    ),
     _r("batch", "v1", "jobs", "job", "Job", True, subresources=("status",), strategy=JobStrategy()),
     _r(
         "batch",
@@ -221,6 +253,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         True,
         short_names=("pdb",),
         subresources=("status",),
+        strategy=Strategy(printers_core.POD_DISRUPTION_BUDGET),
     ),
     _r(
         "events.k8s.io",
@@ -232,7 +265,15 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         short_names=("ev",),
         strategy=EventsV1Strategy(),
     ),
-    _r("coordination.k8s.io", "v1", "leases", "lease", "Lease", True),
+    _r(
+        "coordination.k8s.io",
+        "v1",
+        "leases",
+        "lease",
+        "Lease",
+        True,
+        strategy=Strategy(printers_core.LEASE),
+    ),
     _r(
         "scheduling.k8s.io",
         "v1",

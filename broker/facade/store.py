@@ -34,7 +34,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import crds, errors, listoptions, objects
+from . import validation as v
 from .clock import Clock
+from .expiry import Expiry
 from .kinds import Context
 from .patch import apply_patch
 from .resources import GLOBAL, Registry, ResourceType, resource_type
@@ -173,6 +175,34 @@ def _check_json(value: Any, where: str) -> None:
         raise TypeError(f"{type(value).__name__} is not a JSON value (at {where or '/'})")
 
 
+def _keep_deletion(rt: ResourceType, meta: Obj, old_meta: Obj) -> None:
+    """An update never sets, moves or clears ``deletionTimestamp`` (nor the grace period
+    with it), and adds no finalizer to an object being deleted (422, as
+    ``ValidateObjectMetaUpdate`` says it)."""
+    for field in ("deletionTimestamp", "deletionGracePeriodSeconds"):
+        if field in old_meta:
+            meta[field] = old_meta[field]
+        else:
+            meta.pop(field, None)
+    if not old_meta.get("deletionTimestamp"):
+        return
+    old = old_meta.get("finalizers") or []
+    added = [f for f in meta.get("finalizers") or [] if f not in old]
+    if added:
+        listed = ", ".join(f'"{f}"' for f in added)
+        raise v.invalid(
+            rt.kind,
+            meta.get("name") or "",
+            [
+                v.forbidden(
+                    "metadata.finalizers",
+                    f"no new finalizers can be added if the object is being deleted, found new finalizers []string{{{listed}}}",
+                )
+            ],
+            rt.group,
+        )
+
+
 def _check_resource_version(rt: ResourceType, name: str, current: Obj, wanted: Any) -> None:
     """Optimistic concurrency: a write naming a resourceVersion other than the stored
     one is a 409 Conflict."""
@@ -272,6 +302,10 @@ class Store:
         self.dropped_watchers = 0  # watchers dropped for holding too much unsent
         self._lock = threading.RLock()
         self._rng = random.Random(seed)
+        # uids of what the broker writes beside the run (its Events): a stream of their
+        # own, so that they change no other object's uid or generated name
+        self._aside_rng = random.Random(f"aside-{seed}")
+        self._expiry = Expiry()  # Events' time to live (Strategy.ttl_s)
         self._rv = 0
         # per stored type (its key), made when first used: a type registered at run time
         # (resources.register) is stored as the built-in ones
@@ -432,9 +466,13 @@ class Store:
         create_namespace: bool = True,
         prepare: Callable[[Obj], None] | None = None,
         copy: bool = True,
+        aside: bool = False,
     ) -> Obj | None:
         """Admit and store a new object; returns a copy as stored (None with ``copy=False``:
         the broker's own writes mostly do not look, and the copy is a decode).
+        ``aside``: an object the broker writes beside the run (an Event of its own),
+        named by the caller, its uid drawn from a stream of its own; it is built of JSON
+        types by the broker and handed over (not copied).
 
         ``namespace`` (if given) must agree with ``metadata.namespace``. A missing
         namespace is created when ``create_namespace`` (the broker's convenience), else
@@ -442,12 +480,13 @@ class Store:
         the commit, under the store lock (the facade's ``on_create`` hook).
         """
         rt = self.types.resource_type(key)
-        obj = self._new_object(rt, obj)
+        obj = self._new_object(rt, obj, trusted=aside)
         meta = obj["metadata"]
         with self._lock:
+            self._expire_locked()
             self._place_locked(rt, meta, namespace, create_namespace)
             self._name_locked(rt, obj)
-            meta["uid"] = objects.new_uid(self._rng)
+            meta["uid"] = objects.new_uid(self._aside_rng if aside else self._rng)
             meta["creationTimestamp"] = self.timestamp()
             for field in ("deletionTimestamp", "selfLink"):
                 meta.pop(field, None)
@@ -460,11 +499,12 @@ class Store:
             return entry.thaw() if copy else None
 
     @staticmethod
-    def _new_object(rt: ResourceType, obj: Obj) -> Obj:
+    def _new_object(rt: ResourceType, obj: Obj, *, trusted: bool = False) -> Obj:
         """A private, JSON-only copy of a body to create, with its metadata, apiVersion
-        and kind, decoded as the Go types would be (400 for what is not an object)."""
+        and kind, decoded as the Go types would be (400 for what is not an object).
+        ``trusted``: the caller's own JSON object, handed over as it is."""
         try:
-            obj = canonical(obj)
+            obj = obj if trusted else canonical(obj)
         except TypeError as exc:
             raise errors.bad_request(f"{rt.kind} is not JSON-serialisable: {exc}") from None
         if not isinstance(obj, dict):
@@ -510,6 +550,12 @@ class Store:
                 kind=rt.plural,
                 name=str(meta.get("name") or ""),
             )
+
+    def _expire_locked(self) -> None:
+        """Remove the objects whose time to live is over (Events)."""
+        for key, namespace, name in self._expiry.due(self.clock.now_ns()):
+            if (namespace, name) in self._objects[key]:
+                self.delete(key, namespace or None, name)
 
     def _name_locked(self, rt: ResourceType, obj: Obj) -> None:
         """The new object's name: its own, or one made from ``generateName``; 409 when
@@ -596,12 +642,16 @@ class Store:
                 meta[field] = old_meta[field]
             else:
                 meta.pop(field, None)
+        _keep_deletion(rt, meta, old_meta)
         rt.strategy.prepare_for_update(rt, new, current, subresource)
         if "generation" in old_meta and new.get("spec") != current.get("spec"):
             meta["generation"] = old_meta["generation"] + 1
         if new == current:
             return entry.thaw()  # a no-op write does not bump resourceVersion
         rt.strategy.validate(rt, new)
+        if rt.strategy.deletion == "immediate" and meta.get("deletionTimestamp"):
+            if not meta.get("finalizers"):  # the last finalizer removed: the object goes
+                return self._commit(rt, "DELETED", new, current).thaw()
         return self._commit(rt, "MODIFIED", new, current, limit=True).thaw()
 
     def patch(
@@ -613,12 +663,18 @@ class Store:
         patch_type: str = "application/merge-patch+json",
         *,
         subresource: str | None = None,
+        view: tuple[Callable[[Obj], Obj], Callable[[Any], Any]] | None = None,
     ) -> Obj:
+        """``view``: (the stored object as the patch's version shows it, the patched
+        result back as stored) for a patch through another version (``versions.py``)."""
         rt = self.types.resource_type(key)
         with self._lock:
             entry = self._entry(key, namespace, name)
             current = entry.obj
-            new = apply_patch(patch_type, current, patch)
+            if view is None:
+                new = apply_patch(patch_type, current, patch)
+            else:
+                new = view[1](apply_patch(patch_type, view[0](current), patch))
             want_rv = (new.get("metadata") or {}).get("resourceVersion")
             if want_rv not in (None, "", current["metadata"]["resourceVersion"]):
                 raise errors.conflict(rt.plural, name, "the object has been modified", rt.group)
@@ -741,10 +797,14 @@ class Store:
         *,
         uid: str | None = None,
         resource_version: str | None = None,
+        finalizers: bool = False,
     ) -> Obj:
         """Remove the object now (no graceful deletion); returns its last state. Deleting a
         namespace deletes what it contains first. ``uid``/``resource_version`` are
-        preconditions (409 when they do not hold)."""
+        preconditions (409 when they do not hold). With ``finalizers`` (an API DELETE), an
+        object whose ``metadata.finalizers`` is not empty is only marked
+        (``deletionTimestamp``, ``deletionGracePeriodSeconds: 0``) and returned as it now
+        is: it goes when an update removes its last finalizer (``_update_from``)."""
         rt = self.types.resource_type(key)
         with self._lock:
             entry = self._entry(key, namespace, name)
@@ -763,6 +823,13 @@ class Store:
                     f"Precondition failed: ResourceVersion in precondition: {resource_version}, ResourceVersion in object meta: {current['metadata']['resourceVersion']}",
                     rt.group,
                 )
+            if finalizers and current["metadata"].get("finalizers"):
+                if current["metadata"].get("deletionTimestamp"):
+                    return entry.thaw()  # already being deleted
+                marked = entry.thaw()
+                marked["metadata"]["deletionTimestamp"] = self.timestamp()
+                marked["metadata"]["deletionGracePeriodSeconds"] = 0
+                return self._commit(rt, "MODIFIED", marked, current).thaw()
             if rt.strategy.holds_namespace_content:
                 for other in self.types.stored_types():
                     if other.namespaced:
@@ -843,6 +910,13 @@ class Store:
             if type_ == "ADDED":
                 self._sorted[rt.key] = None
             table[_key_of(obj)] = entry
+        ttl_s = rt.strategy.ttl_s
+        if ttl_s is not None:  # each write renews the lease; a deletion ends it
+            ns, name = _key_of(obj)
+            if type_ == "DELETED":
+                self._expiry.forget(rt.key, ns, name)
+            else:
+                self._expiry.set(rt.key, ns, name, self.clock.now_ns() + int(ttl_s * 1e9))
         event = StoredEvent(self._rv, type_, entry, prev)
         self._record(rt.key, event, size)
         self._fan_out(rt, type_, obj, event)
@@ -898,7 +972,7 @@ class Store:
         field_selector: str | FieldSelector | None = None,
         bookmarks: bool = False,
         send_initial_events: bool | None = None,
-        on_queued: Callable[[], None] | None = None,
+        on_queued: Callable[[bytes | None], None] | None = None,
         on_overflow: Callable[[], None] | None = None,
         recode: Callable[[bytes], bytes] | None = None,
     ) -> Watcher:

@@ -43,6 +43,7 @@ from collections.abc import Callable
 from itertools import count
 from typing import Any
 
+from timewarp._core import selftime
 from timewarp.wire import clockproto
 
 WAITING, NOTIFIED, TIMEDOUT = 0, 1, 2
@@ -151,6 +152,8 @@ class Runtime:
         self._select_gates: dict[Waiter, list[int]] = {}  # event loops' gates, by wait
         self._timer_ids = count(1)
         self.timers: dict[int, Waiter] = {}
+        # timer ids of slack waits (a server thread's poll: see harden_slack_locked)
+        self.slack: set[int] = set()
         self._untracked_ids = count(1)
         self.detached: set[ThreadState] = set()
         # round-trip now(): waiters for the broker's answer, served by the request loop
@@ -263,6 +266,7 @@ class Runtime:
             self.detached.discard(ts)  # back from its real wait
             self._poke()
 
+    @selftime.timed  # figures only (selftime.py)
     def yield_baton(self) -> None:
         """sleep(0): let every ready thread run once before continuing."""
         with self.lock:
@@ -274,12 +278,17 @@ class Runtime:
         ts.go.acquire()
 
     # ------------------------------------------------------------------- waits
-    def park_locked(self, waiter: Waiter, deadline_ns: int | None) -> None:
+    @selftime.timed  # figures only (selftime.py)
+    def park_locked(self, waiter: Waiter, deadline_ns: int | None, *, sync: bool = False) -> None:
         """Block the calling thread in a virtual wait. Called with ``lock`` held; returns
-        with it held, once the waiter was woken and (if tracked) holds the baton again."""
+        with it held, once the waiter was woken and (if tracked) holds the baton again.
+        ``sync``: a wait another thread of the process must end (a lock, a condition, an
+        event, a join), as opposed to a sleep or an API read."""
         if waiter.state != WAITING:
             return
         ts = waiter.ts
+        if sync and ts.tracked and self.slack:
+            self.harden_slack_locked()
         if deadline_ns is not None:
             if deadline_ns <= self.now_ns or self.exiting:
                 # (exiting: an atexit handler's timed wait; the broker fires no more timers)
@@ -297,15 +306,31 @@ class Runtime:
         finally:
             self.lock.acquire()
 
-    def _add_timer_locked(self, waiter: Waiter, deadline_ns: int) -> None:
+    def _add_timer_locked(self, waiter: Waiter, deadline_ns: int, slack: bool = False) -> None:
         ts = waiter.ts
         tid = next(self._timer_ids)
         waiter.timer_id = tid
         self.timers[tid] = waiter
+        if slack:
+            self.slack.add(tid)
         ts.wait_no += 1
         # Under the baton registrations happen in a reproducible order, so the
         # registration sequence is a deterministic tie-break for equal deadlines.
-        self.outbox.append(clockproto.timer(tid, deadline_ns, [tid]))
+        self.outbox.append(clockproto.timer(tid, deadline_ns, [tid], slack))
+        self._poke_unless_baton()
+
+    def harden_slack_locked(self) -> None:
+        """Every slack wait of the process becomes an ordinary timed wait, due at its
+        deadline. A slack timer (a server thread's poll timeout, ``servers``) never moves
+        time by itself; but a thread that now waits for another thread may be waiting for
+        that poll — ``socketserver``'s ``shutdown()`` sets a flag and waits for
+        ``serve_forever`` to notice it at its next poll — which must then come at its
+        instant, not whenever something else moves time. Called under the baton (at a
+        reproducible point); the polls set after this are slack again."""
+        for tid in sorted(self.slack):
+            if tid in self.timers:
+                self.outbox.append(clockproto.harden(tid))
+        self.slack.clear()
         self._poke_unless_baton()
 
     def wake_locked(self, waiter: Waiter, how: int) -> bool:
@@ -314,6 +339,7 @@ class Runtime:
             return False
         waiter.state = how
         if waiter.timer_id and how != TIMEDOUT:
+            self.slack.discard(waiter.timer_id)
             if self.timers.pop(waiter.timer_id, None) is not None:
                 self.outbox.append(clockproto.cancel(waiter.timer_id))
                 self._poke_unless_baton()
@@ -335,12 +361,14 @@ class Runtime:
             return waiter.state
 
     # ----------------------------------------------- selector waits (asyncio)
+    @selftime.timed  # figures only (selftime.py)
     def begin_external_wait(
         self,
         waiter: Waiter,
         deadline_ns: int | None,
         conns: list[Any] = (),  # type: ignore[assignment]
         real_io: bool = False,
+        slack: bool = False,
     ) -> None:
         """The thread is about to block in a real wait that ``wake_locked`` can interrupt
         through ``waiter.on_wake`` (an event loop's self-pipe). Gives up the baton.
@@ -348,10 +376,12 @@ class Runtime:
         ``conns``: the API connections (``netio._Conn``) the loop waits to read, reported
         like a reader's: the broker's go for any of them wakes ``waiter``. ``real_io``:
         the loop also waits for real I/O that completes without the broker (a TLS
-        handshake, a connect, a full send buffer): the process stays busy meanwhile."""
+        handshake, a connect, a full send buffer): the process stays busy meanwhile.
+        ``slack``: the deadline is a poll's, which never moves time by itself (see
+        :meth:`harden_slack_locked`)."""
         with self.lock:
             if deadline_ns is not None:
-                self._add_timer_locked(waiter, deadline_ns)
+                self._add_timer_locked(waiter, deadline_ns, slack)
             ts = waiter.ts
             ids = self._select_gates[waiter] = []
             for conn in conns:
@@ -370,6 +400,7 @@ class Runtime:
             elif conns or real_io:
                 self._poke()
 
+    @selftime.timed  # figures only (selftime.py)
     def end_external_wait(self, waiter: Waiter) -> None:
         """The real wait returned: rejoin the baton queue (if nobody woke us, real I/O did)."""
         ts = waiter.ts
@@ -409,6 +440,7 @@ class Runtime:
         if t_ns > self.now_ns:
             self.now_ns = t_ns
         for tid in timer_ids:
+            self.slack.discard(tid)
             waiter = self.timers.pop(tid, None)
             if waiter is not None:
                 self.wake_locked(waiter, TIMEDOUT)
@@ -440,6 +472,7 @@ class Runtime:
             self._hand_off_locked()
 
     # ------------------------------------------------------------- facade I/O
+    @selftime.timed  # figures only (selftime.py)
     def begin_io_wait(self, port: int, sent: int, consumed: int, seq: int) -> int:
         """The calling thread is about to block in a real read of an API connection (free
         mode, or a thread outside the baton; a deterministic reader under the baton uses
@@ -463,6 +496,7 @@ class Runtime:
         with self.lock:
             return self.current().tracked
 
+    @selftime.timed  # figures only (selftime.py)
     def wait_io_release(self, conn: Any) -> None:
         """The calling thread read everything the broker let it read on ``conn`` (a
         ``_netio._Conn``): report ``[port, sent, consumed, seq]``, give up the baton and
@@ -477,6 +511,7 @@ class Runtime:
             self.io_gates[io_id] = _IoGate(ts, conn, waiter)
             self.park_locked(waiter, None)
 
+    @selftime.timed  # figures only (selftime.py)
     def end_io_wait(self, io_id: int) -> None:
         """The real read returned (data, EOF or error): run again."""
         with self.lock:

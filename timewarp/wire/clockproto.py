@@ -17,6 +17,12 @@ Runtime -> broker::
     {"op":"hello","v":1,"name":"sched0","pid":4242,"token":"…"}
     {"op":"now","rid":7}                                   round-trip read of the clock
     {"op":"timer","id":3,"deadline":60000000000,"key":[0,2,5]}
+    {"op":"timer","id":4,"deadline":500000000,"key":[4],"slack":true}
+                                                           a server thread's poll timeout:
+                                                           never decides when time moves,
+                                                           fires once time reached it
+    {"op":"harden","id":4}                                 that slack timer is an ordinary
+                                                           one from now on
     {"op":"cancel","id":3}                                 the waiter woke some other way
     {"op":"state","busy":false,"ack":12,"io":[[53412,310,2048,1]],"runnable":0,"blocked":3,"detached":0}
     {"op":"stacks","text":"Thread main (holds the baton) ..."}
@@ -25,6 +31,10 @@ Runtime -> broker::
                                                            made a thread run without the
                                                            broker's go (deterministic mode:
                                                            a non-deterministic advance)
+    {"op":"figures","runtime_cpu_ns":41000000,"process_cpu_ns":820000000,"profile":""}
+                                                           the answer to report: what the
+                                                           runtime cost the process (figures
+                                                           only) and its --profile file
     {"op":"bye"}
 
 Broker -> runtime::
@@ -39,6 +49,7 @@ Broker -> runtime::
                                                            each may read up to that many bytes
                                                            (in all) on its connection
     {"op":"dump"}                                          send your threads' stacks
+    {"op":"report"}                                        the run is over: send figures
     {"op":"error","message":"..."}                         fatal: the runtime prints it and exits
 
 Invariants the broker relies on:
@@ -152,7 +163,13 @@ _TO_BROKER = {
         "token" not in m or _str(m, "token"),
     ),
     "now": lambda m: _int(m, "rid"),
-    "timer": lambda m: (_int(m, "id"), _int(m, "deadline"), _int_list(m, "key")),
+    "timer": lambda m: (
+        _int(m, "id"),
+        _int(m, "deadline"),
+        _int_list(m, "key"),
+        "slack" not in m or _bool(m, "slack"),
+    ),
+    "harden": lambda m: _int(m, "id"),
     "cancel": lambda m: _int(m, "id"),
     "state": lambda m: (
         _bool(m, "busy"),
@@ -163,6 +180,7 @@ _TO_BROKER = {
         _int(m, "detached"),
     ),
     "stacks": lambda m: _str(m, "text"),
+    "figures": lambda m: (_int(m, "runtime_cpu_ns"), _int(m, "process_cpu_ns"), _str(m, "profile")),
     "woke": lambda m: _str(m, "cause"),
     "bye": lambda m: None,
 }
@@ -179,6 +197,7 @@ _TO_RUNTIME = {
     "time": lambda m: _int(m, "t"),
     "io": lambda m: (_rows(m, "ports", "port, bytes"), _int(m, "t")),
     "dump": lambda m: None,
+    "report": lambda m: None,
     "error": lambda m: _str(m, "message"),
 }
 
@@ -217,7 +236,11 @@ _FAST_TO_BROKER: dict[str, Callable[[Mapping[str, Any]], bool]] = {
         and _naturals(m, "ack", "runnable", "blocked", "detached")
         and _rows_ok(m.get("io"), 4)
     ),
-    "timer": lambda m: _naturals(m, "id", "deadline") and _ints_ok(m.get("key")),
+    "timer": lambda m: (
+        _naturals(m, "id", "deadline")
+        and _ints_ok(m.get("key"))
+        and type(m.get("slack", False)) is bool
+    ),
     "now": lambda m: _naturals(m, "rid"),
     "cancel": lambda m: _naturals(m, "id"),
 }
@@ -317,8 +340,15 @@ def now_request(rid: int) -> dict[str, Any]:
     return {"op": "now", "rid": rid}
 
 
-def timer(timer_id: int, deadline_ns: int, key: list[int]) -> dict[str, Any]:
-    return {"op": "timer", "id": timer_id, "deadline": deadline_ns, "key": key}
+def timer(timer_id: int, deadline_ns: int, key: list[int], slack: bool = False) -> dict[str, Any]:
+    msg: dict[str, Any] = {"op": "timer", "id": timer_id, "deadline": deadline_ns, "key": key}
+    if slack:
+        msg["slack"] = True
+    return msg
+
+
+def harden(timer_id: int) -> dict[str, Any]:
+    return {"op": "harden", "id": timer_id}
 
 
 def cancel(timer_id: int) -> dict[str, Any]:
@@ -389,6 +419,19 @@ def dump() -> dict[str, Any]:
     return {"op": "dump"}
 
 
+def report() -> dict[str, Any]:
+    return {"op": "report"}
+
+
+def figures(runtime_cpu_ns: int, process_cpu_ns: int, profile: str) -> dict[str, Any]:
+    return {
+        "op": "figures",
+        "runtime_cpu_ns": runtime_cpu_ns,
+        "process_cpu_ns": process_cpu_ns,
+        "profile": profile,
+    }
+
+
 def error(message: str) -> dict[str, Any]:
     return {"op": "error", "message": message}
 
@@ -402,4 +445,5 @@ ENV_CONNECT_TIMEOUT = "TIMEWARP_CONNECT_TIMEOUT"  # seconds to wait for the welc
 ENV_FACADE = "TIMEWARP_FACADE"  # host:port of the API facade (I/O accounting)
 ENV_PATCH_MODULES = "TIMEWARP_PATCH_MODULES"  # comma-separated, for the import hook
 ENV_FREEZE_UNPATCHED = "TIMEWARP_FREEZE_UNPATCHED"  # "1": freezegun for unpatched modules
+ENV_PROFILE_DIR = "TIMEWARP_PROFILE_DIR"  # --profile: write profile-<name>.prof there
 ENV_SEED = "TIMEWARP_SEED"  # the process's seed (from the run's seed and its name): its entropy

@@ -21,6 +21,7 @@ strategies
 ``GetAttrs`` (field selectors)  :attr:`Strategy.fields`
 ``NameFunc`` of ``ObjectMeta``  :attr:`Strategy.name_rule`
 graceful deletion, finalizers   :attr:`Strategy.deletion`, :attr:`Strategy.delete_collection`
+``TableConvertor`` (printers)   :attr:`Strategy.printer` (``kinds/printers.py``)
 ==============================  =========================================================
 
 Strategies hold no state (one instance serves every store); the methods take the
@@ -36,6 +37,7 @@ from typing import Any, Protocol
 from .. import admission
 from .. import validation as v
 from ..selectors import COMMON_FIELDS, FieldGetter
+from . import printers
 
 Obj = dict[str, Any]
 
@@ -89,6 +91,16 @@ class Strategy:
     strategic_merge = True
     #: deleting one of these deletes the namespaced objects named after it (namespaces)
     holds_namespace_content = False
+    #: what ``kubectl get`` prints of it (``as=Table``): the API server's default
+    #: convertor (Name, Created At) unless the kind has a printer of its own
+    printer: printers.Printer = printers.DEFAULT
+    #: seconds an object lives after its last write (kube-apiserver's ``--event-ttl``
+    #: for Events); None: until deleted
+    ttl_s: float | None = None
+
+    def __init__(self, printer: printers.Printer | None = None) -> None:
+        if printer is not None:  # a kind with nothing special but its columns
+            self.printer = printer
 
     def decode(self, rt: TypeNames, obj: Any) -> None:
         """What decoding into the Go type checks (400), quantities canonicalised."""
@@ -126,6 +138,25 @@ class Strategy:
     def validate_fields(self, rt: TypeNames, obj: Obj) -> list[v.FieldError]:
         """The kind's own validation beyond its metadata (``Validate``)."""
         return []
+
+
+class Conversion:
+    """A served version of a kind that is not its storage version, with a schema of its
+    own (kube-apiserver's conversion functions, e.g. autoscaling/v1 HPAs stored as v2):
+    a body in that version is decoded by :attr:`schema`, then :meth:`from_version` gives
+    the stored object; every answer (object, list item, watch event) is the stored object
+    through :meth:`to_version`. The storage version's strategy admits what is stored."""
+
+    #: the version's Go type as far as the facade reads it (400 for what does not decode)
+    schema: admission.Struct | None = None
+
+    def to_version(self, stored: Obj) -> Obj:
+        """The stored object as this version shows it."""
+        raise NotImplementedError
+
+    def from_version(self, obj: Obj) -> Obj:
+        """The stored object an object of this version (decoded) stands for."""
+        raise NotImplementedError
 
 
 def spec_of(obj: Obj) -> Obj:

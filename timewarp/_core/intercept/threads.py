@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 
-from timewarp._core import current
+from timewarp._core import current, selftime
 from timewarp._core import runtime as _runtime
 from timewarp._core.intercept.base import Mechanism
 
@@ -55,9 +55,11 @@ def _start(self: threading.Thread) -> None:
 
     def _tracked_run() -> None:
         rt.enter(ts)
+        selftime.start_thread_profile()  # --profile: each thread its own cProfile
         try:
             run()
         finally:
+            selftime.stop_thread_profile()
             rt.exit(ts)
 
     self.run = _tracked_run  # type: ignore[method-assign]
@@ -87,7 +89,7 @@ def _join(self: threading.Thread, timeout: float | None = None) -> None:
             deadline = None
             if timeout is not None:
                 deadline = rt.now_ns + max(0, current.seconds_to_ns(timeout))
-            rt.park_locked(waiter, deadline)
+            rt.park_locked(waiter, deadline, sync=True)
             if waiter.state == _runtime.TIMEDOUT:
                 if waiter in ts.joiners:
                     ts.joiners.remove(waiter)
