@@ -224,3 +224,39 @@ def test_the_decision_log_spills_its_rows_and_writes_the_same_file(tmp_path, mon
     kept, _ = log_of(10**6)
     assert most < 3
     assert spilled == kept and kept.count(b"\n") == 12  # header, 10 bindings, 1 deletion
+
+
+# ------------------------------------------------------- the store's write path
+
+
+def test_an_update_shares_what_it_did_not_change_and_copies_what_it_did(lone):
+    _store_pods(lone, [_pod("a", 1, "Running")])
+    before = lone._entry("pods", "default", "a").obj
+    labels: dict[str, Any] = {"app": "x"}
+
+    def edit(obj: dict) -> None:
+        obj["status"]["phase"] = "Succeeded"
+        obj["metadata"]["labels"] = labels  # the caller's own dict, kept by the caller
+
+    lone.update("pods", "default", "a", edit, copy=False)
+    after = lone._entry("pods", "default", "a").obj
+    assert after["spec"] is before["spec"]  # unchanged: the stored version's own
+    assert after["status"] is not before["status"] and after["status"]["phase"] == "Succeeded"
+    assert after["metadata"] is not before["metadata"]
+    assert before["status"]["phase"] == "Running"  # the old version is untouched
+    assert before["metadata"]["resourceVersion"] != after["metadata"]["resourceVersion"]
+    labels["app"] = "changed later"  # the store copied what the edit put in
+    assert after["metadata"]["labels"] == {"app": "x"}
+    assert lone.get("pods", "default", "a")["metadata"]["labels"] == {"app": "x"}
+
+
+def test_an_update_that_puts_a_non_json_value_is_refused_and_stores_nothing(lone):
+    from broker.facade.errors import ApiError
+
+    _store_pods(lone, [_pod("a", 1, "Running")])
+    rv = lone.resource_version
+    for bad in ({1: "x"}, {"x": {1, 2}}, {"x": float("nan")}):
+        with pytest.raises(ApiError) as exc:
+            lone.update("pods", "default", "a", lambda o, bad=bad: o["status"].update(bad))
+        assert exc.value.code == 400
+    assert lone.resource_version == rv

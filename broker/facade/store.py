@@ -82,22 +82,30 @@ def _share(new: Any, old: Any) -> Any:
     versions may share them), every other part canonical (a private copy of JSON values,
     strings interned). Equal as ``new != current`` in :meth:`Store.update` counts it."""
     if type(new) is dict and type(old) is dict:
-        if new == old:
-            return old
-        return {k: _share(v, old[k]) if k in old else canonical(v) for k, v in new.items()}
+        return old if new == old else _share_items(new, old)
     if type(new) is list and type(old) is list and len(new) == len(old):
         return old if new == old else [_share(a, b) for a, b in zip(new, old, strict=True)]
     return canonical(new)
 
 
+def _share_items(new: Obj, old: Obj) -> Obj:
+    """A new dict of ``new``'s items, each :func:`_share`'d with ``old``'s of that key
+    (a key ``old`` lacks is checked: JSON keys are strings)."""
+    return {
+        k: _share(v, old[k]) if k in old else canonical(v) if type(k) is str else _bad_key(k)
+        for k, v in new.items()
+    }
+
+
+def _bad_key(key: Any) -> Any:
+    raise TypeError(f"non-string key {key!r}")
+
+
 def _stored_edit(new: Obj, old: Obj) -> Obj:
     """:func:`_share` for a whole object: its top level and its metadata are its own
     (the commit writes ``metadata.resourceVersion`` in place)."""
-    out = {k: _share(v, old[k]) if k in old else canonical(v) for k, v in new.items()}
-    meta, old_meta = new["metadata"], old["metadata"]
-    out["metadata"] = {
-        k: _share(v, old_meta[k]) if k in old_meta else canonical(v) for k, v in meta.items()
-    }
+    out = _share_items(new, old)
+    out["metadata"] = _share_items(new["metadata"], old["metadata"])
     return out
 
 
