@@ -55,12 +55,14 @@ def _live_fuzz(tmp_path: Path, env: dict, seed: int, requests: int) -> dict:
 
 
 def test_the_facade_fuzzed_live_while_time_moves(tmp_path, subprocess_env):
-    result = _live_fuzz(tmp_path, subprocess_env, seed=1, requests=300)
+    # seed 6: on the facade before 9cd1e43 its HPA status writes (lastScaleTime "x")
+    # killed the hpa sample minutes later, reading what had been accepted
+    result = _live_fuzz(tmp_path, subprocess_env, seed=6, requests=300)
     # the fuzz reached past the door too: some writes were accepted, some refused
     assert {"200", "201"} & set(result["statuses"]) and {"400", "422"} & set(result["statuses"])
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [2, 3, 4])
+@pytest.mark.parametrize("seed", [2, 3, 4])  # 3 and 4 found the null-field crashes
 def test_the_facade_fuzzed_live_longer(tmp_path, subprocess_env, seed):
     _live_fuzz(tmp_path, subprocess_env, seed=seed, requests=1500)
