@@ -32,7 +32,9 @@ from pathlib import Path
 
 from commands.outfiles import OutputDirError, check_output_dir, write_text_atomically
 from commands.run import ENV_EXIT_FILE
-from commands.simulate import OUT_FILES, OUT_PREFIX, _Simulation, _Wiring, add_run_arguments
+from commands.simulating.options import add_run_arguments
+from commands.simulating.outputs import OUT_FILES, OUT_PREFIX
+from commands.simulating.simulation import Simulation, Wiring
 from timewarp.wire import clockproto
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:28000"
@@ -136,7 +138,7 @@ def _exit_code(path: Path, wait_s: float) -> int | None:
     return None
 
 
-class _BrokerRun(_Simulation):
+class _BrokerRun(Simulation):
     """``timewarp simulate``'s steps with the simulator left to the user: the broker
     binds Batsim's endpoint and says what to start; schedulers may be started by hand."""
 
@@ -145,7 +147,7 @@ class _BrokerRun(_Simulation):
     def _broker_endpoint(self) -> str:
         return self.args.socket_endpoint
 
-    def _start_schedulers(self, parts: _Wiring) -> None:
+    def _start_schedulers(self, parts: Wiring) -> None:
         # the hand-started processes that exited 0 (the run went on): name -> exit, at_s
         self.by_hand_exits: dict[str, dict[str, object]] = {}
         super()._start_schedulers(parts)
@@ -161,7 +163,7 @@ class _BrokerRun(_Simulation):
 
         parts.launcher.check = check  # type: ignore[method-assign]
 
-    def _check_by_hand(self, parts: _Wiring) -> None:
+    def _check_by_hand(self, parts: Wiring) -> None:
         """A scheduler started by hand that is gone: exit 0 ends only that process (a
         one-shot tool, a --once mode), as for the launcher's own unless
         ``--scheduler-exit fail``; any other exit, or none known, fails the run."""
@@ -199,7 +201,7 @@ class _BrokerRun(_Simulation):
         for name, ended in getattr(self, "by_hand_exits", {}).items():
             self.per_process.setdefault(name, {}).update(ended=ended)
 
-    def _expect_by_hand(self, parts: _Wiring, name: str) -> None:
+    def _expect_by_hand(self, parts: Wiring, name: str) -> None:
         """``NAME.kubeconfig`` and ``NAME.env`` for a scheduler started by hand; time
         waits for it to connect (the clock expects it, as the launcher's own)."""
         kubeconfig = self.out / f"{name}.kubeconfig"
@@ -292,7 +294,7 @@ class _BrokerRun(_Simulation):
             done.wait(0.1)
         return 0
 
-    def _take_down(self, parts: _Wiring, result):  # type: ignore[no-untyped-def]
+    def _take_down(self, parts: Wiring, result):  # type: ignore[no-untyped-def]
         if parts.broker is not None:  # node names for the plots, from SIMULATION_BEGINS
             nodes = sorted(parts.broker.cluster.nodes.items(), key=lambda kv: kv[1].resource_id)
             self.node_names = [name for name, _ in nodes]

@@ -29,7 +29,8 @@ KEPT_FIRST_RUN_DIR = "determinism-check-first-run"
 DIFFERENT_EXIT = 3
 # the manifest's figures that measure the machine, not the simulation: by name, and any
 # wall time, CPU time or memory size by suffix
-RUN_COST_KEYS = frozenset({"speedup", "plots_s", "outputs_dir", "pauses"})
+# (and where the run was: its folder, the kubectl line naming its observer kubeconfig)
+RUN_COST_KEYS = frozenset({"speedup", "plots_s", "outputs_dir", "kubectl", "pauses"})
 RUN_COST_SUFFIXES = ("wall_s", "cpu_s", "_rss_bytes", "_rss_mib")
 NOT_COMPARED_SUFFIXES = (".kubeconfig",)
 

@@ -182,6 +182,8 @@ def print_summary(
     Console(file=stream, width=110).print(table)
     if figures.get("outputs_dir"):  # on a line of its own: never cut to fit a table cell
         print(f"outputs in {figures['outputs_dir']}/", file=stream)
+    if figures.get("kubectl"):  # the observer's kubeconfig: read-only, changes nothing
+        print(f"kubectl (while a run goes on): {figures['kubectl']}", file=stream)
 
 
 # --------------------------------------------------------------------------- plots

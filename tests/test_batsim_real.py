@@ -227,10 +227,11 @@ def test_a_batsim_abort_fails_the_run_with_batsims_message(batsim, tmp_path, sub
 def test_batsim_exiting_0_after_a_deadlock_is_a_failure_with_simgrids_message(
     batsim, tmp_path, subprocess_env
 ):
-    """A scheduler that watches and never binds: SimGrid finds the deadlock, Batsim writes
-    empty outputs and exits 0 — before the end of the simulation, so the run failed."""
+    """A scheduler that lists once and waits for good, never binding: SimGrid finds the
+    deadlock, Batsim writes empty outputs and exits 0 — before the end of the
+    simulation, so the run failed."""
     args = (
-        f"python {ROOT / 'tests/programs/watch_only.py'}",
+        f"python {ROOT / 'tests/programs/list_then_hang.py'}",
         EXAMPLES / "cluster16.xml",
         EXAMPLES / "burst_40_delay170.json",
     )

@@ -16,6 +16,11 @@ from timewarp.wire import clockproto as cp
             cp.timer(3, 60_000_000_000, [12]),
             b'{"op":"timer","id":3,"deadline":60000000000,"key":[12]}',
         ),
+        (
+            cp.timer(4, 500_000_000, [13], slack=True),
+            b'{"op":"timer","id":4,"deadline":500000000,"key":[13],"slack":true}',
+        ),
+        (cp.harden(4), b'{"op":"harden","id":4}'),
         (cp.cancel(3), b'{"op":"cancel","id":3}'),
         (
             cp.state(False, 12, [[53412, 310, 2048, 1]], 0, 3, 1),
@@ -51,6 +56,11 @@ def test_wire_format_is_pinned(msg, wire):
         (b'{"op":"teleport"}', "unknown op 'teleport'"),
         (b'{"op":"timer","id":1,"deadline":-5,"key":[1]}', "field 'deadline' must be >= 0"),
         (
+            b'{"op":"timer","id":1,"deadline":5,"key":[1],"slack":1}',
+            "field 'slack' must be true or false",
+        ),
+        (b'{"op":"harden"}', "field 'id' must be an integer"),
+        (
             b'{"op":"timer","id":1,"deadline":"soon","key":[1]}',
             "field 'deadline' must be an integer",
         ),
@@ -76,7 +86,8 @@ nat = st.integers(min_value=0, max_value=2**62)
 to_broker = st.one_of(
     st.builds(cp.hello, st.text(), nat),
     st.builds(cp.now_request, nat),
-    st.builds(cp.timer, nat, nat, st.lists(nat, max_size=4)),
+    st.builds(cp.timer, nat, nat, st.lists(nat, max_size=4), st.booleans()),
+    st.builds(cp.harden, nat),
     st.builds(cp.cancel, nat),
     st.builds(
         cp.state, st.booleans(), nat, st.lists(st.lists(nat, min_size=4, max_size=4)), nat, nat, nat

@@ -57,12 +57,12 @@ def test_a_declared_object_the_api_would_refuse_is_named_by_file_and_field(tmp_p
 
 
 def test_timewarp_simulate_refuses_a_bad_declared_object_before_anything_runs(tmp_path):
-    from commands import simulate
+    from commands.simulating import checks
     from simulator.workload import Workload
 
     path = _workload(tmp_path, [crontab_crd()], [crontab("Bad_Name")])
-    with pytest.raises(simulate._Refused, match=r"customResources\[0\].metadata.name"):
-        simulate._declared([Workload("w", path, [])])
+    with pytest.raises(checks.Refused, match=r"customResources\[0\].metadata.name"):
+        checks.declared_objects([Workload("w", path, [])])
 
 
 PROBE = """

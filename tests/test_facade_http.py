@@ -591,28 +591,40 @@ def test_unmodified_load_kube_config_with_KUBECONFIG(tmp_path, subprocess_env, o
     assert f.token_stats("proc-1").requests == 1
 
 
-def test_watch_data_is_told_apart_from_a_response_and_queued_events_are_flushing(facade):
+def test_queued_watch_events_are_owed_to_their_reader_before_they_are_written(facade, monkeypatch):
     """What the broker needs to let deterministic readers go: data waiting on a watch says
     "streaming" where a response says "ready" (responses are let go first), and events
-    queued but not yet written say "flushing" (nobody is let go until they are)."""
+    published but not yet written by the connection's thread are owed all the same
+    (``written`` counts them, framed): a reader let go reads exactly them, however late
+    that thread writes — a loaded machine never decides how much it reads."""
+    from broker.facade.server import HttpServer
+
     w = RawClient(facade)
     w.send("GET", "/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=100")
     assert w.head()[0] == 200
     assert wait_idle(facade, w)
+    gate = threading.Event()
+    send_batch = HttpServer._send_batch
+
+    def late(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        assert gate.wait(10), "the test never opened the gate"
+        return send_batch(self, *args, **kwargs)
+
+    monkeypatch.setattr(HttpServer, "_send_batch", late)
     for name in ("a", "b", "c"):
         facade.store.create("pods", {**POD, "metadata": {"name": name, "namespace": "default"}})
-    changed = threading.Event()
-    facade.add_idle_listener(lambda port: changed.set())
-    deadline = time.monotonic() + 5
-    while facade.connection_state(w.port, w.sent, w.consumed) == "flushing":
-        assert time.monotonic() < deadline, "the events were never written"
-        changed.wait(0.05)
-        changed.clear()
     assert facade.connection_state(w.port, w.sent, w.consumed) == "streaming"
+    owed = facade.ledger.written(w.port)
+    assert owed > w.consumed
+    gate.set()
     assert [w.event()["type"] for _ in range(3)] == ["ADDED"] * 3
+    assert w.consumed == owed and not w.buf  # exactly what was owed, framed as written
     assert wait_idle(facade, w)
     r = RawClient(facade)
     r.send("GET", "/api/v1/namespaces/default/pods/a")
+    changed = threading.Event()
+    facade.add_idle_listener(lambda port: changed.set())
+    deadline = time.monotonic() + 5
     while facade.connection_state(r.port, r.sent, r.consumed) == "busy":
         assert time.monotonic() < deadline, "the response was never written"
         changed.wait(0.05)
@@ -621,12 +633,33 @@ def test_watch_data_is_told_apart_from_a_response_and_queued_events_are_flushing
     assert r.response()[0] == 200
     conn = next(c for c in facade.ledger._conns.values() if c.peer_port == w.port)
     with facade.ledger.lock:
-        conn.queued += 2  # published, not yet taken by the connection's thread
+        conn.queued += 1  # a frame that owes no byte (an HTTP/1.0 stream's end)
     try:
         assert facade.connection_state(w.port, w.sent, w.consumed) == "flushing"
     finally:
         with facade.ledger.lock:
-            conn.queued -= 2
+            conn.queued -= 1
+
+
+def test_framed_sizes_are_what_the_wire_carries():
+    """The ledger's count of queued frames is the bytes written for them: a chunk, the
+    chunked end as h11 writes it, bare frames and nothing at the end on HTTP/1.0."""
+    import h11
+
+    from broker.facade.server import CHUNKED_END, _chunk, framed_size
+    from broker.facade.watch import END
+
+    frame = b'{"type":"ADDED","object":{}}\n'
+    assert framed_size(frame, chunked=True) == len(_chunk(frame))
+    assert framed_size(frame, chunked=False) == len(frame)
+    assert framed_size(END, chunked=False) == 0
+    assert framed_size(None, chunked=True) == 0
+    conn = h11.Connection(h11.SERVER)
+    conn.receive_data(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    conn.next_event(), conn.next_event()
+    conn.send(h11.Response(status_code=200, headers=[("Transfer-Encoding", "chunked")]))
+    assert conn.send(h11.EndOfMessage()) == CHUNKED_END
+    assert framed_size(END, chunked=True) == len(CHUNKED_END)
 
 
 # --- watch events written by the committing thread (deterministic mode) ----------------
@@ -653,8 +686,9 @@ def test_direct_watch_writes_are_sent_before_the_commit_returns(facade):
 
 def test_direct_watch_writes_a_full_socket_cannot_take_are_finished_in_order(facade):
     """A client that does not read: the first events fill the socket buffers, the rest of
-    a frame and the events after it wait for the stream's thread — the connection says
-    "flushing" meanwhile — and the client then reads every event, whole and in order."""
+    a frame and the events after it wait for the stream's thread — owed to the client all
+    the same, so the connection says "streaming" and ``written`` counts them — and the
+    client then reads every event, whole and in order, exactly what was owed."""
     facade.write_watch_events_directly()
     w = _parked_watch(facade)
     filler = "x" * (256 << 10)
@@ -664,7 +698,8 @@ def test_direct_watch_writes_a_full_socket_cannot_take_are_finished_in_order(fac
         pod = {**POD, "metadata": {"name": name, "namespace": "default"}, "filler": filler}
         facade.store.create("pods", pod)
         states.add(facade.connection_state(w.port, w.sent, w.consumed))
-    assert "flushing" in states
+    assert states == {"streaming"}
+    owed = facade.ledger.written(w.port)
     w.sock.settimeout(30)
     got = []
     for _ in names:
@@ -672,6 +707,7 @@ def test_direct_watch_writes_a_full_socket_cannot_take_are_finished_in_order(fac
         assert event["type"] == "ADDED" and event["object"]["filler"] == filler
         got.append(event["object"]["metadata"]["name"])
     assert got == names
+    assert w.consumed == owed and not w.buf
     assert wait_idle(facade, w)
     facade.store.create("pods", {**POD, "metadata": {"name": "after", "namespace": "default"}})
     assert facade.connection_state(w.port, w.sent, w.consumed) == "streaming"

@@ -114,9 +114,9 @@ def test_the_plots_name_the_nodes_and_start_at_zero(tmp_path, monkeypatch):
 def test_the_progress_bar_ends_on_the_summarys_figures():
     """The last frame: the simulated time at the end and the speed-up of the summary,
     from the same wall time (issue 15 item 11: it showed 600 s / 291x beside 207x)."""
-    from commands.simulate import _ProgressView
+    from commands.simulating.progress import ProgressView
 
-    view = _ProgressView(40, disabled=True, started=0.0, prog="timewarp simulate")
+    view = ProgressView(40, disabled=True, started=0.0, prog="timewarp simulate")
     view.finish(600.0, 2.9)
     fields = view.progress.tasks[0].fields
     assert fields["now"] == "600 s" and fields["wall"] == "2.9 s"
@@ -144,9 +144,9 @@ def test_a_hidden_progress_bar_does_no_work_per_message():
     shows nothing: it must not format fields nor update rich's task (issue 29)."""
     from types import SimpleNamespace
 
-    from commands.simulate import _ProgressView
+    from commands.simulating.progress import ProgressView
 
-    view = _ProgressView(40, disabled=True, started=0.0, prog="timewarp simulate")
+    view = ProgressView(40, disabled=True, started=0.0, prog="timewarp simulate")
     view.update(SimpleNamespace(now_s=600.0, jobs_done=7, jobs_dynamic=3))
     task = view.progress.tasks[0]
     assert task.completed == 0 and task.fields["now"] == "0 s" and view.jobs_dynamic == 0

@@ -134,7 +134,7 @@ def test_the_simulator_thread_always_says_it_ended(tmp_path, monkeypatch, inputs
     import errno
     import threading
 
-    from commands import simulate
+    from commands.simulating import simulator as simulator_side
     from simulator import cli as sim_cli
 
     go = threading.Event()
@@ -154,7 +154,7 @@ def test_the_simulator_thread_always_says_it_ended(tmp_path, monkeypatch, inputs
 
     monkeypatch.setattr(sim_cli, "drive", drive)
     platform, workload = inputs
-    sim = simulate._EmbeddedSimulator(
+    sim = simulator_side.EmbeddedSimulator(
         ["-p", str(platform), "-w", str(workload), "-e", str(tmp_path / "out"), "-q"],
         tmp_path / "simulator.log",
     )

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from simrun import run_simulate
 
-from commands.simulate import simulator_message
+from commands.simulating.simulator import simulator_message
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "inputs"
-WATCH_ONLY = f"python {ROOT / 'tests/programs/watch_only.py'}"
+STUCK = f"python {ROOT / 'tests/programs/list_then_hang.py'}"
 DEFAULT_LIKE = "python -m sample_schedulers.default_like --scheduler-name default"
 
 
@@ -23,12 +23,13 @@ def test_a_scheduler_that_never_binds_fails_with_the_simulators_deadlock_report(
 ):
     # (--on-no-progress warn: by default the broker's no-progress stop comes first, see
     # tests/test_first_hour.py; here the simulator's own report is the subject)
-    """A first scheduler that only watches: the embedded simulator finds nothing left to
-    happen and stops with its deadlock report, which is the reason given — not the
+    """A first scheduler that lists the pods once and then waits for good (no timer, no
+    watch whose renewals would move time on): the embedded simulator finds nothing left
+    to happen and stops with its deadlock report, which is the reason given — not the
     broker's "no message from Batsim for 0.5 s" that followed."""
     out = tmp_path / "out"
     proc = run_simulate(
-        out, subprocess_env, WATCH_ONLY, EXAMPLES / "cluster16.xml",
+        out, subprocess_env, STUCK, EXAMPLES / "cluster16.xml",
         EXAMPLES / "burst_40_delay170.json", "--on-no-progress", "warn",
     )  # fmt: skip
     assert proc.returncode == 1

@@ -75,7 +75,9 @@ class _VirtualLock:
                 return False
             waiter = _Waiter(rt.current())
             self._waiters.append(waiter)
-            rt.park_locked(waiter, None if timeout == -1 else rt.now_ns + seconds_to_ns(timeout))
+            rt.park_locked(
+                waiter, None if timeout == -1 else rt.now_ns + seconds_to_ns(timeout), sync=True
+            )
             if waiter.state == _NOTIFIED:
                 return True  # ownership was handed to us
             if waiter in self._waiters:
@@ -138,7 +140,9 @@ class _VirtualRLock:
             waiter = _Waiter(rt.current())
             entry = (waiter, me)
             self._waiters.append(entry)
-            rt.park_locked(waiter, None if timeout == -1 else rt.now_ns + seconds_to_ns(timeout))
+            rt.park_locked(
+                waiter, None if timeout == -1 else rt.now_ns + seconds_to_ns(timeout), sync=True
+            )
             if waiter.state == _NOTIFIED:
                 return True
             if entry in self._waiters:
@@ -232,7 +236,7 @@ class Condition(_th.Condition):
         saved = self._release_save()
         try:
             with rt.lock:
-                rt.park_locked(waiter, deadline)
+                rt.park_locked(waiter, deadline, sync=True)
                 if waiter.state != _NOTIFIED and waiter in self._waiters:
                     self._waiters.remove(waiter)
         finally:

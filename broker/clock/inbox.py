@@ -114,7 +114,9 @@ class Inbox:
         elif op == "timer":
             # The runtime never asks for a past deadline; a stale one fires at once.
             deadline = max(msg["deadline"], self._now())
-            self._timers.add_wait(proc, msg["id"], deadline, msg["key"])
+            self._timers.add_wait(proc, msg["id"], deadline, msg["key"], msg.get("slack", False))
+        elif op == "harden":
+            self._timers.harden(proc.name, msg["id"])
         elif op == "now":
             t = self._service.current_locked()
             self._transport.write_locked(identity, clockproto.now_reply(msg["rid"], t))

@@ -19,7 +19,6 @@ the others take it.
 from __future__ import annotations
 
 import threading
-import time as _wall
 from collections.abc import Callable
 
 from broker.clock.registry import ProcessState, Registry
@@ -27,9 +26,10 @@ from broker.clock.stall import StallGuard
 from broker.clock.transport import ClockTransport
 from timewarp.wire import clockproto
 
-# How long a thread's API data may stay "being written" (queued watch events) before it
-# is let go to read anyway: the writer may be stuck on a full socket buffer.
-FLUSH_GRACE_S = 0.02
+# How often the driver looks again while a connection is "flushing" (frames queued that
+# owe its client no byte: the end of an HTTP/1.0 stream, about to be closed). A poll,
+# never a decision: the release waits for the facade, however long that takes.
+FLUSH_POLL_S = 0.02
 _UNBOUNDED = 1 << 62  # the reading limit when the facade's byte counts are not known
 # API connection states that leave a reader durably blocked: nothing owed now ("held": a
 # response kept back until a virtual deadline, see broker/drivers/pacing.py)
@@ -70,8 +70,7 @@ class Quiescence:
         self._before_io_release: Callable[[], bool] | None = None
         self._hook_pending: Callable[[], bool] | None = None
         self._wait_listeners: list[Callable[[str], None]] = []
-        self._flushing_since: float | None = None
-        self._flush_overdue = False  # the next release lets go readers of unfinished writes
+        self._flushing = False  # a connection owes no byte yet but will close: poll
         self.driver_waiting = False  # the driver waits in wait_locked, its work done
         self.io_releases = 0
 
@@ -199,19 +198,14 @@ class Quiescence:
                     # usually arrive: a scheduler binding a backlog reads each
                     # binding's answer at once and its watch once, at the end
                     candidates.append((proc.name, state != "ready", seq, port, proc))
-        # Events still being written: wait for them, so that the thread let go reads
-        # them all at once — unless the writer is stuck because the client's socket
-        # buffer is full, which only the client's reading can end (FLUSH_GRACE_S).
-        self._flush_overdue = False
-        if not flushing:
-            self._flushing_since = None
-        else:
-            now = _wall.monotonic()
-            if self._flushing_since is None:
-                self._flushing_since = now
-            if now - self._flushing_since < FLUSH_GRACE_S:
-                return None
-            self._flush_overdue = True
+        # Watch events queued but not yet written are owed to their client all the same
+        # (the facade's ledger counts them: ``written``), so a reader let go reads them
+        # whether or not the facade's thread wrote them yet — how much it reads never
+        # depends on the wall clock. Only frames that owe no byte ("flushing": a stream
+        # about to be closed) are waited for.
+        self._flushing = flushing
+        if flushing:
+            return None
         if not candidates:
             return None
         # the first process (by name) lets every reader with data go, in one message: its
@@ -226,11 +220,6 @@ class Quiescence:
         if release is None:
             return False
         proc, ports = release
-        if self._flush_overdue:  # wall time decided how much of the events it reads
-            self._guard.count_locked(
-                f"watch events still being written at t={self._now() / 1e9:.9f} s: "
-                f"{proc.name!r} let go to read after {FLUSH_GRACE_S:g} s of wall time"
-            )
         written = self._io_written
         upto = [[port, written(port) if written else _UNBOUNDED] for port in ports]
         self._transport.send_locked(proc, clockproto.io_release(upto, self._now()))
@@ -270,8 +259,8 @@ class Quiescence:
             wait = self._guard.check_locked(busy, self, self._now())
             if wait is None:
                 return  # a stall was reported: advance anyway
-            if self._flushing_since is not None:
-                wait = min(wait, FLUSH_GRACE_S)
+            if self._flushing:
+                wait = min(wait, FLUSH_POLL_S)
             self.driver_waiting = True
             try:
                 self._cond.wait(wait)

@@ -87,6 +87,15 @@ class Registry:
         with self._cond:
             return [p for p in self.procs.values() if not p.gone]
 
+    def process_of_pid(self, pid: int) -> str | None:
+        """The name of the connected, living process whose runtime said hello as ``pid``
+        (the facade attributes API requests by it: ``broker/facade/identity.py``)."""
+        with self._cond:
+            for proc in self.procs.values():
+                if proc.pid == pid and proc.connected and not proc.gone:
+                    return proc.name
+        return None
+
     def refusal_locked(self, msg: dict) -> str | None:
         """Why a hello is refused (None: accepted). Every process the run started was
         registered with its token (:meth:`expect`), on a Unix socket as on TCP: a name

@@ -136,8 +136,10 @@ class ClockService:
         return self.epoch_ns
 
     def next_deadline(self) -> int | None:
+        """When the next timer is due (a slack one only once time reached it: see
+        ``broker/clock/timers.py``)."""
         with self._cond:
-            first = self.timers.first()
+            first = self.timers.first(self._now)
             return first.deadline if first is not None else None
 
     def advance_to(self, t_ns: int) -> None:
@@ -145,7 +147,7 @@ class ClockService:
         with self._cond:
             if t_ns < self._now:
                 raise ValueError(f"virtual time cannot go back: now={self._now}, asked {t_ns}")
-            first = self.timers.first()
+            first = self.timers.first(self._now)
             if first is not None and first.deadline < t_ns:
                 raise ValueError(f"advance_to({t_ns}) would skip a timer due at {first.deadline}")
             if t_ns == self._now:
@@ -216,7 +218,7 @@ class ClockService:
         fired = 0
         while True:
             with self._cond:
-                first = self.timers.first()
+                first = self.timers.first(self._now)
                 if first is None or first.deadline > self._now:
                     return fired
                 n, fn = self._release_one_owner_locked()
@@ -243,7 +245,7 @@ class ClockService:
         with self._cond:
             while True:
                 self.quiescence.wait_locked()
-                if self.timers.first() is None:
+                if self.timers.first(self._now) is None and self.timers.first_slack() is None:
                     return
                 self._cond.wait(0.5)
 
@@ -254,7 +256,9 @@ class ClockService:
         if not self.quiescence.all_quiescent_locked():
             self.quiescence.release_next_locked()
             return
-        first = self.timers.first()
+        # nothing else pending: the first slack timer decides (a program alone with a
+        # server thread's poll, or an accept with a timeout: time would stand still)
+        first = self.timers.first(self._now) or self.timers.first_slack()
         if first is None or first.proc is None:
             self._cond.notify_all()
             return

@@ -99,7 +99,9 @@ class Pacer:
 
     def _hold(self, request: Request) -> Hold | None:
         """A facade connection thread, the response decided: how long to keep it back."""
-        name = self._facade.authenticated_name(request) if self._facade else None
+        # the process that sent it (its runtime's numbering), not the token's owner: a
+        # client outside the simulation using a scheduler's kubeconfig is charged nothing
+        name = self._facade.charged_process(request) if self._facade else None
         if name is None:
             return None
         now = self.clock.now_ns

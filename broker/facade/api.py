@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from . import acting, admission, crds, discovery, errors, listoptions
-from .auth import TokenRegistry, TokenStats, bearer_token
+from . import acting, admission, discovery, errors, listoptions, versions
+from .auth import Identity, TokenRegistry
 from .clock import Cancellable, Clock
 from .errors import ApiError
+from .identity import Authenticator, forbidden
 from .kinds import autoscaling
 from .metrics import (
     CUSTOM_METRICS,
@@ -195,6 +196,7 @@ class Api:
         self.store = store
         self.clock = clock
         self.tokens = tokens
+        self.authn = Authenticator(tokens)
         self.metrics = metrics
         self.hooks = hooks or Hooks()
         self.bookmark_interval_ns = (
@@ -212,27 +214,39 @@ class Api:
 
     # --- entry point ---------------------------------------------------------------
 
-    def authenticate(self, request: Request) -> TokenStats | None:
-        return self.tokens.lookup(bearer_token(request.headers.get("authorization")))
+    def authenticate(self, request: Request) -> Identity | None:
+        """Who sent ``request`` (see identity.py), worked out once per request."""
+        if request.identity is None:
+            request.identity = self.authn.identify(request.headers, request.peer_cert) or False
+        return request.identity or None
 
-    def admit_head(self, method: str, target: str, headers: dict[str, str]) -> Response | None:
+    def admit_head(
+        self, method: str, target: str, headers: dict[str, str], peer_cert: bytes | None = None
+    ) -> Response | None:
         """The check made on a request's head, before its body is read: no work for a
-        client without a valid bearer token (the public health paths excepted)."""
+        client without valid credentials (the public health paths excepted), nor for the
+        observer's writes."""
         path = target.split("?", 1)[0].strip("/")
         if path in _PUBLIC:
             return None
-        if self.tokens.lookup(bearer_token(headers.get("authorization"))) is None:
+        identity = self.authn.identify(headers, peer_cert)
+        if identity is None:
             return _json(401, ApiError(401, "Unauthorized").status())
-        return None
+        refusal = forbidden(identity, method, target)
+        return None if refusal is None else _error(refusal)
 
     def handle(self, request: Request) -> Response | WatchStream:
-        stats = self.authenticate(request)
-        if stats is not None:  # who asked what (the run's per-process figures)
-            key = (stats.name, *request_info(request.method, request.target))
+        identity = self.authenticate(request)
+        # the simulated process that sent it (its runtime's pid, identity.py), whatever
+        # credential it carries: a client outside the simulation (the observer, kubectl
+        # with a scheduler's token) is never counted in the run's per-process figures
+        process = identity.process if identity is not None else None
+        if process is not None:
+            key = (process, *request_info(request.method, request.target))
             with self._counts_lock:
                 self.request_counts[key] = self.request_counts.get(key, 0) + 1
         # who acts, for what the store's listeners record (broker/facade/acting.py)
-        with acting.acting_as(stats.name if stats is not None else ""):
+        with acting.acting_as(_actor(identity)):
             try:
                 return self._handle(request)
             except ApiError as exc:
@@ -244,8 +258,12 @@ class Api:
         query = parse_qs(split.query, keep_blank_values=True)
         if segments and segments[0] in _PUBLIC and len(segments) == 1:
             return Response(200, b"ok", "text/plain; charset=utf-8")
-        if self.authenticate(request) is None:
+        identity = self.authenticate(request)
+        if identity is None:
             return _json(401, ApiError(401, "Unauthorized").status())
+        refusal = forbidden(identity, request.method, request.target)
+        if refusal is not None:
+            raise refusal
         _negotiate(request.headers.get("accept", ""))
         if not segments:
             paths = ["/api", "/api/v1", "/apis", "/version", "/healthz"]
@@ -332,7 +350,7 @@ class Api:
         if route.rt.group == "metrics.k8s.io":
             return self._metrics(route.rt, route, query)
         answer = self._serve(request, route, query)
-        recode = crds.version_recoder(route.rt, self.store.types)
+        recode = versions.recoder(route.rt, self.store.types)
         if recode is not None and isinstance(answer, Response):
             answer.body = recode(answer.body)
         return answer
@@ -427,7 +445,7 @@ class Api:
             self._check_kind(rt, body)
             replaced = self.store.replace(
                 rt.key,
-                body,
+                versions.to_storage(rt, body),
                 namespace=route.namespace,
                 name=route.name,
                 subresource=route.subresource,
@@ -445,7 +463,13 @@ class Api:
                     "UnsupportedMediaType",
                 )
             patched = self.store.patch(
-                rt.key, route.namespace, route.name, body, ctype, subresource=route.subresource
+                rt.key,
+                route.namespace,
+                route.name,
+                body,
+                ctype,
+                subresource=route.subresource,
+                view=versions.patch_view(rt),
             )
             return _json(200, patched)
         if method == "DELETE":
@@ -498,7 +522,7 @@ class Api:
         self._check_kind(rt, body)
         created = self.store.create(
             rt.key,
-            body,
+            versions.to_storage(rt, body),
             namespace=route.namespace,
             create_namespace=False,
             prepare=self.hooks.on_create,
@@ -572,8 +596,12 @@ class Api:
     def _watch(self, request: Request, route: _Route, query: dict[str, list[str]]) -> WatchStream:
         rt = route.rt
         opts = listoptions.parse(query, watch_path=route.watch_path)
-        timeout = self._watch_timeout_s(opts.timeout_s)
-        stats = self.authenticate(request)
+        identity = self.authenticate(request)
+        outside = identity is not None and identity.process is None
+        # a client outside the simulation never draws from the seeded generator nor sets
+        # virtual timers (they would shift the schedulers' own): see _outside_watch_timer
+        timeout = opts.timeout_s if outside else self._watch_timeout_s(opts.timeout_s)
+        stats = identity.stats if identity is not None else None
         try:
             if timeout is not None and timeout < 0:  # the stream ends at once
                 return self._ended_watch(rt, request, None)
@@ -586,7 +614,7 @@ class Api:
                 bookmarks=opts.bookmarks,
                 send_initial_events=opts.send_initial_events,
                 on_queued=request.on_queued,
-                recode=crds.version_recoder(rt, self.store.types),
+                recode=versions.recoder(rt, self.store.types),
             )
         except ApiError as exc:
             if exc.code != 410:
@@ -599,10 +627,13 @@ class Api:
         lock = threading.Lock()
         finished = False
         now = self.clock.now_ns()
-        if timeout is not None:
+        if outside:
+            if timeout:
+                timers.append(_WallTimer(timeout, lambda: self.store.stop_watch(watcher)))
+        elif timeout is not None:
             deadline = now + int(timeout * 1e9)
             timers.append(self.clock.call_at(deadline, lambda: self.store.stop_watch(watcher)))
-        if opts.bookmarks and self.bookmark_interval_ns:
+        if opts.bookmarks and self.bookmark_interval_ns and not outside:
             interval = self.bookmark_interval_ns
 
             def bookmark() -> None:
@@ -963,6 +994,26 @@ class Api:
                 "items": items,
             },
         )
+
+
+def _actor(identity: Identity | None) -> str:
+    """Who acts for ``acting``: the simulated process, else the authenticated user (a
+    client outside the simulation), else nobody ("")."""
+    if identity is None:
+        return ""
+    return identity.process or identity.user
+
+
+class _WallTimer:
+    """A watch timeout for a client outside the simulation: wall time is its time."""
+
+    def __init__(self, seconds: float, fn: Callable[[], None]) -> None:
+        self._timer = threading.Timer(seconds, fn)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def cancel(self) -> None:
+        self._timer.cancel()
 
 
 def _grace_period(options: dict[str, Any], query_value: str | None) -> int | None:

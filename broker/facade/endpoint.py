@@ -24,7 +24,10 @@ if TYPE_CHECKING:
 
 class Endpoint:
     """A listening socket on ``host:port`` (0 = a free port), the bearer tokens, and
-    with ``tls=True`` a fresh CA and server certificate (``tls_files``)."""
+    with ``tls=True`` a fresh CA and server certificate (``tls_files``): HTTPS only.
+    Without it the port serves plain HTTP to the schedulers, and HTTPS as well once
+    :meth:`enable_https` made the files (the observer's kubeconfig is HTTPS: kubectl
+    sends no bearer token over plain HTTP)."""
 
     def __init__(
         self,
@@ -37,22 +40,37 @@ class Endpoint:
         self.tokens = TokenRegistry()
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self.tls_files: TlsFiles | None = None
+        self.tls_only = tls
+        self._tls_dir = tls_dir
+        self._host_given = host
         if tls:
-            from .tls import generate  # cryptography: ~0.2 s to import, only for HTTPS
-
-            if tls_dir is None:
-                self._tmp = tempfile.TemporaryDirectory(prefix="timewarp-facade-tls-")
-                tls_dir = self._tmp.name
-            self.tls_files = generate(tls_dir, hosts=(host, "localhost"))
+            self.enable_https()
         self.listener = socket.create_server((host, port))
         self.host: str
         self.port: int
         self.host, self.port = self.listener.getsockname()[:2]
 
+    def enable_https(self) -> None:
+        """Make the CA and server certificate (once); before the Facade is built."""
+        if self.tls_files is not None:
+            return
+        from .tls import generate  # cryptography: ~0.2 s to import, only for HTTPS
+
+        tls_dir = self._tls_dir
+        if tls_dir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="timewarp-facade-tls-")
+            tls_dir = self._tmp.name
+        self.tls_files = generate(tls_dir, hosts=(self._host_given, "localhost"))
+
     @property
     def url(self) -> str:
-        scheme = "https" if self.tls_files else "http"
+        """The schedulers' URL: HTTPS only with ``tls=True``."""
+        scheme = "https" if self.tls_only else "http"
         return f"{scheme}://{self.host}:{self.port}"
+
+    @property
+    def https_url(self) -> str:
+        return f"https://{self.host}:{self.port}"
 
     def close(self) -> None:
         """Close the socket (if no server took it) and remove the TLS files."""
@@ -70,9 +88,41 @@ class Endpoint:
 
     def write_kubeconfig(self, path: str | Path, name: str, *, namespace: str = "default") -> Path:
         """A kubeconfig for process ``name`` (registering its token if new)."""
-        ca = self.tls_files.ca_cert if self.tls_files else None
+        ca = self.tls_files.ca_cert if self.tls_files and self.tls_only else None
         return write_kubeconfig(
             path, self.url, self.add_token(name), ca_file=ca, namespace=namespace
+        )
+
+    def write_observer_kubeconfig(self, path: str | Path) -> Path:
+        """The people's kubeconfig (kubectl, dashboards, load generators): HTTPS with the
+        run's CA and the observer's token — read-only, never charged, never ordered
+        (``identity.py``). Makes the HTTPS files if needed."""
+        self.enable_https()
+        assert self.tls_files is not None
+        return write_kubeconfig(
+            path,
+            self.https_url,
+            self.tokens.observer_token(),
+            ca_file=self.tls_files.ca_cert,
+            user="observer",
+        )
+
+    def write_cert_kubeconfig(
+        self, path: str | Path, user: str, groups: tuple[str, ...] = ()
+    ) -> Path:
+        """A kubeconfig authenticating with a client certificate the run's CA issues for
+        ``user`` in ``groups`` (CN and O of its subject), as kind and kubeadm write them."""
+        from .clientcert import issue
+
+        self.enable_https()
+        assert self.tls_files is not None
+        return write_kubeconfig(
+            path,
+            self.https_url,
+            None,
+            ca_file=self.tls_files.ca_cert,
+            client_cert=issue(self.tls_files, user, groups),
+            user=user,
         )
 
     def write_incluster(

@@ -82,11 +82,16 @@ class Facade:
         self._cluster_ready = threading.Event()
         if not hold_until_cluster:
             self._cluster_ready.set()
+        if self.tls_files is not None:
+            from .clientcert import CertAuthenticator
+
+            self.api.authn.certs = CertAuthenticator(self.tls_files.ca_cert.read_bytes())
         self._server = HttpServer(
             self._handle_in_order,
             self.ledger,
             listener=endpoint.listener,
             ssl_context=self.tls_files.server_context() if self.tls_files else None,
+            plain_too=not endpoint.tls_only,
             on_request=self._count_request,
             admit_head=self.api.admit_head,
             on_unhandled=self._sequencer.unhandled,
@@ -94,9 +99,14 @@ class Facade:
 
     def _handle_in_order(self, request: Request):  # type: ignore[no-untyped-def]
         """The API's handler, one process's numbered requests in the order it sent them,
-        none before the cluster is ready (see ``hold_until_cluster``)."""
+        none before the cluster is ready (see ``hold_until_cluster``). A request from
+        outside the simulation (the observer, kubectl) is never ordered."""
         self._cluster_ready.wait()  # set by cluster_ready() or stop(): never for ever
-        key = self._sequencer.key(request)
+        identity = self.api.authenticate(request)
+        # numbered by a runtime, unless its credentials say a client outside the
+        # simulation (identity.py): an unauthenticated health probe is ordered all the same
+        outside = identity is not None and identity.process is None
+        key = None if outside else self._sequencer.key(request)
         if key is None:
             return self.api.handle(request)
         self._sequencer.wait_turn(*key)
@@ -140,10 +150,20 @@ class Facade:
         callers that hold locks of their own, such as the clock service's progress probe."""
         return self.store._rv
 
-    def authenticated_name(self, request: Request) -> str | None:
-        """The scheduler process whose token ``request`` carries (None: no valid token)."""
-        stats = self.api.authenticate(request)
-        return None if stats is None else stats.name
+    def charged_process(self, request: Request) -> str | None:
+        """The simulated process ``request`` belongs to (None: a client outside the
+        simulation, or no valid credentials): see identity.py."""
+        identity = self.api.authenticate(request)
+        return None if identity is None else identity.process
+
+    def attribute_by_pid(self, process_of_pid: Callable[[int], str | None]) -> None:
+        """Attribute requests to simulated processes by their runtime's pid (the clock
+        service knows them) rather than by the token they carry."""
+        self.api.authn.process_of_pid = process_of_pid
+
+    def write_observer_kubeconfig(self, path: str | Path) -> Path:
+        """The people's kubeconfig: HTTPS, the run's CA, the read-only observer."""
+        return self.endpoint.write_observer_kubeconfig(path)
 
     def stop(self) -> None:
         self._cluster_ready.set()  # requests still held are answered, not left waiting
@@ -173,7 +193,8 @@ class Facade:
         return self.tokens.stats(name)
 
     def _count_request(self, request: Request) -> Callable[[], None] | None:
-        stats = self.api.authenticate(request)
+        identity = self.api.authenticate(request)
+        stats = None if identity is None else identity.stats
         if stats is None:
             return None
         self.tokens.adjust(stats, in_flight=1, requests=1)

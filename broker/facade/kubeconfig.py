@@ -16,6 +16,7 @@ Two styles, both used unmodified by schedulers:
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from pathlib import Path
@@ -44,14 +45,16 @@ def _write_private(path: Path, text: str) -> None:
 def write_kubeconfig(
     path: str | Path,
     server_url: str,
-    token: str,
+    token: str | None,
     *,
     ca_file: str | Path | None = None,
+    client_cert: tuple[bytes, bytes] | None = None,
     user: str = "scheduler",
     namespace: str = "default",
     context: str = "timewarp",
 ) -> Path:
-    """Write a kubeconfig with one cluster, one user (bearer ``token``), one context.
+    """Write a kubeconfig with one cluster, one user (bearer ``token``, and/or
+    ``client_cert``: certificate and key PEM, embedded as ``client-*-data``), one context.
 
     The YAML is written by hand (every value a double-quoted scalar, which is also JSON):
     the file is needed before a scheduler starts, and importing PyYAML first would delay
@@ -70,8 +73,14 @@ def write_kubeconfig(
     lines += [
         "users:",
         f"- name: {q(user)}",
-        "  user:",
-        f"    token: {q(token)}",
+        "  user:" if token or client_cert else "  user: {}",
+    ]
+    if token:
+        lines.append(f"    token: {q(token)}")
+    if client_cert is not None:
+        cert, key = (base64.b64encode(pem).decode() for pem in client_cert)
+        lines += [f"    client-certificate-data: {q(cert)}", f"    client-key-data: {q(key)}"]
+    lines += [
         "contexts:",
         f"- name: {q(context)}",
         "  context:",

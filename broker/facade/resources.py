@@ -17,7 +17,8 @@ from .kinds.apps import (
     StatefulSetStrategy,
 )
 from .kinds.autoscaling import HorizontalPodAutoscalerStrategy
-from .kinds.base import Strategy
+from .kinds.autoscaling_v1 import HorizontalPodAutoscalerV1
+from .kinds.base import Conversion, Strategy
 from .kinds.batch import CronJobStrategy, JobStrategy
 from .kinds.core import (
     EventStrategy,
@@ -29,6 +30,7 @@ from .kinds.core import (
 from .kinds.crd import CustomResourceDefinitionStrategy
 from .kinds.pods import BindingStrategy, PodStrategy
 from .kinds.scheduling import PriorityClassStrategy
+from .kinds.secrets import SecretStrategy
 from .metrics import CUSTOM_METRICS, CUSTOM_METRICS_GROUP
 
 READ = ("get", "list", "watch")
@@ -46,9 +48,13 @@ class ResourceType:
     verbs: tuple[str, ...] = CRUD
     short_names: tuple[str, ...] = ()
     subresources: tuple[str, ...] = ()
-    stored: bool = True  # False: served by special code (bindings, metrics)
+    stored: bool = True  # False: served by special code (bindings, metrics), or another version of a stored kind
     # what the API server does with objects of this kind (kinds/base.py)
     strategy: Strategy = field(default=Strategy(), compare=False, repr=False)
+    # a version served beside the storage version of its kind (``stored=False``, the same
+    # key), whose objects are converted both ways (kinds/base.py Conversion); None: the
+    # stored objects as they are (a CRD's other versions only have apiVersion rewritten)
+    conversion: Conversion | None = field(default=None, compare=False, repr=False)
 
     @property
     def key(self) -> str:
@@ -114,6 +120,8 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ),
     _r("", "v1", "events", "event", "Event", True, short_names=("ev",), strategy=EventStrategy()),
     _r("", "v1", "configmaps", "configmap", "ConfigMap", True, short_names=("cm",)),
+    _r("", "v1", "secrets", "secret", "Secret", True, strategy=SecretStrategy()),
+    _r("", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", True, short_names=("sa",)),
     _r(
         "",
         "v1",
@@ -199,6 +207,20 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         short_names=("hpa",),
         subresources=("status",),
         strategy=HorizontalPodAutoscalerStrategy(),
+    ),
+    # the same objects in autoscaling/v1 (after v2: v2 stays the group's preferred version)
+    _r(
+        "autoscaling",
+        "v1",
+        "horizontalpodautoscalers",
+        "horizontalpodautoscaler",
+        "HorizontalPodAutoscaler",
+        True,
+        short_names=("hpa",),
+        subresources=("status",),
+        stored=False,
+        strategy=HorizontalPodAutoscalerStrategy(),
+        conversion=HorizontalPodAutoscalerV1(),
     ),
     _r("batch", "v1", "jobs", "job", "Job", True, subresources=("status",), strategy=JobStrategy()),
     _r(

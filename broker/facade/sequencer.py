@@ -42,6 +42,11 @@ def _parse(value: str | None) -> tuple[str, int] | None:
         return None
 
 
+def seq_key(headers: dict[str, str]) -> tuple[str, int] | None:
+    """(the numbering process, the request's number) of a runtime's request, or None."""
+    return _parse(headers.get(SEQ_HEADER))
+
+
 class RequestSequencer:
     """Per process: the next number to handle, and numbers closed ahead of it."""
 
@@ -54,7 +59,7 @@ class RequestSequencer:
     @staticmethod
     def key(request: Request) -> tuple[str, int] | None:
         """(the numbering process, the request's number), or None: not numbered."""
-        return _parse(request.headers.get(SEQ_HEADER))
+        return seq_key(request.headers)
 
     def next_number(self, process: str) -> int:
         """The number of ``process``'s request to be handled next."""

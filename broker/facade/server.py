@@ -14,9 +14,12 @@ Ledger rules (the broker's quiescence test depends on them):
 - ``received`` grows by a request's head+body size when it is completely read, in the
   same locked step that sets ``handling``;
 - ``written`` grows *before* the bytes are passed to ``sendall``;
-- ``queued`` counts frames a watch will still deliver; it is incremented by the thread
-  that published the event (inside the store call), and turned into ``written`` in one
-  locked step by the connection thread;
+- ``queued`` counts frames a watch will still deliver, ``queued_bytes`` the bytes they will
+  take on the wire (framed: ``framed_size``); both are incremented by the thread that
+  published the event (inside the store call), and turned into ``written`` in one locked
+  step by the connection thread. A client may be let go to read ``written +
+  queued_bytes``: what was published is owed to it, whether or not the connection's
+  thread has written it yet (so no wall-clock wait decides how much it reads);
 - a connection the server closed keeps its counters (until a new connection takes the
   port): its client may still have a response to read, and must be let go to read it;
 - listeners are called after a response is written, after a watch frame is written with
@@ -50,6 +53,7 @@ from typing import Any
 
 import h11
 
+from . import websocket
 from .watch import END, Watcher
 
 _log = logging.getLogger(__name__)
@@ -58,6 +62,8 @@ MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's MaxRequestBodyBytes
 # Connections the server closed whose counters are kept for their clients' runtimes
 # (a client may not have read its last response yet): the newest this many.
 CLOSED_KEPT = 4096
+# How often (real seconds) a WebSocket watch looks at what its client sent (pings, close)
+WS_POLL_S = 0.05
 # Out of file descriptors: wait this long (doubling up to the max) and accept again.
 ACCEPT_BACKOFF_S = (0.005, 0.2)
 # After a refusal, how long (and how much) the client's unread bytes are drained.
@@ -99,7 +105,9 @@ class Request:
     headers: dict[str, str]  # lower-case names; repeated headers joined with ", "
     body: bytes
     peer_port: int
-    on_queued: Callable[[], None]
+    on_queued: Callable[[bytes | None], None]  # a watch frame queued (watch.py)
+    peer_cert: bytes | None = None  # the TLS client certificate (DER), unverified
+    identity: Any = None  # who sent it, once the facade asked (auth.Identity; cache)
 
 
 @dataclass
@@ -121,8 +129,9 @@ class WatchStream:
 
 
 Handler = Callable[[Request], "Response | WatchStream"]
-# (method, target, headers) of a request whose body is not read yet -> a refusal or None
-HeadCheck = Callable[[str, str, dict[str, str]], "Response | None"]
+# (method, target, headers, client certificate) of a request whose body is not read yet
+# -> a refusal or None
+HeadCheck = Callable[[str, str, dict[str, str], "bytes | None"], "Response | None"]
 
 
 class Connection:
@@ -132,12 +141,15 @@ class Connection:
         "written",
         "handling",
         "queued",
+        "queued_bytes",
+        "ws_framer",
         "streaming",
         "sock",
         "closed",
         "refused",
         "last_request",
         "held",
+        "peer_cert",
     )
 
     def __init__(self, peer_port: int, sock: socket.socket) -> None:
@@ -147,11 +159,14 @@ class Connection:
         self.written = 0
         self.handling = False
         self.queued = 0
+        self.queued_bytes = 0  # the framed size of the queued frames
+        self.ws_framer: websocket.Framer | None = None  # an upgraded watch's
         self.streaming = False  # the request being answered is a watch
         self.closed = False
         self.refused = False  # answered without reading all the client sent
         self.last_request = ""  # "GET /api/v1/pods?watch=1", for stall diagnostics
         self.held = False  # a response held back until a virtual deadline (Hold)
+        self.peer_cert: bytes | None = None  # the TLS client's certificate (DER), if any
 
 
 class Hold:
@@ -221,6 +236,7 @@ class Ledger:
             conn.closed = True
             conn.handling = False
             conn.queued = 0
+            conn.queued_bytes = 0
             if self._conns.get(conn.peer_port) is conn:
                 del self._conns[conn.peer_port]
                 self._closed[conn.peer_port] = conn
@@ -251,13 +267,13 @@ class Ledger:
 
     def state(self, peer_port: int, sent: int, consumed: int) -> str:
         """``"idle"`` (parked: nothing owed either way), ``"busy"`` (a request not yet fully
-        read, or being handled), ``"flushing"`` (nothing being handled, watch events
-        queued that the connection's thread has not written yet: it is about to, unless
-        it is stuck writing because the client does not read) or ``"ready"`` (nothing
-        being handled or queued, and bytes written that the client has not consumed) —
-        ``"streaming"`` when those bytes are watch events rather than a response. A
-        connection the server closed is ``"ready"`` until its client read everything,
-        then ``"idle"``: closing is normal HTTP, never a reason to wait."""
+        read, or being handled), ``"ready"`` (nothing being handled, and bytes written
+        or queued — :meth:`written` — that the client has not consumed; ``"streaming"``
+        when those bytes are watch events rather than a response) or ``"flushing"``
+        (frames queued that add no byte the client has not consumed: the end of an
+        HTTP/1.0 stream, which the connection's thread is about to close). A connection
+        the server closed is ``"ready"`` until its client read everything, then
+        ``"idle"``: closing is normal HTTP, never a reason to wait."""
         with self.lock:
             conn = self._lookup(peer_port)
             if conn is None:
@@ -268,16 +284,19 @@ class Ledger:
                 return "busy"
             if conn.held:
                 return "held"
-            if conn.queued:
+            owed = conn.written + conn.queued_bytes
+            if conn.queued and owed == consumed:
                 return "flushing"
-            if conn.written == consumed:
+            if owed == consumed:
                 return "idle"
             return "streaming" if conn.streaming else "ready"
 
     def written(self, peer_port: int) -> int:
+        """The bytes owed to the client so far: written, or queued to be (see the ledger
+        rules); a client let go to read may read that far."""
         with self.lock:
             conn = self._lookup(peer_port)
-            return 0 if conn is None else conn.written
+            return 0 if conn is None else conn.written + conn.queued_bytes
 
     def snapshot(self) -> dict[int, dict[str, Any]]:
         """Per peer port: the counters and the last request line (for stall reports:
@@ -289,6 +308,7 @@ class Ledger:
                     "written": c.written,
                     "handling": c.handling,
                     "queued": c.queued,
+                    "queued_bytes": c.queued_bytes,
                     "held": c.held,
                     "last_request": c.last_request,
                 }
@@ -298,6 +318,21 @@ class Ledger:
 
 def _chunk(frame: bytes) -> bytes:
     return f"{len(frame):x}\r\n".encode() + frame + b"\r\n"
+
+
+CHUNKED_END = b"0\r\n\r\n"  # h11's EndOfMessage of a chunked response without trailers
+
+
+def framed_size(frame: bytes | None, chunked: bool) -> int:
+    """The bytes a queued watch frame takes on the wire, as :meth:`HttpServer._send_batch`
+    writes it: a chunk (HTTP/1.1) or bare (HTTP/1.0); ``END`` is the end of the message
+    (the last chunk; nothing on HTTP/1.0, whose stream ends with the connection); None
+    (a direct write's backlog) adds nothing: its bytes were counted when written."""
+    if frame is None:
+        return 0
+    if not frame:  # END
+        return len(CHUNKED_END) if chunked else 0
+    return len(_chunk(frame)) if chunked else len(frame)
 
 
 _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
@@ -375,6 +410,7 @@ class HttpServer:
         port: int = 0,
         listener: socket.socket | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        plain_too: bool = False,
         poll_interval: float = 0.5,
         on_request: Callable[[Request], Callable[[], None] | None] | None = None,
         admit_head: HeadCheck | None = None,
@@ -388,6 +424,10 @@ class HttpServer:
         self._on_unhandled = on_unhandled
         self.ledger = ledger
         self._ssl = ssl_context
+        # serve plain HTTP as well as HTTPS on the one port (told apart by the first byte):
+        # schedulers keep their plain kubeconfigs, people get HTTPS (kubectl sends no
+        # bearer token over plain HTTP)
+        self._plain_too = plain_too
         self._poll = poll_interval
         self._on_request = on_request
         self._admit_head = admit_head
@@ -489,9 +529,10 @@ class HttpServer:
             self._conns.add(conn)
         try:
             sock: socket.socket = raw
-            if self._ssl is not None:
+            if self._ssl is not None and (not self._plain_too or _tls_hello(raw)):
                 sock = self._ssl.wrap_socket(raw, server_side=True)
                 conn.sock = sock
+                conn.peer_cert = sock.getpeercert(binary_form=True)
             self._request_loop(conn, _Wire(sock))
         except (_Closed, OSError, ssl.SSLError):
             pass
@@ -629,7 +670,7 @@ class HttpServer:
         if wire.fed - len(wire.h.trailing_data[0]) - wire.counted > MAX_HEAD:
             refusal = _plain_error(431, f"request head larger than {MAX_HEAD // 1024} KiB")
         elif self._admit_head is not None:
-            refusal = self._admit_head(method, target, headers)
+            refusal = self._admit_head(method, target, headers, conn.peer_cert)
         if refusal is None:
             length = headers.get("content-length")
             if length is not None and length.isdigit() and int(length) > MAX_BODY:
@@ -672,11 +713,31 @@ class HttpServer:
         with self.ledger.lock:
             conn.received += wire.uncounted()
             conn.handling = True
-        return Request(method, target, headers, body, conn.peer_port, lambda: self._queued(conn))
+        # a watch's frames are owed as its stream will frame them (see the ledger rules)
+        if wire.headers is not None and websocket.is_websocket_request(wire.headers):
 
-    def _queued(self, conn: Connection) -> None:
+            def size(frame: bytes | None) -> int:
+                return websocket.framed_size(frame, conn.ws_framer)
+        else:
+            chunked = wire.h.their_http_version != b"1.0"
+
+            def size(frame: bytes | None) -> int:
+                return framed_size(frame, chunked)
+
+        return Request(
+            method,
+            target,
+            headers,
+            body,
+            conn.peer_port,
+            lambda frame: self._queued(conn, size(frame)),
+            peer_cert=conn.peer_cert,
+        )
+
+    def _queued(self, conn: Connection, size: int) -> None:
         with self.ledger.lock:
             conn.queued += 1
+            conn.queued_bytes += size
 
     def _encode(self, wire: _Wire, resp: Response) -> bytes:
         """The whole response, framed by h11 (which adds ``Connection: close`` when the
@@ -703,6 +764,7 @@ class HttpServer:
         data: bytes,
         *,
         from_queue: int = 0,
+        from_queue_bytes: int = 0,
         ending: bool = False,
         last: bool = False,
         counted: int = 0,
@@ -717,6 +779,7 @@ class HttpServer:
         with self.ledger.lock:
             conn.written += len(data) - counted
             conn.queued -= from_queue
+            conn.queued_bytes -= from_queue_bytes
             if ending:  # busy until the request is wound up (_finish_request)
                 conn.handling = True
             if last:
@@ -739,6 +802,8 @@ class HttpServer:
         Frames are chunks (an HTTP/1.0 client gets them bare, the end of the stream
         being the end of the connection): framed here rather than by h11, because a
         direct write frames them in the committing thread."""
+        if wire.headers is not None and websocket.is_websocket_request(wire.headers):
+            return self._stream_ws(conn, wire, stream, done)
         watcher = stream.watcher
         h = wire.h
         chunked = h.their_http_version != b"1.0"
@@ -774,6 +839,83 @@ class HttpServer:
         finally:
             self._wind_up_stream(conn, stream, done)
 
+    def _stream_ws(
+        self,
+        conn: Connection,
+        wire: _Wire,
+        stream: WatchStream,
+        done: Callable[[], None] | None,
+    ) -> bool:
+        """A watch over WebSocket (``websocket.py``): the handshake's answer, then each
+        event as one text message, the client's pings answered, a close frame at the end.
+        The connection is never reused (False)."""
+        watcher = stream.watcher
+        assert wire.headers is not None
+        head, framer = websocket.handshake(wire.headers)
+        conn.ws_framer = framer
+        with self._lock:
+            self._streams.add(watcher)
+        with self.ledger.lock:
+            conn.streaming = True
+        try:
+            if framer is None:  # refused, raw, as x/net writes it; then the connection closes
+                self._write(conn, head, last=True)
+                return False
+            self._write(conn, head)
+            pending = wire.h.trailing_data[0]  # frames sent right behind the request
+            if pending and not self._ws_input(conn, watcher, framer, pending):
+                return False
+            parked = False
+            while True:
+                if not parked and watcher.pending() == 0:
+                    self._park(conn, stream, framer.message, done)
+                    parked, done = True, None
+                batch = watcher.take_batch(WS_POLL_S)
+                if batch is not None:
+                    backlog, frames = batch
+                    if frames and frames[-1] is END:
+                        frames[-1] = websocket.Control(framer.close())
+                        self._send_batch(conn, wire, framer.message, watcher, batch)
+                        return False
+                    self._send_batch(conn, wire, framer.message, watcher, batch)
+                    if parked:
+                        with self.ledger.lock:
+                            idle_now = conn.queued == 0
+                        if idle_now:
+                            self.ledger.notify(conn.peer_port)
+                if self._stopping.is_set():
+                    return False
+                data = _poll_recv(wire.sock)
+                if data is not None and not self._ws_input(conn, watcher, framer, data):
+                    return False
+        except OSError:
+            return False
+        finally:
+            self._wind_up_stream(conn, stream, done)
+
+    def _ws_input(
+        self, conn: Connection, watcher: Watcher, framer: websocket.Framer, data: bytes
+    ) -> bool:
+        """Bytes a WebSocket client sent: taken in, answered (pong, close) through the
+        watcher's queue — all in one busy step, so the client never looks idle with an
+        answer owed. False when the client is gone."""
+        if not data:
+            return False
+        with self.ledger.lock:
+            conn.received += len(data)
+            handling, conn.handling = conn.handling, True
+        try:
+            replies, over = framer.receive(data)
+            for reply in replies:
+                watcher.push(reply, bounded=False, raw=True)
+            if over:
+                watcher.end()
+        finally:
+            with self.ledger.lock:  # back as it was (busy until the initial events are out)
+                conn.handling = handling
+            self.ledger.notify(conn.peer_port)
+        return True
+
     def _park(
         self,
         conn: Connection,
@@ -791,7 +933,7 @@ class HttpServer:
             done()
         if stream.on_parked is not None:
             stream.on_parked()
-        if self.direct_watch_writes and self._ssl is None and _DONTWAIT:
+        if self.direct_watch_writes and not isinstance(conn.sock, ssl.SSLSocket) and _DONTWAIT:
             watcher.attach_writer(lambda f: self._write_direct(conn, frame(f)))
         self.ledger.notify(conn.peer_port)
 
@@ -813,15 +955,23 @@ class HttpServer:
             data = backlog + b"".join(frame(f) for f in frames)
             taken = len(frames) + (1 if backlog else 0)
             if ending:
+                end = wire.h.send(h11.EndOfMessage())
                 self._write(
                     conn,
-                    data + wire.h.send(h11.EndOfMessage()),
+                    data + end,
                     from_queue=taken + 1,
+                    from_queue_bytes=len(data) - len(backlog) + len(end),
                     ending=True,
                     counted=len(backlog),
                 )
                 return True
-            self._write(conn, data, from_queue=taken, counted=len(backlog))
+            self._write(
+                conn,
+                data,
+                from_queue=taken,
+                from_queue_bytes=len(data) - len(backlog),
+                counted=len(backlog),
+            )
             return False
         finally:
             watcher.sent()
@@ -845,6 +995,8 @@ class HttpServer:
         left = len(watcher.drain())
         with self.ledger.lock:
             conn.queued -= left
+            if conn.queued == 0:  # what was owed and never written will never come
+                conn.queued_bytes = 0
 
     def _write_direct(self, conn: Connection, data: bytes) -> bytes:
         """Send a framed watch event from the thread that committed it (store lock held):
@@ -864,29 +1016,45 @@ class HttpServer:
         """Poll the socket without blocking: EOF means the client went away; bytes are
         fed to h11 (a pipelined request, read once the watch is over) and mean it is
         still there."""
-        sock = wire.sock
-        try:
-            readable, _, _ = select.select([sock], [], [], 0)
-        except (OSError, ValueError):
-            return True
-        if not readable and not (isinstance(sock, ssl.SSLSocket) and sock.pending()):
+        data = _poll_recv(wire.sock)
+        if data is None:
             return False
-        sock.settimeout(0)
-        try:
-            data = sock.recv(65536)
-        except (BlockingIOError, ssl.SSLWantReadError):
-            return False
-        except OSError:
-            return True
-        finally:
-            with contextlib.suppress(OSError):
-                sock.settimeout(None)
         if not data:
             return True
         if len(wire.h.trailing_data[0]) + len(data) > MAX_HEAD + MAX_BODY:
             return True  # a client piling up requests behind a watch: not a client
         wire.feed(data)
         return False
+
+
+def _tls_hello(sock: socket.socket) -> bool:
+    """The client's first byte opens a TLS handshake record (0x16), not an HTTP method."""
+    try:
+        first = sock.recv(1, socket.MSG_PEEK)
+    except OSError:
+        return False
+    return first == b"\x16"
+
+
+def _poll_recv(sock: socket.socket) -> bytes | None:
+    """What the client sent, without blocking: None if nothing, b"" at EOF (or a broken
+    connection)."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return b""
+    if not readable and not (isinstance(sock, ssl.SSLSocket) and sock.pending()):
+        return None
+    sock.settimeout(0)
+    try:
+        return sock.recv(65536)
+    except (BlockingIOError, ssl.SSLWantReadError):
+        return None
+    except OSError:
+        return b""
+    finally:
+        with contextlib.suppress(OSError):
+            sock.settimeout(None)
 
 
 def _linger(sock: socket.socket) -> None:

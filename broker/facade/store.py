@@ -562,12 +562,18 @@ class Store:
         patch_type: str = "application/merge-patch+json",
         *,
         subresource: str | None = None,
+        view: tuple[Callable[[Obj], Obj], Callable[[Any], Any]] | None = None,
     ) -> Obj:
+        """``view``: (the stored object as the patch's version shows it, the patched
+        result back as stored) for a patch through another version (``versions.py``)."""
         rt = self.types.resource_type(key)
         with self._lock:
             entry = self._entry(key, namespace, name)
             current = entry.obj
-            new = apply_patch(patch_type, current, patch)
+            if view is None:
+                new = apply_patch(patch_type, current, patch)
+            else:
+                new = view[1](apply_patch(patch_type, view[0](current), patch))
             want_rv = (new.get("metadata") or {}).get("resourceVersion")
             if want_rv not in (None, "", current["metadata"]["resourceVersion"]):
                 raise errors.conflict(rt.plural, name, "the object has been modified", rt.group)
@@ -844,7 +850,7 @@ class Store:
         field_selector: str | FieldSelector | None = None,
         bookmarks: bool = False,
         send_initial_events: bool | None = None,
-        on_queued: Callable[[], None] | None = None,
+        on_queued: Callable[[bytes | None], None] | None = None,
         on_overflow: Callable[[], None] | None = None,
         recode: Callable[[bytes], bytes] | None = None,
     ) -> Watcher:

@@ -4,6 +4,8 @@ the wall clock (TLS libraries check real time, not virtual time)."""
 
 from __future__ import annotations
 
+import _ssl
+import ctypes
 import datetime
 import ipaddress
 import ssl
@@ -21,11 +23,49 @@ class TlsFiles:
     ca_cert: Path
     server_cert: Path
     server_key: Path
+    ca_key: Path  # to issue client certificates (clientcert.py); private to the run
 
     def server_context(self) -> ssl.SSLContext:
+        """The server's context. It asks for a client certificate and takes any (or none):
+        whether one proves a user is decided per request (``clientcert.py``), so that a
+        certificate from another CA gets 401 as from kube-apiserver, not a TLS alert."""
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(self.server_cert, self.server_key)
+        ctx.load_verify_locations(self.ca_cert)  # names the acceptable CA to clients
+        ctx.verify_mode = ssl.CERT_OPTIONAL
+        _accept_any_client_certificate(ctx)
         return ctx
+
+
+# OpenSSL's verify callback, (preverify_ok, X509_STORE_CTX*) -> int; kept alive here
+_VERIFY_CB_TYPE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_void_p)
+_ACCEPT = _VERIFY_CB_TYPE(lambda ok, store: 1)
+
+
+def _accept_any_client_certificate(ctx: ssl.SSLContext) -> bool:
+    """Make the handshake accept any client certificate, as Go's ``RequestClientCert``
+    does for kube-apiserver (the ``ssl`` module has no such mode: with CERT_OPTIONAL a
+    certificate from another CA aborts the handshake). Done through OpenSSL's
+    ``SSL_CTX_set_verify`` on the context's ``SSL_CTX`` (the pointer right after the
+    object header of CPython's ``PySSLContext``), checked first by reading the verify
+    mode back; False (the ssl module's behaviour kept) when that check fails."""
+    try:
+        lib = ctypes.CDLL(_ssl.__file__)  # resolves libssl's symbols as _ssl links them
+        get_mode = lib.SSL_CTX_get_verify_mode
+        get_mode.restype, get_mode.argtypes = ctypes.c_int, [ctypes.c_void_p]
+        set_verify = lib.SSL_CTX_set_verify
+        set_verify.restype = None
+        set_verify.argtypes = [ctypes.c_void_p, ctypes.c_int, _VERIFY_CB_TYPE]
+        ptr = ctypes.c_void_p.from_address(id(ctx) + object.__basicsize__).value
+        if not ptr or get_mode(ptr) != _SSL_VERIFY_PEER:
+            return False
+        set_verify(ptr, _SSL_VERIFY_PEER, _ACCEPT)
+        return True
+    except (OSError, AttributeError, ValueError):
+        return False
+
+
+_SSL_VERIFY_PEER = 1
 
 
 def _name(cn: str) -> x509.Name:
@@ -103,15 +143,24 @@ def generate(
         )
         .sign(ca_key, hashes.SHA256())
     )
-    files = TlsFiles(directory / "ca.crt", directory / "server.crt", directory / "server.key")
+    files = TlsFiles(
+        directory / "ca.crt",
+        directory / "server.crt",
+        directory / "server.key",
+        directory / "ca.key",
+    )
     files.ca_cert.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
     files.server_cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    files.server_key.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    files.server_key.chmod(0o600)
+    for path, private in ((files.server_key, key), (files.ca_key, ca_key)):
+        path.touch(mode=0o600)
+        path.chmod(0o600)
+        path.write_bytes(private_pem(private))
     return files
+
+
+def private_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )

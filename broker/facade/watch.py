@@ -2,8 +2,10 @@
 
 Invariant (the quiescence ledger depends on it): every frame a watcher will deliver is
 counted, in the thread that queued it and before that thread returns from the store call
-that caused it, either through ``on_queued`` (the consumer accounts it as written before
-sending it) or, when a direct writer is attached (``attach_writer``), as written at once.
+that caused it, either through ``on_queued(frame)`` (the consumer accounts it as written
+before sending it; ``frame`` is None for a direct write's backlog, whose bytes the writer
+counted already) or, when a direct writer is attached (``attach_writer``), as written at
+once.
 """
 
 from __future__ import annotations
@@ -90,7 +92,7 @@ class Watcher:
         fields: FieldSelector,
         *,
         bookmarks: bool = False,
-        on_queued: Callable[[], None] | None = None,
+        on_queued: Callable[[bytes | None], None] | None = None,
         on_overflow: Callable[[], None] | None = None,
         max_queued_bytes: int = WATCH_QUEUE_BYTES,
         recode: Callable[[bytes], bytes] | None = None,
@@ -145,11 +147,12 @@ class Watcher:
         if kind is not None:
             self.push(event.frame(kind), event.rv, bounded=bounded)
 
-    def push(self, frame: bytes, rv: int = 0, *, bounded: bool = True) -> bool:
+    def push(self, frame: bytes, rv: int = 0, *, bounded: bool = True, raw: bool = False) -> bool:
         """Queue ``frame`` (False if the watch is over). A ``bounded`` frame that would
         take the queue past ``max_queued_bytes`` ends the watch instead (``overflowed``;
-        ``on_overflow`` is called): nothing more is queued."""
-        if self.recode is not None:
+        ``on_overflow`` is called): nothing more is queued. A ``raw`` frame is not an
+        event (a WebSocket control frame): never recoded."""
+        if self.recode is not None and not raw:
             frame = self.recode(frame)
         with self._cond:
             if self._ended:
@@ -159,7 +162,7 @@ class Watcher:
                 self._ended = True
                 self._frames.append(END)
                 if self._on_queued is not None:
-                    self._on_queued()
+                    self._on_queued(END)
                 self._cond.notify()
                 overflow = self._on_overflow
             else:
@@ -180,11 +183,13 @@ class Watcher:
                 self._backlog = self._writer(frame)
                 if not self._backlog:
                     return True
+                queued: bytes | None = None  # the writer counted the backlog's bytes
             else:
                 self._frames.append(frame)
                 self._queued_bytes += len(frame)
+                queued = frame
             if self._on_queued is not None:
-                self._on_queued()
+                self._on_queued(queued)
             self._cond.notify()
             return True
 
@@ -224,7 +229,7 @@ class Watcher:
             self._ended = True
             self._frames.append(END)
             if self._on_queued is not None:
-                self._on_queued()
+                self._on_queued(END)
             self._cond.notify()
             return True
 

@@ -113,7 +113,9 @@ class Launcher:
         kubeconfig = self.out_dir / f"{name}.kubeconfig"
         self.facade.write_kubeconfig(kubeconfig, name)
         if self.extra_kubeconfig is not None and not self.processes:
-            self.facade.write_kubeconfig(self.extra_kubeconfig, name)
+            # the people's (observer) kubeconfig; a scheduler that loads it from a fixed
+            # path acts as itself all the same (requests are attributed by runtime)
+            self.facade.write_observer_kubeconfig(self.extra_kubeconfig)
         env = parsed.environment(dict(os.environ))
         env["KUBECONFIG"] = str(kubeconfig)
         env["PYTHONUNBUFFERED"] = "1"

@@ -1,10 +1,16 @@
 """Servers in threads, written the ordinary way (run under ``timewarp run --standalone``).
 
 ``poll``: a ``ThreadingHTTPServer`` in a daemon thread (``serve_forever`` polls every
-0.5 s) and a bare ``accept()`` loop with a 2 s socket timeout; nothing connects. The main
-thread sleeps 9 s and prints how often each woke: with virtual timeouts, 17 polls (at
-0.5 … 8.5 s) and 4 accept timeouts (at 2, 4, 6, 8 s), every run; then ``shutdown()``
-returns at the server's next poll (9 s: its timer was due with the main thread's).
+0.5 s), a bare ``accept()`` loop with a 2 s socket timeout, and a daemon thread that
+sleeps an hour at a time; nothing connects. The main thread sleeps 9 s and prints how
+often each woke. The polls' timeouts are slack (they never move time by themselves): time
+goes straight to 9 s, where each fires once (1 poll, 1 accept timeout), every run. Then
+``shutdown()`` waits for the server thread to notice its flag at its next poll: waiting
+for a thread hardens the poll, which comes at its own instant (9.5 s), not at the hourly
+sleeper's.
+
+``alone``: only an ``accept()`` with a 2 s timeout: nothing else is pending, so time goes
+to its deadline (the timeout is raised at t=2.0) instead of standing still.
 
 ``serve``: the HTTP server only; prints its port and waits (sleeping 1 s at a time) until
 a request from outside was served."""
@@ -45,15 +51,29 @@ def accept_loop(listener: socket.socket, counts: list) -> None:
             counts[0] += 1
 
 
+def hourly() -> None:
+    while True:
+        time.sleep(3600)
+
+
+if sys.argv[1] == "alone":
+    alone = socket.create_server(("127.0.0.1", 0))
+    alone.settimeout(2.0)
+    try:
+        alone.accept()
+    except TimeoutError:
+        print(f"accept timed out at t={time.monotonic() - 1000:.1f}")
+    sys.exit(0)
 server = Server(("127.0.0.1", 0), Handler)
 threading.Thread(target=server.serve_forever, daemon=True, name="metrics").start()
 if sys.argv[1] == "poll":
     timeouts = [0]
     bare = socket.create_server(("127.0.0.1", 0))
     threading.Thread(target=accept_loop, args=(bare, timeouts), daemon=True).start()
+    threading.Thread(target=hourly, daemon=True).start()
     time.sleep(9)
     print(f"polls: {polls}, accept timeouts: {timeouts[0]}, t={time.monotonic() - 1000:.1f}")
-    server.shutdown()  # returns once serve_forever saw it, at its next poll
+    server.shutdown()  # returns once serve_forever saw it, at its next poll (9.5 s)
     print(f"shut down at t={time.monotonic() - 1000:.1f}")
 else:
     print(f"port {server.server_address[1]}", flush=True)

@@ -151,6 +151,8 @@ class Runtime:
         self._select_gates: dict[Waiter, list[int]] = {}  # event loops' gates, by wait
         self._timer_ids = count(1)
         self.timers: dict[int, Waiter] = {}
+        # timer ids of slack waits (a server thread's poll: see harden_slack_locked)
+        self.slack: set[int] = set()
         self._untracked_ids = count(1)
         self.detached: set[ThreadState] = set()
         # round-trip now(): waiters for the broker's answer, served by the request loop
@@ -274,12 +276,16 @@ class Runtime:
         ts.go.acquire()
 
     # ------------------------------------------------------------------- waits
-    def park_locked(self, waiter: Waiter, deadline_ns: int | None) -> None:
+    def park_locked(self, waiter: Waiter, deadline_ns: int | None, *, sync: bool = False) -> None:
         """Block the calling thread in a virtual wait. Called with ``lock`` held; returns
-        with it held, once the waiter was woken and (if tracked) holds the baton again."""
+        with it held, once the waiter was woken and (if tracked) holds the baton again.
+        ``sync``: a wait another thread of the process must end (a lock, a condition, an
+        event, a join), as opposed to a sleep or an API read."""
         if waiter.state != WAITING:
             return
         ts = waiter.ts
+        if sync and ts.tracked and self.slack:
+            self.harden_slack_locked()
         if deadline_ns is not None:
             if deadline_ns <= self.now_ns or self.exiting:
                 # (exiting: an atexit handler's timed wait; the broker fires no more timers)
@@ -297,15 +303,31 @@ class Runtime:
         finally:
             self.lock.acquire()
 
-    def _add_timer_locked(self, waiter: Waiter, deadline_ns: int) -> None:
+    def _add_timer_locked(self, waiter: Waiter, deadline_ns: int, slack: bool = False) -> None:
         ts = waiter.ts
         tid = next(self._timer_ids)
         waiter.timer_id = tid
         self.timers[tid] = waiter
+        if slack:
+            self.slack.add(tid)
         ts.wait_no += 1
         # Under the baton registrations happen in a reproducible order, so the
         # registration sequence is a deterministic tie-break for equal deadlines.
-        self.outbox.append(clockproto.timer(tid, deadline_ns, [tid]))
+        self.outbox.append(clockproto.timer(tid, deadline_ns, [tid], slack))
+        self._poke_unless_baton()
+
+    def harden_slack_locked(self) -> None:
+        """Every slack wait of the process becomes an ordinary timed wait, due at its
+        deadline. A slack timer (a server thread's poll timeout, ``servers``) never moves
+        time by itself; but a thread that now waits for another thread may be waiting for
+        that poll — ``socketserver``'s ``shutdown()`` sets a flag and waits for
+        ``serve_forever`` to notice it at its next poll — which must then come at its
+        instant, not whenever something else moves time. Called under the baton (at a
+        reproducible point); the polls set after this are slack again."""
+        for tid in sorted(self.slack):
+            if tid in self.timers:
+                self.outbox.append(clockproto.harden(tid))
+        self.slack.clear()
         self._poke_unless_baton()
 
     def wake_locked(self, waiter: Waiter, how: int) -> bool:
@@ -314,6 +336,7 @@ class Runtime:
             return False
         waiter.state = how
         if waiter.timer_id and how != TIMEDOUT:
+            self.slack.discard(waiter.timer_id)
             if self.timers.pop(waiter.timer_id, None) is not None:
                 self.outbox.append(clockproto.cancel(waiter.timer_id))
                 self._poke_unless_baton()
@@ -341,6 +364,7 @@ class Runtime:
         deadline_ns: int | None,
         conns: list[Any] = (),  # type: ignore[assignment]
         real_io: bool = False,
+        slack: bool = False,
     ) -> None:
         """The thread is about to block in a real wait that ``wake_locked`` can interrupt
         through ``waiter.on_wake`` (an event loop's self-pipe). Gives up the baton.
@@ -348,10 +372,12 @@ class Runtime:
         ``conns``: the API connections (``netio._Conn``) the loop waits to read, reported
         like a reader's: the broker's go for any of them wakes ``waiter``. ``real_io``:
         the loop also waits for real I/O that completes without the broker (a TLS
-        handshake, a connect, a full send buffer): the process stays busy meanwhile."""
+        handshake, a connect, a full send buffer): the process stays busy meanwhile.
+        ``slack``: the deadline is a poll's, which never moves time by itself (see
+        :meth:`harden_slack_locked`)."""
         with self.lock:
             if deadline_ns is not None:
-                self._add_timer_locked(waiter, deadline_ns)
+                self._add_timer_locked(waiter, deadline_ns, slack)
             ts = waiter.ts
             ids = self._select_gates[waiter] = []
             for conn in conns:
@@ -409,6 +435,7 @@ class Runtime:
         if t_ns > self.now_ns:
             self.now_ns = t_ns
         for tid in timer_ids:
+            self.slack.discard(tid)
             waiter = self.timers.pop(tid, None)
             if waiter is not None:
                 self.wake_locked(waiter, TIMEDOUT)

@@ -9,8 +9,11 @@ So a thread holding the baton that is about to block waiting to read *only* such
 goroutine durably blocked — and the process may go idle:
 
 - the wait's own timeout (``select(0.5)``, a socket's ``settimeout``) is a virtual
-  timeout: a timer with the broker; when it fires the thread is woken through a wake-up
-  pipe of its own that the real wait also watches;
+  timeout: a *slack* timer with the broker, which never moves time by itself and fires
+  once time reached it for another reason (``broker/clock/timers.py``; a thread of the
+  process that parks waiting for another thread hardens it: ``Runtime.harden_slack_locked``,
+  so that ``shutdown()`` still returns at the poll's instant); when it fires the thread is
+  woken through a wake-up pipe of its own that the real wait also watches;
 - a real connection or real bytes end the wait too. The thread then runs without the
   broker's go — whatever virtual instant the run has reached: input from outside is not
   reproducible — so the runtime reports it (``woke``) and the broker counts a
@@ -152,7 +155,8 @@ def _idle_wait(rt: _runtime.Runtime, fds: list[int], timeout: float | None) -> b
     for fd in fds:
         poller.register(fd, select.POLLIN)
     poller.register(pipe.r, select.POLLIN)
-    rt.begin_external_wait(waiter, deadline)
+    # the poll's timeout is slack: it never moves time by itself (module docstring)
+    rt.begin_external_wait(waiter, deadline, slack=True)
     readable = False
     try:
         while waiter.state == _runtime.WAITING and not readable:

@@ -17,6 +17,12 @@ Runtime -> broker::
     {"op":"hello","v":1,"name":"sched0","pid":4242,"token":"…"}
     {"op":"now","rid":7}                                   round-trip read of the clock
     {"op":"timer","id":3,"deadline":60000000000,"key":[0,2,5]}
+    {"op":"timer","id":4,"deadline":500000000,"key":[4],"slack":true}
+                                                           a server thread's poll timeout:
+                                                           never decides when time moves,
+                                                           fires once time reached it
+    {"op":"harden","id":4}                                 that slack timer is an ordinary
+                                                           one from now on
     {"op":"cancel","id":3}                                 the waiter woke some other way
     {"op":"state","busy":false,"ack":12,"io":[[53412,310,2048,1]],"runnable":0,"blocked":3,"detached":0}
     {"op":"stacks","text":"Thread main (holds the baton) ..."}
@@ -152,7 +158,13 @@ _TO_BROKER = {
         "token" not in m or _str(m, "token"),
     ),
     "now": lambda m: _int(m, "rid"),
-    "timer": lambda m: (_int(m, "id"), _int(m, "deadline"), _int_list(m, "key")),
+    "timer": lambda m: (
+        _int(m, "id"),
+        _int(m, "deadline"),
+        _int_list(m, "key"),
+        "slack" not in m or _bool(m, "slack"),
+    ),
+    "harden": lambda m: _int(m, "id"),
     "cancel": lambda m: _int(m, "id"),
     "state": lambda m: (
         _bool(m, "busy"),
@@ -217,7 +229,11 @@ _FAST_TO_BROKER: dict[str, Callable[[Mapping[str, Any]], bool]] = {
         and _naturals(m, "ack", "runnable", "blocked", "detached")
         and _rows_ok(m.get("io"), 4)
     ),
-    "timer": lambda m: _naturals(m, "id", "deadline") and _ints_ok(m.get("key")),
+    "timer": lambda m: (
+        _naturals(m, "id", "deadline")
+        and _ints_ok(m.get("key"))
+        and type(m.get("slack", False)) is bool
+    ),
     "now": lambda m: _naturals(m, "rid"),
     "cancel": lambda m: _naturals(m, "id"),
 }
@@ -317,8 +333,15 @@ def now_request(rid: int) -> dict[str, Any]:
     return {"op": "now", "rid": rid}
 
 
-def timer(timer_id: int, deadline_ns: int, key: list[int]) -> dict[str, Any]:
-    return {"op": "timer", "id": timer_id, "deadline": deadline_ns, "key": key}
+def timer(timer_id: int, deadline_ns: int, key: list[int], slack: bool = False) -> dict[str, Any]:
+    msg: dict[str, Any] = {"op": "timer", "id": timer_id, "deadline": deadline_ns, "key": key}
+    if slack:
+        msg["slack"] = True
+    return msg
+
+
+def harden(timer_id: int) -> dict[str, Any]:
+    return {"op": "harden", "id": timer_id}
 
 
 def cancel(timer_id: int) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from .. import errors
 from ..admission import INT32, INT64, META, QUANTITY, SELECTOR, STR, TIME, ListOf, Struct
 from ..selectors import format_selector
 from .apps import invalid_from
+from .autoscaling_v1 import drop_round_trip
 from .base import Context, Obj, Strategy, TypeNames
 
 DEFAULT_CPU_UTILIZATION = 80
@@ -510,6 +511,14 @@ def _rules_problems(rules: Any, path: str) -> list[str]:
     return problems
 
 
+def _drop_round_trip(hpa: Obj) -> None:
+    """v2 never stores autoscaling/v1's round-trip annotations (the server drops them on
+    the way in: ``DropRoundTripHorizontalPodAutoscalerAnnotations``)."""
+    meta = hpa.get("metadata")
+    if isinstance(meta, dict):
+        drop_round_trip(meta)
+
+
 class HorizontalPodAutoscalerStrategy(Strategy):
     """Defaults and validation of the spec on every write of the object, the status
     emptied on create, the status validated on a status write."""
@@ -517,12 +526,14 @@ class HorizontalPodAutoscalerStrategy(Strategy):
     schema = HPA
 
     def prepare_for_create(self, rt: TypeNames, obj: Obj, ctx: Context) -> None:
+        _drop_round_trip(obj)
         default_hpa(obj)
 
     def prepare_for_update(
         self, rt: TypeNames, new: Obj, old: Obj, subresource: str | None
     ) -> None:
         if subresource is None:
+            _drop_round_trip(new)
             default_hpa_spec(new)
             validate_hpa(new)
         else:

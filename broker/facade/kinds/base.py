@@ -128,6 +128,25 @@ class Strategy:
         return []
 
 
+class Conversion:
+    """A served version of a kind that is not its storage version, with a schema of its
+    own (kube-apiserver's conversion functions, e.g. autoscaling/v1 HPAs stored as v2):
+    a body in that version is decoded by :attr:`schema`, then :meth:`from_version` gives
+    the stored object; every answer (object, list item, watch event) is the stored object
+    through :meth:`to_version`. The storage version's strategy admits what is stored."""
+
+    #: the version's Go type as far as the facade reads it (400 for what does not decode)
+    schema: admission.Struct | None = None
+
+    def to_version(self, stored: Obj) -> Obj:
+        """The stored object as this version shows it."""
+        raise NotImplementedError
+
+    def from_version(self, obj: Obj) -> Obj:
+        """The stored object an object of this version (decoded) stands for."""
+        raise NotImplementedError
+
+
 def spec_of(obj: Obj) -> Obj:
     """``obj["spec"]`` if it is an object, else an empty one (validation reads it)."""
     spec = obj.get("spec")

@@ -87,7 +87,7 @@ def _join(self: threading.Thread, timeout: float | None = None) -> None:
             deadline = None
             if timeout is not None:
                 deadline = rt.now_ns + max(0, current.seconds_to_ns(timeout))
-            rt.park_locked(waiter, deadline)
+            rt.park_locked(waiter, deadline, sync=True)
             if waiter.state == _runtime.TIMEDOUT:
                 if waiter in ts.joiners:
                     ts.joiners.remove(waiter)
