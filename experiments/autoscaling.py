@@ -142,7 +142,11 @@ def figures(rows: list[dict[str, str]], scenario: str) -> dict:
         # An overshoot on the way up — the first pods saturated while new ones start —
         # is the window's highest recommendation and is held that long, by design; a
         # fixed "from 600 s" counted it as the steady state
-        ups = [t for (_, n0), (t, n) in zip(desired, desired[1:]) if 300 < t <= 1500 and n > n0]
+        ups = [
+            t
+            for (_, n0), (t, n) in zip(desired, desired[1:], strict=False)
+            if 300 < t <= 1500 and n > n0
+        ]
         settled = (max(ups) if ups else 300.0) + DOWNSCALE_WINDOW_S + 2 * TICK_S
         high = [n for t, n in desired if settled <= t <= 1500]
         out["steady_high"] = sorted(set(high))
