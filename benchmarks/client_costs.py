@@ -32,7 +32,7 @@ def a_pod(i: int) -> dict:
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "name": f"w0-2{i}", "namespace": "default", "uid": f"uid-{i}",
+            "name": f"w0.{i}", "namespace": "default", "uid": f"uid-{i}",
             "resourceVersion": str(1000 + i), "creationTimestamp": "2026-01-01T00:00:00Z",
             "labels": {"app": "batch"}, "annotations": {"timewarp.io/job-id": f"w0!{i}"},
         },
@@ -98,7 +98,7 @@ def main() -> int:
     def bindings() -> None:
         for i in range(n):
             body = client.V1Binding(
-                metadata=client.V1ObjectMeta(name=f"w0-2{i}"),
+                metadata=client.V1ObjectMeta(name=f"w0.{i}"),
                 target=client.V1ObjectReference(kind="Node", name="node00"),
             )
             json.dumps(api.sanitize_for_serialization(body))

@@ -2,8 +2,9 @@
 self-contained HTML report (``docs/user-guide.md``, "Compare two schedulers").
 
 A RUN is a ``timewarp simulate -o`` folder, ``LABEL=FOLDER``, or ``LABEL=F1,F2,…``: the
-replicates of one configuration (e.g. the same run over seeds), summed up as their median
-with the lowest and highest as the spread.
+replicates of one configuration (e.g. the same run over seeds), summed up as their mean
+with the spread (σ, lowest and highest); or a ``timewarp sweep -o`` folder: one column
+per point of the sweep, over its seeds (``commands/comparing/sweep_groups.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from commands.comparing.figures import Group
 from commands.comparing.runs import RunError, read_run
+from commands.comparing.sweep_groups import is_sweep_results, read_sweep_results
 from commands.outfiles import write_text_atomically
 
 PROG = "timewarp compare"
@@ -48,7 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "runs",
         nargs="+",
         metavar="RUN",
-        help="FOLDER, LABEL=FOLDER or LABEL=F1,F2,... (replicates)",
+        help="FOLDER, LABEL=FOLDER or LABEL=F1,F2,... (replicates); a sweep's RESULTS "
+        "folder gives one column per point, over its seeds",
     )
     add_common(parser)
 
@@ -64,6 +67,16 @@ def parse_groups(specs: list[str], slo_p99: float | None) -> list[Group]:
             raise RunError(f"{spec}: the label {label!r} is given twice (use LABEL=FOLDER)")
         labels.add(label)
         paths = [Path(f) for f in folders.split(",") if f]
+        if len(paths) == 1 and is_sweep_results(paths[0]):
+            for group in read_sweep_results(paths[0], slo_p99):
+                if eq:  # LABEL=RESULTS: the label tells two sweeps apart
+                    group = Group(f"{label}: {group.label}", group.runs)
+                if group.label in labels:
+                    raise RunError(f"{spec}: the column {group.label!r} is there twice "
+                                   "(label the sweeps: LABEL=RESULTS)")  # fmt: skip
+                labels.add(group.label)
+                groups.append(group)
+            continue
         runs = [
             read_run(p, label if len(paths) == 1 else f"{label}/{p.name}", slo_p99) for p in paths
         ]

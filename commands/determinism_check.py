@@ -31,7 +31,7 @@ DIFFERENT_EXIT = 3
 # wall time, CPU time or memory size by suffix
 # (and where the run was: its folder, the kubectl line naming its observer kubeconfig)
 RUN_COST_KEYS = frozenset({"speedup", "plots_s", "outputs_dir", "kubectl", "pauses"})
-RUN_COST_SUFFIXES = ("wall_s", "cpu_s", "_rss_bytes", "_rss_mib")
+RUN_COST_SUFFIXES = ("wall_s", "cpu_s", "cpu_share", "_rss_bytes", "_rss_mib")
 NOT_COMPARED_SUFFIXES = (".kubeconfig",)
 
 

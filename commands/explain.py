@@ -1,6 +1,8 @@
 """``timewarp explain OUT POD``: one pod's life in a finished run, from its outputs.
 
-``POD`` is a pod name (``w0-211``), ``namespace/name``, or a Batsim job id (``w0!1``).
+``POD`` is a pod name (``w0.1``), ``namespace/name``, or a Batsim job id (``w0!1``); a
+job's pod name and its job id lead to each other (``broker/k8s/naming.py``), so either
+finds the pod, in folders written before pod names showed the job id too (``w0-211``).
 The story is read from ``out_decisions.csv`` (who bound it where, what the cluster looked
 like then, a deletion, the kubelet's refusal, or why it was still pending at the end) and
 ``out_jobs.csv`` (submitted, started, ended, and how).
@@ -10,8 +12,11 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import sys
 from pathlib import Path
+
+from broker.k8s import naming
 
 OUT_PREFIX = "out"  # timewarp simulate's files: out_jobs.csv, out_decisions.csv, ...
 
@@ -29,11 +34,23 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
+@functools.cache
+def _aliases(wanted: str) -> frozenset[str]:
+    """``wanted`` and what it maps to: a job id's pod name, a pod name's job id."""
+    found = {wanted}
+    for convert in (naming.pod_name, naming.job_id):
+        try:
+            found.add(convert(wanted))
+        except ValueError:
+            pass  # not a job id / not a job's pod name: taken as it is
+    return frozenset(found)
+
+
 def _matches(row: dict[str, str], wanted: str) -> bool:
     if "/" in wanted and "!" not in wanted:
         namespace, _, name = wanted.partition("/")
-        return row["namespace"] == namespace and row["name"] == name
-    return wanted in (row["name"], row["job_id"])
+        return row["namespace"] == namespace and bool(_aliases(name) & {row["name"]})
+    return bool(_aliases(wanted) & {row["name"], row["job_id"]})
 
 
 def _s(text: str) -> str:
@@ -101,7 +118,8 @@ def story(out: Path, wanted: str) -> list[str]:
         if row["action"] == "bind":
             events.append((t, 1, _binding(row)))
         elif row["action"] == "delete":
-            events.append((t, 1, f"deleted by {row['actor']}"))
+            why = f" ({row['detail']})" if row.get("detail") else ""  # DeletionByPodGC
+            events.append((t, 1, f"deleted by {row['actor']}{why}"))
         elif row["action"] == "refused":
             events.append((t, 2, f"refused by the kubelet on {row['target']}: {row['detail']}"))
         elif row["action"] == "pending":

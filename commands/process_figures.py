@@ -3,9 +3,11 @@
 included) and its API requests by verb and resource (the facade's count,
 ``broker/facade/requestinfo.py``).
 
-The request counts are part of the simulation (the same program makes the same requests
-in deterministic time); the CPU figures measure the machine (``*_cpu_s``: left out of the
-determinism check).
+The share of each process's CPU spent in timewarp's runtime comes from the process itself
+(the broker asks it at the end: ``timewarp/_core/selftime.py``), with the name of its
+``--profile`` file. The request counts are part of the simulation (the same program makes
+the same requests in deterministic time); the CPU figures measure the machine
+(``*_cpu_s``, ``*_cpu_share``: left out of the determinism check).
 """
 
 from __future__ import annotations
@@ -43,6 +45,22 @@ def sample_cpu(processes: list[Any]) -> dict[str, dict[str, float]]:
     return out
 
 
+def add_runtime_share(cpu: dict[str, dict[str, Any]], runtime: dict[str, dict[str, Any]]) -> None:
+    """Add to each process's CPU what timewarp's runtime took of it (its answer to the
+    broker's ``report``, ``timewarp/_core/selftime.py``): ``runtime_cpu_s``,
+    ``runtime_cpu_share`` (of the process's own CPU, both read by it at the same instant)
+    and, with ``--profile``, the ``profile`` file's name."""
+    for name, got in runtime.items():
+        entry = cpu.setdefault(name, {})
+        entry["runtime_cpu_s"] = round(got["runtime_cpu_ns"] / 1e9, 3)
+        total = got["process_cpu_ns"]
+        entry["runtime_cpu_share"] = (
+            round(min(got["runtime_cpu_ns"] / total, 1.0), 3) if total else 0.0
+        )
+        if got.get("profile"):
+            entry["profile"] = os.path.basename(got["profile"])
+
+
 def figures(
     names: list[str], cpu: dict[str, dict[str, float]], counts: dict[tuple[str, str, str], int]
 ) -> dict[str, dict[str, Any]]:
@@ -68,6 +86,8 @@ def summary_lines(per_process: dict[str, dict[str, Any]]) -> list[str]:
         cpu = ""
         if "user_cpu_s" in entry:
             cpu = f"cpu {entry['user_cpu_s'] + entry['system_cpu_s']:.2f} s, "
+        if "runtime_cpu_share" in entry:
+            cpu += f"{entry['runtime_cpu_share']:.0%} of its cpu in timewarp's runtime, "
         kinds = entry.get("requests_by_verb_and_resource", {})
         top = sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))
         busiest = ", ".join(f"{kind} {n}" for kind, n in top[:4])

@@ -149,6 +149,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print only warnings and errors (here: no summary line at the end)",
     )
+    parser.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="profile the program with cProfile (every thread): DIR/profile-NAME.prof, "
+        "written when it exits (or when the broker ends the run)",
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]")
 
 
@@ -182,6 +188,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"timewarp run: program not found: {command[0]!r}", file=sys.stderr)
         return 2
     env = child_environment(args)
+    if args.profile:
+        try:
+            os.makedirs(args.profile, exist_ok=True)
+        except OSError as exc:
+            print(f"timewarp run: --profile {args.profile}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        env[clockproto.ENV_PROFILE_DIR] = os.path.abspath(args.profile)
     if not args.standalone:
         if clockproto.ENV_ENDPOINT not in os.environ:
             print(

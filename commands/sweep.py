@@ -306,26 +306,11 @@ def _collect(sweep: Sweep, runs: list[Run], results: Path, plots: bool) -> list[
 
 def _report(sweep: Sweep, runs: list[Run], rows: list[dict], results: Path) -> None:
     """``RESULTS/report.html``: one group per point, of its successful runs."""
-    from commands.comparing.figures import Group
     from commands.comparing.html import render
-    from commands.comparing.runs import RunError, read_run
+    from commands.comparing.sweep_groups import groups_of_rows
 
-    groups: dict[str, Group] = {}
-    # a column is named by the factors that vary (every point has the same platform, say)
-    varying = [c for c in sweep.factor_columns if len({str(r[c]) for r in rows}) > 1]
-    for run, row in zip(runs, rows, strict=True):
-        label = " ".join(f"{c}={row[c]}" for c in varying if row[c] != "") or "all"
-        group = groups.setdefault(label, Group(label, []))
-        if row["status"] != "ok":
-            continue
-        try:
-            group.runs.append(
-                read_run(run.directory, f"{label} #{row['replicate']}", seed=row["seed"])
-            )
-        except RunError:
-            pass
-    failed = {label: g for label, g in groups.items() if not g.runs}
-    shown = [g for g in groups.values() if g.runs]
+    directories = [run.directory for run in runs]
+    shown, failed = groups_of_rows(rows, directories, sweep.factor_columns)
     if not shown:
         print("timewarp sweep: no run succeeded: no report", file=sys.stderr)
         return

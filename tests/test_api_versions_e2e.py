@@ -22,7 +22,9 @@ def _service_with_day_minimum(tmp_path: Path) -> Path:
     workload = json.loads((EXAMPLE / "workload.json").read_text())
     (service,) = workload["services"]
     service["horizontalPodAutoscaler"]["spec"]["minReplicas"] = 4
-    service["traffic"]["duration"] = 2700
+    # past 3600 s: the server ends a watch after 30-60 virtual minutes (seeded), so the
+    # watcher's re-watch comes whatever the draw
+    service["traffic"]["duration"] = 3900
     path = tmp_path / "web.json"
     path.write_text(json.dumps(workload))
     return path

@@ -46,7 +46,7 @@ def test_kubernetes_asyncio_binder_with_kubeconfig(tmp_path, subprocess_env, inp
     figures = json.loads((out / "manifest.json").read_text())["figures"]
     assert figures["nondeterministic_advances"] == 0 and "stall guard" not in r.stderr
     log = (out / "scheduler-0.log").read_text()
-    assert "2026-01-01 00:00:10,000 bound w0-213 to n000" in log
+    assert "2026-01-01 00:00:10,000 bound w0.3 to n000" in log
 
 
 def test_kubernetes_asyncio_binder_in_cluster_over_tls(tmp_path, subprocess_env, inputs):
@@ -86,9 +86,9 @@ def test_kopf_operator_schedules_expires_and_reports_in_virtual_time(tmp_path, s
     # least loaded, one at a time: two pods per node
     assert sorted(row["allocated_resources"] for row in rows) == ["0", "0", "1", "1", "2", "2"]
     log = (out / "scheduler-0.log").read_text()
-    expired = re.findall(r"\[default/(w0-\d+)\] expiring", log)
+    expired = re.findall(r"\[default/(w0\.\d+)\] expiring", log)
     assert len(expired) == 6
     # the deletes were handled in the order the daemons sent them
-    assert [row["job_id"] for row in rows] == [name[len("w0-21") :] for name in expired]
+    assert [row["job_id"] for row in rows] == [name[len("w0.") :] for name in expired]
     ticks = re.findall(r"^\[2026-01-01 (\S+)\] .*pods running on n000", log, re.M)
     assert ticks[:3] == ["00:00:00,000", "00:00:10,000", "00:00:20,000"]

@@ -147,7 +147,7 @@ def test_requests_limits_and_a_partial_pod_make_the_pod():
     }  # fmt: skip
     check_fields(profile)
     check_fields(job)
-    pod = build_pod("w0!1", "w0-211", job, profile)
+    pod = build_pod("w0!1", "w0.1", job, profile)
     main, side = pod["spec"]["containers"]
     assert main["name"] == "main" and main["env"] == [{"name": "A", "value": "1"}]
     assert main["resources"] == {

@@ -100,8 +100,30 @@ def test_replicates_are_summed_up_with_their_spread(tmp_path):
             for i, w in enumerate((10, 30, 20))]  # fmt: skip
     other = read_run(make_run(tmp_path / "o", [5, 5], replicas=2, seed=0))
     table = _table([Group("x", runs), Group("y", [other])])
-    assert table[("batch", "waiting time mean (s)")] == ["20.0 [10.0–30.0]", "★ 5.0"]
+    assert table[("batch", "waiting time mean (s)")] == ["20.0 ± 10.0 [10.0–30.0]", "★ 5.0"]
     assert table[("service web", "replica-hours")] == ["0.33 (×3)", "0.33"]
+
+
+def _group(tmp_path, label, waits):
+    return Group(label, [read_run(make_run(tmp_path / f"{label}{i}", [w], replicas=1, seed=i))
+                         for i, w in enumerate(waits)])  # fmt: skip
+
+
+def test_the_best_mean_is_marked_within_the_spread_when_ranges_overlap(tmp_path):
+    skewed = _group(tmp_path, "x", (10, 12, 50))  # mean 24, median 12: the mean decides
+    narrow = _group(tmp_path, "z", (15, 16, 17))
+    clear = _group(tmp_path, "c", (1, 2, 3))
+    table = _table([skewed, narrow])
+    assert table[("batch", "waiting time mean (s)")] == [
+        "24.0 ± 22.5 [10.0–50.0]",
+        "(★) 16.0 ± 1.0 [15.0–17.0]",  # best mean; 17 > 10: x's seeds reach below it
+    ]
+    table = _table([skewed, narrow, clear])
+    assert table[("batch", "waiting time mean (s)")][2] == "★ 2.0 ± 1.0 [1.0–3.0]"
+    # a run that has no value for the figure: the others' count is shown
+    empty = read_run(make_run(tmp_path / "e", [], replicas=1))
+    table = _table([Group("x", [*skewed.runs, empty]), narrow])
+    assert table[("batch", "waiting time mean (s)")][0] == "24.0 ± 22.5 [10.0–50.0] n=3"
 
 
 def test_the_command_says_whether_inputs_and_seeds_were_the_same(tmp_path, subprocess_env):
@@ -197,20 +219,20 @@ DECISION_HEADER = "time,actor,action,kind,namespace,name,target,job_id\n"
 
 def test_the_first_decision_that_differs_comes_from_the_decision_logs(tmp_path):
     folders = [make_run(tmp_path / n, [0, 0], replicas=1) for n in ("a", "b", "c")]
-    common = "0,scheduler-0,bind,Pod,default,w0-211,n1,w0!1\n"
+    common = "0,scheduler-0,bind,Pod,default,w0.1,n1,w0!1\n"
     (folders[0] / "out_decisions.csv").write_text(
-        DECISION_HEADER + common + "5,scheduler-0,bind,Pod,default,w0-212,n2,w0!2\n"
+        DECISION_HEADER + common + "5,scheduler-0,bind,Pod,default,w0.2,n2,w0!2\n"
     )
     (folders[1] / "out_decisions.csv").write_text(
-        DECISION_HEADER + common + "5,scheduler-1,bind,Pod,default,w0-212,n3,w0!2\n"
+        DECISION_HEADER + common + "5,scheduler-1,bind,Pod,default,w0.2,n3,w0!2\n"
     )
     (folders[2] / "out_decisions.csv").write_text(DECISION_HEADER + common)
     a, b, c = (read_run(f, f.name) for f in folders)
     verdict = sameness([Group("a", [a]), Group("b", [b]), Group("c", [c])])
     assert verdict["first decision that differs"] == (
-        "decision #2: a: bind Pod default/w0-212 -> n2 at 5.0 s (scheduler-0); "
-        "b: bind Pod default/w0-212 -> n3 at 5.0 s (scheduler-1) | "
-        "decision #2: a: bind Pod default/w0-212 -> n2 at 5.0 s (scheduler-0); "
+        "decision #2: a: bind Pod default/w0.2 -> n2 at 5.0 s (scheduler-0); "
+        "b: bind Pod default/w0.2 -> n3 at 5.0 s (scheduler-1) | "
+        "decision #2: a: bind Pod default/w0.2 -> n2 at 5.0 s (scheduler-0); "
         "c took no more decisions"
     )
     page = render([Group("a", [a]), Group("b", [b])], "t")

@@ -14,6 +14,7 @@ from toy_controller import CENSUS, PodCensusController
 from broker.controllers import registry
 from broker.controllers.deployment import DeploymentController
 from broker.controllers.job import JobController
+from broker.controllers.podgc import PodGCController
 from broker.controllers.replicaset import ReplicaSetController
 from broker.drivers.inprocess import InProcessRun
 
@@ -22,11 +23,12 @@ JOBS = [{"id": str(i), "subtime": 0, "res": 1, "profile": "short"} for i in rang
 PROFILES = {"short": {"type": "delay", "delay": 10, "cpu": "1", "scheduler": "default"}}
 
 
-def test_the_registry_lists_the_three_controllers_in_their_order_of_reconciliation():
+def test_the_registry_lists_the_controllers_in_their_order_of_reconciliation():
     assert list(registry.CONTROLLERS.items()) == [
         ("job-controller", JobController),
         ("deployment-controller", DeploymentController),
         ("replicaset-controller", ReplicaSetController),
+        ("pod-garbage-collector-controller", PodGCController),
     ]
 
 

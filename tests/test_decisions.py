@@ -5,11 +5,13 @@ commands/explain.py)."""
 from __future__ import annotations
 
 import csv
+import re
 import subprocess
 import sys
 
 from simrun import ROOT, run_simulate
 
+from commands.explain import story as story_lines
 from simulator.testing import write_platform, write_workload
 
 EXAMPLES = ROOT / "examples" / "inputs"
@@ -39,7 +41,7 @@ def test_a_burst_run_records_every_binding_with_the_cluster_then(tmp_path, subpr
     assert [r["action"] for r in rows] == ["bind"] * 40
     assert {r["actor"] for r in rows} == {"scheduler-0"}
     first, last = rows[0], rows[-1]
-    assert (first["time"], first["name"], first["job_id"]) == ("0", "w0-211", "w0!1")
+    assert (first["time"], first["name"], first["job_id"]) == ("0", "w0.1", "w0!1")
     assert (first["feasible_nodes"], first["node_free_cpu_before"], first["node_free_cpu_after"]) == (
         "16", "1000", "0",
     )  # fmt: skip
@@ -48,7 +50,7 @@ def test_a_burst_run_records_every_binding_with_the_cluster_then(tmp_path, subpr
     story = _explain(out, "w0!40", subprocess_env)
     assert story.returncode == 0, story.stderr
     assert story.stdout.splitlines() == [
-        "pod default/w0-2140 (job w0!40)",
+        "pod default/w0.40 (job w0!40)",
         "  t=         0 s  submitted: the pod is created, Pending",
         f"  t=       340 s  bound to {last['target']} by scheduler-0: 4 node(s) could have "
         f"taken it; {last['target']} ranked 1 by free cpu; free cpu 1000m -> 0m; it had "
@@ -56,6 +58,17 @@ def test_a_burst_run_records_every_binding_with_the_cluster_then(tmp_path, subpr
         f"  t=       340 s  started (resources {int(last['target'][-2:])})",
         "  t=       510 s  ended: COMPLETED_SUCCESSFULLY after 170 s",
     ]
+    # the pod name leads to the same story as the job id (issue 31: names show the id)
+    assert story.stdout == _explain(out, "w0.40", subprocess_env).stdout
+    assert story.stdout == _explain(out, "default/w0.40", subprocess_env).stdout
+    # a folder written when pod names were w0-2140: the new name still finds the job's pod
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "out_jobs.csv").write_bytes((out / "out_jobs.csv").read_bytes())
+    text = (out / "out_decisions.csv").read_text()
+    (old / "out_decisions.csv").write_text(re.sub(r"\bw0\.(\d+),", r"w0-21\1,", text))
+    assert "w0-2140" in (old / "out_decisions.csv").read_text()
+    assert story_lines(old, "w0.40")[1:] == story.stdout.splitlines()[1:]
 
 
 def test_a_refused_and_a_pending_pod_have_their_stories(tmp_path, subprocess_env):
@@ -75,18 +88,18 @@ def test_a_refused_and_a_pending_pod_have_their_stories(tmp_path, subprocess_env
     assert r.returncode == 0, r.stderr[-3000:]
     rows = [(r["action"], r["name"], r["actor"], r["detail"]) for r in _decisions(out)]
     assert rows == [
-        ("bind", "w0-211", "scheduler-0", ""),
-        ("bind", "w0-212", "scheduler-0", ""),
-        ("refused", "w0-212", "kubelet", "OutOfcpu"),
-        ("pending", "w0-213", "-", "2/2 nodes would take it: no scheduler bound it"),
+        ("bind", "w0.1", "scheduler-0", ""),
+        ("bind", "w0.2", "scheduler-0", ""),
+        ("refused", "w0.2", "kubelet", "OutOfcpu"),
+        ("pending", "w0.3", "-", "2/2 nodes would take it: no scheduler bound it"),
     ]
-    refused = _explain(out, "default/w0-212", subprocess_env).stdout
+    refused = _explain(out, "default/w0.2", subprocess_env).stdout
     assert "refused by the kubelet on n000: OutOfcpu" in refused
-    pending = _explain(out, "w0-213", subprocess_env).stdout
+    pending = _explain(out, "w0.3", subprocess_env).stdout
     assert "still pending at the end of the run: 2/2 nodes would take it" in pending
 
 
 def test_explain_names_what_is_missing(tmp_path, subprocess_env):
-    r = _explain(tmp_path, "w0-211", subprocess_env)
+    r = _explain(tmp_path, "w0.1", subprocess_env)
     assert r.returncode == 2
     assert f"{tmp_path}: no out_decisions.csv" in r.stderr

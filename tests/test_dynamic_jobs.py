@@ -21,6 +21,7 @@ from broker.drivers.inprocess import InProcessRun
 from broker.facade.errors import ApiError
 from broker.facade.objects import format_time
 from broker.k8s import naming
+from broker.k8s.names import is_dns1123_subdomain
 from simulator import protocol as p
 from simulator.outputs import jobs_rows
 from simulator.testing import write_platform, write_workload
@@ -359,7 +360,7 @@ def test_replacement_ids_lead_back_to_the_original_and_make_valid_pod_names(loca
     assert naming.replacement_job_id(replacement, count + 1).count("~r") == replacement.count("~r")
     name = naming.pod_name(replacement)
     assert naming.job_id(name) == replacement
-    assert all(c in string.ascii_lowercase + string.digits + "-" for c in name)
+    assert is_dns1123_subdomain(name) == []
 
 
 @given(

@@ -147,7 +147,7 @@ def test_env_pythonpath_with_cwd_and_relative_output_runs_in_virtual_time(
     assert placements(out) == EXPECTED
     assert out == tmp_path / "run1" and not (project / "run1").exists()
     log = (out / "scheduler-0.log").read_text()
-    assert "bound w0-214 to n000" in log, log
+    assert "bound w0.4 to n000" in log, log
 
 
 def test_a_scheduler_that_never_joined_the_clock_is_stopped_at_its_first_request(

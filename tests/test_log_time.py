@@ -71,9 +71,9 @@ def test_a_scheduler_logging_with_logging_and_loguru_logs_simulated_time(tmp_pat
         "3": ("0", "170.000000", "370.000000"),
     }
     log = (out / "scheduler-0.log").read_text()
-    assert "2026-01-01 00:00:00 | INFO | bound w0-211 to n000" in log
-    assert "2026-01-01 00:02:50 | INFO | bound w0-212 to n001" in log
-    assert "2026-01-01 00:03:20 | INFO | w0-211 finished on n000" in log
+    assert "2026-01-01 00:00:00 | INFO | bound w0.1 to n000" in log
+    assert "2026-01-01 00:02:50 | INFO | bound w0.2 to n001" in log
+    assert "2026-01-01 00:03:20 | INFO | w0.1 finished on n000" in log
     stamps = re.findall(r"^(\S+ \S+) sched (\d) pods running$", log, re.M)
     assert stamps == [
         ("2026-01-01 00:00:00,000", "1"),

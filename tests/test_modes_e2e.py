@@ -125,7 +125,7 @@ def test_realtime_runs_an_unpatched_scheduler_paced_by_the_wall_clock(subprocess
     assert makespan >= 40  # job 4 arrives at 30 and lasts 10
     assert manifest["wall_s"] >= makespan / speed  # virtual time never outran the wall
     log = (out / "scheduler-0.log").read_text()
-    assert "bound w0-21" in log  # the scheduler's own log, in real time
+    assert "bound w0." in log  # the scheduler's own log, in real time
     assert "timewarp:" not in log  # no runtime in the scheduler: nothing patched
 
 

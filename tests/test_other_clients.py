@@ -30,4 +30,4 @@ def test_a_scheduler_on_another_client_library(tmp_path, subprocess_env, library
     assert placements(out) == EXPECTED
     assert "stall guard" not in r.stderr
     log = (out / "scheduler-0.log").read_text()
-    assert "2026-01-01 00:00:05,000 bound w0-213 to n000" in log
+    assert "2026-01-01 00:00:05,000 bound w0.3 to n000" in log

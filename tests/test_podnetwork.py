@@ -1,5 +1,5 @@
 """A simulated process's connection to an address of the simulated cluster (its nodes'
-and pods' 10.0.0.0/8) is refused at once — never a real packet, never a wall-clock
+and pods' 10.0.0.0/8, the pods' 10.244.0.0/14 inside it) is refused at once — never a real packet, never a wall-clock
 TCP timeout (timewarp/_core/podnetwork.py)."""
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ def attempt(what, fn):
         print(what, type(exc).__name__, exc.errno)
 
 attempt("socket", lambda: socket.create_connection(("10.0.0.7", 10250), timeout=30))
+attempt("pod", lambda: socket.create_connection(("10.244.3.17", 8080), timeout=30))
 attempt("ipv4-mapped", lambda: socket.socket(socket.AF_INET6).connect(("::ffff:10.3.0.1", 80)))
 print("connect_ex", socket.socket().connect_ex(("10.200.1.9", 8080)) == errno.ECONNREFUSED)
 attempt("requests", lambda: requests.get("http://10.128.0.5:8080/healthz", timeout=30))
@@ -51,6 +52,7 @@ def test_connections_to_the_simulated_cluster_are_refused_at_once(tmp_path, subp
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.splitlines() == [
         "socket ConnectionRefusedError 111",
+        "pod ConnectionRefusedError 111",
         "ipv4-mapped ConnectionRefusedError 111",
         "connect_ex True",
         "requests ConnectionError",

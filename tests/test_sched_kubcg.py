@@ -1091,8 +1091,8 @@ def test_simulate_gpu_jobs_go_to_the_gpu_when_it_pays(subprocess_env, tmp_path):
     assert float(rows["5"]["finish_time"]) == pytest.approx(230.0)
     assert float(figures["makespan"]) == pytest.approx(500.0)
     log = (out / "scheduler-0.log").read_text()
-    assert "w0-214 waits for a GPU of gpu1" in log
-    # Not asserted here: the exact Δ = 20 s of Eq. 17 for w0-214. The runtime sometimes
+    assert "w0.4 waits for a GPU of gpu1" in log
+    # Not asserted here: the exact Δ = 20 s of Eq. 17 for w0.4. The runtime sometimes
     # answers time.time() with the previous wake-up's time right after a watch event
     # (pod created at t=200 seen at "t=100"), which turns T_rem into 0 and moves which
     # burst pods take the CPUs; the slow determinism test below catches that.

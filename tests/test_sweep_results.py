@@ -61,6 +61,13 @@ def test_summary_has_mean_sd_and_ci_per_point_and_ignores_failed_runs():
     assert lock["makespan_ci95"] == pytest.approx(12.706 * math.sqrt(8) / math.sqrt(2), rel=1e-5)
     assert det["timeout-value"] == ""
     assert det["makespan_mean"] == 12.0 and det["makespan_sd"] == ""  # one value: no σ
+    # the spread over seeds: the successful runs' seeds, how many, lowest and highest
+    assert (lock["seeds"], lock["makespan_n"]) == ("0 1", 2)
+    assert (lock["makespan_min"], lock["makespan_max"]) == (10.0, 14.0)
+    assert (det["makespan_min"], det["makespan_max"], det["makespan_n"]) == (12.0, 12.0, 1)
+    assert {"seeds", "makespan_n", "makespan_min", "makespan_max"} <= set(
+        tables.summary_columns(COLUMNS)
+    )
 
 
 @given(st.lists(st.floats(0, 1e6, allow_nan=False), min_size=2, max_size=40))

@@ -37,7 +37,7 @@ class Clock(Protocol):
     def mark_gone_locked(self, proc: ProcessState, returncode: int | None = None) -> None: ...
 
 
-_WAKES_DRIVER = frozenset({"state", "hello", "stacks", "bye"})
+_WAKES_DRIVER = frozenset({"state", "hello", "stacks", "figures", "bye"})
 _PROGRESS = frozenset({"hello", "bye", "stacks"})  # arrivals, departures, stack dumps
 
 
@@ -124,6 +124,8 @@ class Inbox:
             self._timers.cancel_wait(proc.name, msg["id"])
         elif op == "stacks":
             proc.stacks = msg["text"]
+        elif op == "figures":
+            proc.figures = {k: v for k, v in msg.items() if k != "op"}
         elif op == "woke":
             cause = f"{proc.name!r} at t={self._now() / 1e9:.9f} s: {msg['cause']}"
             self._guard.count_locked(cause)

@@ -34,6 +34,7 @@ class ProcessState:
     gone_at_ns: int | None = None  # the virtual instant it went (its exit's instant)
     returncode: int | None = None
     stacks: str | None = None
+    figures: dict | None = None  # its answer to "report": the runtime's cost (figures only)
 
     @property
     def connected(self) -> bool:

@@ -239,6 +239,24 @@ class ClockService:
             self.autopilot = True
         self.transport.poke()
 
+    def collect_figures(self, timeout_s: float = 10.0) -> dict[str, dict]:
+        """At the end of a run, ask every connected process what the runtime cost it (and
+        to write its ``--profile``); name -> its figures, for those that answered within
+        ``timeout_s`` (``timewarp/_core/selftime.py``). Figures only: nothing decides on
+        them, and the processes' answers move no time."""
+        with self._cond:
+            asked = [p for p in self.registry.procs.values() if p.connected and not p.gone]
+            for proc in asked:
+                proc.figures = None
+                self.transport.send_locked(proc, clockproto.report())
+            deadline = _wall.monotonic() + timeout_s
+            while any(p.figures is None and p.connected and not p.gone for p in asked):
+                left = deadline - _wall.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            return {p.name: p.figures for p in asked if p.figures is not None}
+
     def wait_settled(self) -> None:
         """Autopilot: block until every process is quiescent and no timer is pending
         (stall guard applied, as in :meth:`wait_quiescent`)."""

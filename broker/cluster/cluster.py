@@ -117,9 +117,11 @@ class Cluster(ClusterState):
             except ShapeError as exc:
                 raise ShapeError(f"host {host!r}: prop {exc.field}", exc.message) from None
             ip = f"10.{(index >> 16) & 255}.{(index >> 8) & 255}.{index & 255}"
-            node = build_node(name, shape, ip, int(res["id"]))
+            pod_cidr = self.pod_network.add_node(name)
+            node = build_node(name, shape, ip, int(res["id"]), pod_cidr)
             store.create("nodes", node, copy=False)
             info = NodeInfo(name, int(res["id"]), shape.amounts(), ip, node["metadata"]["labels"])
+            info.pod_cidr = pod_cidr
             self.nodes[name] = info
             self.stats.capacity_cores += info.cpu_m / 1000
 

@@ -2,8 +2,9 @@
 instant: ``out_decisions.csv``.
 
 A decision is a write that changes where work runs or how much there is: a binding, a
-pod deleted or evicted, a workload's replicas changed (a Deployment, a ReplicaSet, their
-``scale``), a node cordoned, uncordoned or tainted — and the kubelet's refusal of a pod.
+pod deleted or evicted (``detail``: why, when the pod says it — ``DeletionByPodGC``), a
+workload's replicas changed (a Deployment, a ReplicaSet, their ``scale``, a custom
+resource's ``scale``), a node cordoned, uncordoned or tainted — and the kubelet's refusal of a pod.
 For each, the row gives the simulated time, who acted (the scheduler process whose
 request it was, ``kube-controller-manager`` for the broker's controllers, ``kubelet``),
 the object and its target, and for a binding the cluster as the API showed it: how many
@@ -29,6 +30,7 @@ from typing import Any
 
 from broker.cluster import kubelet_admission as admission
 from broker.facade import acting
+from broker.k8s import podutil
 from broker.k8s import resource_names as rn
 from broker.k8s.podutil import parse_time
 from broker.k8s.quantity import QuantityError, parse
@@ -71,6 +73,10 @@ def _allocatable(node: dict[str, Any]) -> dict[str, int]:
     return out
 
 
+def _spec_replicas(obj: dict[str, Any]) -> Any:
+    return (obj.get("spec") or {}).get("replicas")
+
+
 def _fmt(value: float) -> str:
     return f"{value:.6f}".rstrip("0").rstrip(".")
 
@@ -79,8 +85,13 @@ class DecisionLog:
     """See the module docstring. ``now_s()``: the simulated seconds since the start;
     ``epoch_ns``: the simulated epoch (for the pods' creation times)."""
 
-    def __init__(self, now_s: Callable[[], float], epoch_ns: int, job_id_of: Callable) -> None:
+    def __init__(
+        self, now_s: Callable[[], float], epoch_ns: int, job_id_of: Callable, types: Any = None
+    ) -> None:
         self.now_s = now_s
+        # the store's types (``Registry``): a custom resource with a ``scale`` subresource
+        # is a workload too (its scale's spec.replicas), as the HPA sees it
+        self.types = types
         self.epoch_ns = epoch_ns
         self.job_id_of = job_id_of  # pod -> its Batsim job id ("" if none)
         self.rows: list[tuple[str, ...]] = []
@@ -100,7 +111,9 @@ class DecisionLog:
             elif key == "nodes":
                 self._node(event, obj)
             elif key in _WORKLOADS:
-                self._workload(key, event, obj)
+                self._workload(key, event, obj, _WORKLOADS[key], _spec_replicas(obj))
+            elif self.types is not None and key != "events":
+                self._custom_workload(key, event, obj)
 
     def _actor(self) -> str:
         return acting.current() or CONTROLLERS
@@ -150,17 +163,26 @@ class DecisionLog:
         phase = (pod.get("status") or {}).get("phase")
         placed = self._placed.get(key)
         deleting = event == "DELETED" or bool(meta.get("deletionTimestamp"))
-        if deleting and phase not in _ENDED and key not in self._deleted:
+        disruption = podutil.disruption(pod)  # a pod failed to be deleted (PodGC) says why
+        if deleting and (phase not in _ENDED or disruption) and key not in self._deleted:
             # the request's moment (a graceful deletion ends later, in the kubelet model)
             self._deleted.add(key)
-            self._row("delete", "Pod", pod, node_name or "", job_id=self.job_id_of(pod))
+            self._row(
+                "delete", "Pod", pod, node_name or "", job_id=self.job_id_of(pod),
+                detail=disruption,
+            )  # fmt: skip
         if event == "DELETED":
             self._deleted.discard(key)
         if event == "DELETED" or phase in _ENDED:
             self._unbound.pop(key, None)
             if placed is not None:
                 self._release(key)
-            if phase == "Failed" and placed is not None and (pod.get("status") or {}).get("reason"):
+            if (
+                phase == "Failed"
+                and placed is not None
+                and (pod.get("status") or {}).get("reason")
+                and not disruption
+            ):
                 status = pod["status"]
                 self._row(
                     "refused", "Pod", pod, node_name or "", actor="kubelet",
@@ -218,19 +240,31 @@ class DecisionLog:
         for resource, amount in requests.items():
             node.used[resource] = node.used.get(resource, 0) - amount
 
-    def _workload(self, key: str, event: str, obj: dict[str, Any]) -> None:
+    def _custom_workload(self, key: str, event: str, obj: dict[str, Any]) -> None:
+        """A custom resource with a ``scale`` subresource: its scale's ``spec.replicas``."""
+        rt = self.types.by_key_or_none(key)
+        if rt is None or "scale" not in rt.subresources:
+            return
+        scale = rt.strategy.scale_of(rt, obj)
+        if scale is None:
+            return
+        replicas = (scale.get("spec") or {}).get("replicas", 0)
+        self._workload(key, event, obj, str(obj.get("kind") or rt.kind), replicas)
+
+    def _workload(
+        self, key: str, event: str, obj: dict[str, Any], kind: str, replicas: Any
+    ) -> None:
         meta = obj.get("metadata") or {}
         ident = (key, meta.get("namespace") or "", meta.get("name") or "")
         if event == "DELETED":
             self._replicas.pop(ident, None)
             return
-        replicas = (obj.get("spec") or {}).get("replicas")
         if isinstance(replicas, bool) or not isinstance(replicas, int):
             replicas = 1
         before = self._replicas.get(ident)
         self._replicas[ident] = replicas
         if before is not None and before != replicas:
-            self._row("scale", _WORKLOADS[key], obj, str(replicas), detail=f"from {before}")
+            self._row("scale", kind, obj, str(replicas), detail=f"from {before}")
 
     def finish(self) -> None:
         """At the end of the run: a ``pending`` row for each pod never bound, saying why

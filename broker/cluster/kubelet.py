@@ -27,6 +27,7 @@ from broker.cluster.replacements import WorkloadReplicaSets
 from broker.cluster.state import JOB_ID_ANNOTATION, ClusterState, JobPod, NodeInfo, take
 from broker.controllers import events as k8s_events
 from broker.controllers.typed import TypedStore
+from broker.facade.podstatus import set_addresses
 from simulator import protocol as p
 
 Obj = dict[str, Any]
@@ -48,6 +49,7 @@ class KubeletModel:
         self.metrics = metrics
         self.replacements = replacements
         self._node_objects: dict[str, Obj] = {}  # the store's Nodes, by name
+        self._deleted_nodes: set[str] = set()  # Nodes deleted through the API: no kubelet
         # the kubelet owns pods' status: it reads a malformed one (a client's status
         # write) as absent, and rewrites it decoded (broker/controllers/typed.py)
         self.store = TypedStore(state.facade.store, ("pods",))
@@ -61,8 +63,14 @@ class KubeletModel:
             name = obj["metadata"]["name"]
             if event == "DELETED":
                 self._node_objects.pop(name, None)
+                self._deleted_nodes.add(name)
             else:
                 self._node_objects[name] = obj  # stored objects are never mutated
+                self._deleted_nodes.discard(name)
+
+    def node_deleted(self, name: str) -> bool:
+        """Whether the Node ``name`` was deleted through the API (no kubelet runs there)."""
+        return name in self._deleted_nodes
 
     def admit(self, namespace: str, pod_name: str, node_name: str) -> None:
         """The kubelet model for one binding (``broker/cluster/kubelet_admission.py``): the
@@ -73,6 +81,8 @@ class KubeletModel:
         pod = self.store.get_or_none("pods", namespace, pod_name)
         if pod is None or (pod.get("spec") or {}).get("nodeName") != node_name:
             return  # the binding did not go through
+        if self.node_deleted(node_name):
+            return  # no kubelet on a deleted node: the pod stays Pending, an orphan (podgc)
         jp = state.pods.get((namespace, pod_name))
         if (jp is not None and jp.state != "pending") or (pod.get("status") or {}).get(
             "phase", "Pending"
@@ -92,10 +102,12 @@ class KubeletModel:
         take(node.used, jp.requests, +1)  # its requests, a pod slot, its host ports
         node.host_ports.extend(jp.host_ports)
         jp.node = node.name
+        # its sandbox: an address of the node's pod CIDR (broker/cluster/pod_network.py)
+        jp.ip = state.pod_network.allocate(node.name, _host_network(pod))
         if self.steps.admit(pod, jp, node):
             return  # its containers start later (pod_lifecycle)
         self.start_containers(
-            namespace, pod_name, pod, jp, node, lambda obj: _running_status(obj, node, now)
+            namespace, pod_name, pod, jp, node, lambda obj: _running_status(obj, node, now, jp.ip)
         )
 
     def start_containers(
@@ -205,7 +217,8 @@ class KubeletModel:
             take(node.used, jp.requests, -1)
             for port in jp.host_ports:
                 node.host_ports.remove(port)
-            jp.node = None  # released once
+            self.state.pod_network.release(node.name, jp.ip)
+            jp.node = jp.ip = None  # released once
 
     def run_due(self) -> bool:
         """Play the pods' timed steps due now; whether there were any."""
@@ -248,15 +261,19 @@ class KubeletModel:
             state.decisions.append(p.RejectJob(jp.job_id))
 
 
-def _running_status(obj: Obj, node: NodeInfo, now: str) -> Obj:
+def _host_network(pod: Obj) -> bool:
+    return (pod.get("spec") or {}).get("hostNetwork") is True
+
+
+def _running_status(obj: Obj, node: NodeInfo, now: str, pod_ip: str | None) -> Obj:
     """A pod's status once the kubelet started it on ``node`` at ``now``: Running,
-    every condition True, each container running."""
+    every condition True, each container running, its address (``pod_ip``, else the
+    node's)."""
     status = obj.setdefault("status", {})
     uid = obj["metadata"].get("uid", "")
+    set_addresses(status, node.ip, pod_ip)
     status.update(
         phase="Running",
-        hostIP=node.ip,
-        podIP=node.ip,
         startTime=now,
         conditions=[
             {"type": t, "status": "True", "lastTransitionTime": now, "lastProbeTime": None}

@@ -180,8 +180,11 @@ def node_shape(props: Mapping[str, Any]) -> NodeShape:
     return shape
 
 
-def build_node(name: str, shape: NodeShape, ip: str, resource_id: int) -> dict[str, Any]:
-    """The Node object a kubelet would register for this host."""
+def build_node(
+    name: str, shape: NodeShape, ip: str, resource_id: int, pod_cidr: str | None = None
+) -> dict[str, Any]:
+    """The Node object a kubelet would register for this host (with the pod CIDR the
+    node-ipam controller gave it)."""
     node = make_node(name, labels=shape.labels, address=ip)
     resources = {n: str(q) for n, q in shape.allocatable.items()}
     node["status"]["capacity"] = dict(resources)
@@ -194,4 +197,7 @@ def build_node(name: str, shape: NodeShape, ip: str, resource_id: int) -> dict[s
         node["spec"]["taints"] = [dict(t) for t in shape.taints]
     if shape.unschedulable:
         node["spec"]["unschedulable"] = True
+    if pod_cidr is not None:
+        node["spec"]["podCIDR"] = pod_cidr
+        node["spec"]["podCIDRs"] = [pod_cidr]
     return node

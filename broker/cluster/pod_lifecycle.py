@@ -54,7 +54,7 @@ from typing import Any
 
 from broker.controllers import events as k8s_events
 from broker.facade.objects import format_time
-from broker.facade.podstatus import set_condition
+from broker.facade.podstatus import set_addresses, set_condition
 from broker.k8s import podutil
 from broker.k8s.podutil import SERVE_UNTIL, annotation_seconds, serve_until_s  # noqa: F401
 
@@ -253,10 +253,12 @@ def _not_ready(pod: Obj, now: str, names: list[str]) -> None:
         set_condition(pod, type_, "False", now, "ContainersNotReady", message)
 
 
-def admitted_status(pod: Obj, host_ip: str, now: str) -> None:
-    """Admitted, containers not started yet (pulling images, creating containers)."""
+def admitted_status(pod: Obj, host_ip: str, now: str, pod_ip: str | None = None) -> None:
+    """Admitted, containers not started yet (pulling images, creating containers); the
+    sandbox, and so the pod's address, is there."""
     status = pod.setdefault("status", {})
-    status.update(phase="Pending", hostIP=host_ip, podIP=host_ip, startTime=now)
+    status.update(phase="Pending", startTime=now)
+    set_addresses(status, host_ip, pod_ip)
     conditions = status.setdefault("conditions", [])
     for type_ in ("PodReadyToStartContainers", "Initialized"):
         set_condition(pod, type_, "True", now)
@@ -269,10 +271,13 @@ def admitted_status(pod: Obj, host_ip: str, now: str) -> None:
     ]
 
 
-def started_status(pod: Obj, host_ip: str, now: str, ready: bool, started: bool) -> None:
+def started_status(
+    pod: Obj, host_ip: str, now: str, ready: bool, started: bool, pod_ip: str | None = None
+) -> None:
     """The containers run since ``now``; Ready at once unless a probe holds it back."""
     status = pod.setdefault("status", {})
-    status.update(phase="Running", hostIP=host_ip, podIP=host_ip)
+    status.update(phase="Running")
+    set_addresses(status, host_ip, pod_ip)
     status.setdefault("startTime", now)
     conditions = status.setdefault("conditions", [])
     for type_ in ("PodReadyToStartContainers", "Initialized"):
@@ -412,7 +417,7 @@ class Kubelet:
             "pods",
             meta["namespace"],
             meta["name"],
-            lambda o: admitted_status(o, node.ip, stamp),
+            lambda o: admitted_status(o, node.ip, stamp, jp.ip),
             copy=False,
         )
         for image in plan.present:
@@ -466,7 +471,7 @@ class Kubelet:
                 pod,
                 jp,
                 node,
-                lambda obj: started_status(obj, node.ip, stamp, ready, started),
+                lambda obj: started_status(obj, node.ip, stamp, ready, started, jp.ip),
             )
         elif step == "started" and jp.state == "running" and not podutil.is_terminating(pod):
             self.store.update(

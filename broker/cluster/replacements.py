@@ -15,7 +15,7 @@ from typing import Any
 
 from broker.cluster.dynamic_jobs import DynamicJobs
 from broker.cluster.state import JOB_ID_ANNOTATION, RS_LABEL, ClusterState, JobPod
-from broker.k8s import naming
+from broker.k8s import naming, podutil
 from simulator import protocol as p
 
 Obj = dict[str, Any]
@@ -95,7 +95,8 @@ class WorkloadReplicaSets:
         if (namespace, name) in self._replaced:
             self._replaced.discard((namespace, name))
             return  # replaced when it began terminating
-        if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        ended = (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        if ended and not podutil.disruption(obj):  # failed by PodGC: its work was not done
             return
         self._replace(namespace, obj, owner, jp)
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.cluster import kubelet_admission as admission
+from broker.cluster.pod_network import PodNetwork
 from broker.cluster.traffic_driver import TrafficDriver
 from broker.facade import Facade
 
@@ -34,6 +35,7 @@ class NodeInfo:
     ip: str
     labels: dict[str, str] = field(default_factory=dict)
     used: dict[str, int] = field(default_factory=dict)
+    pod_cidr: str | None = None  # spec.podCIDR (broker/cluster/pod_network.py)
     host_ports: list[admission.HostPort] = field(default_factory=list)
 
     @property
@@ -64,6 +66,7 @@ class JobPod:
     plan: Any = None  # pod_lifecycle.StartPlan of a pod whose start takes time
     service_over: bool = False  # a service's pod that started after the service ended
     host_ports: tuple[admission.HostPort, ...] = ()
+    ip: str | None = None  # its own address while its sandbox exists (None: its node's)
 
     @property
     def cpu_m(self) -> int:
@@ -117,6 +120,7 @@ class ClusterState:
     dynamic_jobs: bool = False  # the simulator accepts REGISTER_JOB
     registration_finished: bool = False
     decisions: list[Any] = field(default_factory=list)  # for Batsim, in order
+    pod_network: PodNetwork = field(default_factory=PodNetwork)  # pod CIDRs and addresses
 
     def can_register(self) -> bool:
         """Whether a dynamic job may still be registered (REGISTER_JOB)."""

@@ -19,6 +19,7 @@ from typing import Any
 from broker.controllers.base import KeyedController, PodOps
 from broker.controllers.deployment import DeploymentController
 from broker.controllers.job import JobController
+from broker.controllers.podgc import PodGCController
 from broker.controllers.replicaset import ReplicaSetController
 from broker.facade.store import Store
 
@@ -27,6 +28,7 @@ CONTROLLERS: dict[str, type[KeyedController[Any]]] = {
     "job-controller": JobController,
     "deployment-controller": DeploymentController,
     "replicaset-controller": ReplicaSetController,
+    "pod-garbage-collector-controller": PodGCController,
 }
 
 

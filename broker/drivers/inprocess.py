@@ -61,8 +61,13 @@ class InProcessRun:
     def _bind_pending(self) -> bool:
         if not self.bind_enabled or not self.cluster.nodes:
             return False
-        free = {n.name: n.cpu_m - n.used_cpu_m for n in self.cluster.nodes.values()}
-        if max(free.values()) <= 0:
+        kubelet = self.cluster.kubelet
+        free = {
+            n.name: n.cpu_m - n.used_cpu_m
+            for n in self.cluster.nodes.values()
+            if not kubelet.node_deleted(n.name)  # a scheduler sees only existing Nodes
+        }
+        if not free or max(free.values()) <= 0:
             return False  # a full cluster: no need to look at the queue
         pods, _ = self.store.list("pods", field_selector="spec.nodeName=,status.phase=Pending")
         pods.sort(key=lambda q: (q["metadata"]["creationTimestamp"], q["metadata"]["name"]))

@@ -806,7 +806,10 @@ class Api:
             route.name,
             uid=pre.get("uid"),
             resource_version=pre.get("resourceVersion"),
+            finalizers=True,
         )
+        if gone["metadata"].get("finalizers"):
+            return _json(200, gone)  # kept until its finalizers are removed
         return _json(
             200,
             errors.success_status(
@@ -917,7 +920,9 @@ class Api:
                 if obj["metadata"]["name"] not in IMMORTAL_NAMESPACES:
                     self._delete_namespace(obj["metadata"]["name"], {})
                 continue
-            self.store.delete(rt.key, obj["metadata"].get("namespace"), obj["metadata"]["name"])
+            self.store.delete(
+                rt.key, obj["metadata"].get("namespace"), obj["metadata"]["name"], finalizers=True
+            )
         return _json(200, errors.success_status(200))
 
     # --- metrics.k8s.io --------------------------------------------------------------

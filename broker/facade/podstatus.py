@@ -61,14 +61,20 @@ def _container_status(container: Obj, state: Obj, ready: bool, started: bool) ->
     }
 
 
-def mark_running(pod: Obj, *, now: str, host_ip: str, pod_ip: str | None = None) -> None:
-    """Phase Running, all containers running and ready since ``now``."""
-    status = pod.setdefault("status", {})
-    status["phase"] = "Running"
+def set_addresses(status: Obj, host_ip: str, pod_ip: str | None) -> None:
+    """The node's address (``hostIP``/``hostIPs``) and the pod's (``podIP``/``podIPs``;
+    the node's when it has none of its own: ``hostNetwork``)."""
     status["hostIP"] = host_ip
     status["hostIPs"] = [{"ip": host_ip}]
     status["podIP"] = pod_ip or host_ip
     status["podIPs"] = [{"ip": pod_ip or host_ip}]
+
+
+def mark_running(pod: Obj, *, now: str, host_ip: str, pod_ip: str | None = None) -> None:
+    """Phase Running, all containers running and ready since ``now``."""
+    status = pod.setdefault("status", {})
+    status["phase"] = "Running"
+    set_addresses(status, host_ip, pod_ip)
     status.setdefault("startTime", now)
     for type_ in ("Initialized", "Ready", "ContainersReady", "PodScheduled"):
         set_condition(pod, type_, "True", now)

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import crds, errors, listoptions, objects
+from . import validation as v
 from .clock import Clock
 from .kinds import Context
 from .patch import apply_patch
@@ -120,6 +121,34 @@ def _check_json(value: Any, where: str) -> None:
             raise TypeError(f"non-finite number at {where or '/'}")
     elif not (value is None or isinstance(value, (str, bool, int))):
         raise TypeError(f"{type(value).__name__} is not a JSON value (at {where or '/'})")
+
+
+def _keep_deletion(rt: ResourceType, meta: Obj, old_meta: Obj) -> None:
+    """An update never sets, moves or clears ``deletionTimestamp`` (nor the grace period
+    with it), and adds no finalizer to an object being deleted (422, as
+    ``ValidateObjectMetaUpdate`` says it)."""
+    for field in ("deletionTimestamp", "deletionGracePeriodSeconds"):
+        if field in old_meta:
+            meta[field] = old_meta[field]
+        else:
+            meta.pop(field, None)
+    if not old_meta.get("deletionTimestamp"):
+        return
+    old = old_meta.get("finalizers") or []
+    added = [f for f in meta.get("finalizers") or [] if f not in old]
+    if added:
+        listed = ", ".join(f'"{f}"' for f in added)
+        raise v.invalid(
+            rt.kind,
+            meta.get("name") or "",
+            [
+                v.forbidden(
+                    "metadata.finalizers",
+                    f"no new finalizers can be added if the object is being deleted, found new finalizers []string{{{listed}}}",
+                )
+            ],
+            rt.group,
+        )
 
 
 def _check_resource_version(rt: ResourceType, name: str, current: Obj, wanted: Any) -> None:
@@ -545,12 +574,16 @@ class Store:
                 meta[field] = old_meta[field]
             else:
                 meta.pop(field, None)
+        _keep_deletion(rt, meta, old_meta)
         rt.strategy.prepare_for_update(rt, new, current, subresource)
         if "generation" in old_meta and new.get("spec") != current.get("spec"):
             meta["generation"] = old_meta["generation"] + 1
         if new == current:
             return entry.thaw()  # a no-op write does not bump resourceVersion
         rt.strategy.validate(rt, new)
+        if rt.strategy.deletion == "immediate" and meta.get("deletionTimestamp"):
+            if not meta.get("finalizers"):  # the last finalizer removed: the object goes
+                return self._commit(rt, "DELETED", new, current).thaw()
         return self._commit(rt, "MODIFIED", new, current, limit=True).thaw()
 
     def patch(
@@ -693,10 +726,14 @@ class Store:
         *,
         uid: str | None = None,
         resource_version: str | None = None,
+        finalizers: bool = False,
     ) -> Obj:
         """Remove the object now (no graceful deletion); returns its last state. Deleting a
         namespace deletes what it contains first. ``uid``/``resource_version`` are
-        preconditions (409 when they do not hold)."""
+        preconditions (409 when they do not hold). With ``finalizers`` (an API DELETE), an
+        object whose ``metadata.finalizers`` is not empty is only marked
+        (``deletionTimestamp``, ``deletionGracePeriodSeconds: 0``) and returned as it now
+        is: it goes when an update removes its last finalizer (``_update_from``)."""
         rt = self.types.resource_type(key)
         with self._lock:
             entry = self._entry(key, namespace, name)
@@ -715,6 +752,13 @@ class Store:
                     f"Precondition failed: ResourceVersion in precondition: {resource_version}, ResourceVersion in object meta: {current['metadata']['resourceVersion']}",
                     rt.group,
                 )
+            if finalizers and current["metadata"].get("finalizers"):
+                if current["metadata"].get("deletionTimestamp"):
+                    return entry.thaw()  # already being deleted
+                marked = entry.thaw()
+                marked["metadata"]["deletionTimestamp"] = self.timestamp()
+                marked["metadata"]["deletionGracePeriodSeconds"] = 0
+                return self._commit(rt, "MODIFIED", marked, current).thaw()
             if rt.strategy.holds_namespace_content:
                 for other in self.types.stored_types():
                     if other.namespaced:

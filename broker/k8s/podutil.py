@@ -39,6 +39,17 @@ def is_active(pod: Obj) -> bool:
     return phase not in ("Succeeded", "Failed") and not is_terminating(pod)
 
 
+def disruption(pod: Obj) -> str:
+    """The reason of the pod's ``DisruptionTarget`` condition when True (``DeletionByPodGC``:
+    failed by the pod garbage collector, its work not done), else ``""``."""
+    conditions = (pod.get("status") or {}).get("conditions")
+    for cond in conditions if isinstance(conditions, list) else ():
+        if isinstance(cond, dict) and cond.get("type") == "DisruptionTarget":
+            if cond.get("status") == "True":
+                return str(cond.get("reason") or "DisruptionTarget")
+    return ""
+
+
 def ready_condition(pod: Obj) -> Obj | None:
     for cond in (pod.get("status") or {}).get("conditions") or ():
         if cond.get("type") == "Ready":

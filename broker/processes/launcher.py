@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -77,6 +79,7 @@ class Launcher:
         virtual: bool = True,
         import_hook: bool = True,
         seed: int = launch.DEFAULT_SEED,
+        profile_dir: Path | None = None,
     ) -> None:
         self.clock = clock
         self.facade = facade
@@ -88,6 +91,7 @@ class Launcher:
         self.virtual = virtual
         self.import_hook = import_hook
         self.seed = seed  # the run's: each process's is derived from it and its name
+        self.profile_dir = profile_dir  # --profile: each process writes its profile there
         self.processes: list[SchedulerProcess] = []
         # every process the schedulers start carries it, whatever session it moves to
         self.run_tag = proctree.new_tag()
@@ -98,6 +102,10 @@ class Launcher:
         # any exit before the simulation's end fails the run
         self.zero_exit_continues = True
         self._finished: set[str] = set()  # processes that ended with exit 0, run going on
+        # each process's own temporary directory, as a container's /tmp is its own: what
+        # a program leaves there (kubernetes.dynamic's discovery cache, keyed by the
+        # API's host:port) is never read by another process or run
+        self._tmp_root: Path | None = None
         if virtual:
             facade.tokens.add_first_request_listener(self._first_request)
 
@@ -120,6 +128,8 @@ class Launcher:
         env["KUBECONFIG"] = str(kubeconfig)
         env["PYTHONUNBUFFERED"] = "1"
         env[proctree.TAG_ENV] = self.run_tag
+        private_tmp = self._private_tmp(name)
+        env["TMPDIR"] = env["TMP"] = env["TEMP"] = str(private_tmp)
         if self.incluster_dir is not None:
             env.update(self.facade.write_incluster(self.incluster_dir.resolve() / name, name))
         # `python` is timewarp's interpreter in every mode (realtime ran PATH's: issue 27)
@@ -139,6 +149,8 @@ class Launcher:
                 freeze_unpatched=self.freeze_unpatched or parsed.freeze_unpatched,
                 seed=launch.process_seed(self.seed, name),
             )
+            if self.profile_dir is not None:
+                env[clockproto.ENV_PROFILE_DIR] = str(self.profile_dir.resolve())
             # one credential per process: its facade token also opens the clock
             env[clockproto.ENV_TOKEN] = self.clock.expect(name, token)
         proc = SchedulerProcess(name, argv, self.out_dir / f"{name}.log", kubeconfig)
@@ -163,6 +175,15 @@ class Launcher:
         self.processes.append(proc)
         threading.Thread(target=self._reap, args=(proc,), name=f"reap-{name}", daemon=True).start()
         return proc
+
+    def _private_tmp(self, name: str) -> Path:
+        """A fresh, empty temporary directory for the process ``name`` (removed with the
+        others by :meth:`stop_all`)."""
+        if self._tmp_root is None:
+            self._tmp_root = Path(tempfile.mkdtemp(prefix="timewarp-tmp-"))
+        path = self._tmp_root / name
+        path.mkdir()
+        return path
 
     def _first_request(self, name: str) -> None:
         """The facade's first request with ``name``'s token (a facade thread). A process
@@ -299,6 +320,8 @@ class Launcher:
                 proc.popen.wait()
         # what left the process groups (setsid, a daemon's double fork): found by its tag
         proctree.terminate_tagged(self.run_tag, grace_s)
+        if self._tmp_root is not None:
+            shutil.rmtree(self._tmp_root, ignore_errors=True)
 
 
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish"})

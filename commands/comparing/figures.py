@@ -1,12 +1,19 @@
 """The figures a comparison shows, which way is better, and how a group of replicates
-(runs of one configuration, e.g. over seeds) is summed up: its median, with the lowest
-and highest as the spread."""
+(runs of one configuration, e.g. a sweep point over its seeds) is summed up: its mean,
+with the spread over the runs — the sample standard deviation, the lowest and highest
+value, and how many runs gave one when some did not (``20.0 ± 10.0 [10.0–30.0]``).
+
+The best group on a figure is the one with the best mean. With replicates, a best whose
+range [lowest–highest] overlaps another group's is marked as within the spread (``(★)``:
+the seeds alone could have made the difference); one whose range is clear of every other
+group's gets ``★``, as a single run's best does."""
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
-from commands.comparing.runs import Run, first_divergence, inputs_of, percentile, seed_of
+from commands.comparing.runs import Run, first_divergence, inputs_of, seed_of
 
 
 @dataclass(frozen=True)
@@ -71,30 +78,55 @@ class Group:
         return out
 
     def summary(self, key: str, service: str | None = None) -> float | None:
-        return percentile(self.values(key, service), 50)
+        """The mean over the group's runs (None when no run has the figure)."""
+        values = self.values(key, service)
+        return statistics.fmean(values) if values else None
+
+
+BEST = "★ "  # the best mean, clear of every other group's range
+BEST_WITHIN_SPREAD = "(★) "  # the best mean, but its range overlaps another group's
 
 
 def cell(group: Group, figure: Figure, service: str | None = None) -> str:
+    """One group's figure: a run's value, or a group's mean ± σ [lowest–highest]; "n=k"
+    when only k of its runs have the figure."""
     values = group.values(figure.key, service)
     if not values:
         return "–"
-    middle = figure.fmt.format(percentile(values, 50))
-    if len(values) == 1 or min(values) == max(values):
-        return middle if len(values) == 1 else f"{middle} (×{len(values)})"
-    return f"{middle} [{figure.fmt.format(min(values))}–{figure.fmt.format(max(values))}]"
+    fmt = figure.fmt.format
+    if len(values) == 1:
+        text = fmt(values[0])
+    elif min(values) == max(values):
+        text = f"{fmt(values[0])} (×{len(values)})"
+    else:
+        mean, sd = statistics.fmean(values), statistics.stdev(values)
+        text = f"{fmt(mean)} ± {fmt(sd)} [{fmt(min(values))}–{fmt(max(values))}]"
+    if len(group.runs) > 1 and len(values) < len(group.runs):
+        text += f" n={len(values)}"
+    return text
 
 
-def best(groups: list[Group], figure: Figure, service: str | None = None) -> set[int]:
-    """The groups that are best on ``figure`` (none when all are equal or it has no
-    direction)."""
+def best(groups: list[Group], figure: Figure, service: str | None = None) -> dict[int, str]:
+    """The groups with the best mean on ``figure``, each with its mark (:data:`BEST`, or
+    :data:`BEST_WITHIN_SPREAD` when its range overlaps another group's); none when all
+    are equal or the figure has no direction."""
     if figure.better is None or len(groups) < 2:
-        return set()
+        return {}
     summaries = [g.summary(figure.key, service) for g in groups]
     known = [s for s in summaries if s is not None]
     if len(known) < 2 or min(known) == max(known):
-        return set()
-    target = min(known) if figure.better == "lower" else max(known)
-    return {i for i, s in enumerate(summaries) if s == target}
+        return {}
+    lower = figure.better == "lower"
+    target = min(known) if lower else max(known)
+    winners = {i for i, s in enumerate(summaries) if s == target}
+    ranges = [g.values(figure.key, service) for g in groups]
+    others = [r for j, r in enumerate(ranges) if r and j not in winners]
+    marks = {}
+    for i in sorted(winners):
+        worst = max(ranges[i]) if lower else min(ranges[i])
+        clear = all(worst < min(r) if lower else worst > max(r) for r in others)
+        marks[i] = BEST if clear else BEST_WITHIN_SPREAD
+    return marks
 
 
 def services_of(groups: list[Group]) -> list[str]:
@@ -131,7 +163,7 @@ def sameness(groups: list[Group]) -> dict[str, str]:
     seeds = [seed_of(r) for r in runs]
     if all(s is None for s in seeds):
         out["seeds"] = "none given (the runs' own defaults)"
-    elif len(runs) <= 6 and len(set(seeds)) > 1:
+    elif len(runs) <= 6 and len(set(seeds)) > 1 and all(len(g.runs) == 1 for g in groups):
         out["seeds"] = ", ".join(str(s) for s in seeds)
     else:
         out["seeds"] = _per_column(groups, lambda r: str(seed_of(r)))

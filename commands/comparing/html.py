@@ -2,7 +2,8 @@
 plots as PNG data URIs (nothing fetched: it opens offline, from a mail attachment), the
 sameness of inputs and seeds, and each run's manifest.
 
-Plots: the ECDFs of waiting time and slowdown, the share of nodes busy over time, each
+Plots: with replicates, the spread over seeds of the key figures (a dot per run, a bar at
+the mean); the ECDFs of waiting time and slowdown, the share of nodes busy over time, each
 node's load, and per service its Ready replicas, latency p99 and failed requests over
 time. Runs are told apart by colour *and* line style, and a series identical to an
 earlier one says so in the legend (it would otherwise hide under it). Times are shown in
@@ -15,9 +16,19 @@ import base64
 import html
 import io
 import json
+import statistics
 from typing import Any
 
-from commands.comparing.figures import Group, has_batch, sameness, services_of
+from commands.comparing.figures import (
+    BATCH,
+    BEST,
+    BEST_WITHIN_SPREAD,
+    SERVICE,
+    Group,
+    has_batch,
+    sameness,
+    services_of,
+)
 from commands.comparing.runs import Run
 from commands.comparing.table import rows
 from commands.timeaxis import time_unit
@@ -142,6 +153,52 @@ def _node_load(groups: list[Group]) -> str | None:
     return _png(fig)
 
 
+SPREAD_BATCH = ("makespan", "waiting_mean", "slowdown_mean")
+SPREAD_SERVICE = ("failed_share", "latency_p99", "replica_hours")
+
+
+def _spread(groups: list[Group]) -> str | None:
+    """With replicates: per key figure, each run's value as a dot and the group's mean as
+    a bar, one column per group — which is better, and by how much against the seeds."""
+    import matplotlib.pyplot as plt
+
+    if all(len(g.runs) < 2 for g in groups):
+        return None
+    wanted = [(f, None) for f in BATCH if f.key in SPREAD_BATCH]
+    wanted += [
+        (f, name) for name in services_of(groups) for f in SERVICE if f.key in SPREAD_SERVICE
+    ]
+    panels = [(f, svc) for f, svc in wanted if any(g.values(f.key, svc) for g in groups)]
+    if not panels:
+        return None
+    cols = min(3, len(panels))
+    rows_ = -(-len(panels) // cols)
+    longest = max(len(g.label) for g in groups)  # rotated tick labels take height
+    height = 2.6 + min(longest, 60) * 0.045
+    fig, axes = plt.subplots(rows_, cols, figsize=(4.2 * cols, height * rows_), squeeze=False,
+                             layout="constrained")  # fmt: skip
+    for ax, (figure, service) in zip(axes.flat, panels, strict=False):
+        for i, group in enumerate(groups):
+            values = group.values(figure.key, service)
+            if not values:
+                continue
+            colour = COLOURS[i % len(COLOURS)]
+            n = len(values)
+            xs = [i + (k - (n - 1) / 2) * min(0.5 / max(n, 1), 0.08) for k in range(n)]
+            ax.scatter(xs, values, color=colour, s=18, alpha=0.8, zorder=3)
+            ax.hlines(statistics.fmean(values), i - 0.3, i + 0.3, color=colour, linewidth=2.5)
+        ax.set_xticks(range(len(groups)), [g.label for g in groups], rotation=30, ha="right",
+                      fontsize=7)  # fmt: skip
+        where = f"{service}: " if service else ""
+        better = f" ({figure.better} is better)" if figure.better else ""
+        ax.set_title(f"{where}{figure.label}{better}", fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.set_visible(False)
+    fig.suptitle("Spread over seeds: a dot per run, a bar at the mean", fontsize=9)
+    return _png(fig)
+
+
 def _service_series(name: str, attr: str) -> Any:
     """run → (tick times, the service's ``attr`` per tick), or None without the service."""
 
@@ -161,7 +218,7 @@ def _horizon(groups: list[Group]) -> float:
 def plots(groups: list[Group]) -> list[tuple[str, str]]:
     """(caption, data URI) of every plot."""
     horizon = _horizon(groups)
-    out: list[tuple[str, str | None]] = []
+    out: list[tuple[str, str | None]] = [("Spread over seeds", _spread(groups))]
     if has_batch(groups):
         out.append(("Waiting time, ECDF", _ecdf(groups, "waiting", "Waiting time (ECDF)",
                                                 "waiting time (s)", True)))  # fmt: skip
@@ -189,6 +246,7 @@ td,th{border:1px solid #ccc;padding:3px 8px;text-align:right;font-variant-numeri
 td:first-child,th:first-child{text-align:left}
 tr.section td{background:#eef;font-weight:bold;text-align:left}
 td.best{background:#dfd;font-weight:bold}
+td.best.within{background:#effaef;font-weight:normal}
 figure{margin:0 0 1.5em}
 figure img{max-width:100%;border:1px solid #ddd}
 pre{background:#f6f6f6;padding:0.5em;overflow-x:auto;font-size:85%}
@@ -237,6 +295,16 @@ def _decisions(groups: list[Group]) -> list[str]:
     return out
 
 
+def _td(text: str) -> str:
+    esc = html.escape
+    if text.startswith(BEST):
+        return f'<td class="best">{esc(text[len(BEST) :])}</td>'
+    if text.startswith(BEST_WITHIN_SPREAD):
+        plain = esc(text[len(BEST_WITHIN_SPREAD) :])
+        return f'<td class="best within" title="best mean, within the spread">(★) {plain}</td>'
+    return f"<td>{esc(text)}</td>"
+
+
 def render(groups: list[Group], title: str) -> str:
     esc = html.escape
     parts = [
@@ -248,8 +316,10 @@ def render(groups: list[Group], title: str) -> str:
     ]
     if len(groups) > 1:
         parts.append(
-            "<p>Best value of each figure in green (for a group of runs: its median; the "
-            "spread is [lowest–highest]).</p>"
+            "<p>Best value of each figure in green. A group of runs (e.g. one configuration "
+            "over seeds) shows its mean ± σ [lowest–highest]; its best mean is pale green "
+            "with (★) when its range overlaps another column's (the seeds alone could have "
+            "made the difference).</p>"
         )
     header = "".join(f"<th>{esc(g.label)}{f' ({len(g.runs)} runs)' if len(g.runs) > 1 else ''}</th>"
                      for g in groups)  # fmt: skip
@@ -261,10 +331,7 @@ def render(groups: list[Group], title: str) -> str:
                 f'<tr class="section"><td colspan="{len(groups) + 1}">{esc(sec)}</td></tr>'
             )
             section = sec
-        tds = "".join(
-            f'<td class="best">{esc(c[2:])}</td>' if c.startswith("★ ") else f"<td>{esc(c)}</td>"
-            for c in cells
-        )
+        tds = "".join(_td(c) for c in cells)
         parts.append(f"<tr><td>{esc(label)}</td>{tds}</tr>")
     parts.append("</table>")
     parts.append('<h2>Inputs and seeds</h2><table id="sameness">')

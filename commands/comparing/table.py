@@ -1,5 +1,6 @@
-"""The terminal table of a comparison: one column per run (or group of replicates), the
-best value of each figure marked with ★, the run-cost figures apart from the results."""
+"""The terminal table of a comparison: one column per run (or group of replicates: mean
+± σ [lowest–highest]), the best value of each figure marked with ★ — (★) when the
+replicates' ranges overlap — the run-cost figures apart from the results."""
 
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ def rows(groups: list[Group]) -> list[tuple[str, str, list[str]]]:
             cells = [cell(g, figure, service) for g in groups]
             if all(c == "–" for c in cells):
                 continue
-            for i in best(groups, figure, service):
-                cells[i] = f"★ {cells[i]}"
+            for i, mark in best(groups, figure, service).items():
+                cells[i] = mark + cells[i]
             out.append((section, figure.label, cells))
 
     if has_batch(groups):
@@ -70,4 +71,11 @@ def print_table(groups: list[Group], stream: TextIO, title: str) -> None:
         for what, verdict in sameness(groups).items():
             print(f"{what}: {verdict}", file=stream)
     if len(groups) > 1:
-        print("★ best on the figure (median over a group's runs; [lowest–highest])", file=stream)
+        print(LEGEND if any(len(g.runs) > 1 for g in groups) else "★ best on the figure",
+              file=stream)  # fmt: skip
+
+
+LEGEND = (
+    "★ best on the figure (a group of runs: its mean ± σ [lowest–highest] over the runs); "
+    "(★) best mean, but within the spread: its range overlaps another column's"
+)

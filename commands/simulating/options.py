@@ -49,6 +49,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "docs/broker.md)",
     )
     parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="profile every scheduler process with cProfile: OUT/profile-<process>.prof "
+        "(python -m pstats FILE); slower, same outputs",
+    )
+    parser.add_argument(
         "--until",
         "--max-sim-time",
         dest="until",

@@ -192,6 +192,7 @@ class Simulation(SimulatorSide, Reporting):
             virtual=args.mode != "realtime",
             import_hook=not args.no_import_hook,
             seed=run_seed(args),
+            profile_dir=self.out if getattr(args, "profile", False) else None,
         )
         parts.launcher.zero_exit_continues = getattr(args, "scheduler_exit", "continue") == (
             "continue"
@@ -271,7 +272,9 @@ class Simulation(SimulatorSide, Reporting):
             annotations = (pod.get("metadata") or {}).get("annotations") or {}
             return str(annotations.get(JOB_ID_ANNOTATION, ""))
 
-        self.decisions = DecisionLog(lambda: clock.now_ns() / 1e9, clock.wall_epoch_ns(), job_id_of)
+        self.decisions = DecisionLog(
+            lambda: clock.now_ns() / 1e9, clock.wall_epoch_ns(), job_id_of, facade.store.types
+        )
         facade.store.add_listener(self.decisions.on_commit)
 
     def _watch_progress(self, parts: Wiring, progress: ProgressView) -> None:
@@ -334,9 +337,14 @@ class Simulation(SimulatorSide, Reporting):
             sim_code = self._stop_simulator(wait=result is not None and result.ok)
 
         if parts.launcher is not None:  # their CPU, before they are stopped
-            from commands.process_figures import sample_cpu
+            from commands.process_figures import add_runtime_share, sample_cpu
 
             self.process_cpu = sample_cpu(list(parts.launcher.processes))
+            if parts.clock is not None and parts.rt_clock is None:  # the runtime's cost
+                try:
+                    add_runtime_share(self.process_cpu, parts.clock.collect_figures())
+                except Exception as exc:  # figures only: never a reason to fail the run
+                    print(f"{self.prog}: runtime figures: {exc!r}", file=sys.stderr)
         steps = [
             ("schedulers", parts.launcher and parts.launcher.stop_all),
             ("simulator", stop_simulator),

@@ -1,10 +1,12 @@
 """Tables and plots of a sweep: ``runs.csv``, ``summary.csv``, ``plots/*.png``.
 
 ``runs.csv`` has one tidy row per run (factors, replicate, seed, status, error, metrics,
-resources). ``summary.csv`` has one row per point: for each metric the number of
-successful runs, the mean, the sample standard deviation σ (n-1) and the half-width of
-the 95 % confidence interval of the mean (Student's t, so small replicate counts are not
-flattered). Failed runs count in ``n_failed`` and never in the statistics.
+resources). ``summary.csv`` has one row per point — a configuration over its replicates
+(``seeds``: the seeds of its successful runs) — with, for each metric, the number of
+successful runs that have it (``<metric>_n``), the mean, the sample standard deviation σ
+(n-1), the half-width of the 95 % confidence interval of the mean (Student's t, so small
+replicate counts are not flattered) and the lowest and highest value: the spread over
+seeds. Failed runs count in ``n_failed`` and never in the statistics.
 
 Metrics are results (the batch figures, then per service ``<service>.<figure>``: requests,
 failed requests and their share, latency percentiles, highest replicas, replica-hours —
@@ -130,20 +132,27 @@ def summarise(
         summary["n_runs"] = len(members)
         summary["n_ok"] = len(ok)
         summary["n_failed"] = len(members) - len(ok)
+        summary["seeds"] = " ".join(str(r["seed"]) for r in ok)
         for metric in (*RESULT_METRICS, *services, *COST_METRICS):
             values = [float(r[metric]) for r in ok if r.get(metric, "") != ""]
             mean, sd, ci = mean_sd_ci(values) if values else (None, None, None)
+            summary[f"{metric}_n"] = len(values)
             summary[f"{metric}_mean"] = _fmt(mean)
             summary[f"{metric}_sd"] = _fmt(sd)
             summary[f"{metric}_ci95"] = _fmt(ci)
+            summary[f"{metric}_min"] = _fmt(min(values) if values else None)
+            summary[f"{metric}_max"] = _fmt(max(values) if values else None)
         out.append(summary)
     return out
 
 
+SUMMARY_STATS = ("_n", "_mean", "_sd", "_ci95", "_min", "_max")
+
+
 def summary_columns(factor_columns: list[str], services: Sequence[str] = ()) -> list[str]:
-    cols = [*factor_columns, "n_runs", "n_ok", "n_failed"]
+    cols = [*factor_columns, "n_runs", "n_ok", "n_failed", "seeds"]
     for metric in (*RESULT_METRICS, *services, *COST_METRICS):
-        cols += [f"{metric}_mean", f"{metric}_sd", f"{metric}_ci95"]
+        cols += [f"{metric}{stat}" for stat in SUMMARY_STATS]
     return cols
 
 

@@ -13,12 +13,14 @@ from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import ResourceNotFoundError
 from kubernetes.utils import parse_quantity
 
 from sample_schedulers.hpa import algorithm as alg
 
 log = logging.getLogger("hpa")
-SCALABLE = {  # scaleTargetRef kind -> (read scale, patch scale) on AppsV1Api
+SCALABLE = {  # apps kind -> (read scale, patch scale) on AppsV1Api; others: CustomObjectsApi
     "Deployment": ("read_namespaced_deployment_scale", "patch_namespaced_deployment_scale"),
     "ReplicaSet": ("read_namespaced_replica_set_scale", "patch_namespaced_replica_set_scale"),
     "StatefulSet": ("read_namespaced_stateful_set_scale", "patch_namespaced_stateful_set_scale"),
@@ -126,6 +128,17 @@ def pods_custom_metric(
     return out
 
 
+class ScaleNotFound(Exception):
+    """The scale target's kind has no ``scale`` subresource that discovery lists."""
+
+
+def _apps(ref: dict) -> bool:
+    """A target AppsV1Api scales (``apps/v1``, or no group given, as older HPAs wrote)."""
+    api_version = ref.get("apiVersion") or ""
+    group = api_version.split("/", 1)[0] if "/" in api_version else ""
+    return ref.get("kind") in SCALABLE and group in ("", "apps", "extensions")
+
+
 class HpaController:
     def __init__(self, api: client.ApiClient) -> None:
         self.core = client.CoreV1Api(api)
@@ -133,6 +146,8 @@ class HpaController:
         self.autoscaling = client.AutoscalingV2Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.memory: dict[tuple[str, str], alg.Normalizer] = {}
+        self.targets: dict[tuple[str, str], tuple[str, str, str]] = {}  # discovery, once
+        self.discovery: DynamicClient | None = None
 
     def sync_all(self) -> None:
         hpas = self.autoscaling.list_horizontal_pod_autoscaler_for_all_namespaces()
@@ -156,10 +171,11 @@ class HpaController:
         ref = spec["scaleTargetRef"]
         conditions: list[tuple[str, str, str, str]] = []
         status = self.autoscaling.api_client.sanitize_for_serialization(hpa.status) or {}
-        if ref.get("kind") not in SCALABLE:
+        try:
+            current, selector = self._read_scale(ref, ns)
+        except ScaleNotFound as exc:
             conditions.append(("AbleToScale", "False", "FailedGetScale",
-                               f"the HPA controller was unable to get the target's current scale: "
-                               f"no scale subresource for kind {ref.get('kind')!r} in this sample"))  # fmt: skip
+                               f"the HPA controller was unable to get the target's current scale: {exc}"))  # fmt: skip
             self._write_status(
                 hpa,
                 status,
@@ -170,11 +186,6 @@ class HpaController:
                 None,
             )
             return
-        read, patch = SCALABLE[ref["kind"]]
-        scale = getattr(self.apps, read)(ref["name"], ns)
-        current = scale.status.replicas if scale.status and scale.status.replicas is not None else 0
-        current = scale.spec.replicas if scale.spec.replicas is not None else current
-        selector = scale.status.selector if scale.status else None
         conditions.append(
             (
                 "AbleToScale",
@@ -215,7 +226,7 @@ class HpaController:
         rescale = desired != current
         last_scale = None
         if rescale:
-            getattr(self.apps, patch)(ref["name"], ns, {"spec": {"replicas": desired}})
+            self._patch_scale(ref, ns, desired)
             memory.record_scale(behavior, current, desired, now)
             last_scale = now
             message = f"New size: {desired}; reason: {reason}"
@@ -232,6 +243,60 @@ class HpaController:
             )
             self._event(hpa, "Normal", "SuccessfulRescale", message)
         self._write_status(hpa, status, current, desired, metric_statuses, conditions, last_scale)
+
+    def _read_scale(self, ref: dict, ns: str) -> tuple[int, str | None]:
+        """The target's ``scale`` (its ``spec.replicas``, else ``status.replicas``, and
+        ``status.selector``): an apps kind through AppsV1Api, any other kind through its
+        ``scale`` subresource, found by discovery (as the controller's scale client does)."""
+        if _apps(ref):
+            scale = getattr(self.apps, SCALABLE[ref["kind"]][0])(ref["name"], ns)
+            spec, status = scale.spec.replicas, scale.status
+            selector = status.selector if status else None
+            observed = status.replicas if status else None
+        else:
+            group, version, plural = self._custom_target(ref)
+            scale = self.custom.get_namespaced_custom_object_scale(
+                group, version, ns, plural, ref["name"]
+            )
+            spec = (scale.get("spec") or {}).get("replicas")
+            status = scale.get("status") or {}
+            selector, observed = status.get("selector"), status.get("replicas")
+        current = observed if observed is not None else 0
+        return (spec if spec is not None else current), selector
+
+    def _patch_scale(self, ref: dict, ns: str, replicas: int) -> None:
+        body = {"spec": {"replicas": replicas}}
+        if _apps(ref):
+            getattr(self.apps, SCALABLE[ref["kind"]][1])(ref["name"], ns, body)
+            return
+        group, version, plural = self._custom_target(ref)
+        self.custom.patch_namespaced_custom_object_scale(
+            group, version, ns, plural, ref["name"], body
+        )
+
+    def _custom_target(self, ref: dict) -> tuple[str, str, str]:
+        """(group, version, plural) of a scaleTargetRef outside apps: the kind's resource
+        in its group version's discovery document, which must list ``<plural>/scale``."""
+        api_version = ref.get("apiVersion") or ""
+        if "/" not in api_version:
+            raise ScaleNotFound(
+                f'no scale subresource for kind "{ref.get("kind")}" in "{api_version}"'
+            )
+        key = (api_version, ref.get("kind"))
+        if key not in self.targets:
+            if self.discovery is None:  # only for such targets: apps ones need none
+                self.discovery = DynamicClient(self.custom.api_client)
+            try:
+                resource = self.discovery.resources.get(api_version=api_version, kind=ref["kind"])
+            except ResourceNotFoundError:
+                resource = None
+            if resource is None or "scale" not in resource.subresources:
+                raise ScaleNotFound(
+                    f'no scale subresource for kind "{ref.get("kind")}" in "{api_version}"'
+                )
+            group, version = api_version.split("/", 1)
+            self.targets[key] = (group, version, resource.name)
+        return self.targets[key]
 
     def _compute(
         self, spec: dict, ns: str, selector: str | None, current: int, now: float

@@ -15,7 +15,7 @@ import os
 import sys
 import threading
 
-from timewarp._core import current
+from timewarp._core import current, selftime
 from timewarp._core import runtime as _runtime
 from timewarp._core.intercept.registry import MECHANISMS
 from timewarp.wire import clockproto
@@ -59,14 +59,25 @@ def activate_from_env() -> _runtime.Runtime | None:
             now_roundtrip=os.environ.get("TIMEWARP_NOW") == "roundtrip",
         )
         rt.adopt_main()
+        selftime.start_thread_profile()  # --profile: the main thread, from here on
         current.ACTIVE = rt
         client.start(rt)
         CLIENT = client
         current.on_deactivate(_forget_client)
         atexit.register(client.send_bye)
+        if selftime.profiling():  # a process that exits on its own writes its profile too
+            atexit.register(_write_profile_at_exit, name)
         for mechanism in MECHANISMS:
             mechanism.install(rt)
         return rt
+
+
+def _write_profile_at_exit(name: str) -> None:
+    selftime.stop_thread_profile()
+    try:
+        selftime.write_profile(name)
+    except Exception as exc:  # a profile is a bonus: never fail the program's exit
+        sys.stderr.write(f"timewarp: profile not written: {exc!r}\n")
 
 
 def _forget_client() -> None:

@@ -244,6 +244,11 @@ def _sending(orig, counts_return: bool):  # type: ignore[no-untyped-def]
                 tagged = tag_request(data)
                 if tagged is not None:
                     data = tagged
+        else:  # send: numbered too (websocket-client and raw-socket clients use it)
+            conn = _lookup(self)
+            tagged = tag_request(data) if conn is not None and conn.tls is None else None
+            if tagged is not None:
+                return _send_whole(orig, self, conn, tagged, memoryview(data).nbytes, args)
         _inner.active = True
         try:
             result = orig(self, data, *args, **kwargs)
@@ -256,6 +261,22 @@ def _sending(orig, counts_return: bool):  # type: ignore[no-untyped-def]
 
     wrapper.__wrapped__ = orig  # type: ignore[attr-defined]
     return wrapper
+
+
+def _send_whole(orig, sock, conn: _Conn, tagged: bytes, asked: int, args) -> int:  # type: ignore[no-untyped-def]
+    """A request head given to ``send``, numbered: sent whole (a part of the header the
+    caller never wrote could not be accounted to it), then reported as the caller's
+    ``asked`` bytes sent. The facade counts the bytes on the wire, header included."""
+    view = memoryview(tagged)
+    done = 0
+    _inner.active = True
+    try:
+        while done < len(tagged):
+            done += orig(sock, view[done:], *args)
+    finally:
+        _inner.active = False
+    conn.sent += len(tagged)
+    return asked
 
 
 def _ssl_object_read(orig):  # type: ignore[no-untyped-def]

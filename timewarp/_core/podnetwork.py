@@ -1,7 +1,7 @@
 """The simulated cluster's addresses are not on the real network.
 
-Nodes get addresses in ``10.0.0.0/8`` (``broker/cluster/cluster.py``), and pods their
-node's. A program that probes them (a health check of its pods, a scrape of a node's
+Nodes get addresses in ``10.0.0.0/8`` (``broker/cluster/cluster.py``), and pods theirs in
+its ``10.244.0.0/14`` (``broker/cluster/pod_network.py``). A program that probes them (a health check of its pods, a scrape of a node's
 kubelet) would otherwise send real packets to whatever machine answers for that private
 address where the simulation runs — or hang until a TCP timeout, in wall time. In a
 simulated process a connection to an address of the simulated cluster is refused at once

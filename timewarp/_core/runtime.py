@@ -43,6 +43,7 @@ from collections.abc import Callable
 from itertools import count
 from typing import Any
 
+from timewarp._core import selftime
 from timewarp.wire import clockproto
 
 WAITING, NOTIFIED, TIMEDOUT = 0, 1, 2
@@ -265,6 +266,7 @@ class Runtime:
             self.detached.discard(ts)  # back from its real wait
             self._poke()
 
+    @selftime.timed  # figures only (selftime.py)
     def yield_baton(self) -> None:
         """sleep(0): let every ready thread run once before continuing."""
         with self.lock:
@@ -276,6 +278,7 @@ class Runtime:
         ts.go.acquire()
 
     # ------------------------------------------------------------------- waits
+    @selftime.timed  # figures only (selftime.py)
     def park_locked(self, waiter: Waiter, deadline_ns: int | None, *, sync: bool = False) -> None:
         """Block the calling thread in a virtual wait. Called with ``lock`` held; returns
         with it held, once the waiter was woken and (if tracked) holds the baton again.
@@ -358,6 +361,7 @@ class Runtime:
             return waiter.state
 
     # ----------------------------------------------- selector waits (asyncio)
+    @selftime.timed  # figures only (selftime.py)
     def begin_external_wait(
         self,
         waiter: Waiter,
@@ -396,6 +400,7 @@ class Runtime:
             elif conns or real_io:
                 self._poke()
 
+    @selftime.timed  # figures only (selftime.py)
     def end_external_wait(self, waiter: Waiter) -> None:
         """The real wait returned: rejoin the baton queue (if nobody woke us, real I/O did)."""
         ts = waiter.ts
@@ -467,6 +472,7 @@ class Runtime:
             self._hand_off_locked()
 
     # ------------------------------------------------------------- facade I/O
+    @selftime.timed  # figures only (selftime.py)
     def begin_io_wait(self, port: int, sent: int, consumed: int, seq: int) -> int:
         """The calling thread is about to block in a real read of an API connection (free
         mode, or a thread outside the baton; a deterministic reader under the baton uses
@@ -490,6 +496,7 @@ class Runtime:
         with self.lock:
             return self.current().tracked
 
+    @selftime.timed  # figures only (selftime.py)
     def wait_io_release(self, conn: Any) -> None:
         """The calling thread read everything the broker let it read on ``conn`` (a
         ``_netio._Conn``): report ``[port, sent, consumed, seq]``, give up the baton and
@@ -504,6 +511,7 @@ class Runtime:
             self.io_gates[io_id] = _IoGate(ts, conn, waiter)
             self.park_locked(waiter, None)
 
+    @selftime.timed  # figures only (selftime.py)
     def end_io_wait(self, io_id: int) -> None:
         """The real read returned (data, EOF or error): run again."""
         with self.lock:

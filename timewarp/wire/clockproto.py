@@ -31,6 +31,10 @@ Runtime -> broker::
                                                            made a thread run without the
                                                            broker's go (deterministic mode:
                                                            a non-deterministic advance)
+    {"op":"figures","runtime_cpu_ns":41000000,"process_cpu_ns":820000000,"profile":""}
+                                                           the answer to report: what the
+                                                           runtime cost the process (figures
+                                                           only) and its --profile file
     {"op":"bye"}
 
 Broker -> runtime::
@@ -45,6 +49,7 @@ Broker -> runtime::
                                                            each may read up to that many bytes
                                                            (in all) on its connection
     {"op":"dump"}                                          send your threads' stacks
+    {"op":"report"}                                        the run is over: send figures
     {"op":"error","message":"..."}                         fatal: the runtime prints it and exits
 
 Invariants the broker relies on:
@@ -175,6 +180,7 @@ _TO_BROKER = {
         _int(m, "detached"),
     ),
     "stacks": lambda m: _str(m, "text"),
+    "figures": lambda m: (_int(m, "runtime_cpu_ns"), _int(m, "process_cpu_ns"), _str(m, "profile")),
     "woke": lambda m: _str(m, "cause"),
     "bye": lambda m: None,
 }
@@ -191,6 +197,7 @@ _TO_RUNTIME = {
     "time": lambda m: _int(m, "t"),
     "io": lambda m: (_rows(m, "ports", "port, bytes"), _int(m, "t")),
     "dump": lambda m: None,
+    "report": lambda m: None,
     "error": lambda m: _str(m, "message"),
 }
 
@@ -412,6 +419,19 @@ def dump() -> dict[str, Any]:
     return {"op": "dump"}
 
 
+def report() -> dict[str, Any]:
+    return {"op": "report"}
+
+
+def figures(runtime_cpu_ns: int, process_cpu_ns: int, profile: str) -> dict[str, Any]:
+    return {
+        "op": "figures",
+        "runtime_cpu_ns": runtime_cpu_ns,
+        "process_cpu_ns": process_cpu_ns,
+        "profile": profile,
+    }
+
+
 def error(message: str) -> dict[str, Any]:
     return {"op": "error", "message": message}
 
@@ -425,4 +445,5 @@ ENV_CONNECT_TIMEOUT = "TIMEWARP_CONNECT_TIMEOUT"  # seconds to wait for the welc
 ENV_FACADE = "TIMEWARP_FACADE"  # host:port of the API facade (I/O accounting)
 ENV_PATCH_MODULES = "TIMEWARP_PATCH_MODULES"  # comma-separated, for the import hook
 ENV_FREEZE_UNPATCHED = "TIMEWARP_FREEZE_UNPATCHED"  # "1": freezegun for unpatched modules
+ENV_PROFILE_DIR = "TIMEWARP_PROFILE_DIR"  # --profile: write profile-<name>.prof there
 ENV_SEED = "TIMEWARP_SEED"  # the process's seed (from the run's seed and its name): its entropy

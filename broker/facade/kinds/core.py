@@ -20,6 +20,7 @@ NODE = Struct(
             "NodeSpec",
             {
                 "podCIDR": STR,
+                "podCIDRs": ListOf(STR),
                 "unschedulable": BOOL,
                 "providerID": STR,
                 "taints": ListOf(Struct("Taint", {"key": STR, "value": STR, "effect": STR})),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 
-from timewarp._core import current
+from timewarp._core import current, selftime
 from timewarp._core import runtime as _runtime
 from timewarp._core.intercept.base import Mechanism
 
@@ -55,9 +55,11 @@ def _start(self: threading.Thread) -> None:
 
     def _tracked_run() -> None:
         rt.enter(ts)
+        selftime.start_thread_profile()  # --profile: each thread its own cProfile
         try:
             run()
         finally:
+            selftime.stop_thread_profile()
             rt.exit(ts)
 
     self.run = _tracked_run  # type: ignore[method-assign]
