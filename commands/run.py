@@ -269,7 +269,10 @@ def _run_and_tell(command: list[str], env: dict[str, str], exit_file: Path) -> i
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    write_text_atomically(exit_file, f"{code}\n")
+    try:
+        write_text_atomically(exit_file, f"{code}\n")
+    except OSError as exc:  # the broker's folder is gone: it no longer waits for this
+        print(f"timewarp run: cannot tell the broker the exit code: {exc}", file=sys.stderr)
     return exit_status(-code) if code < 0 else code
 
 
