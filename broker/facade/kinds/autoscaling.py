@@ -31,6 +31,7 @@ from broker.k8s import quantity
 from .. import errors
 from ..admission import INT32, INT64, META, QUANTITY, SELECTOR, STR, TIME, ListOf, Struct
 from ..selectors import format_selector
+from . import printers_workloads
 from .apps import invalid_from
 from .autoscaling_v1 import drop_round_trip
 from .base import Context, Obj, Strategy, TypeNames
@@ -524,6 +525,7 @@ class HorizontalPodAutoscalerStrategy(Strategy):
     emptied on create, the status validated on a status write."""
 
     schema = HPA
+    printer = printers_workloads.HPA
 
     def prepare_for_create(self, rt: TypeNames, obj: Obj, ctx: Context) -> None:
         _drop_round_trip(obj)
