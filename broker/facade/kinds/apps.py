@@ -29,7 +29,7 @@ import re
 from typing import Any
 
 from .. import admission, validation
-from ..admission import BOOL, INT32, INT64, META, SELECTOR, STR, TEMPLATE, ListOf, Struct
+from ..admission import BOOL, INT32, INT64, META, SELECTOR, STR, TEMPLATE, TIME, ListOf, Struct
 from ..errors import ApiError, invalid
 from ..selectors import COMMON_FIELDS, fields_at, selector_from_dict
 from . import printers_workloads
@@ -45,7 +45,9 @@ _PERCENT_MSG = (
 
 
 def _condition(kind: str, *times: str) -> Struct:
-    return Struct(kind, dict.fromkeys(("type", "status", "reason", "message", *times), STR))
+    fields = {**dict.fromkeys(("type", "status", "reason", "message"), STR),
+              **dict.fromkeys(times, TIME)}  # fmt: skip
+    return Struct(kind, fields, written=("type", "status"))
 
 
 REPLICA_SET_STATUS = Struct(
@@ -58,6 +60,7 @@ REPLICA_SET_STATUS = Struct(
         "observedGeneration": INT64,
         "conditions": ListOf(_condition("ReplicaSetCondition", "lastTransitionTime")),
     },
+    written=("replicas",),  # the one field of ReplicaSetStatus without omitempty
 )
 DEPLOYMENT_STATUS = Struct(
     "DeploymentStatus",
