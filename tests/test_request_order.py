@@ -187,6 +187,7 @@ def test_a_wall_clock_gap_is_counted_and_reported_as_a_non_deterministic_advance
     import socket
     from types import SimpleNamespace
 
+    from broker.controllers.registry import TERMINATED_POD_GC
     from broker.drivers.engine import Broker
     from commands import report
 
@@ -201,7 +202,9 @@ def test_a_wall_clock_gap_is_counted_and_reported_as_a_non_deterministic_advance
     assert facade.request_order_causes == [order]
     stall = "stall guard at t=1.000000000 s: 'sched' not in a virtual wait"
     broker = SimpleNamespace(
-        cluster=SimpleNamespace(stats=SimpleNamespace()),
+        cluster=SimpleNamespace(
+            stats=SimpleNamespace(), controllers={TERMINATED_POD_GC: SimpleNamespace(collected=0)}
+        ),
         clock=SimpleNamespace(
             stall=SimpleNamespace(nondeterministic_causes=[stall]), fires=0, now_ns=0
         ),

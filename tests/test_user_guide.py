@@ -10,9 +10,11 @@ fails the test, with its output.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -90,11 +92,8 @@ def test_every_command_of_the_user_guide_runs_as_written(tmp_path, subprocess_en
     ]
     # the bash blocks in order, as one session (`source .venv/bin/activate` serves them all)
     script = "set -euxo pipefail\n" + "".join(code for kind, code in found if kind == "bash")
-    proc = subprocess.run(
-        ["bash", "-c", script], cwd=where, env=subprocess_env, capture_output=True, text=True,
-        timeout=1200,
-    )  # fmt: skip
-    assert proc.returncode == 0, f"a command failed (set -x trace):\n{proc.stderr[-5000:]}"
+    code, stderr = run_session(script, where, subprocess_env, timeout=1200)
+    assert code == 0, f"a command failed (set -x trace):\n{stderr[-5000:]}"
     for code in (code for kind, code in found if kind == "python"):
         proc = subprocess.run(
             [sys.executable, "-c", code], cwd=where, env=subprocess_env, capture_output=True,
@@ -103,6 +102,26 @@ def test_every_command_of_the_user_guide_runs_as_written(tmp_path, subprocess_en
         assert proc.returncode == 0, f"python block failed:\n{code}\n{proc.stderr[-3000:]}"
     for code in (code for kind, code in found if kind == "terminals"):
         run_terminals(commands(code), where, subprocess_env)
+
+
+def run_session(script: str, where: Path, env: dict, timeout: float) -> tuple[int, str]:
+    """``script`` in one bash, in its own process group, killed whole when it is over: a
+    command the guide starts in the background (`... &`) and a failed line left running
+    (a paused run never resumed) must not keep the pipes open — the test would wait on
+    them for ever instead of reporting the line that failed."""
+    log = where.parent / "guide-session.log"  # a file, not a pipe: nothing to drain
+    with open(log, "w") as err:
+        proc = subprocess.Popen(
+            ["bash", "-c", script], cwd=where, env=env, stdout=subprocess.DEVNULL,
+            stderr=err, start_new_session=True,
+        )  # fmt: skip
+        try:
+            code = proc.wait(timeout)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return code, log.read_text(errors="replace")
 
 
 def run_terminals(lines: list[str], where: Path, env: dict) -> None:
