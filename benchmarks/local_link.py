@@ -80,8 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     ratio_cpu = medians["inproc"][0] / medians["local"][0]
     ratio_wall = medians["inproc"][1] / medians["local"][1]
     saved = (medians["inproc"][0] - medians["local"][0]) / messages * 1e6
-    print(f"inproc / local: CPU {ratio_cpu:.2f}x, wall {ratio_wall:.2f}x; CPU saved per message "
-          f"{saved:.0f} µs ({messages} messages)")
+    print(
+        f"inproc / local: CPU {ratio_cpu:.2f}x, wall {ratio_wall:.2f}x; CPU saved per message "
+        f"{saved:.0f} µs ({messages} messages)"
+    )
     return 0
 
 

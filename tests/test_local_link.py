@@ -26,9 +26,7 @@ def scenario(seed: int) -> tuple[list[dict], dict]:
     jobs, t = [], 0.0
     for i in range(rng.randint(8, 20)):
         t += rng.choice((0, 0, 0.5, 1, 3.25))
-        jobs.append(
-            {"id": str(i), "subtime": t, "res": 1, "profile": f"p{i % 3}"}
-        )
+        jobs.append({"id": str(i), "subtime": t, "res": 1, "profile": f"p{i % 3}"})
     return jobs, profiles
 
 
