@@ -88,6 +88,7 @@ def summarise(
         "dynamic_jobs",
         "pods_outside_batsim",
         "pods_deferred",
+        "pods_garbage_collected",
         "kills",
         "bindings",
         "nondeterministic_advances",
@@ -113,13 +114,19 @@ _LABELS = [
     ("dynamic_jobs", "jobs made by controllers (dynamic)", "{}"),
     ("pods_outside_batsim", "pods outside Batsim (run until deleted)", "{}"),
     ("pods_deferred", "pods wanted, never created (500 per 25 s: CreationsDeferred)", "{:,}"),
+    ("pods_garbage_collected", "terminated pods deleted (--terminated-pod-gc-threshold)", "{:,}"),
     ("rejected_by_kubelet", "pods refused by the kubelet (over-allocation)", "{}"),
     ("nondeterministic_advances", "non-deterministic advances", "{}"),
     ("seed", "seed (--seed: entropy and hash order)", "{}"),
 ]
 
 
-_ONLY_IF_NONZERO = {"dynamic_jobs", "pods_outside_batsim", "pods_deferred"}
+_ONLY_IF_NONZERO = {
+    "dynamic_jobs",
+    "pods_outside_batsim",
+    "pods_deferred",
+    "pods_garbage_collected",
+}
 
 
 def _outputs_row(figures: dict[str, Any]) -> str:

@@ -71,6 +71,9 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     total_jobs = sum(len(w.jobs) for w in workloads)
     node_names = [host.name for host in platform.compute]
+    # the simulator reads the workloads itself: the checked copies (every job, ~1 KiB
+    # each) are not kept for the length of the run
+    del workloads
 
     def run_into(folder: Path) -> int:
         simulation = Simulation(args, folder, total_jobs, node_names, services, declared)

@@ -103,6 +103,7 @@ def test_incremental_metrics_equal_a_full_recomputation(ops):
     reference = FullRecompute()
     cluster.begin(_begin(NODES))
     submitted: list[str] = []
+    records = {}  # job id -> its JobPod (an ended job leaves cluster.jobs)
 
     def refresh(forced: bool = False) -> None:
         cluster.refresh_metrics()
@@ -115,10 +116,11 @@ def test_incremental_metrics_equal_a_full_recomputation(ops):
             job_id = f"w!{len(submitted)}"
             cluster.submit(p.JobSubmitted(job_id, {"id": job_id, "profile": op[1]}))
             submitted.append(job_id)
+            records[job_id] = cluster.jobs[job_id]
             if op[0] == "start":  # submitted and bound at once
                 op = ("bind", len(submitted) - 1, op[2])
         if op[0] in ("bind", "complete", "delete") and submitted:
-            jp = cluster.jobs[submitted[op[1] % len(submitted)]]
+            jp = records[submitted[op[1] % len(submitted)]]
             if op[0] == "bind" and jp.state == "pending":
                 node = f"node-{op[2]}"
                 facade.store.bind(jp.namespace, jp.name, node)
@@ -141,7 +143,10 @@ def test_incremental_metrics_equal_a_full_recomputation(ops):
         elif op[0] == "refresh":
             refresh()
     cluster.all_submitted = True
-    assert cluster.all_done() == all(j.state in ("done", "rejected") for j in cluster.jobs.values())
+    assert cluster.all_done() == all(j.state in ("done", "rejected") for j in records.values())
+    assert set(cluster.jobs) == {
+        i for i, j in records.items() if j.state not in ("done", "rejected")
+    }
 
 
 def test_all_done_follows_jobs_finishing_in_any_order():
@@ -173,7 +178,7 @@ def test_all_done_follows_jobs_finishing_in_any_order():
     cluster.inbox.on_remove(jp.namespace, jp.name)
     facade.store.delete("pods", jp.namespace, jp.name)
     cluster.process()
-    assert cluster.jobs["w!0"].state == "rejected"
+    assert jp.state == "rejected" and "w!0" not in cluster.jobs  # ended: forgotten
     assert not cluster.all_done()
     run("w!1")
     finish("w!1")

@@ -16,6 +16,7 @@ from broker.controllers.deployment import DeploymentController
 from broker.controllers.job import JobController
 from broker.controllers.podgc import PodGCController
 from broker.controllers.replicaset import ReplicaSetController
+from broker.controllers.terminated_gc import TerminatedPodGC
 from broker.drivers.inprocess import InProcessRun
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,6 +30,7 @@ def test_the_registry_lists_the_controllers_in_their_order_of_reconciliation():
         ("deployment-controller", DeploymentController),
         ("replicaset-controller", ReplicaSetController),
         ("pod-garbage-collector-controller", PodGCController),
+        (registry.TERMINATED_POD_GC, TerminatedPodGC),  # after those that count ended pods
     ]
 
 

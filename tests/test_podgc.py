@@ -202,8 +202,8 @@ def test_a_retired_nodes_bare_pods_are_collected_in_a_simulation(tmp_path, subpr
     assert r.returncode == 0, r.stderr[-4000:]
     assert (out / "scheduler-1.log").read_text().splitlines() == [
         "cordoned n000",
-        "evicted default/w0-210",
-        "not evicting default/w0-212: no controller would re-create it",
+        "evicted default/w0.0",
+        "not evicting default/w0.2: no controller would re-create it",
         "deleted node n000",
         "no pod left on n000 after 45s",  # polled every 5 s: gone at 140
     ]
@@ -212,7 +212,7 @@ def test_a_retired_nodes_bare_pods_are_collected_in_a_simulation(tmp_path, subpr
             (r["time"], r["actor"], r["action"], r["name"], r["detail"])
             for r in csv.DictReader(handle)
         ]
-    assert ("140", "kube-controller-manager", "delete", "w0-212", "DeletionByPodGC") in rows
+    assert ("140", "kube-controller-manager", "delete", "w0.2", "DeletionByPodGC") in rows
     with open(out / "out_jobs.csv", newline="") as handle:
         jobs_out = {
             r["job_id"]: (r["final_state"], r["finish_time"]) for r in csv.DictReader(handle)

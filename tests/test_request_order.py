@@ -31,6 +31,8 @@ def test_the_runtime_numbers_the_first_chunk_of_each_request():
     assert int(again.split(b"\r\n")[1].split(b".")[1]) == int(value.split(b".")[1]) + 1
     assert netio.tag_request(b'{"kind": "Binding"}') is None  # a body, not a request
     assert netio.tag_request(b"GET /x HTTP/1.1") is None  # no complete request line
+    # numbered once: an event loop's transport tags its write, then hands it to send()
+    assert netio.tag_request(tagged) is None
 
 
 def test_requests_are_handled_in_their_process_order_whatever_the_arrival():

@@ -95,6 +95,7 @@ class Cluster(ClusterState):
         self.pod_ops = ControllerPods(self, self.dynamic, self.kubelet)
         store, clock = self.facade.store, self.facade.clock
         self.controllers = registry.build(store, clock, self.pod_ops)
+        self.controllers[registry.TERMINATED_POD_GC].threshold = self.terminated_pod_gc_threshold
         self.last_actors: list[str] | None = None  # see process()
         self.inbox = FacadeInbox(self, self.kubelet, self)
 
@@ -129,7 +130,7 @@ class Cluster(ClusterState):
         """JOB_SUBMITTED: the job becomes a Pending pod (shaped from the job and its
         profile, owned by its workload ReplicaSet if it names one), tracked as a
         :class:`~broker.cluster.state.JobPod` until its job ends."""
-        if data.job_id in self.jobs:
+        if self.job_id_taken(data.job_id):
             return  # a job we registered, acknowledged (--acknowledge-dynamic-jobs)
         job = data.job
         workload = data.job_id.split("!", 1)[0]
@@ -157,6 +158,7 @@ class Cluster(ClusterState):
         killed = jp.state == "killed"
         jp.state = "done"
         self.dynamic.close(jp)
+        self.retire(jp)
         self.stats.jobs_done += 1
         pods = self.kubelet.store  # a malformed pod status reads as absent
         if killed or pods.get_or_none("pods", jp.namespace, jp.name) is None:

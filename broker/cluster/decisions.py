@@ -22,11 +22,13 @@ it needs nothing from the cluster model.
 from __future__ import annotations
 
 import csv
+import shutil
+import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from broker.cluster import kubelet_admission as admission
 from broker.facade import acting
@@ -45,6 +47,7 @@ COLUMNS = (
 GPU = "nvidia.com/gpu"
 CONTROLLERS = "kube-controller-manager"
 _ENDED = ("Succeeded", "Failed")
+SPILL_ROWS = 256  # rows kept in memory at most (~0.5 KiB each)
 _WORKLOADS = {"deployments.apps": "Deployment", "replicasets.apps": "ReplicaSet"}
 
 
@@ -94,7 +97,10 @@ class DecisionLog:
         self.types = types
         self.epoch_ns = epoch_ns
         self.job_id_of = job_id_of  # pod -> its Batsim job id ("" if none)
+        # the latest rows; earlier ones wait in a temporary file (SPILL_ROWS at a time),
+        # so that a long run's log costs no memory per pod
         self.rows: list[tuple[str, ...]] = []
+        self._spill: IO[str] | None = None
         self._nodes: dict[str, _Node] = {}
         self._placed: dict[tuple[str, str], tuple[str, dict[str, int]]] = {}  # pod -> node
         self._replicas: dict[tuple[str, str, str], int] = {}
@@ -131,6 +137,11 @@ class DecisionLog:
             **{k: str(v) for k, v in extra.items()},
         }
         self.rows.append(tuple(values.get(column, "") for column in COLUMNS))
+        if len(self.rows) >= SPILL_ROWS:
+            if self._spill is None:
+                self._spill = tempfile.TemporaryFile("w+", newline="", encoding="utf-8")
+            csv.writer(self._spill, lineterminator="\n").writerows(self.rows)
+            self.rows = []
 
     def _node(self, event: str, obj: dict[str, Any]) -> None:
         name = (obj.get("metadata") or {}).get("name") or ""
@@ -319,7 +330,11 @@ class DecisionLog:
     def write(self, path: Path) -> None:
         with self._lock:
             rows = list(self.rows)
-        with open(path, "w", newline="") as handle:
-            writer = csv.writer(handle, lineterminator="\n")
-            writer.writerow(COLUMNS)
-            writer.writerows(rows)
+            with open(path, "w", newline="", encoding="utf-8") as handle:
+                writer = csv.writer(handle, lineterminator="\n")
+                writer.writerow(COLUMNS)
+                if self._spill is not None:
+                    self._spill.seek(0)
+                    shutil.copyfileobj(self._spill, handle)
+                    self._spill.seek(0, 2)  # later rows go on at the end
+                writer.writerows(rows)

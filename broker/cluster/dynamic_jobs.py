@@ -76,7 +76,7 @@ class DynamicJobs:
         namespace, name = meta.get("namespace", "default"), meta["name"]
         occurrence = 1
         job_id = naming.api_pod_job_id(namespace, name)
-        while job_id in state.jobs:  # an earlier pod of this name (a name is free once gone)
+        while state.job_id_taken(job_id):  # an earlier pod of this name (a name is free once gone)
             occurrence += 1
             job_id = naming.api_pod_job_id(namespace, name, occurrence)
         profile = f"delay-{duration:.15g}"

@@ -167,6 +167,7 @@ class KubeletModel:
             return
         self.release(jp)
         jp.state, jp.service_over = "done", False
+        self.state.retire(jp)
         store = self.store
         stamp = store.timestamp()
         store.update(
@@ -221,6 +222,7 @@ class KubeletModel:
             if jp.job_id:
                 self.dynamic.close(jp)
                 state.decisions.append(p.RejectJob(jp.job_id))
+                state.retire(jp)
 
     def _track_running(self, namespace: str, pod_name: str, jp: JobPod, node: NodeInfo) -> None:
         """A pod whose containers run (its resources were taken at admission): its Batsim
@@ -286,6 +288,7 @@ class KubeletModel:
             jp.state = "rejected"
             self.dynamic.close(jp)
             state.decisions.append(p.RejectJob(jp.job_id))
+            state.retire(jp)
 
 
 def _host_network(pod: Obj) -> bool:

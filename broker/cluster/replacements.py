@@ -156,7 +156,7 @@ class WorkloadReplicaSets:
         original = naming.original_job_id(jp.job_id)
         count = self._replacements.get(original, 0)
         new_id = ""
-        while not new_id or new_id in self.state.jobs:
+        while not new_id or self.state.job_id_taken(new_id):
             count += 1
             new_id = naming.replacement_job_id(original, count)
         self._replacements[original] = count

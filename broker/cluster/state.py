@@ -16,6 +16,7 @@ from typing import Any
 from broker.cluster import kubelet_admission as admission
 from broker.cluster.pod_network import PodNetwork
 from broker.cluster.traffic_driver import TrafficDriver
+from broker.controllers.terminated_gc import DEFAULT_THRESHOLD
 from broker.facade import Facade
 
 JOB_ID_ANNOTATION = "timewarp.io/job-id"
@@ -121,6 +122,24 @@ class ClusterState:
     registration_finished: bool = False
     decisions: list[Any] = field(default_factory=list)  # for Batsim, in order
     pod_network: PodNetwork = field(default_factory=PodNetwork)  # pod CIDRs and addresses
+    # kube-controller-manager's --terminated-pod-gc-threshold (0: off)
+    terminated_pod_gc_threshold: int = DEFAULT_THRESHOLD
+
+    # the ids of Batsim jobs that ended (their JobPods leave ``jobs``): an id is never
+    # reused for another job (a dynamic job's, a replacement's)
+    ended_job_ids: set[str] = field(default_factory=set)
+
+    def retire(self, jp: JobPod) -> None:
+        """``jp``'s Batsim job ended for good (done or rejected): ``jobs`` forgets it, so
+        that what the cluster holds does not grow with every job that ever ran (the pod's
+        record stays in ``pods`` while the pod exists)."""
+        if jp.job_id and self.jobs.get(jp.job_id) is jp:
+            del self.jobs[jp.job_id]
+            self.ended_job_ids.add(jp.job_id)
+
+    def job_id_taken(self, job_id: str) -> bool:
+        """Whether a Batsim job of this id exists or existed."""
+        return job_id in self.jobs or job_id in self.ended_job_ids
 
     def can_register(self) -> bool:
         """Whether a dynamic job may still be registered (REGISTER_JOB)."""

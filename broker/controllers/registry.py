@@ -21,14 +21,19 @@ from broker.controllers.deployment import DeploymentController
 from broker.controllers.job import JobController
 from broker.controllers.podgc import PodGCController
 from broker.controllers.replicaset import ReplicaSetController
+from broker.controllers.terminated_gc import TerminatedPodGC
 from broker.facade.store import Store
 
+# kube-controller-manager's PodGC, its terminated-pod half (broker/controllers/terminated_gc.py)
+TERMINATED_POD_GC = "pod-garbage-collector-terminated"
 # name (kube-controller-manager's) -> the controller's class
 CONTROLLERS: dict[str, type[KeyedController[Any]]] = {
     "job-controller": JobController,
     "deployment-controller": DeploymentController,
     "replicaset-controller": ReplicaSetController,
     "pod-garbage-collector-controller": PodGCController,
+    # after the controllers that count terminated pods: they counted a pod when it ended
+    TERMINATED_POD_GC: TerminatedPodGC,
 }
 
 

@@ -39,6 +39,8 @@ from broker.clock.service import ClockService, ClockStall
 from broker.cluster.cluster import Cluster
 from broker.cluster.declared import create_declared
 from broker.cluster.traffic_driver import TrafficDriver
+from broker.controllers.registry import TERMINATED_POD_GC
+from broker.controllers.terminated_gc import DEFAULT_THRESHOLD
 from broker.facade import Facade
 from broker.processes.launcher import Launcher, SchedulerFailed
 from simulator import local_link
@@ -90,6 +92,7 @@ class Broker:
         batsim_timeout_s: float | None = None,
         services: Sequence[ServiceSpec] = (),
         declared: Sequence[tuple[str, dict]] = (),
+        terminated_pod_gc_threshold: int = DEFAULT_THRESHOLD,
     ) -> None:
         self.clock = clock
         # the CRDs and custom resources the workloads declare (checked), created at
@@ -102,7 +105,9 @@ class Broker:
         self.batsim_timeout_s = batsim_timeout_s
         self.ended = False  # SIMULATION_ENDS answered: the simulator may exit now
         self._simulator_exit: str | None = None
-        self.cluster = Cluster(facade, lambda: clock.now_ns)
+        self.cluster = Cluster(
+            facade, lambda: clock.now_ns, terminated_pod_gc_threshold=terminated_pod_gc_threshold
+        )
         # the workload's services with traffic (docs/services.md)
         self.services = TrafficDriver(services, facade.store, facade.clock) if services else None
         self.cluster.services = self.services
@@ -364,6 +369,9 @@ class Broker:
         if causes:
             stats["nondeterministic_causes"] = causes
         stats["timer_fires"] = self.clock.fires
+        collected = self.cluster.controllers[TERMINATED_POD_GC].collected
+        if collected:  # terminated pods deleted past --terminated-pod-gc-threshold
+            stats["pods_garbage_collected"] = collected
         return BrokerResult(ok, reason, self.progress.messages, self.clock.now_ns / 1e9, stats)
 
     def close(self) -> None:

@@ -136,7 +136,11 @@ class RealtimeBroker(Broker):
             raise ValueError("the real-time step must be positive")
         self.rt_clock = rt_clock
         self.step_ns = step_ns
-        self.cluster = Cluster(self.facade, rt_clock.now_ns)
+        self.cluster = Cluster(
+            self.facade,
+            rt_clock.now_ns,
+            terminated_pod_gc_threshold=self.cluster.terminated_pod_gc_threshold,
+        )
         self.cluster.services = self.services
         self._calls: list[float] = []  # CALL_ME_LATER times sent, not yet come back (sorted)
         self.settle_s = 0.2

@@ -53,12 +53,71 @@ HISTORY_BYTES = 64 * 1024 * 1024
 _log = logging.getLogger(__name__)
 
 
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+# json.dumps(obj, separators=(",", ":"), ensure_ascii=False), made once: dumps builds a
+# JSONEncoder and its C encoder at every call, a third of the cost of a pod's encoding.
+# No circular check (markers None): what the store holds is a tree.
+_encode = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+    None, _not_json, json.encoder.encode_basestring, None, ":", ",", False, False, True
+) if json.encoder.c_make_encoder is not None else None  # type: ignore[attr-defined]  # fmt: skip
+
+
 def _dumps(obj: Any) -> bytes:
-    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    if _encode is not None and isinstance(obj, (dict, list)):
+        text = "".join(_encode(obj, 0))
+    else:
+        text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
     try:
         return text.encode()
     except UnicodeEncodeError:  # a lone surrogate (from a "\ud800" escape): keep it escaped
         return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _share(new: Any, old: Any) -> Any:
+    """``new`` (a broker-edited :func:`_clone` of the stored ``old``) as it is stored:
+    each part equal to ``old``'s is ``old``'s own (stored objects are never changed, so
+    versions may share them), every other part canonical (a private copy of JSON values,
+    strings interned). Equal as ``new != current`` in :meth:`Store.update` counts it."""
+    if type(new) is dict and type(old) is dict:
+        return old if new == old else _share_items(new, old)
+    if type(new) is list and type(old) is list and len(new) == len(old):
+        return old if new == old else [_share(a, b) for a, b in zip(new, old, strict=True)]
+    return canonical(new)
+
+
+def _share_items(new: Obj, old: Obj) -> Obj:
+    """A new dict of ``new``'s items, each :func:`_share`'d with ``old``'s of that key
+    (a key ``old`` lacks is checked: JSON keys are strings)."""
+    return {
+        k: _share(v, old[k]) if k in old else canonical(v) if type(k) is str else _bad_key(k)
+        for k, v in new.items()
+    }
+
+
+def _bad_key(key: Any) -> Any:
+    raise TypeError(f"non-string key {key!r}")
+
+
+def _stored_edit(new: Obj, old: Obj) -> Obj:
+    """:func:`_share` for a whole object: its top level and its metadata are its own
+    (the commit writes ``metadata.resourceVersion`` in place)."""
+    out = _share_items(new, old)
+    out["metadata"] = _share_items(new["metadata"], old["metadata"])
+    return out
+
+
+def _clone(value: Any) -> Any:
+    """A mutable copy of a stored object that shares its strings (interned by
+    :func:`canonical` when it was stored): what a broker-side write edits. Quicker than
+    decoding its encoding and canonicalising the result again."""
+    if type(value) is dict:
+        return {k: _clone(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_clone(v) for v in value]
+    return value
 
 
 def _thaw(obj: Obj) -> Obj:
@@ -662,12 +721,15 @@ class Store:
     ) -> Obj | None:
         """Atomic read-modify-write for the broker: ``mutate`` gets a copy of the object
         (under the store lock) and edits it in place; the whole object (spec, status,
-        nodeName) is written as edited. Returns the stored copy (None with ``copy=False``)."""
+        nodeName) is written as edited. Returns the stored copy (None with ``copy=False``).
+
+        Only what ``mutate`` changed is canonicalised again (a value JSON cannot encode:
+        400, nothing stored); the rest is shared with the stored version."""
         rt = self.types.resource_type(key)
         with self._lock:
             entry = self._entry(key, namespace, name)
             current = entry.obj
-            new = entry.thaw()
+            new = _clone(current)
             mutate(new)
             if _key_of(new) != _key_of(current):
                 raise ValueError(
@@ -677,7 +739,7 @@ class Store:
             new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
             if new != current:
                 try:
-                    new = canonical(new)
+                    new = _stored_edit(new, current)
                 except TypeError as exc:
                     raise errors.bad_request(f"{rt.kind} is not JSON-serialisable: {exc}") from None
                 entry = self._commit(rt, "MODIFIED", new, current)
@@ -715,7 +777,7 @@ class Store:
                 raise errors.conflict(
                     "pods", name, "pod is being deleted, cannot be assigned to a host"
                 )
-            new = entry.thaw()
+            new = _clone(current)
             new["spec"]["nodeName"] = node_name
             status = new.setdefault("status", {})
             conditions = [
@@ -731,7 +793,7 @@ class Store:
             )
             status["conditions"] = conditions
             entry = self._commit(
-                self.types.resource_type("pods"), "MODIFIED", canonical(new), current
+                self.types.resource_type("pods"), "MODIFIED", _stored_edit(new, current), current
             )
             return entry.thaw() if copy else None
 

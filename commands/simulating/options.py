@@ -34,6 +34,21 @@ def sim_duration(text: str) -> float:
     return value
 
 
+# kube-controller-manager's default, as broker/controllers/terminated_gc.py's
+# DEFAULT_THRESHOLD (not imported: the broker loads only once a run starts)
+TERMINATED_POD_GC_THRESHOLD = 12_500
+
+
+def _gc_threshold(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number of pods >= 0, got {text!r}")
+    return value
+
+
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of a run that ``simulate`` and ``broker`` share: virtual time and
     rewriting, the mode, when to stop or warn, the schedulers' folder, plots, -q."""
@@ -87,6 +102,16 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         default="stop",
         help="once every job was submitted, a no-progress report stops the run with partial "
         "outputs and exit status 4 (stop, the default), or only warns (warn)",
+    )
+    parser.add_argument(
+        "--terminated-pod-gc-threshold",
+        type=_gc_threshold,
+        default=TERMINATED_POD_GC_THRESHOLD,
+        metavar="N",
+        help="as kube-controller-manager's: once more than N pods have terminated "
+        "(Succeeded or Failed), the oldest beyond N are deleted, every 20 s of simulated "
+        f"time (0: never; default {TERMINATED_POD_GC_THRESHOLD:,}). The outputs do not "
+        "change; the broker's memory stays flat in the number of pods that ended",
     )
     add_mode_arguments(parser)
     add_pacing_arguments(parser)

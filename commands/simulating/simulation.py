@@ -15,7 +15,7 @@ import traceback
 from pathlib import Path
 
 from commands.services_report import SERVICES_CSV
-from commands.simulating.options import run_seed
+from commands.simulating.options import TERMINATED_POD_GC_THRESHOLD, run_seed
 from commands.simulating.outputs import (
     DECISIONS_CSV,
     OBSERVER_KUBECONFIG,
@@ -242,6 +242,9 @@ class Simulation(SimulatorSide, Reporting):
             rt_clock=parts.rt_clock,
             services=self.services,
             declared=self.declared,
+            terminated_pod_gc_threshold=getattr(
+                args, "terminated_pod_gc_threshold", TERMINATED_POD_GC_THRESHOLD
+            ),
         )
         self._watch_progress(parts, progress)
         if args.mode == "deterministic":

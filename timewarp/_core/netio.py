@@ -56,6 +56,7 @@ _REQUEST_LINE = re.compile(
     rb"(?:GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) [^ \r\n]+ HTTP/1\.[01]\r\n"
 )
 SEQ_HEADER = "X-Timewarp-Seq"
+_SEQ_LINE = f"{SEQ_HEADER}: ".encode()
 
 
 def tag_request(data) -> bytes | None:  # type: ignore[no-untyped-def]
@@ -63,6 +64,8 @@ def tag_request(data) -> bytes | None:  # type: ignore[no-untyped-def]
     view = bytes(data[:8192]) if not isinstance(data, bytes) else data
     m = _REQUEST_LINE.match(view)
     if m is None:
+        return None
+    if view.startswith(_SEQ_LINE, m.end()):  # numbered already (a transport's write)
         return None
     data = bytes(data)
     header = f"{SEQ_HEADER}: {_numbering}.{next(_request_no)}\r\n".encode()
