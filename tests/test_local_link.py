@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import io
 import random
+import threading
 
 import pytest
 
 from broker.drivers.inprocess import InProcessRun
-from simulator import local_link
+from simulator import local_link, runner
+from simulator.inputs import make_sim, write_platform, write_workload
 from simulator.outputs import jobs_rows
+from simulator.runner import Aborted, ReplyTimeout
 
 
 def scenario(seed: int) -> tuple[list[dict], dict]:
@@ -64,3 +67,39 @@ def test_a_local_endpoint_is_bound_once_and_freed_by_close(tmp_path):
     local_link.unbind(local_link.bind("local://link-once"))  # free again
     with pytest.raises(ValueError, match="nothing is bound at local://nobody"):
         local_link.connect("local://nobody")
+
+
+def _lonely_sim(tmp_path):
+    """A simulator whose first message nobody will answer."""
+    jobs, profiles = scenario(0)
+    platform = write_platform(tmp_path / "platform.xml", 2)
+    return make_sim(platform, [write_workload(tmp_path / "w.json", jobs, profiles)])
+
+
+def test_a_reply_that_does_not_come_ends_the_run_with_the_reason(tmp_path):
+    link = local_link.bind("local://silent")
+    try:
+        with pytest.raises(ReplyTimeout, match="no reply .* local://silent within 0.05 s"):
+            runner.run(_lonely_sim(tmp_path), "local://silent", reply_timeout=0.05)
+        assert link.poll(0)  # the request was made: it was the reply that did not come
+    finally:
+        local_link.unbind(link)
+
+
+def test_stop_ends_a_wait_for_a_reply(tmp_path):
+    link = local_link.bind("local://stopped")
+    stop = threading.Event()
+
+    def stop_once_asked() -> None:
+        if link.poll(30):  # the simulator's request is waiting: stop it now
+            stop.set()
+
+    helper = threading.Thread(target=stop_once_asked)
+    helper.start()
+    try:
+        with pytest.raises(Aborted, match="stopped while waiting for a reply"):
+            # (the bound only turns a stop that is not seen into a failure, not a hang)
+            runner.run(_lonely_sim(tmp_path), "local://stopped", stop=stop, reply_timeout=20)
+    finally:
+        helper.join(30)
+        local_link.unbind(link)
