@@ -201,7 +201,7 @@ class _Sleeps:
             values = self.remaining
             if delta:
                 values -= delta
-            ended = self._numpy.flatnonzero(values < PRECISION).tolist()
+            ended = (values < PRECISION).nonzero()[0].tolist()  # flatnonzero, minus its ravel
         out = []
         for slot in ended:
             actor = self.actor[slot]

@@ -699,6 +699,11 @@ def decode(text: str | bytes, sender: Sender) -> Message:
     if sender not in ("batsim", "decision"):
         raise ValueError(f"sender must be 'batsim' or 'decision', not {sender!r}")
     try:
+        if type(text) is bytes and text[:1] == b"{" and text[1:2] != b"\x00":
+            # what json.loads does with such bytes (its detect_encoding says UTF-8 when
+            # neither of the first two bytes is 0 nor a BOM), minus the detection: a message is
+            # decoded once per round trip
+            text = text.decode("utf-8", "surrogatepass")
         raw = json.loads(text)
     except (ValueError, UnicodeDecodeError) as exc:
         snippet = text[:80] if isinstance(text, str) else text[:80].decode("utf-8", "replace")

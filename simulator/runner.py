@@ -23,6 +23,7 @@ from typing import TextIO
 
 import zmq
 
+from simulator import local_link
 from simulator import protocol as p
 from simulator.engine import Simulator
 
@@ -66,6 +67,16 @@ def run(
     endpoints), else one of its own."""
     stats = RunStats()
     began = time.perf_counter()
+    if endpoint.startswith(local_link.SCHEME):  # the broker in this process: no wire
+        link = local_link.connect(endpoint)
+
+        def exchange(message: p.Message, text: str | None, sent: float) -> p.Message:
+            link.request(message)
+            return _local_reply(link, sent, endpoint, sim, reply_timeout, stop)
+
+        _loop(sim, exchange, stats, message_log, progress, progress_every, stop)
+        stats.simulation_time = time.perf_counter() - began
+        return stats
     own_context = context is None
     if context is None:
         context = zmq.Context()
@@ -76,30 +87,14 @@ def run(
         monitor = socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
     if stop is not None or monitor is not None:  # a wait looks at them every POLL_S
         socket.setsockopt(zmq.RCVTIMEO, round(POLL_S * 1000))
+
+    def exchange_bytes(message: p.Message, text: str | None, sent: float) -> bytes:
+        socket.send((p.encode(message) if text is None else text).encode())
+        return _receive(socket, sent, endpoint, sim, reply_timeout, stop, monitor)
+
     try:
         socket.connect(endpoint)
-        message = sim.first_message()
-        next_progress = time.monotonic() + progress_every
-        while True:
-            text = p.encode(message)
-            if message_log is not None:
-                message_log.write(f"BATSIM -> SCHED: {text}\n")
-            if stop is not None and stop.is_set():
-                raise Aborted(f"stopped at simulated time {sim.now}")
-            sent = time.perf_counter()
-            socket.send(text.encode())
-            answer = _receive(socket, sent, endpoint, sim, reply_timeout, stop, monitor)
-            stats.scheduling_time += time.perf_counter() - sent
-            stats.messages += 1
-            if message_log is not None:
-                message_log.write(f"SCHED -> BATSIM: {answer.decode('utf-8', 'replace')}\n")
-            reply = p.decode(answer, "decision")
-            if sim.ended:
-                break
-            message = sim.handle_reply(reply)
-            if progress is not None and time.monotonic() >= next_progress:
-                progress(sim, stats)
-                next_progress = time.monotonic() + progress_every
+        _loop(sim, exchange_bytes, stats, message_log, progress, progress_every, stop)
     finally:
         if monitor is not None:
             socket.disable_monitor()
@@ -109,6 +104,74 @@ def run(
             context.term()
     stats.simulation_time = time.perf_counter() - began
     return stats
+
+
+def _loop(
+    sim: Simulator,
+    exchange: Callable[[p.Message, str | None, float], p.Message | bytes],
+    stats: RunStats,
+    message_log: TextIO | None,
+    progress: Callable[[Simulator, RunStats], None] | None,
+    progress_every: float,
+    stop: threading.Event | None,
+) -> None:
+    """Message, reply, until SIMULATION_ENDS is answered. ``exchange(message, its text or
+    None, when it was sent)`` returns the reply: its bytes over a wire (decoded here,
+    after they are logged), the object over a :mod:`~simulator.local_link`."""
+    message = sim.first_message()
+    next_progress = time.monotonic() + progress_every
+    while True:
+        text = None
+        if message_log is not None:
+            text = p.encode(message)
+            message_log.write(f"BATSIM -> SCHED: {text}\n")
+        if stop is not None and stop.is_set():
+            raise Aborted(f"stopped at simulated time {sim.now}")
+        sent = time.perf_counter()
+        answer = exchange(message, text, sent)
+        stats.scheduling_time += time.perf_counter() - sent
+        stats.messages += 1
+        if type(answer) is bytes:
+            if message_log is not None:
+                message_log.write(f"SCHED -> BATSIM: {answer.decode('utf-8', 'replace')}\n")
+            reply = p.decode(answer, "decision")
+        else:
+            reply = answer
+            if message_log is not None:
+                message_log.write(f"SCHED -> BATSIM: {p.encode(reply)}\n")
+        if sim.ended:
+            break
+        message = sim.handle_reply(reply)
+        if progress is not None and time.monotonic() >= next_progress:
+            progress(sim, stats)
+            next_progress = time.monotonic() + progress_every
+
+
+def _local_reply(
+    link: local_link.LocalLink,
+    sent: float,
+    endpoint: str,
+    sim: Simulator,
+    reply_timeout: float | None,
+    stop: threading.Event | None,
+) -> p.Message:
+    """The reply over a local link, looking at ``stop`` and ``reply_timeout`` every
+    ``POLL_S`` (no connection to lose: the broker is in this process)."""
+    while True:
+        wait = POLL_S
+        if reply_timeout is not None:
+            left = reply_timeout - (time.perf_counter() - sent)
+            if left <= 0:
+                raise ReplyTimeout(
+                    f"no reply from the decision process at {endpoint} within "
+                    f"{reply_timeout} s (simulated time {sim.now})"
+                )
+            wait = min(POLL_S, left)
+        reply = link.reply(wait)
+        if reply is not None:
+            return reply
+        if stop is not None and stop.is_set():
+            raise Aborted(f"stopped while waiting for a reply, at simulated time {sim.now}")
 
 
 def _receive(

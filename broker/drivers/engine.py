@@ -43,6 +43,7 @@ from broker.controllers.registry import TERMINATED_POD_GC
 from broker.controllers.terminated_gc import DEFAULT_THRESHOLD
 from broker.facade import Facade
 from broker.processes.launcher import Launcher, SchedulerFailed
+from simulator import local_link
 from simulator import protocol as p
 from simulator.traffic.spec import ServiceSpec
 
@@ -122,9 +123,13 @@ class Broker:
         self._requested: dict[int, float] = {}  # deadline ns -> CALL_ME_LATER timestamp sent
         self._instant_end_ns = 0  # timers up to this are due at the current message
         self._ctx = zmq.Context.instance()
+        # the embedded simulator in this process: message objects, no JSON nor socket
+        self._link = local_link.bind(endpoint) if endpoint.startswith(local_link.SCHEME) else None
         self._sock = self._ctx.socket(zmq.REP)
         self._sock.setsockopt(zmq.LINGER, 0)
-        if endpoint.endswith(":*"):
+        if self._link is not None:
+            self.endpoint = endpoint
+        elif endpoint.endswith(":*"):
             port = self._sock.bind_to_random_port(endpoint.rsplit(":", 1)[0])
             self.endpoint = f"{endpoint.rsplit(':', 1)[0]}:{port}"
         else:
@@ -141,14 +146,20 @@ class Broker:
         try:
             while True:
                 frame = self._receive()
-                try:
-                    message = p.decode(frame, "batsim")
-                except p.ProtocolError as exc:
-                    raise BatsimProtocolError(f"malformed message from Batsim: {exc}") from exc
+                if type(frame) is p.Message:
+                    message = frame
+                else:
+                    try:
+                        message = p.decode(frame, "batsim")
+                    except p.ProtocolError as exc:
+                        raise BatsimProtocolError(f"malformed message from Batsim: {exc}") from exc
                 ends = any(isinstance(e.data, p.SimulationEnds) for e in message.events)
                 reply = self.step(message)
                 self.ended = ends
-                self._sock.send_string(p.encode(reply))
+                if self._link is not None:
+                    self._link.send(reply)
+                else:
+                    self._sock.send_string(p.encode(reply))
                 if ends:
                     return self._result(True)
         except SchedulerFailed as exc:
@@ -166,10 +177,14 @@ class Broker:
         once (any thread may call this)."""
         self._simulator_exit = reason
 
-    def _receive(self) -> bytes:
+    def _receive(self) -> bytes | p.Message:
+        """The next message: its bytes from a socket, the object from a local link."""
         waited = 0.0
         while True:
-            if self._sock.poll(200):
+            if self._link is not None:
+                if self._link.poll(0.2):
+                    return self._link.receive()
+            elif self._sock.poll(200):
                 return self._sock.recv()
             self.launcher.check()  # a dead scheduler first: the simulator may follow from it
             if self._simulator_exit is not None:
@@ -360,6 +375,8 @@ class Broker:
         return BrokerResult(ok, reason, self.progress.messages, self.clock.now_ns / 1e9, stats)
 
     def close(self) -> None:
+        if self._link is not None:
+            local_link.unbind(self._link)
         self._sock.close(0)
 
 

@@ -15,9 +15,12 @@ scheduler, not a model of one.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
+
+import zmq
 
 from broker.clock.service import ClockService, FacadeClock
 from broker.cluster import kubelet_admission as admission
@@ -28,19 +31,22 @@ from simulator import protocol as p
 from simulator.engine import Simulator
 from simulator.inputs import make_sim, write_platform, write_workload
 from simulator.outputs import jobs_rows
+from simulator.runner import run as run_runner
 
 
 class InProcessRun:
     """One simulation: ``nodes`` compute hosts of ``cores`` cores each, in ``workdir``."""
 
-    def __init__(self, workdir: Path, nodes: int = 2, cores: int = 2) -> None:
+    def __init__(
+        self, workdir: Path, nodes: int = 2, cores: int = 2, endpoint: str = "tcp://127.0.0.1:*"
+    ) -> None:
         self.tmp = workdir
         self.platform = write_platform(workdir / "platform.xml", nodes, cores)
         self.clock = ClockService()
         self.facade = Facade(FacadeClock(self.clock)).start()
         launcher = Launcher(clock=self.clock, facade=self.facade, out_dir=workdir)
         self.broker = Broker(
-            endpoint="tcp://127.0.0.1:*", clock=self.clock, facade=self.facade, launcher=launcher
+            endpoint=endpoint, clock=self.clock, facade=self.facade, launcher=launcher
         )
         self.cluster = self.broker.cluster
         # The binder binds from inside Cluster.process(): its bindings are admitted by
@@ -84,6 +90,42 @@ class InProcessRun:
             bound = True
         return bound
 
+    def _make_sim(self, jobs: list[dict[str, Any]], profiles: dict[str, Any], dynamic: bool):
+        workload = write_workload(self.tmp / "workload.json", jobs, profiles)
+        self.sim = make_sim(
+            self.platform,
+            [workload],
+            allow_compute_sharing=True,
+            dynamic_jobs=dynamic,
+            profile_reuse=dynamic,  # as `timewarp simulate` runs it: see _simulator_arguments
+        )
+        return self.sim
+
+    def run_linked(
+        self, jobs: list[dict[str, Any]], profiles: dict[str, Any], message_log: TextIO
+    ) -> Simulator:
+        """:meth:`run` as `timewarp simulate` runs it: the simulator's runner in a thread
+        against :meth:`Broker.run` over the broker's endpoint (``inproc://``: JSON over
+        ZeroMQ; ``local://``: message objects), every message in ``message_log``."""
+        sim = self._make_sim(jobs, profiles, True)
+        failed: list[BaseException] = []
+
+        def drive() -> None:
+            try:
+                run_runner(sim, self.broker.endpoint, message_log=message_log,
+                           context=zmq.Context.instance())  # fmt: skip
+            except BaseException as exc:  # the test reads it
+                failed.append(exc)
+                self.broker.simulator_exited(repr(exc))
+
+        thread = threading.Thread(target=drive, name="inprocess-sim", daemon=True)
+        thread.start()
+        result = self.broker.run()
+        thread.join(60)
+        if failed or not result.ok or thread.is_alive():
+            raise RuntimeError(f"the linked run failed: {failed or result.reason}")
+        return sim
+
     def run(
         self,
         jobs: list[dict[str, Any]],
@@ -95,14 +137,7 @@ class InProcessRun:
     ) -> Simulator:
         """Simulate the workload ``jobs``/``profiles`` to its end; ``before(message)`` sees
         each Batsim message before the broker does. Returns the finished simulator."""
-        workload = write_workload(self.tmp / "workload.json", jobs, profiles)
-        self.sim = sim = make_sim(
-            self.platform,
-            [workload],
-            allow_compute_sharing=True,
-            dynamic_jobs=dynamic,
-            profile_reuse=dynamic,  # as `timewarp simulate` runs it: see _simulator_arguments
-        )
+        sim = self._make_sim(jobs, profiles, dynamic)
         message = sim.first_message()
         for _ in range(max_messages):
             decoded = p.decode(p.encode(message), "batsim")

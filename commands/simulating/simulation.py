@@ -324,8 +324,11 @@ class Simulation(SimulatorSide, Reporting):
 
     def _broker_endpoint(self) -> str:
         """Where the broker waits for the simulator: the embedded one runs in a thread of
-        this process (see EmbeddedSimulator); real Batsim connects over TCP."""
-        return "tcp://127.0.0.1:*" if self.args.batsim else f"inproc://batsim-{os.getpid()}"
+        this process and passes message objects (``local://``, simulator/local_link.py,
+        see EmbeddedSimulator); real Batsim connects over TCP."""
+        if self.args.batsim:
+            return "tcp://127.0.0.1:*"
+        return f"local://batsim-{os.getpid()}-{id(self):x}"
 
     def _take_down(self, parts: Wiring, result) -> int | None:  # type: ignore[no-untyped-def]
         """Stop the schedulers, the simulator (waiting for its outputs after a good run),

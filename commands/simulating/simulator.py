@@ -101,9 +101,10 @@ class SimulatorSide:
 
 
 class EmbeddedSimulator:
-    """``timewarp sim`` in a thread of this process: Batsim's protocol over ZeroMQ
-    ``inproc://`` (same REQ/REP pattern, same JSON messages as over TCP), without an
-    interpreter to start beside the scheduler's or a process hop per message. Stands in
+    """``timewarp sim`` in a thread of this process: Batsim's protocol as message objects
+    over a ``local://`` link (simulator/local_link.py: the same REQ/REP order, no JSON nor
+    socket), without an interpreter to start beside the scheduler's or a process hop per
+    message; ``inproc://`` (JSON over ZeroMQ) works too. Stands in
     for the ``Popen`` of a separate simulator: ``wait``, and ``stop`` (set: it ends
     between two messages and writes its partial outputs, as on SIGTERM)."""
 
