@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 # How long a process that said bye (its last non-daemon thread ended) may take to exit
 # before the run is stopped without its exit code: interpreter shutdown on a loaded machine.
 EXIT_WAIT_S = 30.0
+STOP_GRACE_S = 15.0  # SIGTERM -> SIGKILL at the end of a run (see Launcher.stop_all)
 
 
 class SchedulerFailed(RuntimeError):
@@ -299,7 +300,11 @@ class Launcher:
                 f"ended; last lines of {proc.log_path}:\n{proc.log_tail()}"
             )
 
-    def stop_all(self, grace_s: float = 1.0) -> None:
+    def stop_all(self, grace_s: float = STOP_GRACE_S) -> None:
+        """SIGTERM to every process group, SIGKILL after ``grace_s`` of wall time for what
+        is still there. The grace is generous: what a program writes on SIGTERM (its last
+        log line) is part of its log's bytes, and on a loaded machine a one-second grace
+        killed programs half-way through it, so two runs' logs differed."""
         self._finishing = True
         for proc in self.processes:
             if proc.popen is not None and proc.popen.poll() is None:
