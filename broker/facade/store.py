@@ -987,8 +987,11 @@ class Store:
             if end:
                 watcher.end()
 
-    def watcher_count(self) -> int:
+    def watcher_count(self, key: str | None = None) -> int:
+        """Open watches, of one stored type's key or of all."""
         with self._lock:
+            if key is not None:
+                return len(self._watchers.get(key) or ())
             return sum(len(w) for w in self._watchers.values())
 
     def history_size(self, key: str) -> int:

@@ -31,6 +31,25 @@ def names_of(crd: Obj) -> dict[str, Any]:
     return names
 
 
+def _set_defaults(crd: Obj) -> None:
+    """What kube-apiserver's decoding and ``SetDefaults_CustomResourceDefinitionSpec``
+    give every stored CRD (``apis/apiextensions/v1/defaults.go``): the names' defaults,
+    ``conversion.strategy: None``, and each version's ``served``/``storage`` written out
+    (Go's bools have no ``omitempty``: an omitted one is false, and typed clients
+    require both)."""
+    spec = crd.get("spec")
+    if not isinstance(spec, dict):
+        return
+    if isinstance(spec.get("names"), dict):
+        spec["names"] = names_of(crd)
+    if spec.get("conversion") is None:
+        spec["conversion"] = {"strategy": "None"}
+    for version in spec.get("versions") or []:
+        if isinstance(version, dict):
+            version.setdefault("served", False)
+            version.setdefault("storage", False)
+
+
 def storage_version(crd: Obj) -> str:
     for version in spec_of(crd).get("versions") or []:
         if isinstance(version, dict) and version.get("storage"):
@@ -54,9 +73,7 @@ class CustomResourceDefinitionStrategy(Strategy):
 
     def prepare_for_create(self, rt: TypeNames, obj: Obj, ctx: Context) -> None:
         obj["metadata"].setdefault("generation", 1)
-        spec = obj.get("spec")
-        if isinstance(spec, dict) and isinstance(spec.get("names"), dict):
-            spec["names"] = names_of(obj)
+        _set_defaults(obj)
         self._set_status(obj, ctx)
 
     @staticmethod
@@ -98,9 +115,7 @@ class CustomResourceDefinitionStrategy(Strategy):
     ) -> None:
         if subresource == "status":
             return
-        spec = new.get("spec")
-        if isinstance(spec, dict) and isinstance(spec.get("names"), dict):
-            spec["names"] = names_of(new)
+        _set_defaults(new)
         status = new.setdefault("status", {})
         if isinstance(status, dict) and not any(
             c.get("status") == "False" for c in status.get("conditions") or []
@@ -162,7 +177,7 @@ class CustomResourceDefinitionStrategy(Strategy):
                 continue
             storage += bool(version.get("storage"))
             schema = (version.get("schema") or {}).get("openAPIV3Schema")
-            if schema is None:
+            if schema is None and version.get("served"):
                 errs.append(v.required(f"{path}.schema.openAPIV3Schema", "schemas are required"))
         if storage != 1:
             errs.append(
