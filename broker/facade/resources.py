@@ -20,6 +20,7 @@ from .kinds.autoscaling import HorizontalPodAutoscalerStrategy
 from .kinds.autoscaling_v1 import HorizontalPodAutoscalerV1
 from .kinds.base import Conversion, Strategy
 from .kinds.batch import CronJobStrategy, JobStrategy
+from .kinds.coordination import LeaseStrategy
 from .kinds.core import (
     EventStrategy,
     EventsV1Strategy,
@@ -254,7 +255,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         short_names=("ev",),
         strategy=EventsV1Strategy(),
     ),
-    _r("coordination.k8s.io", "v1", "leases", "lease", "Lease", True),
+    _r("coordination.k8s.io", "v1", "leases", "lease", "Lease", True, strategy=LeaseStrategy()),
     _r(
         "scheduling.k8s.io",
         "v1",
