@@ -200,3 +200,91 @@ def test_a_kopf_operator_finds_its_kind_when_its_crd_appears(facade, tmp_path, s
         proc.terminate()
         log = proc.communicate(timeout=60)[0]
     assert (lamp.get("status") or {}).get("switch_on") == {"on": True, "watts": 40}, log[-3000:]
+
+
+def _two_versions(s: requests.Session, url: str, storage: str) -> requests.Response:
+    version = {"served": True, "schema": {"openAPIV3Schema": {"type": "object"}}}
+    body = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "dials.knob.example.com"},
+        "spec": {
+            "group": "knob.example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "dials", "kind": "Dial"},
+            "versions": [
+                {"name": "v1", "storage": storage == "v1", **version},
+                {"name": "v2", "storage": storage == "v2", **version},
+            ],
+        },
+    }
+    got = s.get(url + "/dials.knob.example.com")
+    if got.status_code == 404:
+        return s.post(url, json=body)
+    body["metadata"]["resourceVersion"] = got.json()["metadata"]["resourceVersion"]
+    return s.put(url + "/dials.knob.example.com", json=body)
+
+
+def test_stored_versions_grow_and_guard_the_versions_still_stored(facade):
+    """The storage version joins ``status.storedVersions``; a version listed there may
+    not leave ``spec.versions`` until a status write (a storage migration) drops it; a
+    status write must keep the storage version (422s as kube-apiserver words them)."""
+    s = requests.Session()
+    s.trust_env = False
+    s.headers["Authorization"] = f"Bearer {facade.add_token('t')}"
+    url = facade.url + "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    assert _two_versions(s, url, "v1").status_code == 201
+    r = _two_versions(s, url, "v2")
+    assert r.json()["status"]["storedVersions"] == ["v1", "v2"]
+    crd = r.json()
+    crd["spec"]["versions"] = crd["spec"]["versions"][1:]
+    r = s.put(url + "/dials.knob.example.com", json=crd)
+    assert r.status_code == 422
+    assert r.json()["message"] == (
+        'CustomResourceDefinition.apiextensions.k8s.io "dials.knob.example.com" is invalid: '
+        'status.storedVersions[0]: Invalid value: "v1": missing from spec.versions; v1 was '
+        "previously a storage version, and must remain in spec.versions until a storage "
+        "migration ensures no data remains persisted in v1 and removes v1 from "
+        "status.storedVersions"
+    )
+    status = s.get(url + "/dials.knob.example.com/status").json()
+    status["status"]["storedVersions"] = ["v1"]
+    r = s.put(url + "/dials.knob.example.com/status", json=status)
+    assert r.status_code == 422
+    assert r.json()["details"]["causes"][0]["message"] == (
+        'Invalid value: []string{"v1"}: must have the storage version v2'
+    )
+    # the migration done: v1 leaves storedVersions, then spec.versions
+    status["status"]["storedVersions"] = ["v2"]
+    assert s.put(url + "/dials.knob.example.com/status", json=status).status_code == 200
+    del crd["metadata"]["resourceVersion"]
+    r = s.put(url + "/dials.knob.example.com", json=crd)
+    assert r.status_code == 200, r.text
+    assert [v["name"] for v in r.json()["spec"]["versions"]] == ["v2"]
+    assert (
+        s.get(facade.url + "/apis/knob.example.com/v1/namespaces/default/dials").status_code == 404
+    )
+
+
+def test_a_status_write_keeps_what_the_crd_controllers_own(facade):
+    """acceptedNames and the NamesAccepted/Established conditions are the controllers'
+    (they would write them back at once): a status write that drops them keeps them, and
+    the kind stays served; a condition of the writer's own is kept beside them."""
+    s = requests.Session()
+    s.trust_env = False
+    s.headers["Authorization"] = f"Bearer {facade.add_token('t')}"
+    url = facade.url + "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    assert _two_versions(s, url, "v1").status_code == 201
+    before = s.get(url + "/dials.knob.example.com").json()["status"]
+    mine = {"type": "Reviewed", "status": "True"}
+    r = s.patch(
+        url + "/dials.knob.example.com/status",
+        json={"status": {"conditions": [mine], "acceptedNames": None, "storedVersions": []}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert r.status_code == 200, r.text
+    after = r.json()["status"]
+    assert after["acceptedNames"] == before["acceptedNames"]
+    assert after["conditions"] == [*before["conditions"], mine]
+    assert after["storedVersions"] == ["v1"]  # an empty list defaults to the storage version
+    assert s.get(facade.url + "/apis/knob.example.com/v1/namespaces/default/dials").ok

@@ -11,6 +11,7 @@ every served version stores the same object, with only its ``apiVersion`` change
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from .. import validation as v
@@ -67,6 +68,59 @@ def _condition(kind: str, status: str, reason: str, message: str, now: str) -> O
     }
 
 
+_CONTROLLED = ("NamesAccepted", "Established")
+
+
+def _keep_controllers_part(status: Obj, old: Obj) -> None:
+    """A status write keeps what the naming and establishing controllers own
+    (``acceptedNames``, the NamesAccepted and Established conditions): they would write
+    it back a moment later, the spec being unchanged; the rest is as written."""
+    if "acceptedNames" in old:
+        status["acceptedNames"] = old["acceptedNames"]
+    owned = [c for c in old.get("conditions") or [] if c.get("type") in _CONTROLLED]
+    written = [
+        c
+        for c in status.get("conditions") or []
+        if not isinstance(c, dict) or c.get("type") not in _CONTROLLED
+    ]
+    status["conditions"] = owned + written
+
+
+def _stored_versions_errors(obj: Obj) -> list[v.FieldError]:
+    """``ValidateCustomResourceDefinitionStoredVersions``."""
+    status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
+    stored = status.get("storedVersions") or []
+    path = "status.storedVersions"
+    if not isinstance(stored, list) or not stored:
+        return [
+            v.invalid_value(
+                path, v.GoText("[]string(nil)"), "must have at least one stored version"
+            )
+        ]
+    errs = []
+    shown = v.GoText("[]string{" + ", ".join(json.dumps(str(x)) for x in stored) + "}")
+    versions = [ver for ver in spec_of(obj).get("versions") or [] if isinstance(ver, dict)]
+    for ver in versions:
+        if ver.get("storage") and ver.get("name") not in stored:
+            errs.append(
+                v.invalid_value(path, shown, f"must have the storage version {ver.get('name')}")
+            )
+    names = {ver.get("name") for ver in versions}
+    for i, name in enumerate(stored):
+        if name not in names:
+            errs.append(
+                v.invalid_value(
+                    f"{path}[{i}]",
+                    name,
+                    f"missing from spec.versions; {name} was previously a storage version, "
+                    f"and must remain in spec.versions until a storage migration ensures no "
+                    f"data remains persisted in {name} and removes {name} from "
+                    "status.storedVersions",
+                )
+            )
+    return errs
+
+
 class CustomResourceDefinitionStrategy(Strategy):
     """The CRD's spec validated (422 with kube-apiserver's field paths); its status made
     by the server: ``acceptedNames``, ``storedVersions``, the conditions."""
@@ -107,26 +161,34 @@ class CustomResourceDefinitionStrategy(Strategy):
                 _condition("Established", *established, now),
             ],
             "acceptedNames": names if not taken else {"kind": "", "plural": ""},
-            "storedVersions": [storage_version(obj)],
+            "storedVersions": [storage_version(obj)] if storage_version(obj) else [],
         }
 
     def prepare_for_update(
         self, rt: TypeNames, new: Obj, old: Obj, subresource: str | None
     ) -> None:
+        status = new.get("status")
+        if not isinstance(status, dict):
+            status = new["status"] = {}
         if subresource == "status":
-            return
-        _set_defaults(new)
-        status = new.setdefault("status", {})
-        if isinstance(status, dict) and not any(
-            c.get("status") == "False" for c in status.get("conditions") or []
-        ):
-            status["acceptedNames"] = names_of(new)
-            stored = list(status.get("storedVersions") or [])
-            if storage_version(new) and storage_version(new) not in stored:
+            _keep_controllers_part(status, old.get("status") or {})
+        else:
+            _set_defaults(new)
+            if not any(c.get("status") == "False" for c in status.get("conditions") or []):
+                status["acceptedNames"] = names_of(new)
+        # the storage version joins storedVersions (strategy.go); an empty list is
+        # defaulted to it (SetDefaults_CustomResourceDefinition)
+        stored = list(status.get("storedVersions") or [])
+        if storage_version(new) and (subresource is None or not stored):
+            if storage_version(new) not in stored:
                 stored.append(storage_version(new))
-            status["storedVersions"] = stored
+        status["storedVersions"] = stored
 
     def validate_fields(self, rt: TypeNames, obj: Obj) -> list[v.FieldError]:
+        return self._spec_errors(obj) + _stored_versions_errors(obj)
+
+    @staticmethod
+    def _spec_errors(obj: Obj) -> list[v.FieldError]:
         spec = spec_of(obj)
         errs: list[v.FieldError] = []
         group = spec.get("group")
