@@ -31,6 +31,7 @@ import threading
 from pathlib import Path
 
 from commands.outfiles import OutputDirError, check_output_dir, write_text_atomically
+from commands.run import ENV_EXIT_FILE
 from commands.simulating.options import add_run_arguments
 from commands.simulating.outputs import OUT_FILES, OUT_PREFIX
 from commands.simulating.simulation import Simulation, Wiring
@@ -123,6 +124,20 @@ def run(args: argparse.Namespace) -> int:
     return _BrokerRun(args, out, total_jobs=0, node_names=[]).run()
 
 
+def _exit_code(path: Path, wait_s: float) -> int | None:
+    """The exit code `timewarp run` wrote to ``path``, waiting up to ``wait_s`` for it
+    (None: it never came, or it is not a number)."""
+    pause = threading.Event()
+    for _ in range(max(1, int(wait_s / 0.05))):
+        try:
+            return int(path.read_text().strip())
+        except FileNotFoundError:
+            pause.wait(0.05)
+        except (OSError, ValueError):
+            return None
+    return None
+
+
 class _BrokerRun(Simulation):
     """``timewarp simulate``'s steps with the simulator left to the user: the broker
     binds Batsim's endpoint and says what to start; schedulers may be started by hand."""
@@ -133,6 +148,8 @@ class _BrokerRun(Simulation):
         return self.args.socket_endpoint
 
     def _start_schedulers(self, parts: Wiring) -> None:
+        # the hand-started processes that exited 0 (the run went on): name -> exit, at_s
+        self.by_hand_exits: dict[str, dict[str, object]] = {}
         super()._start_schedulers(parts)
         for name in self.args.expect:
             self._expect_by_hand(parts, name)
@@ -147,15 +164,42 @@ class _BrokerRun(Simulation):
         parts.launcher.check = check  # type: ignore[method-assign]
 
     def _check_by_hand(self, parts: Wiring) -> None:
-        from broker.processes.launcher import SchedulerFailed
+        """A scheduler started by hand that is gone: exit 0 ends only that process (a
+        one-shot tool, a --once mode), as for the launcher's own unless
+        ``--scheduler-exit fail``; any other exit, or none known, fails the run."""
+        from broker.processes.launcher import EXIT_WAIT_S, SchedulerFailed
 
         for proc in parts.clock.registry.processes():
-            if proc.name in self.args.expect and proc.gone:
-                code = "" if proc.returncode is None else f" (exit code {proc.returncode})"
-                raise SchedulerFailed(
-                    f"scheduler {proc.name!r}, started by hand, ended{code} before the "
-                    "simulation did; see its terminal"
+            if proc.name not in self.args.expect or not proc.gone:
+                continue
+            if proc.name in self.by_hand_exits:
+                continue
+            # `timewarp run` writes the code once its child is reaped: give it a moment
+            # (time stands still meanwhile); a dropped connection without a bye may be an
+            # exec going on under the same name, so that wait is shorter
+            code = _exit_code(self.out / f"{proc.name}.exit", EXIT_WAIT_S if proc.said_bye else 5)
+            if code == 0 and parts.launcher.zero_exit_continues:
+                self.by_hand_exits[proc.name] = {
+                    "exit": 0,
+                    "at_s": None if proc.gone_at_ns is None else proc.gone_at_ns / 1e9,
+                }
+                print(
+                    f"timewarp broker: {proc.name}, started by hand, exited 0 at simulated "
+                    f"t={self.by_hand_exits[proc.name]['at_s']} s; the run goes on",
+                    file=sys.stderr,
+                    flush=True,
                 )
+                continue
+            said = "" if code is None else f" (exit code {code})"
+            raise SchedulerFailed(
+                f"scheduler {proc.name!r}, started by hand, ended{said} before the "
+                "simulation did; see its terminal"
+            )
+
+    def _process_figures(self) -> None:
+        super()._process_figures()
+        for name, ended in getattr(self, "by_hand_exits", {}).items():
+            self.per_process.setdefault(name, {}).update(ended=ended)
 
     def _expect_by_hand(self, parts: Wiring, name: str) -> None:
         """``NAME.kubeconfig`` and ``NAME.env`` for a scheduler started by hand; time
@@ -170,6 +214,8 @@ class _BrokerRun(Simulation):
             clockproto.ENV_TOKEN: parts.clock.expect(name, token),
             clockproto.ENV_BROKER_PID: str(os.getpid()),
             clockproto.ENV_FACADE: f"{parts.endpoint.host}:{parts.endpoint.port}",
+            # `timewarp run` writes the program's exit code there (see _check_by_hand)
+            ENV_EXIT_FILE: str((self.out / f"{name}.exit").resolve()),
         }
         text = "".join(f"export {key}={shlex.quote(value)}\n" for key, value in env.items())
         # it holds credentials: readable by its owner only, as the kubeconfig

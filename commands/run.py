@@ -14,13 +14,21 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
+import subprocess
 import sys
+from pathlib import Path
 
+from commands.outfiles import write_text_atomically
 from commands.report import format_speedup
 from commands.report import speedup as _speedup
 from commands.stopping import Interrupted, StopSignals, exit_status
 from patcher.launch import DEFAULT_SEED, process_seed, resolve_command, runtime_environment
 from timewarp.wire import clockproto
+
+# Set (in NAME.env) by `timewarp broker --expect NAME`: the program's exit code is written
+# there, since a process started by hand is not the broker's child (see _run_and_tell).
+ENV_EXIT_FILE = "TIMEWARP_EXIT_FILE"
 
 
 def parse_epoch(text: str) -> int:
@@ -197,6 +205,9 @@ def run(args: argparse.Namespace) -> int:
             return 2
         if args.name != "main" or clockproto.ENV_NAME not in env:
             env[clockproto.ENV_NAME] = args.name
+        exit_file = env.pop(ENV_EXIT_FILE, None)
+        if exit_file:  # started by hand under `timewarp broker`: it must learn the exit code
+            return _run_and_tell(command, env, Path(exit_file))
         os.execvpe(command[0], command, env)
 
     import tempfile
@@ -237,6 +248,32 @@ def run(args: argparse.Namespace) -> int:
     if result.returncode < 0:
         return 128 - result.returncode
     return result.returncode
+
+
+def _run_and_tell(command: list[str], env: dict[str, str], exit_file: Path) -> int:
+    """Run ``command`` as a child (not exec'd: the broker is not its parent and cannot
+    read its exit code otherwise) and write its exit code to ``exit_file`` for the broker
+    — exit 0 ends only that process, any other fails the run, as `timewarp simulate`
+    judges the schedulers it launches. The exit status is the program's (128 + N for a
+    signal N). Ctrl-C reaches the program from the terminal; SIGTERM and SIGHUP sent to
+    this process are passed on."""
+    child = subprocess.Popen(command, env=env)
+
+    def forward(signum: int, _frame: object) -> None:
+        child.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        code = child.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    try:
+        write_text_atomically(exit_file, f"{code}\n")
+    except OSError as exc:  # the broker's folder is gone: it no longer waits for this
+        print(f"timewarp run: cannot tell the broker the exit code: {exc}", file=sys.stderr)
+    return exit_status(-code) if code < 0 else code
 
 
 def _fmt_duration(ns: int) -> str:

@@ -95,9 +95,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "-E",
         "--energy",
         action="store_true",
-        help="the hosts' energy (wattage_per_state, wattage_off): consumed_energy in "
-        "jobs.csv, PREFIX_consumed_energy.csv, PREFIX_pstate_changes.csv; power state "
-        "changes (SET_RESOURCE_STATE) are refused",
+        help="the hosts' energy (wattage_per_state; sleep_pstates for SET_RESOURCE_STATE's "
+        "power-state switches): consumed_energy in jobs.csv, PREFIX_consumed_energy.csv, "
+        "PREFIX_pstate_changes.csv",
     )
     parser.add_argument(
         "--submission-latency",
@@ -250,13 +250,17 @@ def drive(
         scheduling = 0.0 if args.reproducible else stats.scheduling_time
         simulation = 0.0 if args.reproducible else stats.simulation_time
         try:
-            joules = 0.0
-            if sim.energy is not None:
+            joules, switches = 0.0, (0, 0)
+            if sim.energy is not None and sim.power is not None:
                 first = sim.energy_first_submission or 0.0
                 joules = sim.energy_last_completion - first
-            outputs.finish(sim.machines, scheduling, simulation, consumed_joules=joules)
-            if sim.energy is not None:
-                write_energy(args.export, sim.energy_rows, sim.energy.pstate)
+                switches = (sim.power.switches.grouped, sim.power.switches.machines)
+            outputs.finish(
+                sim.machines, scheduling, simulation, consumed_joules=joules, switches=switches
+            )
+            if sim.energy is not None and sim.power is not None:
+                initial = [host.pstate for host in sim.platform.compute]
+                write_energy(args.export, sim.energy_rows, initial, sim.power.switches.rows)
         except OSError as exc:
             return _fail(f"cannot write outputs with prefix {args.export!r}: {exc}", 1, err)
     if not args.quiet:

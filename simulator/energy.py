@@ -59,7 +59,8 @@ class EnergyMeter:
         names: list[str],
         ranges: list[list[PowerRange]],
         pstates: list[int],
-        capacity: list[float],
+        speeds: list[tuple[float, ...]],
+        cores: list[int],
     ) -> None:
         self.names = names
         self.ranges = ranges
@@ -67,7 +68,9 @@ class EnergyMeter:
         # the plugin's own idea of each host's power state: 0 until its first update
         # (SimGrid's HostEnergy starts at 0 and reads the host's state after each update)
         self.counted = [0] * len(names)
-        self.capacity = capacity  # speed × cores at the current power state
+        self.speeds, self.cores = speeds, cores  # per power state; per host
+        # speed × cores at the current power state (SimGrid's load is over the speed now)
+        self.capacity = [s[p] * c for s, p, c in zip(speeds, pstates, cores, strict=True)]
         self.energy = [0.0] * len(names)
         self.last = [0.0] * len(names)
         self.load = [0.0] * len(names)  # flops/s computed now
@@ -86,6 +89,14 @@ class EnergyMeter:
             self.energy[host] = self.energy[host] + self.power(host) * (now - self.last[host])
             self.last[host] = now
         self.counted[host] = self.pstate[host]
+
+    def set_pstate(self, host: int, pstate: int, now: float) -> None:
+        """``Host::set_pstate``: the new speed, then the plugin's update (on_speed_change):
+        the time since the last update at the power it counted, the load over the new
+        speed."""
+        self.pstate[host] = pstate
+        self.capacity[host] = self.speeds[host][pstate] * self.cores[host]
+        self.update(host, now)
 
     def add_load(self, host: int, now: float, flops_per_s: float) -> None:
         self.update(host, now)
@@ -118,7 +129,7 @@ class EnergyMeter:
 
 def energy_meter(platform) -> EnergyMeter:  # type: ignore[no-untyped-def]
     """The meter of a platform's compute hosts; each needs ``wattage_per_state``."""
-    ranges, pstates, capacity = [], [], []
+    ranges, pstates, speeds, cores = [], [], [], []
     for host in platform.compute:
         where = f"{platform.path}: <host id={host.name!r}>"
         text = host.properties.get("wattage_per_state")
@@ -135,5 +146,6 @@ def energy_meter(platform) -> EnergyMeter:  # type: ignore[no-untyped-def]
             )
         ranges.append(found)
         pstates.append(host.pstate)
-        capacity.append(host.speed * host.cores)
-    return EnergyMeter([h.name for h in platform.compute], ranges, pstates, capacity)
+        speeds.append(host.pstate_speeds or (host.speed,))
+        cores.append(host.cores)
+    return EnergyMeter([h.name for h in platform.compute], ranges, pstates, speeds, cores)

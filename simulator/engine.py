@@ -42,6 +42,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy
 from procset import ProcSet
 
 from simulator import protocol as p
@@ -65,6 +66,8 @@ from simulator.kernel import (
 )
 from simulator.network import PlatformError, ptask_spec
 from simulator.platform import Platform
+from simulator.pstates import COMPUTATION, PowerStates
+from simulator.pstates import SLEEP as ASLEEP
 from simulator.workload import (
     Job,
     Workload,
@@ -88,6 +91,7 @@ REMOTE_COST = (0.0, 0.0)
 #: Batsim's waiter sleeps at least this long ("found by trial and error", its source says).
 WAITER_MIN_SLEEP_S = 1e-5
 _BY_NAME = (BY_NAME,)
+_LONG = numpy.longdouble
 _NO_RESOURCES = ProcSet()
 
 
@@ -158,13 +162,28 @@ class _Task:
     ptask: Ptask | None = None  # a task with communication (its run time not known ahead)
 
 
+#: A compute machine's states, in the order of machine_states.csv's columns.
+MACHINE_STATES = ("sleeping", "switching_on", "switching_off", "idle", "computing")
+
+
 @dataclass
 class MachineLog:
-    """Per compute machine state accounting, as Batsim does it: every job start or end on a
-    machine writes one ``machine_states.csv`` row; time is credited to the state left."""
+    """Per compute machine state accounting, as Batsim does it: every job start or end (and
+    every power-state request, every switch done) writes one ``machine_states.csv`` row —
+    the number of machines in each state; time is credited to the state left, per machine
+    in long double (x87's 80 bits, numpy's ``longdouble``), as Batsim counts it."""
 
-    rows: list[tuple[float, int, int]] = field(default_factory=list)  # time, idle, computing
-    time_in_state: dict[str, float] = field(default_factory=lambda: {"idle": 0.0, "computing": 0.0})
+    rows: list[tuple[float, int, int, int, int, int]] = field(default_factory=list)
+    spent: list[dict[str, Any]] = field(default_factory=list)  # per machine, per state
+
+    @property
+    def time_in_state(self) -> dict[str, float]:
+        """Seconds in each state, summed machine after machine as schedule.csv's are."""
+        totals = dict.fromkeys(MACHINE_STATES, _LONG(0))
+        for machine in self.spent:
+            for state, seconds in machine.items():
+                totals[state] += seconds
+        return {state: float(seconds) for state, seconds in totals.items()}
 
 
 class Simulator:
@@ -201,10 +220,13 @@ class Simulator:
         self.registration_finished = not options.dynamic_jobs
         self.host_jobs: list[list[str]] = [[] for _ in range(self.nb_compute)]
         self.machine_state = ["idle"] * self.nb_compute
-        self.machine_since = [0.0] * self.nb_compute
-        self.nb_computing = 0
+        self.machine_since = [_LONG(0)] * self.nb_compute
+        self.nb_in_state = dict.fromkeys(MACHINE_STATES, 0)
+        self.nb_in_state["idle"] = self.nb_compute
         self._slowdown_running = 0  # running jobs with timewarp's sharing slowdown
-        self.machines = MachineLog()
+        self.machines = MachineLog(
+            spent=[dict.fromkeys(MACHINE_STATES, _LONG(0)) for _ in range(self.nb_compute)]
+        )
         self.resource_states: dict[int, str] = {}
         self.events_processed = 0  # messages handled by Batsim's server actor
         self.kernel = Kernel()
@@ -228,7 +250,9 @@ class Simulator:
                 "hosts' load follows the network's sharing, which the energy model does not "
                 "follow (use real Batsim, or com = 0)"
             )
-        self.energy_rows: list[tuple[float, Any, str, float]] = []  # energy: a Fraction
+        # and the power states SET_RESOURCE_STATE switches (simulator.pstates)
+        self.power = PowerStates(platform) if options.energy else None
+        self.energy_rows: list[tuple[float, Any, str, float]] = []  # energy: long double
         self.energy_first_submission: float | None = None
         self.energy_last_completion = 0.0
         # Batsim's state around its server actor
@@ -301,9 +325,10 @@ class Simulator:
     def machines_so_far(self) -> MachineLog:
         """The machine log with each machine's current state credited up to now (a copy:
         the simulation's own accounting is untouched)."""
-        log = MachineLog(list(self.machines.rows), dict(self.machines.time_in_state))
+        log = MachineLog(list(self.machines.rows), [dict(m) for m in self.machines.spent])
+        now = _LONG(self.now)
         for host, state in enumerate(self.machine_state):
-            log.time_in_state[state] += self.now - self.machine_since[host]
+            log.spent[host][state] += now - self.machine_since[host]
         return log
 
     # ------------------------------------------------------------------ the actors
@@ -689,6 +714,11 @@ class Simulator:
                 self._report_end(record)
             self.killers -= 1
             self._emit(p.JobKilled(job_ids, progress))
+        elif kind == "switched":  # Batsim's server_on_switched
+            assert self.power is not None
+            self.power.switches.in_flight -= 1
+            if self._switch_done(message[1], message[2]):
+                self._machine_row()
         elif kind == "bye":
             self._submitters_done += 1
             if self._submitters_done == self._submitters:
@@ -754,6 +784,7 @@ class Simulator:
             and self.pending_calls == 0
             and self.killers == 0
             and self.registration_finished
+            and (self.power is None or self.power.switches.in_flight == 0)
         )
 
     def _deadlock_text(self) -> str:
@@ -808,12 +839,8 @@ class Simulator:
             yield (CREATE, self._waiter(data.timestamp), "waiter")
         elif isinstance(data, p.SetJobMetadata):
             self._record(data.job_id).metadata = data.metadata
-        elif isinstance(data, p.SetResourceState) and self.energy is not None:
-            raise DecisionError(
-                "SET_RESOURCE_STATE under -E/--energy: power state changes (and switching "
-                "machines off through sleep states) are not modelled by timewarp sim; use "
-                "real Batsim"
-            )
+        elif isinstance(data, p.SetResourceState) and self.power is not None:
+            yield from self._switch_request(data)
         elif isinstance(data, p.SetResourceState):
             total = self.nb_compute + self.nb_storage
             if data.resources.max >= total:
@@ -842,6 +869,70 @@ class Simulator:
             self.registration_finished = data.type == "registration_finished"
         else:  # pragma: no cover - decode() only lets decision events through
             raise DecisionError(f"{event.type} cannot be sent by a decision process")
+
+    def _switch_request(self, data: p.SetResourceState) -> Iterator[Simcall]:
+        """Batsim's ``server_on_pstate_modification`` (-E): computation → computation at
+        once, to or from a sleep state by a switching actor per machine."""
+        power, energy = self.power, self.energy
+        assert power is not None and energy is not None
+        machines = data.resources
+        if machines.max >= self.nb_compute:
+            raise DecisionError(
+                f"resource {machines.max} is not a compute machine (0-{self.nb_compute - 1})"
+            )
+        try:
+            target = power.check_request(machines, data.state, self.host_jobs)
+        except ValueError as exc:
+            raise DecisionError(f"SET_RESOURCE_STATE {machines} to {data.state!r}: {exc}") from None
+        now = self.now
+        power.switches.request(now, machines, target, power.kind(machines.min, target))
+        self._energy_row("p")
+        for machine in machines:
+            if power.kind(machine, power.current[machine]) == ASLEEP:
+                self._machine_update(machine, "switching_on")
+            elif power.kind(machine, target) == ASLEEP:
+                self._machine_update(machine, "switching_off")
+            else:  # computation → computation: at once
+                self._set_pstate(machine, target)
+                self._switch_done(machine, target)
+                continue
+            power.switches.in_flight += 1
+            yield (CREATE, self._switcher(machine, target), "switch")
+        self._machine_row()
+
+    def _switcher(self, machine: int, target: int) -> Iterator[Simcall]:
+        """Batsim's ``switch_on/off_machine_process``, on the machine's host: into the
+        virtual state, 1 flop there, into the target state, then tell the server."""
+        power, energy = self.power, self.energy
+        assert power is not None and energy is not None
+        self._set_pstate(machine, power.virtual(machine, target))
+        speed = power.speeds[machine][power.current[machine]]
+        energy.add_load(machine, self.now, speed)  # one core computing
+        yield (EXEC, speed)  # 1 flop at the virtual state's speed
+        energy.add_load(machine, self.now, -speed)
+        self._set_pstate(machine, target)
+        self._machine_update(
+            machine, "sleeping" if power.kind(machine, target) == ASLEEP else "idle"
+        )
+        yield _BY_NAME
+        yield (PUT, self._box, ("switched", machine, target), self._remote[machine])
+
+    def _set_pstate(self, machine: int, pstate: int) -> None:
+        assert self.power is not None and self.energy is not None
+        self.power.current[machine] = pstate
+        self._speeds[machine] = self.power.speeds[machine][pstate]
+        self.energy.set_pstate(machine, pstate, self.now)
+
+    def _switch_done(self, machine: int, target: int) -> bool:
+        """``mark_switch_as_done``: when the machine was its request's last, the traces'
+        rows and RESOURCE_STATE_CHANGED (True)."""
+        assert self.power is not None
+        machines = self.power.switches.done(self.now, machine, target)
+        if machines is None:
+            return False
+        self._energy_row("p")
+        self._emit(p.ResourceStateChanged(machines, str(target)))
+        return True
 
     def _require_submitted(self, record: JobRecord, verb: str) -> None:
         state = record.state
@@ -877,6 +968,15 @@ class Simulator:
                     raise DecisionError(
                         f"machine {host} is busy with {self.host_jobs[host][0]!r} and compute "
                         "sharing is off (run with --enable-compute-sharing to allow it)"
+                    )
+        power = self.power
+        if power is not None:
+            for host in hosts:
+                if power.kind(host, power.current[host]) != COMPUTATION:
+                    raise DecisionError(
+                        f"alloc {alloc}: machine {host} is in power state "
+                        f"{power.current[host]}, not a computation one (sleeping or switching; "
+                        "Batsim aborts)"
                     )
         record.state = "running"
         record.alloc, record.hosts = alloc, hosts
@@ -988,7 +1088,8 @@ class Simulator:
             self._settle(other)
         for host in hosts:
             self.host_jobs[host].append(record.job.job_id)
-            self._machine_update(host)
+            self._machine_update(host, "computing")
+        self._machine_row()  # one row per job start, whatever its number of machines
         record.rate = self._rate(record)
         record.deadline = self._deadline(record)
         for other in affected:
@@ -1052,24 +1153,33 @@ class Simulator:
         for other in affected:
             self._settle(other)
         for host in hosts:
-            self.host_jobs[host].remove(record.job.job_id)
-            self._machine_update(host)
+            jobs = self.host_jobs[host]
+            jobs.remove(record.job.job_id)
+            self._machine_update(host, "computing" if jobs else "idle")
+        self._machine_row()  # one row per job end
         for other in affected:
             self._reschedule(other)
 
-    def _machine_update(self, host: int) -> None:
-        new = "computing" if self.host_jobs[host] else "idle"
+    def _machine_update(self, host: int, new: str) -> None:
+        """Batsim's ``update_machine_state``: the time since the machine's last change
+        credited to the state it leaves (only then: schedule.csv's times stop at each
+        machine's last change)."""
         old = self.machine_state[host]
-        now = self.now
-        self.machines.time_in_state[old] += now - self.machine_since[host]
+        now = _LONG(self.now)
+        self.machines.spent[host][old] += now - self.machine_since[host]
         self.machine_since[host] = now
         if old != new:
             self.machine_state[host] = new
-            self.nb_computing += 1 if new == "computing" else -1
+            self.nb_in_state[old] -= 1
+            self.nb_in_state[new] += 1
+
+    def _machine_row(self) -> None:
+        """A machine_states.csv row: how many machines are in each state now."""
+        row = (self.now, *self.nb_in_state.values())
         if self._sink is not None:
-            self._sink.machine_row(now, self.nb_compute - self.nb_computing, self.nb_computing)
+            self._sink.machine_row(*row)
         else:
-            self.machines.rows.append((now, self.nb_compute - self.nb_computing, self.nb_computing))
+            self.machines.rows.append(row)
 
 
 def _used_profiles(workload: Workload) -> set[str]:

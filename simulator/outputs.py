@@ -8,8 +8,10 @@
 * ``PREFIX_schedule.csv``: alphabetically ordered keys, one value row.
   ``scheduling_time`` / ``simulation_time`` are wall-clock seconds (as in Batsim); pass
   ``reproducible=True`` to write them as 0 so that same inputs give the same bytes.
-* ``PREFIX_machine_states.csv``: one row per job start or end per machine, time written
-  like C++'s default stream (``%g``: ``5e-10``, ``170``).
+* ``PREFIX_machine_states.csv``: one row per job start or end (whatever its number of
+  machines), per power-state request and per switch done: the machines sleeping,
+  switching on, switching off, idle, computing; time written like C++'s default stream
+  (``%g``: ``5e-10``, ``170``).
 
 Files are written to temporary names and renamed at the end, so a failure leaves no
 half-written file. A run stopped early writes *partial* outputs (``partial=True``): the
@@ -136,7 +138,9 @@ class ScheduleSums:
         simulation_time: float,
         partial: bool = False,
         consumed_joules: float = 0.0,
+        switches: tuple[int, int] = (0, 0),
     ) -> dict[str, str]:
+        """The values (``switches``: Batsim's nb_grouped_switches, nb_machine_switches)."""
         done = self.done
 
         def mean(total: float) -> float:
@@ -153,29 +157,30 @@ class ScheduleSums:
             "mean_turnaround_time": _f(mean(self.sum_turnaround)),
             "mean_waiting_time": _f(mean(self.sum_wait)),
             "nb_computing_machines": str(nb_compute),
-            "nb_grouped_switches": "0",
+            "nb_grouped_switches": str(switches[0]),
             "nb_jobs": str(self.jobs),
             "nb_jobs_finished": str(done),
             "nb_jobs_killed": str(done - self.success),
             "nb_jobs_rejected": str(self.rejected),
             "nb_jobs_success": str(self.success),
-            "nb_machine_switches": "0",
+            "nb_machine_switches": str(switches[1]),
             "scheduling_time": _f(scheduling_time),
             "simulation_time": _f(simulation_time),
             "success_rate": _f(self.success / self.jobs if self.jobs else 0.0),
             "time_computing": _f(machines.time_in_state["computing"]),
             "time_idle": _f(machines.time_in_state["idle"]),
-            "time_sleeping": _f(0.0),
-            "time_switching_off": _f(0.0),
-            "time_switching_on": _f(0.0),
+            "time_sleeping": _f(machines.time_in_state["sleeping"]),
+            "time_switching_off": _f(machines.time_in_state["switching_off"]),
+            "time_switching_on": _f(machines.time_in_state["switching_on"]),
             "time_unavailable": _f(0.0),
         }
         assert list(values) == SCHEDULE_KEYS
         return values
 
 
-def machine_state_row(time: float, idle: int, computing: int) -> str:
-    return f"{time:g},0,0,0,{idle},{computing}"
+def machine_state_row(time: float, *counts: int) -> str:
+    """``counts``: the machines sleeping, switching on, switching off, idle, computing."""
+    return f"{time:g}," + ",".join(map(str, counts))
 
 
 def machine_state_rows(machines: MachineLog) -> list[str]:
@@ -255,8 +260,8 @@ class StreamingOutputs:
         self._jobs.write(job_row(record) + "\n")
         self.sums.add(record)
 
-    def machine_row(self, time: float, idle: int, computing: int) -> None:
-        self._machines.write(machine_state_row(time, idle, computing) + "\n")
+    def machine_row(self, time: float, *counts: int) -> None:
+        self._machines.write(machine_state_row(time, *counts) + "\n")
 
     def finish(
         self,
@@ -265,11 +270,18 @@ class StreamingOutputs:
         simulation_time: float,
         partial: bool = False,
         consumed_joules: float = 0.0,
+        switches: tuple[int, int] = (0, 0),
     ) -> list[Path]:
         """Write ``schedule.csv`` (``machines``: the time spent in each state) and put the
         three files in place; returns their paths."""
         values = self.sums.values(
-            machines, self.nb_compute, scheduling_time, simulation_time, partial, consumed_joules
+            machines,
+            self.nb_compute,
+            scheduling_time,
+            simulation_time,
+            partial,
+            consumed_joules,
+            switches,
         )
         try:
             self._jobs.close()
@@ -299,11 +311,13 @@ def write_energy(
     prefix: str,
     rows: list[tuple[float, Any, str, float]],
     pstates: list[int],
+    changes: Iterable[tuple[float, str, int]] = (),
 ) -> list[Path]:
     """``-E``'s files, as Batsim writes them: ``_consumed_energy.csv`` (a row per job start
-    ``s`` and end ``e``: the compute machines' energy, their idle power, and the mean
-    power since the row before — ``NA`` at the same instant) and ``_pstate_changes.csv``
-    (the initial power state of the machines, grouped by state)."""
+    ``s`` and end ``e``, per power-state request and switch done ``p``: the compute
+    machines' energy, their idle power, and the mean power since the row before — ``NA``
+    at the same instant) and ``_pstate_changes.csv`` (the initial power state of the
+    machines, grouped by state, then ``changes``: time, machines, state)."""
     import numpy
 
     lines = [ENERGY_HEADER]
@@ -319,11 +333,12 @@ def write_energy(
     groups: dict[int, list[int]] = {}
     for machine, pstate in enumerate(pstates):
         groups.setdefault(pstate, []).append(machine)
-    changes = [PSTATE_HEADER] + [
+    initial = [PSTATE_HEADER] + [
         f"0,{ProcSet(*machines)},{pstate}" for pstate, machines in sorted(groups.items())
     ]
+    lines_changes = [f"{time:g},{machines},{pstate}" for time, machines, pstate in changes]
     paths = [Path(f"{prefix}_consumed_energy.csv"), Path(f"{prefix}_pstate_changes.csv")]
-    for path, text in zip(paths, (lines, changes), strict=True):
+    for path, text in zip(paths, (lines, initial + lines_changes), strict=True):
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text("\n".join(text) + "\n", encoding="utf-8")
         os.replace(tmp, path)

@@ -63,8 +63,13 @@ BATSIM_ONLY_PROFILE_TYPES = (
     "usage_trace",
 )
 _NOT_MODELLED = {
-    "usage_trace": " (a trace of CPU usage per rank replayed as a sequence of ptasks: not "
-    "modelled yet)",
+    # Batsim 4.2.1: a file naming one trace per rank; each rank an actor on its host (round
+    # robin over the allocation) replaying "m_usage usage flops" lines as ptasks of
+    # max(round(usage x cores), 1) copies of its host; the job waits for every rank's
+    # 4-byte notice (under the walltime). Rank actors, their notices and the energy of a
+    # partial usage are not modelled (docs/simulator.md, "What is modelled")
+    "usage_trace": " (per-rank traces of (usage, flops) steps replayed by an actor per rank, "
+    "each step a ptask on round(usage x cores) cores of its host: not modelled)",
     "trace": " (an SMPI-like time-independent trace)",
     "smpi": " (SimGrid's MPI replay)",
     "parallel_homogeneous_pfs": " (a parallel file system's storage hosts)",

@@ -18,6 +18,7 @@ import json
 import os
 import random
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from procset import ProcSet
 
 from simulator import protocol as p
 from simulator.engine import Deadlock, DecisionError
-from simulator.testing import ROOT, make_sim
+from simulator.testing import ROOT, free_endpoint, make_sim
 
 BATSIM_DIR = ROOT.parent / "shared" / "tools" / "batsim-4.2.1"
 BATSIM = Path(os.environ.get("TIMEWARP_BATSIM") or BATSIM_DIR / "bin" / "batsim")
@@ -382,3 +383,61 @@ def fcfs_decider():  # type: ignore[no-untyped-def]
 
     decide = Fcfs()
     return lambda raw: p.encode(decide(p.decode(raw, "batsim")))
+
+
+def run_pair(batsim, tmp_path, env, platform_text, wl, decision, flags=()):  # type: ignore[no-untyped-def]
+    """The batsim binary and `timewarp sim` on the same files, each against a fresh
+    decision process (``decision``: its argv, given the endpoint); their jobs CSVs."""
+    platform = tmp_path / "platform.xml"
+    platform.write_text(platform_text)
+    work = tmp_path / "w.json"
+    work.write_text(json.dumps(wl))
+    out = {}
+    for who, program in (
+        ("real", [str(batsim)]),
+        ("ours", [sys.executable, "-m", "timewarp", "sim", "-q"]),
+    ):
+        endpoint = free_endpoint()
+        folder = tmp_path / who
+        folder.mkdir()
+        log_path = folder / "decision.log"  # a file: a pipe nobody reads fills up
+        with open(log_path, "w") as log_file:
+            proc = subprocess.Popen(
+                decision(endpoint), env=env, cwd=folder, stdout=log_file,
+                stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        try:
+            sim = subprocess.run(
+                [*program, "-p", str(platform), "-w", str(work), "-e", str(folder / "out"),
+                 "-s", endpoint, *flags],
+                env=env, capture_output=True, text=True, timeout=300,
+            )  # fmt: skip
+            proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert sim.returncode == 0, (who, sim.stdout[-2000:], sim.stderr[-2000:])
+        assert proc.returncode == 0, (who, log_path.read_text()[-3000:])
+        out[who] = (folder / "out_jobs.csv").read_bytes()
+    return out["real"], out["ours"]
+
+
+#: schedule.csv's wall-clock columns (real seconds, not simulated), left out of comparisons
+WALL_CLOCK_KEYS = ("batsim_version", "scheduling_time", "simulation_time")
+
+
+def differing_outputs(folder: Path, kinds: tuple[str, ...]) -> list[str]:
+    """After :func:`run_pair`: which of ``out_KIND.csv`` differ between ``folder/real`` and
+    ``folder/ours`` (schedule.csv without its wall-clock columns)."""
+    differ = []
+    for kind in kinds:
+        texts = [(folder / who / f"out_{kind}.csv").read_text() for who in ("real", "ours")]
+        if kind == "schedule":
+            rows = [[line.split(",") for line in text.splitlines()] for text in texts]
+            texts = [
+                str([(k, v) for k, v in zip(*r, strict=True) if k not in WALL_CLOCK_KEYS])
+                for r in rows
+            ]
+        if texts[0] != texts[1]:
+            differ.append(kind)
+    return differ

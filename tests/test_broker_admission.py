@@ -194,7 +194,10 @@ def test_a_gpu_pod_beyond_the_nodes_gpus_fails_OutOf_its_resource_with_a_kubelet
             "requested: 2, used: 2, capacity: 2"
         )
         events, _ = facade.store.list("events", "default")
-        (event,) = [e for e in events if e["involvedObject"]["name"] == pods[1][1]]
+        story = [e for e in events if e["involvedObject"]["name"] == pods[1][1]]
+        # the scheduler's Scheduled (the binding went through), then the kubelet's refusal
+        assert [e["reason"] for e in story] == ["Scheduled", "OutOfnvidia.com/gpu"]
+        event = story[1]
         assert (event["type"], event["reason"], event["source"]) == (
             "Warning",
             "OutOfnvidia.com/gpu",

@@ -119,6 +119,51 @@ def test_a_scheduler_and_a_simulator_started_by_hand(tmp_path, subprocess_env, i
     assert manifest["figures"]["nb_jobs_success"] == 3
 
 
+ONCE = """import sys, time
+from kubernetes import client, config
+config.load_kube_config()
+time.sleep(2)
+print(len(client.CoreV1Api().list_node().items), "nodes", flush=True)
+sys.exit(int(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize("code", [0, 3])
+def test_a_scheduler_started_by_hand_that_exits(tmp_path, subprocess_env, inputs, terminals, code):
+    """Exit 0 of a process started by hand ends only that process and the run goes on,
+    as for the launcher's own (issue 25's "program exit is not failure"); any other exit
+    fails the run, naming the code. `timewarp run` tells the broker the code: the
+    process is not the broker's child."""
+    platform, workload = inputs
+    out, port = tmp_path / "out", free_port()
+    once = tmp_path / "once.py"
+    once.write_text(ONCE)
+    broker, lines, reader = start_broker(
+        terminals, out, port, subprocess_env, "--expect", "sched", "--expect", "once"
+    )
+    for name, argv in (("sched", [str(POLLER)]), ("once", [str(once), str(code)])):
+        env = {**subprocess_env, **env_file(out / f"{name}.env")}
+        terminals.start(timewarp("run", "--name", name, "--", "python", *argv, env=env))
+    sim = terminals.start(
+        timewarp("sim", "-q", "-p", str(platform), "-w", str(workload), "-e", str(out / "out"),
+                 "--enable-compute-sharing", "--enable-dynamic-jobs",
+                 "-s", f"tcp://127.0.0.1:{port}", env=subprocess_env)
+    )  # fmt: skip
+    assert broker.wait(180) == (0 if code == 0 else 1), "".join(lines)[-3000:]
+    sim.wait(60)
+    reader.join(10)
+    assert (out / "once.exit").read_text().strip() == str(code)
+    manifest = json.loads((out / "manifest.json").read_text())
+    if code == 0:
+        assert manifest["ok"] is True and manifest["outputs"] == "complete"
+        assert manifest["figures"]["nb_jobs_success"] == 3
+        assert manifest["processes"]["once"]["ended"] == {"exit": 0, "at_s": 2.0}
+        assert "once, started by hand, exited 0 at simulated t=2.0 s" in "".join(lines)
+    else:
+        assert manifest["ok"] is False
+        assert "'once', started by hand, ended (exit code 3)" in manifest["reason"]
+
+
 def test_a_launched_scheduler_and_a_simulator_that_goes_away(tmp_path, subprocess_env, terminals):
     """A simulator killed in its terminal: the broker notices, ends (exit 1) with a
     manifest, and stops the scheduler it launched."""

@@ -215,3 +215,89 @@ def test_an_hpa_status_write_over_an_odd_stored_status_is_not_a_500(facade, clie
     del stored["status"]
     code, body = client.request("PUT", f"{HPAS}/web/status", stored)
     assert code == 200 and body["status"] == "x", body
+
+
+# --- what is stored reads back in the official client (found by the live fuzz) ----------
+# kube-apiserver stores the decoded Go object: a field without ``omitempty`` comes back
+# even when the request left it out or sent null (``"type": ""``), a time is a time, a
+# quantity its canonical text. The facade kept the request's shape, and the `hpa`
+# sample (the official client's models) died reading an HPA whose status had
+# ``currentMetrics: [{"type": null}]`` (tests/test_facade_live_fuzz.py, seed 3).
+
+
+def _official(kind: str, body: dict):
+    from kubernetes import client as k8s
+
+    model = {"hpa": k8s.V2HorizontalPodAutoscaler, "deployment": k8s.V1Deployment,
+             "replicaset": k8s.V1ReplicaSet}[kind]  # fmt: skip
+    return model.from_dict(body)
+
+
+@pytest.mark.parametrize(
+    ("status", "stored"),
+    [
+        ({"currentMetrics": [{"type": None}]}, {"currentMetrics": [{"type": ""}]}),
+        ({"currentMetrics": [None, {}]}, {"currentMetrics": [{"type": ""}, {"type": ""}]}),
+        (
+            {"currentMetrics": [{"type": "Resource", "resource": {"current": None}}]},
+            {"currentMetrics": [{"type": "Resource", "resource": {"name": "", "current": {}}}]},
+        ),
+        (
+            {"currentMetrics": [{"type": "Pods", "pods": {"metric": {}, "current": {
+                "averageValue": 1.5}}}]},
+            {"currentMetrics": [{"type": "Pods", "pods": {"metric": {"name": ""}, "current": {
+                "averageValue": "1500m"}}}]},
+        ),
+        ({"conditions": [{}, {"reason": "R"}]},
+         {"conditions": [{"type": "", "status": ""}, {"type": "", "status": "", "reason": "R"}]}),
+        ({"desiredReplicas": None}, {"desiredReplicas": 0}),
+    ],
+)  # fmt: skip
+def test_an_hpa_status_is_stored_as_go_writes_it_back(client, status, stored):
+    code, body = _patch_status(client, f"{HPAS}/web", status)
+    assert code == 200, body
+    for key, value in stored.items():
+        assert body["status"][key] == value
+    assert "desiredReplicas" in body["status"]
+    _official("hpa", body)  # raised a ValidationError before
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "words"),
+    [
+        (f"{HPAS}/web", {"lastScaleTime": "x"}, 'parsing time "x"'),
+        (f"{HPAS}/web", {"conditions": [{"type": "A", "lastTransitionTime": "soon"}]},
+         'parsing time "soon"'),
+        (f"{HPAS}/web", {"lastScaleTime": 5}, "cannot unmarshal number"),
+        (f"{HPAS}/web", {"currentMetrics": [{"type": "Resource", "resource": "x"}]},
+         "v2.ResourceMetricStatus"),
+        (f"{APPS}/deployments/web", {"conditions": [{"type": "A", "lastUpdateTime": "soon"}]},
+         'parsing time "soon"'),
+        (f"{APPS}/deployments/web", {"conditions": [{"lastTransitionTime": "2026-13-01T00:00:00Z"}]},
+         "parsing time"),
+    ],
+)  # fmt: skip
+def test_a_time_that_is_not_one_is_a_400(client, path, status, words):
+    code, body = _patch_status(client, path, status)
+    assert code == 400 and words in body["message"], body
+
+
+def test_workload_statuses_are_stored_as_go_writes_them_back(client):
+    code, body = _patch_status(client, f"{APPS}/deployments/web", {"conditions": [{"reason": "R"}]})
+    assert code == 200 and body["status"]["conditions"] == [
+        {"type": "", "status": "", "reason": "R"}
+    ]
+    _official("deployment", body)
+    code, body = _patch_status(client, f"{APPS}/replicasets/cache", {"replicas": None})
+    assert code == 200 and body["status"]["replicas"] == 0
+    _official("replicaset", body)
+
+
+def test_an_hpa_target_quantity_is_stored_as_its_canonical_text(client):
+    hpa = {**HPA, "metadata": {"name": "mem"}}
+    hpa["spec"] = {**HPA["spec"], "metrics": [{"type": "Resource", "resource": {
+        "name": "memory", "target": {"type": "AverageValue", "averageValue": 5}}}]}  # fmt: skip
+    code, body = client.request("POST", HPAS, hpa)
+    assert code == 201, body
+    assert body["spec"]["metrics"][0]["resource"]["target"]["averageValue"] == "5"
+    _official("hpa", body)

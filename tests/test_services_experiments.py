@@ -34,6 +34,23 @@ def test_the_scenarios_figures_from_rows() -> None:
     assert fig["failed"] == 50
 
 
+def test_the_steady_state_of_the_step_starts_after_the_stabilisation_window() -> None:
+    """The HPA overshoots on the way up (the first pods saturated while new ones start)
+    and holds that recommendation for its 300 s downscale window: the steady state is
+    read after it, not from a fixed 600 s (which took the held overshoot for it)."""
+    desired = {300: 3, 315: 3, 330: 6, 345: 12, 360: 22, 375: 30, 690: 25, 705: 21}
+    rows, n = [], 2
+    for i in range(1, 2400 // 15 + 1):
+        t = 15 * i
+        n = desired.get(t, n) if t <= 1500 else 2
+        rate = 200 if 300 < t <= 1500 else 20
+        rows.append({"time": str(t), "ready_replicas": str(n), "request_rate": str(rate),
+                     "failed_requests": "0", "desired_replicas": str(n)})  # fmt: skip
+    fig = autoscaling.figures(rows, "step")
+    assert fig["steady_high"] == [21]
+    assert fig["scale_down_after_s"] == 15
+
+
 def test_the_sinusoid_is_checked_against_the_hpa_tolerance_band() -> None:
     # at 100/s the work is 10 pods at 50 %: the HPA keeps 9.09..11.1 → 9 to 12 pods
     assert [autoscaling.within_tolerance(100, n) for n in (8, 9, 12, 13)] == [

@@ -54,6 +54,11 @@ CASES = {
         dict(profiles={"d": {"type": "trace", "trace": "x.txt"}}),
         "'trace' is a Batsim profile type that timewarp sim does not model",
     ),
+    "usage_trace": (
+        dict(profiles={"d": {"type": "usage_trace", "trace": "ranks.txt"}}),
+        "'usage_trace' is a Batsim profile type that timewarp sim does not model (per-rank "
+        "traces of (usage, flops) steps",
+    ),
     "duplicate_ids": (
         dict(jobs=[GOOD_JOBS[0], dict(GOOD_JOBS[0])]),
         "jobs[1].id: duplicate job id '1' (first at jobs[0])",

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -26,13 +25,13 @@ from realbatsim import (
     FixedScenario,
     batsim_or_skip,
     canonical,
+    differing_outputs,
     fcfs_decider,
     run_embedded,
+    run_pair,
     run_real,
     scenario,
 )
-
-from simulator.testing import free_endpoint
 
 pytestmark = pytest.mark.batsim
 
@@ -128,43 +127,6 @@ def test_two_hundred_random_platforms_give_the_same_messages(batsim, tmp_path):
 # --------------------------------------------------------------------------- as users run them
 
 
-def _run_pair(batsim, tmp_path, env, platform_text, wl, decision, flags=()):  # type: ignore[no-untyped-def]
-    """The batsim binary and `timewarp sim` on the same files, each against a fresh
-    decision process (``decision``: its argv, given the endpoint); their jobs CSVs."""
-    platform = tmp_path / "platform.xml"
-    platform.write_text(platform_text)
-    work = tmp_path / "w.json"
-    work.write_text(json.dumps(wl))
-    out = {}
-    for who, program in (
-        ("real", [str(batsim)]),
-        ("ours", [sys.executable, "-m", "timewarp", "sim", "-q"]),
-    ):
-        endpoint = free_endpoint()
-        folder = tmp_path / who
-        folder.mkdir()
-        log_path = folder / "decision.log"  # a file: a pipe nobody reads fills up
-        with open(log_path, "w") as log_file:
-            proc = subprocess.Popen(
-                decision(endpoint), env=env, cwd=folder, stdout=log_file,
-                stderr=subprocess.STDOUT,
-            )  # fmt: skip
-        try:
-            sim = subprocess.run(
-                [*program, "-p", str(platform), "-w", str(work), "-e", str(folder / "out"),
-                 "-s", endpoint, *flags],
-                env=env, capture_output=True, text=True, timeout=300,
-            )  # fmt: skip
-            proc.wait(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        assert sim.returncode == 0, (who, sim.stdout[-2000:], sim.stderr[-2000:])
-        assert proc.returncode == 0, (who, log_path.read_text()[-3000:])
-        out[who] = (folder / "out_jobs.csv").read_bytes()
-    return out["real"], out["ours"]
-
-
 ENERGY_HOSTS = (
     '<host id="master_host" speed="1Gf" coordinates="0 0 0">'
     '<prop id="wattage_per_state" value="100:200"/><prop id="wattage_off" value="10"/></host>'
@@ -209,7 +171,7 @@ def test_energy_files_are_the_same_as_batsims(batsim, tmp_path, subprocess_env, 
     wl = workload(4, 4, 24)
     for job in wl["jobs"][::5]:
         job["walltime"] = 2  # some reach it: a parallel task cut, a delay cut
-    real, ours = _run_pair(batsim, tmp_path, subprocess_env, text, wl, _fcfs, ("-E",))
+    real, ours = run_pair(batsim, tmp_path, subprocess_env, text, wl, _fcfs, ("-E",))
     assert real == ours
     energies = [row.split(",")[-2] for row in real.decode().splitlines()[1:]]
     assert all(float(e) > 0 for e in energies), energies  # every job has its energy
@@ -231,17 +193,20 @@ def _fcfs(endpoint: str) -> list[str]:
     "name", ["full, loopback route", "cluster with loopback and limiter, master beside it"]
 )
 def test_timewarp_sim_and_batsim_write_the_same_jobs_csv(batsim, tmp_path, subprocess_env, name):
+    """And the same machine_states.csv (a row per job start or end, jobs of up to 3
+    machines among them) and schedule.csv (its wall-clock times aside)."""
     text, flags = PLATFORMS[name]
-    real, ours = _run_pair(
-        batsim, tmp_path, subprocess_env, text, workload(7, _nodes(name), 30), _fcfs, flags
-    )
+    wl = workload(7, _nodes(name), 30)
+    assert max(job["res"] for job in wl["jobs"]) >= 3
+    real, ours = run_pair(batsim, tmp_path, subprocess_env, text, wl, _fcfs, flags)
     assert real == ours
     assert real.count(b"\n") == 31
+    assert differing_outputs(tmp_path, ("machine_states", "schedule")) == []
 
 
 def test_a_512_host_cluster_gives_the_same_jobs_csv(batsim, tmp_path, subprocess_env):
     """Batsim's cluster512.xml's shape: 600 µs per message to the master."""
-    real, ours = _run_pair(
+    real, ours = run_pair(
         batsim, tmp_path, subprocess_env, cluster(512), workload(11, 512, 200), _fcfs
     )
     assert real == ours
@@ -273,7 +238,7 @@ def test_pybatsim_schedfcfs_runs_on_a_loopback_link_as_on_batsim(batsim, tmp_pat
         return [sys.executable, "-m", "batsim.cmds.launcher", "schedFcfs", "-s", endpoint,
                 "-t", "30000"]  # fmt: skip
 
-    real, ours = _run_pair(batsim, tmp_path, subprocess_env, text, wl, sched)
+    real, ours = run_pair(batsim, tmp_path, subprocess_env, text, wl, sched)
     assert real == ours
     assert real.count(b"\n") == 13
 

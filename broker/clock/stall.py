@@ -7,12 +7,17 @@ instead. Traffic is not progress: a process that keeps talking (API requests, cl
 messages) while virtual time stands still and nothing changes — no advance, no write to
 the cluster (the ``progress_probe``), no process arriving or going — is reported the same
 way after ``TRAFFIC_STALL_FACTOR`` times as long. (API polling is normally charged
-virtual time long before that: ``broker/drivers/pacing.py``.) Methods ending in
+virtual time long before that: ``broker/drivers/pacing.py``.) The broker's own work is
+watched too: rounds of the cluster (controllers, kubelet) that keep doing something at
+one virtual instant for as long, in wall time spent in them, are a busy loop of the
+broker — reported, naming who kept acting, and the run stops (there is no process to
+let go and advance past; :meth:`StallGuard.broker_round`). Methods ending in
 ``_locked`` are called with the clock service's lock held; the others take it.
 """
 
 from __future__ import annotations
 
+import collections
 import threading
 import time as _wall
 from collections.abc import Callable
@@ -72,6 +77,10 @@ class StallGuard:
         self.nondeterministic_advances = 0
         self.nondeterministic_causes: list[str] = []  # in the manifest and the summary
         self.stall_reports: list[str] = []
+        # the broker's own rounds at one virtual instant (see broker_round)
+        self._rounds_at: int | None = None
+        self._rounds_wall = 0.0
+        self._rounds: collections.Counter[str] = collections.Counter()
 
     def count_locked(self, cause: str) -> None:
         """Wall time (or input from outside), not the simulation, decided when something
@@ -100,6 +109,46 @@ class StallGuard:
         """The driver is on to something new: the traffic limit counts from now."""
         self._last_progress = _wall.monotonic()
         self._traffic = [0, 0]
+
+    def broker_round(self, now_ns: int, wall_s: float, actors: list[str]) -> None:
+        """The broker did another round of its own work at virtual ``now_ns`` (``wall_s``
+        seconds of it; ``actors``: who did something). Rounds that keep coming at one
+        instant for ``TRAFFIC_STALL_FACTOR`` × ``stall_timeout`` wall seconds spent in
+        them are a busy loop: reported, and :class:`ClockStall` raised whatever
+        ``on_stall`` says."""
+        with self._cond:
+            if now_ns != self._rounds_at:
+                self.broker_at_rest_locked()
+                self._rounds_at = now_ns
+            self._rounds_wall += wall_s
+            self._rounds.update(actors or ["(nobody named)"])
+            limit = TRAFFIC_STALL_FACTOR * self.stall_timeout
+            if self._rounds_wall < limit:
+                return
+            total = sum(self._rounds.values())
+            who = ", ".join(f"{name} ({n} rounds)" for name, n in self._rounds.most_common())
+            report = (
+                f"timewarp: stall at t={now_ns / 1e9:.9f} s: the broker itself kept working "
+                f"at this instant for {self._rounds_wall:.1f} s of wall time ({total} rounds "
+                f"that each changed something, time never moving), by: {who}. A controller "
+                "that never settles is a bug in it; the run stops here"
+            )
+            self.stall_reports.append(report)
+            self.count_locked(f"stall guard at t={now_ns / 1e9:.9f} s: the broker's own loop")
+            self.log.write(report + "\n")
+            self.log.flush()
+            self.broker_at_rest_locked()
+            raise ClockStall(report)
+
+    def broker_at_rest(self) -> None:
+        """A round of the broker did nothing: its busy loop, if any, ended."""
+        with self._cond:
+            self.broker_at_rest_locked()
+
+    def broker_at_rest_locked(self) -> None:
+        self._rounds_at = None
+        self._rounds_wall = 0.0
+        self._rounds.clear()
 
     def check_locked(self, busy: list[ProcessState], judge: Judge, now_ns: int) -> float | None:
         """``busy`` keep the driver waiting: how long it may wait before asking again, or

@@ -95,6 +95,7 @@ class Cluster(ClusterState):
         self.pod_ops = ControllerPods(self, self.dynamic, self.kubelet)
         store, clock = self.facade.store, self.facade.clock
         self.controllers = registry.build(store, clock, self.pod_ops)
+        self.last_actors: list[str] | None = None  # see process()
         self.inbox = FacadeInbox(self, self.kubelet, self)
 
     # ------------------------------------------------------------- Batsim side
@@ -234,9 +235,15 @@ class Cluster(ClusterState):
             self.kubelet.steps.terminate(namespace, pod)
         stepped = self.kubelet.run_due()
         did = bool(bindings or removed or created or terminations or stepped)
-        for controller in self.controllers.values():
+        # the controllers that did something this round with no input from outside them
+        # (no request, no kubelet step): rounds of those alone that never end are the
+        # broker's own busy loop, and the stall guard names them
+        self.last_actors = None if did else []
+        for name, controller in self.controllers.items():
             if controller.reconcile():
                 did = True
+                if self.last_actors is not None:
+                    self.last_actors.append(name)
         if self.services and self.services.has_dirty():
             # a service's pods changed: the traffic model learns it at this instant
             self.metrics.invalidate()

@@ -89,6 +89,7 @@ class KubeletModel:
         ) != "Pending":
             return  # admitted (or refused) once already: a pod created and bound in one step
         state.stats.bindings += 1
+        self._scheduled(pod, node_name)
         node = state.nodes[node_name]
         requests = admission.pod_requests(pod) if jp is None else jp.requests
         now = state.facade.store.timestamp()
@@ -106,9 +107,35 @@ class KubeletModel:
         jp.ip = state.pod_network.allocate(node.name, _host_network(pod))
         if self.steps.admit(pod, jp, node):
             return  # its containers start later (pod_lifecycle)
+        for c in (pod.get("spec") or {}).get("containers") or []:  # they start now
+            image = c.get("image", DEFAULT_IMAGE)
+            self._aside_event(pod, "Pulled", f'Container image "{image}" already present on machine', node.name)  # fmt: skip
+            self._aside_event(pod, "Created", f"Created container {c['name']}", node.name)
+            self._aside_event(pod, "Started", f"Started container {c['name']}", node.name)
         self.start_containers(
             namespace, pod_name, pod, jp, node, lambda obj: _running_status(obj, node, now, jp.ip)
         )
+
+    def _scheduled(self, pod: Obj, node_name: str) -> None:
+        """The scheduler's ``Scheduled`` Event of a pod bound by a binding (not of one
+        created on its node), from the pod's scheduler."""
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        if not any(
+            c.get("type") == "PodScheduled" and c.get("status") == "True" for c in conditions
+        ):
+            return
+        meta = pod["metadata"]
+        scheduler = (pod.get("spec") or {}).get("schedulerName") or "default-scheduler"
+        message = f"Successfully assigned {meta['namespace']}/{meta['name']} to {node_name}"
+        self._aside_event(pod, "Scheduled", message, "", component=scheduler)
+
+    def _aside_event(self, pod: Obj, reason: str, message: str, host: str, component: str = "kubelet") -> None:  # fmt: skip
+        """A Normal Event the broker writes beside the run (``broker/controllers/events.py``),
+        by the kubelet of node ``host`` unless ``component`` says otherwise."""
+        k8s_events.emit(
+            self.store, pod, type_="Normal", reason=reason, message=message,
+            component=component, aside=True, host=host,
+        )  # fmt: skip
 
     def start_containers(
         self,

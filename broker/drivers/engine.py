@@ -314,11 +314,20 @@ class Broker:
             return
 
     def _process_cluster(self) -> bool:
+        began = _wall.monotonic()
         with self.cluster.state_lock:
-            if not self.cluster.process():
-                return False
-            self.cluster.refresh_metrics()
-            return True
+            did = self.cluster.process()
+            if did:
+                self.cluster.refresh_metrics()
+        actors = self.cluster.last_actors
+        if not did or actors is None:  # at rest, or acting on input from outside
+            self.clock.stall.broker_at_rest()
+        else:
+            # the stall guard sees the broker's own busy loop too (controllers acting on
+            # nothing but themselves, round after round at one instant): it raises
+            # ClockStall, which ends the run with its report
+            self.clock.stall.broker_round(self.clock.now_ns, _wall.monotonic() - began, actors)
+        return did
 
     def _report_progress(self) -> None:
         self.progress.now_s = self.clock.now_ns / 1e9

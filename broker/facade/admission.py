@@ -21,6 +21,8 @@ Pure functions over JSON dicts (decoding rewrites quantities in place).
 
 from __future__ import annotations
 
+import datetime
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +38,10 @@ MAX_INT64 = 2**63 - 1
 
 class _Type:
     go = "?"
+
+    def zero(self) -> Any:
+        """What Go writes back for this type's zero value (None: nothing)."""
+        return None
 
     def check(self, value: Any, path: str, struct: str) -> None:
         raise NotImplementedError
@@ -66,9 +72,13 @@ def _mismatch(value: Any, path: str, struct: str, go: str) -> DecodeError:
 
 
 class _Scalar(_Type):
-    def __init__(self, go: str, ok: Callable[[Any], bool]) -> None:
+    def __init__(self, go: str, ok: Callable[[Any], bool], zero: Any = None) -> None:
         self.go = go
         self._ok = ok
+        self._zero = zero
+
+    def zero(self) -> Any:
+        return self._zero
 
     def check(self, value: Any, path: str, struct: str) -> None:
         if value is not None and not self._ok(value):
@@ -79,11 +89,40 @@ def _int_in(bound: int) -> Callable[[Any], bool]:
     return lambda x: isinstance(x, int) and not isinstance(x, bool) and -bound - 1 <= x <= bound
 
 
-STR = _Scalar("string", lambda x: isinstance(x, str))
-BOOL = _Scalar("bool", lambda x: isinstance(x, bool))
-INT32 = _Scalar("int32", _int_in(MAX_INT32))
-INT64 = _Scalar("int64", _int_in(MAX_INT64))
+STR = _Scalar("string", lambda x: isinstance(x, str), "")
+BOOL = _Scalar("bool", lambda x: isinstance(x, bool), False)
+INT32 = _Scalar("int32", _int_in(MAX_INT32), 0)
+INT64 = _Scalar("int64", _int_in(MAX_INT64), 0)
 ANY_OBJ = _Scalar("map[string]interface {}", lambda x: isinstance(x, dict))
+
+
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})\Z")
+
+
+class _Time(_Type):
+    """``metav1.Time``: an RFC 3339 date and time (or null)."""
+
+    go = "metav1.Time"
+
+    def check(self, value: Any, path: str, struct: str) -> None:
+        if value is None:
+            return
+        if not isinstance(value, str):
+            raise _mismatch(value, path, struct, "string")
+        try:
+            ok = _RFC3339.match(value) is not None and bool(
+                datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+            )
+        except ValueError:
+            ok = False
+        if not ok:
+            raise DecodeError(
+                f'parsing time "{value}" as "2006-01-02T15:04:05Z07:00": cannot parse '
+                f'"{value}" as an RFC 3339 time (Go struct field {struct}.{path})'
+            )
+
+
+TIME = _Time()
 
 
 class _Map(_Type):
@@ -129,7 +168,9 @@ class ListOf(_Type):
             return
         if not isinstance(value, list):
             raise _mismatch(value, path, struct, self.go)
-        for item in value:
+        for i, item in enumerate(value):
+            if item is None and self.item.zero() is not None:
+                value[i] = item = self.item.zero()  # Go decodes a null item as the zero
             self.item.check(item, path, struct)
 
 
@@ -179,23 +220,43 @@ class Struct(_Type):
     """A Go struct: its fields' types (those the facade reads); ``package`` names it in
     messages (``v1.PodSpec``, ``v2.MetricTarget``)."""
 
-    def __init__(self, name: str, fields: dict[str, _Type], package: str = "v1") -> None:
+    def __init__(
+        self,
+        name: str,
+        fields: dict[str, _Type],
+        package: str = "v1",
+        *,
+        written: tuple[str, ...] = (),
+    ) -> None:
         self.name = name
         self.go = f"{package}.{name}"
         self.fields = fields
+        # the fields without ``omitempty``: Go writes them back even when zero (absent or
+        # null in the request), so every client reads them (the official client's models
+        # require them: a stored ``{"type": null}`` metric failed its deserialisation)
+        self.written = written
+
+    def zero(self) -> Any:
+        return {}
 
     def check(self, value: Any, path: str, struct: str) -> None:
         if value is None:
             return
         if not isinstance(value, dict):
             raise _mismatch(value, path, struct, self.go)
+        for key in self.written:
+            if value.get(key) is None:
+                value[key] = self.fields[key].zero()
         for key, kind in self.fields.items():
             if key in value:
                 if value[key] is None:  # Go decodes null as the zero value: absent
                     del value[key]
                     continue
-                kind.check(value[key], f"{path}.{key}" if path else key, self.name)
-                if getattr(kind, "canonicalises", False):
+                where = f"{path}.{key}" if path else key
+                kind.check(value[key], where, self.name)
+                if kind is QUANTITY:  # as Go writes a Quantity back: its canonical text
+                    value[key] = quantity.parse(value[key]).text
+                elif getattr(kind, "canonicalises", False):
                     value[key] = kind.canonical(value[key])
 
 
@@ -212,8 +273,8 @@ META = Struct(
         "uid": STR,
         "resourceVersion": STR,
         "generation": INT64,
-        "creationTimestamp": STR,
-        "deletionTimestamp": STR,
+        "creationTimestamp": TIME,
+        "deletionTimestamp": TIME,
         "deletionGracePeriodSeconds": INT64,
         "labels": MAP,
         "annotations": MAP,

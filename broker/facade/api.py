@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from . import acting, admission, discovery, errors, listoptions, versions
+from . import acting, admission, discovery, errors, listoptions, tables, versions
 from .auth import Identity, TokenRegistry
 from .clock import Cancellable, Clock
 from .errors import ApiError
@@ -103,26 +103,6 @@ _param = listoptions.first  # a parameter given twice counts by its first value
 
 def _watching(route: _Route, query: dict[str, list[str]]) -> bool:
     return route.watch_path or bool(listoptions.flag(query, "watch"))
-
-
-_SERVED = ("application/json", "application/*", "*/*")
-
-
-def _negotiate(accept: str) -> None:
-    """406 unless ``accept`` admits JSON, the only media type served (the API server
-    would also serve YAML and protobuf: those clients are told so)."""
-    if not accept.strip():
-        return
-    for item in accept.split(","):
-        media = item.split(";")[0].strip().lower()
-        params = item.lower().replace(" ", "")
-        if media in _SERVED and ";q=0" not in params.replace(";q=0.", ""):
-            return
-    raise ApiError(
-        406,
-        "only the following media types are accepted: application/json "
-        f"(asked for {accept[:200]!r}: timewarp's API facade serves JSON only)",
-    )
 
 
 @dataclass
@@ -264,7 +244,8 @@ class Api:
         refusal = forbidden(identity, request.method, request.target)
         if refusal is not None:
             raise refusal
-        _negotiate(request.headers.get("accept", ""))
+        # JSON, or a Table of it (server-side printing: tables.py); 406 for anything else
+        table = tables.negotiate(request.headers.get("accept", ""))
         if not segments:
             paths = ["/api", "/api/v1", "/apis", "/version", "/healthz"]
             return _json(200, {"paths": paths})
@@ -281,7 +262,7 @@ class Api:
                 )
             if len(segments) == 2:
                 return _json(200, discovery.resource_list("", "v1", self.store.types))
-            return self._resource_request(request, query, "", "v1", segments[2:])
+            return self._resource_request(request, query, "", "v1", segments[2:], table)
         if head == "apis":
             if len(segments) == 1:
                 return _json(200, discovery.api_group_list(self.store.types))
@@ -300,7 +281,7 @@ class Api:
                 )
             if len(segments) == 3:
                 return _json(200, doc)
-            return self._resource_request(request, query, group, segments[2], segments[3:])
+            return self._resource_request(request, query, group, segments[2], segments[3:], table)
         raise ApiError(404, f"the server could not find the requested resource ({split.path})")
 
     # --- routing -------------------------------------------------------------------
@@ -339,27 +320,30 @@ class Api:
         group: str,
         version: str,
         rest: list[str],
+        table: str = "",
     ) -> Response | WatchStream:
         """A request on a resource: route it, check the method is allowed there, then
-        hand it to the reads (GET: get, list, watch), the creates (POST: objects,
-        bindings, evictions) or the writes to one named object (PUT, PATCH, DELETE)."""
+        hand it to the reads (GET: get, list, watch; as a Table of ``table``'s version
+        when asked), the creates (POST: objects, bindings, evictions) or the writes to
+        one named object (PUT, PATCH, DELETE)."""
         if group == CUSTOM_METRICS_GROUP:
             return self._custom_metrics(request, query, version, rest)
         route = self._route(group, version, rest)
         self._check_method(route, request.method, query)
         if route.rt.group == "metrics.k8s.io":
             return self._metrics(route.rt, route, query)
-        answer = self._serve(request, route, query)
+        answer = self._serve(request, route, query, table)
         recode = versions.recoder(route.rt, self.store.types)
         if recode is not None and isinstance(answer, Response):
             answer.body = recode(answer.body)
         return answer
 
     def _serve(
-        self, request: Request, route: _Route, query: dict[str, list[str]]
+        self, request: Request, route: _Route, query: dict[str, list[str]], table: str
     ) -> Response | WatchStream:
         if request.method == "GET":
-            return self._read(request, route, query)
+            want = tables.table_request(table, query) if table else None
+            return self._read(request, route, query, want)
         if request.method == "POST":
             return self._post(request, route)
         if route.name is None and request.method == "DELETE":
@@ -394,21 +378,32 @@ class Api:
                 )
 
     def _read(
-        self, request: Request, route: _Route, query: dict[str, list[str]]
+        self,
+        request: Request,
+        route: _Route,
+        query: dict[str, list[str]],
+        want: tables.TableRequest | None = None,
     ) -> Response | WatchStream:
         """GET: a list or a watch of a collection, a watch of one object (the old
-        ``/watch/.../name`` path), or one object."""
+        ``/watch/.../name`` path), or one object; each as a Table if ``want`` says so."""
         if route.name is None:
             if _watching(route, query):
-                return self._watch(request, route, query)
-            return self._list(route, query)
+                return self._watch(request, route, query, want)
+            return self._list(route, query, want)
         if route.watch_path:
             query.setdefault("fieldSelector", []).append(f"metadata.name={route.name}")
-            return self._watch(request, route, query)
+            return self._watch(request, route, query, want)
         obj = self.store.get(route.rt.key, route.namespace, route.name)
         if route.subresource == "scale":
             return _json(200, _scale_of(route.rt, obj))
+        if want is not None:
+            meta = {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion", "")}
+            return _json(200, tables.table(route.rt, [obj], meta, want, self._now_s()))
         return _json(200, obj)
+
+    def _now_s(self) -> float:
+        """Now on the simulated clock, in seconds since the epoch (the Tables' ages)."""
+        return self.store.now_epoch_ns() / 1e9
 
     def _post(self, request: Request, route: _Route) -> Response:
         """POST: a binding (pods/binding or the legacy ``bindings``), an eviction, or a
@@ -529,7 +524,9 @@ class Api:
         )
         return _json(201, created)
 
-    def _list(self, route: _Route, query: dict[str, list[str]]) -> Response:
+    def _list(
+        self, route: _Route, query: dict[str, list[str]], want: tables.TableRequest | None = None
+    ) -> Response:
         """A list, with kube-apiserver's reading of resourceVersion, resourceVersionMatch,
         limit and continue (``docs/facade.md``, "List and watch parameters")."""
         rt = route.rt
@@ -575,6 +572,9 @@ class Api:
                 json.dumps({"after": list(last), "rv": rv}).encode()
             ).decode()
             entries = entries[:limit]
+        if want is not None:
+            objs = [e.obj for e in entries]
+            return _json(200, tables.table(rt, objs, meta, want, self._now_s()))
         head = json.dumps(
             {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta},
             separators=(",", ":"),
@@ -593,7 +593,13 @@ class Api:
         with self._timeout_lock:
             return self.min_request_timeout_s * (self._timeout_rng.random() + 1.0)
 
-    def _watch(self, request: Request, route: _Route, query: dict[str, list[str]]) -> WatchStream:
+    def _watch(
+        self,
+        request: Request,
+        route: _Route,
+        query: dict[str, list[str]],
+        want: tables.TableRequest | None = None,
+    ) -> WatchStream:
         rt = route.rt
         opts = listoptions.parse(query, watch_path=route.watch_path)
         identity = self.authenticate(request)
@@ -614,7 +620,7 @@ class Api:
                 bookmarks=opts.bookmarks,
                 send_initial_events=opts.send_initial_events,
                 on_queued=request.on_queued,
-                recode=versions.recoder(rt, self.store.types),
+                recode=self._watch_recoder(rt, want),
             )
         except ApiError as exc:
             if exc.code != 410:
@@ -666,6 +672,19 @@ class Api:
                 self.tokens.adjust(stats, watches=-1)
 
         return WatchStream(watcher, cleanup)
+
+    def _watch_recoder(
+        self, rt: ResourceType, want: tables.TableRequest | None
+    ) -> Callable[[bytes], bytes] | None:
+        """What each frame of a watch becomes: its served version's (custom resources),
+        then a Table event if one was asked for."""
+        version = versions.recoder(rt, self.store.types)
+        if want is None:
+            return version
+        table = tables.watch_recoder(rt, want, self._now_s)
+        if version is None:
+            return table
+        return lambda frame: table(version(frame))
 
     @staticmethod
     def _ended_watch(rt: ResourceType, request: Request, error: ApiError | None) -> WatchStream:

@@ -32,6 +32,23 @@ _SUB_KINDS = {
 }
 
 
+# kube-apiserver's "all" category (what `kubectl get all` lists)
+_ALL = frozenset(
+    {
+        "pods",
+        "services",
+        "replicationcontrollers",
+        "daemonsets.apps",
+        "deployments.apps",
+        "replicasets.apps",
+        "statefulsets.apps",
+        "horizontalpodautoscalers.autoscaling",
+        "jobs.batch",
+        "cronjobs.batch",
+    }
+)
+
+
 def _resource(rt: ResourceType) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "name": rt.plural,
@@ -42,6 +59,8 @@ def _resource(rt: ResourceType) -> dict[str, Any]:
     }
     if rt.short_names:
         doc["shortNames"] = list(rt.short_names)
+    if rt.key in _ALL:
+        doc["categories"] = ["all"]
     return doc
 
 

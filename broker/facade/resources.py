@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .kinds import printers_core
 from .kinds.apps import (
     DaemonSetStrategy,
     DeploymentStrategy,
@@ -120,7 +121,16 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         strategy=BindingStrategy(),
     ),
     _r("", "v1", "events", "event", "Event", True, short_names=("ev",), strategy=EventStrategy()),
-    _r("", "v1", "configmaps", "configmap", "ConfigMap", True, short_names=("cm",)),
+    _r(
+        "",
+        "v1",
+        "configmaps",
+        "configmap",
+        "ConfigMap",
+        True,
+        short_names=("cm",),
+        strategy=Strategy(printers_core.CONFIG_MAP),
+    ),
     _r("", "v1", "secrets", "secret", "Secret", True, strategy=SecretStrategy()),
     _r("", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", True, short_names=("sa",)),
     _r(
@@ -244,6 +254,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         True,
         short_names=("pdb",),
         subresources=("status",),
+        strategy=Strategy(printers_core.POD_DISRUPTION_BUDGET),
     ),
     _r(
         "events.k8s.io",
@@ -255,7 +266,15 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         short_names=("ev",),
         strategy=EventsV1Strategy(),
     ),
-    _r("coordination.k8s.io", "v1", "leases", "lease", "Lease", True, strategy=LeaseStrategy()),
+    _r(
+        "coordination.k8s.io",
+        "v1",
+        "leases",
+        "lease",
+        "Lease",
+        True,
+        strategy=LeaseStrategy(),
+    ),
     _r(
         "scheduling.k8s.io",
         "v1",

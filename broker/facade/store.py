@@ -36,6 +36,7 @@ from typing import Any
 from . import crds, errors, listoptions, objects
 from . import validation as v
 from .clock import Clock
+from .expiry import Expiry
 from .kinds import Context
 from .patch import apply_patch
 from .resources import GLOBAL, Registry, ResourceType, resource_type
@@ -256,6 +257,10 @@ class Store:
         self.dropped_watchers = 0  # watchers dropped for holding too much unsent
         self._lock = threading.RLock()
         self._rng = random.Random(seed)
+        # uids of what the broker writes beside the run (its Events): a stream of their
+        # own, so that they change no other object's uid or generated name
+        self._aside_rng = random.Random(f"aside-{seed}")
+        self._expiry = Expiry()  # Events' time to live (Strategy.ttl_s)
         self._rv = 0
         # per stored type (its key), made when first used: a type registered at run time
         # (resources.register) is stored as the built-in ones
@@ -416,9 +421,13 @@ class Store:
         create_namespace: bool = True,
         prepare: Callable[[Obj], None] | None = None,
         copy: bool = True,
+        aside: bool = False,
     ) -> Obj | None:
         """Admit and store a new object; returns a copy as stored (None with ``copy=False``:
         the broker's own writes mostly do not look, and the copy is a decode).
+        ``aside``: an object the broker writes beside the run (an Event of its own),
+        named by the caller, its uid drawn from a stream of its own; it is built of JSON
+        types by the broker and handed over (not copied).
 
         ``namespace`` (if given) must agree with ``metadata.namespace``. A missing
         namespace is created when ``create_namespace`` (the broker's convenience), else
@@ -426,12 +435,13 @@ class Store:
         the commit, under the store lock (the facade's ``on_create`` hook).
         """
         rt = self.types.resource_type(key)
-        obj = self._new_object(rt, obj)
+        obj = self._new_object(rt, obj, trusted=aside)
         meta = obj["metadata"]
         with self._lock:
+            self._expire_locked()
             self._place_locked(rt, meta, namespace, create_namespace)
             self._name_locked(rt, obj)
-            meta["uid"] = objects.new_uid(self._rng)
+            meta["uid"] = objects.new_uid(self._aside_rng if aside else self._rng)
             meta["creationTimestamp"] = self.timestamp()
             for field in ("deletionTimestamp", "selfLink"):
                 meta.pop(field, None)
@@ -444,11 +454,12 @@ class Store:
             return entry.thaw() if copy else None
 
     @staticmethod
-    def _new_object(rt: ResourceType, obj: Obj) -> Obj:
+    def _new_object(rt: ResourceType, obj: Obj, *, trusted: bool = False) -> Obj:
         """A private, JSON-only copy of a body to create, with its metadata, apiVersion
-        and kind, decoded as the Go types would be (400 for what is not an object)."""
+        and kind, decoded as the Go types would be (400 for what is not an object).
+        ``trusted``: the caller's own JSON object, handed over as it is."""
         try:
-            obj = canonical(obj)
+            obj = obj if trusted else canonical(obj)
         except TypeError as exc:
             raise errors.bad_request(f"{rt.kind} is not JSON-serialisable: {exc}") from None
         if not isinstance(obj, dict):
@@ -494,6 +505,12 @@ class Store:
                 kind=rt.plural,
                 name=str(meta.get("name") or ""),
             )
+
+    def _expire_locked(self) -> None:
+        """Remove the objects whose time to live is over (Events)."""
+        for key, namespace, name in self._expiry.due(self.clock.now_ns()):
+            if (namespace, name) in self._objects[key]:
+                self.delete(key, namespace or None, name)
 
     def _name_locked(self, rt: ResourceType, obj: Obj) -> None:
         """The new object's name: its own, or one made from ``generateName``; 409 when
@@ -845,6 +862,13 @@ class Store:
             if type_ == "ADDED":
                 self._sorted[rt.key] = None
             table[_key_of(obj)] = entry
+        ttl_s = rt.strategy.ttl_s
+        if ttl_s is not None:  # each write renews the lease; a deletion ends it
+            ns, name = _key_of(obj)
+            if type_ == "DELETED":
+                self._expiry.forget(rt.key, ns, name)
+            else:
+                self._expiry.set(rt.key, ns, name, self.clock.now_ns() + int(ttl_s * 1e9))
         event = StoredEvent(self._rv, type_, entry, prev)
         self._record(rt.key, event, size)
         self._fan_out(rt, type_, obj, event)

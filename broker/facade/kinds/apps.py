@@ -29,9 +29,10 @@ import re
 from typing import Any
 
 from .. import admission, validation
-from ..admission import BOOL, INT32, INT64, META, SELECTOR, STR, TEMPLATE, ListOf, Struct
+from ..admission import BOOL, INT32, INT64, META, SELECTOR, STR, TEMPLATE, TIME, ListOf, Struct
 from ..errors import ApiError, invalid
 from ..selectors import COMMON_FIELDS, fields_at, selector_from_dict
+from . import printers_workloads
 from .base import Context, Obj, Strategy, TypeNames, spec_of
 
 DEFAULT_SURGE = DEFAULT_UNAVAILABLE = "25%"
@@ -44,7 +45,9 @@ _PERCENT_MSG = (
 
 
 def _condition(kind: str, *times: str) -> Struct:
-    return Struct(kind, dict.fromkeys(("type", "status", "reason", "message", *times), STR))
+    fields = {**dict.fromkeys(("type", "status", "reason", "message"), STR),
+              **dict.fromkeys(times, TIME)}  # fmt: skip
+    return Struct(kind, fields, written=("type", "status"))
 
 
 REPLICA_SET_STATUS = Struct(
@@ -57,6 +60,7 @@ REPLICA_SET_STATUS = Struct(
         "observedGeneration": INT64,
         "conditions": ListOf(_condition("ReplicaSetCondition", "lastTransitionTime")),
     },
+    written=("replicas",),  # the one field of ReplicaSetStatus without omitempty
 )
 DEPLOYMENT_STATUS = Struct(
     "DeploymentStatus",
@@ -215,10 +219,12 @@ class PodController(Controller):
 
 class StatefulSetStrategy(PodController):
     schema = workload_schema("StatefulSet")
+    printer = printers_workloads.STATEFUL_SET
 
 
 class DaemonSetStrategy(PodController):
     schema = workload_schema("DaemonSet")
+    printer = printers_workloads.DAEMON_SET
     replicated = False
 
 
@@ -227,6 +233,7 @@ class ReplicaSetStrategy(PodController):
     defaults every object it decodes), then :meth:`validate_workload`."""
 
     schema = workload_schema("ReplicaSet", status=REPLICA_SET_STATUS)
+    printer = printers_workloads.REPLICA_SET
     what = "replicaset"  # as the empty-selector message names it
     fields = {**COMMON_FIELDS, **fields_at("status.replicas")}
     # ValidateReplicaSetStatus: these >= 0, then these <= status.replicas
@@ -324,6 +331,7 @@ class DeploymentStrategy(ReplicaSetStrategy):
         DEPLOYMENT_STATUS,
     )
     what = "deployment"
+    printer = printers_workloads.DEPLOYMENT
     fields = COMMON_FIELDS
     status_counts = (
         "observedGeneration",

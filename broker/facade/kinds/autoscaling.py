@@ -29,8 +29,9 @@ from typing import Any
 from broker.k8s import quantity
 
 from .. import errors
-from ..admission import INT32, INT64, META, QUANTITY, SELECTOR, STR, ListOf, Struct
+from ..admission import INT32, INT64, META, QUANTITY, SELECTOR, STR, TIME, ListOf, Struct
 from ..selectors import format_selector
+from . import printers_workloads
 from .apps import invalid_from
 from .autoscaling_v1 import drop_round_trip
 from .base import Context, Obj, Strategy, TypeNames
@@ -61,8 +62,8 @@ _METRIC_SOURCES = {
 _TARGET_TYPES = ("AverageValue", "Utilization", "Value")
 
 
-def _v2(name: str, fields: dict[str, Any]) -> Struct:
-    return Struct(name, fields, package="v2")
+def _v2(name: str, fields: dict[str, Any], written: tuple[str, ...] = ()) -> Struct:
+    return Struct(name, fields, package="v2", written=written)
 
 
 _REFERENCE = _v2("CrossVersionObjectReference", {"kind": STR, "name": STR, "apiVersion": STR})
@@ -71,6 +72,45 @@ _TARGET = _v2(
     {"type": STR, "value": QUANTITY, "averageValue": QUANTITY, "averageUtilization": INT32},
 )
 _IDENTIFIER = _v2("MetricIdentifier", {"name": STR, "selector": SELECTOR})
+# what the HPA controller writes in its status (the Go types' non-omitempty fields are
+# written back even when absent: the official client's models require them)
+_CURRENT = _v2(
+    "MetricValueStatus", {"value": QUANTITY, "averageValue": QUANTITY, "averageUtilization": INT32}
+)
+_STATUS_IDENTIFIER = Struct(
+    "MetricIdentifier", {"name": STR, "selector": SELECTOR}, package="v2", written=("name",)
+)
+_STATUS_REFERENCE = Struct(
+    "CrossVersionObjectReference",
+    {"kind": STR, "name": STR, "apiVersion": STR},
+    package="v2",
+    written=("kind", "name"),
+)
+
+
+def _source_status(name: str, fields: dict[str, Any]) -> Struct:
+    fields = {**fields, "current": _CURRENT}  # none of them omitempty
+    return Struct(name, fields, package="v2", written=tuple(fields))
+
+
+_METRIC_STATUS = Struct(
+    "MetricStatus",
+    {
+        "type": STR,
+        "resource": _source_status("ResourceMetricStatus", {"name": STR}),
+        "containerResource": _source_status(
+            "ContainerResourceMetricStatus", {"name": STR, "container": STR}
+        ),
+        "pods": _source_status("PodsMetricStatus", {"metric": _STATUS_IDENTIFIER}),
+        "object": _source_status(
+            "ObjectMetricStatus",
+            {"metric": _STATUS_IDENTIFIER, "describedObject": _STATUS_REFERENCE},
+        ),
+        "external": _source_status("ExternalMetricStatus", {"metric": _STATUS_IDENTIFIER}),
+    },
+    package="v2",
+    written=("type",),
+)
 _RULES = _v2(
     "HPAScalingRules",
     {
@@ -129,19 +169,23 @@ HPA = _v2(
             "HorizontalPodAutoscalerStatus",
             {
                 "observedGeneration": INT64,
-                "lastScaleTime": STR,
+                "lastScaleTime": TIME,
                 "currentReplicas": INT32,
                 "desiredReplicas": INT32,
-                "currentMetrics": ListOf(_v2("MetricStatus", {"type": STR})),
+                "currentMetrics": ListOf(_METRIC_STATUS),
                 "conditions": ListOf(
-                    _v2(
+                    Struct(
                         "HorizontalPodAutoscalerCondition",
-                        dict.fromkeys(
-                            ("type", "status", "reason", "message", "lastTransitionTime"), STR
-                        ),
-                    )
+                        {
+                            **dict.fromkeys(("type", "status", "reason", "message"), STR),
+                            "lastTransitionTime": TIME,
+                        },
+                        package="v2",
+                        written=("type", "status"),
+                    )  # fmt: skip
                 ),
             },
+            written=("desiredReplicas",),  # without omitempty in the Go type
         ),
     },
 )
@@ -481,6 +525,7 @@ class HorizontalPodAutoscalerStrategy(Strategy):
     emptied on create, the status validated on a status write."""
 
     schema = HPA
+    printer = printers_workloads.HPA
 
     def prepare_for_create(self, rt: TypeNames, obj: Obj, ctx: Context) -> None:
         _drop_round_trip(obj)

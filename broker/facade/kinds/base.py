@@ -21,6 +21,7 @@ strategies
 ``GetAttrs`` (field selectors)  :attr:`Strategy.fields`
 ``NameFunc`` of ``ObjectMeta``  :attr:`Strategy.name_rule`
 graceful deletion, finalizers   :attr:`Strategy.deletion`, :attr:`Strategy.delete_collection`
+``TableConvertor`` (printers)   :attr:`Strategy.printer` (``kinds/printers.py``)
 ==============================  =========================================================
 
 Strategies hold no state (one instance serves every store); the methods take the
@@ -36,6 +37,7 @@ from typing import Any, Protocol
 from .. import admission
 from .. import validation as v
 from ..selectors import COMMON_FIELDS, FieldGetter
+from . import printers
 
 Obj = dict[str, Any]
 
@@ -89,6 +91,16 @@ class Strategy:
     strategic_merge = True
     #: deleting one of these deletes the namespaced objects named after it (namespaces)
     holds_namespace_content = False
+    #: what ``kubectl get`` prints of it (``as=Table``): the API server's default
+    #: convertor (Name, Created At) unless the kind has a printer of its own
+    printer: printers.Printer = printers.DEFAULT
+    #: seconds an object lives after its last write (kube-apiserver's ``--event-ttl``
+    #: for Events); None: until deleted
+    ttl_s: float | None = None
+
+    def __init__(self, printer: printers.Printer | None = None) -> None:
+        if printer is not None:  # a kind with nothing special but its columns
+            self.printer = printer
 
     def decode(self, rt: TypeNames, obj: Any) -> None:
         """What decoding into the Go type checks (400), quantities canonicalised."""

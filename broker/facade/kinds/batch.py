@@ -11,6 +11,7 @@ from .. import validation as v
 from ..admission import BOOL, INT32, INT64, META, SELECTOR, STR, TEMPLATE, Struct
 from ..errors import invalid
 from ..selectors import COMMON_FIELDS, fields_at
+from . import printers_workloads
 from .apps import Controller
 from .base import Obj, TypeNames
 
@@ -86,6 +87,7 @@ def default_job(job: dict[str, Any]) -> None:
 
 class JobStrategy(Controller):
     schema = Struct("Job", {"metadata": META, "spec": JOB_SPEC})
+    printer = printers_workloads.JOB
     fields = {**COMMON_FIELDS, **fields_at("status.successful")}
 
     def default_spec(self, rt: TypeNames, obj: Obj, spec: Obj) -> None:
@@ -95,6 +97,7 @@ class JobStrategy(Controller):
 
 
 class CronJobStrategy(Controller):
+    printer = printers_workloads.CRON_JOB
     schema = Struct(
         "CronJob",
         {

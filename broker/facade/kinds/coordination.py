@@ -6,10 +6,12 @@ other (client-go parses them with exactly six fractional digits)."""
 from __future__ import annotations
 
 from ..admission import INT32, META, MICRO_TIME, STR, Struct
+from . import printers_core
 from .base import Strategy
 
 
 class LeaseStrategy(Strategy):
+    printer = printers_core.LEASE
     schema = Struct(
         "Lease",
         {

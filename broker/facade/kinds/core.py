@@ -10,6 +10,7 @@ from .. import validation as v
 from ..admission import BOOL, CONDITION, META, RESOURCES, STR, ListOf, Struct
 from ..errors import invalid
 from ..selectors import COMMON_FIELDS, as_field_text, bool_field, fields_at, get_path
+from . import printers_core
 from .base import Context, Obj, Strategy, TypeNames
 
 NODE = Struct(
@@ -48,6 +49,7 @@ class NamespaceStrategy(Strategy):
     name on create; deleted in steps (Terminating, emptied, gone)."""
 
     schema = NAMESPACE
+    printer = printers_core.NAMESPACE
     name_rule = staticmethod(v.is_dns1123_label)
     fields = {**COMMON_FIELDS, **fields_at("status.phase")}
     deletion = "finalized"
@@ -64,6 +66,7 @@ class NamespaceStrategy(Strategy):
 
 class NodeStrategy(Strategy):
     schema = NODE
+    printer = printers_core.NODE
     fields = {**COMMON_FIELDS, "spec.unschedulable": bool_field("spec.unschedulable")}
 
     def validate_fields(self, rt: TypeNames, obj: Obj) -> list[v.FieldError]:
@@ -79,6 +82,7 @@ class ServiceStrategy(Strategy):
     """A DNS-1035 label for a name (it becomes a DNS name of the cluster)."""
 
     name_rule = staticmethod(v.is_dns1035_label)
+    printer = printers_core.SERVICE
 
 
 def _required(field: str, check: Callable[[object], bool]) -> Callable[[Obj], None]:
@@ -89,10 +93,16 @@ def _required(field: str, check: Callable[[object], bool]) -> Callable[[Obj], No
     return require
 
 
+#: kube-apiserver's ``--event-ttl`` default: an Event lives an hour after its last write
+EVENT_TTL_S = 3600.0
+
+
 class EventStrategy(Strategy):
     """core/v1 Events: any path segment for a name, ``involvedObject`` required."""
 
     name_rule = staticmethod(v.is_path_segment_name)
+    printer = printers_core.EVENT
+    ttl_s = EVENT_TTL_S
     fields = {
         **COMMON_FIELDS,
         **fields_at(
@@ -117,6 +127,8 @@ class EventStrategy(Strategy):
 
 class EventsV1Strategy(EventStrategy):
     """events.k8s.io/v1 Events: ``eventTime`` required."""
+
+    printer = printers_core.EVENT_V1
 
     fields = {
         **COMMON_FIELDS,

@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import validation as v
 from ..selectors import COMMON_FIELDS
-from . import schema
+from . import printers, schema
 from .base import Context, Obj, Strategy, TypeNames, spec_of
 
 _SCOPES = ("Namespaced", "Cluster")
@@ -267,6 +267,9 @@ class CustomResourceStrategy(Strategy):
         self.subresources = tuple(self.version.get("subresources") or {})
         self.schema_of = (self.version.get("schema") or {}).get("openAPIV3Schema") or {}
         self.scale = (self.version.get("subresources") or {}).get("scale")
+        self.printer = printers.custom_resource_printer(
+            [c for c in self.version.get("additionalPrinterColumns") or [] if isinstance(c, dict)]
+        )
 
     def _admit(self, obj: Obj) -> None:
         schema.prune(self.schema_of, obj, root=True)

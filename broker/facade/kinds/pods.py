@@ -17,6 +17,7 @@ from .. import validation as v
 from ..admission import CONDITION, META, POD_SPEC, STR, ListOf, Struct
 from ..errors import ApiError, invalid
 from ..selectors import COMMON_FIELDS, bool_field, fields_at
+from . import printers_core
 from .base import Context, Obj, Strategy, TypeNames, spec_of
 
 POD = Struct(
@@ -138,6 +139,7 @@ def default_pod(pod: dict[str, Any], priority_of: dict[str, int]) -> None:
 
 class PodStrategy(Strategy):
     schema = POD
+    printer = printers_core.POD
     fields = {
         **COMMON_FIELDS,
         **fields_at(

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from ..admission import BOOL, INT32, META, STR, Struct
 from ..errors import invalid
+from . import printers_core
 from .base import Context, Obj, Strategy, TypeNames
 
 
 class PriorityClassStrategy(Strategy):
+    printer = printers_core.PRIORITY_CLASS
     schema = Struct(
         "PriorityClass",
         {
