@@ -199,7 +199,8 @@ def test_a_crd_that_is_not_valid_is_refused_with_kube_apiservers_paths(clients):
         client.ApiextensionsV1Api(api).create_custom_resource_definition(bad)
     assert invalid.value.status == 422
     fields = {c["field"] for c in __import__("json").loads(invalid.value.body)["details"]["causes"]}
-    assert fields == {"metadata.name", "spec.versions"}
+    # no storage version: none stored either (ValidateCustomResourceDefinitionStoredVersions)
+    assert fields == {"metadata.name", "spec.versions", "status.storedVersions"}
 
 
 SCHEMA = {

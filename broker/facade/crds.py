@@ -37,7 +37,7 @@ def resource_types(crd: dict[str, Any]) -> list[ResourceType]:
     names = names_of(crd)
     out = []
     for version in spec["versions"]:
-        if not version.get("served", True):
+        if not version.get("served"):
             continue
         subs = tuple(s for s in ("status", "scale") if s in (version.get("subresources") or {}))
         out.append(

@@ -21,6 +21,7 @@ from .kinds.autoscaling import HorizontalPodAutoscalerStrategy
 from .kinds.autoscaling_v1 import HorizontalPodAutoscalerV1
 from .kinds.base import Conversion, Strategy
 from .kinds.batch import CronJobStrategy, JobStrategy
+from .kinds.coordination import LeaseStrategy
 from .kinds.core import (
     EventStrategy,
     EventsV1Strategy,
@@ -272,7 +273,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         "lease",
         "Lease",
         True,
-        strategy=Strategy(printers_core.LEASE),
+        strategy=LeaseStrategy(),
     ),
     _r(
         "scheduling.k8s.io",

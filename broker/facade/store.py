@@ -183,32 +183,38 @@ def _check_json(value: Any, where: str) -> None:
         raise TypeError(f"{type(value).__name__} is not a JSON value (at {where or '/'})")
 
 
+IMMUTABLE = "field is immutable"
+
+
 def _keep_deletion(rt: ResourceType, meta: Obj, old_meta: Obj) -> None:
-    """An update never sets, moves or clears ``deletionTimestamp`` (nor the grace period
-    with it), and adds no finalizer to an object being deleted (422, as
-    ``ValidateObjectMetaUpdate`` says it)."""
-    for field in ("deletionTimestamp", "deletionGracePeriodSeconds"):
-        if field in old_meta:
-            meta[field] = old_meta[field]
-        else:
-            meta.pop(field, None)
-    if not old_meta.get("deletionTimestamp"):
-        return
-    old = old_meta.get("finalizers") or []
-    added = [f for f in meta.get("finalizers") or [] if f not in old]
-    if added:
-        listed = ", ".join(f'"{f}"' for f in added)
-        raise v.invalid(
-            rt.kind,
-            meta.get("name") or "",
-            [
+    """An update never moves or clears ``deletionTimestamp`` nor clears the grace period
+    (``rest.BeforeUpdate`` puts the stored ones back); it may not set them on an object
+    that has none, nor change the grace period (422 "field is immutable"), nor add a
+    finalizer to an object being deleted (422), as ``ValidateObjectMetaUpdate`` says."""
+    errs = []  # in ValidateObjectMetaUpdate's order
+    if old_meta.get("deletionTimestamp"):
+        old = old_meta.get("finalizers") or []
+        added = [f for f in meta.get("finalizers") or [] if f not in old]
+        if added:
+            listed = ", ".join(f'"{f}"' for f in added)
+            errs.append(
                 v.forbidden(
                     "metadata.finalizers",
                     f"no new finalizers can be added if the object is being deleted, found new finalizers []string{{{listed}}}",
                 )
-            ],
-            rt.group,
-        )
+            )
+    stamp = meta.get("deletionTimestamp")
+    if "deletionTimestamp" in old_meta:
+        meta["deletionTimestamp"] = old_meta["deletionTimestamp"]
+    elif stamp is not None:
+        errs.append(v.invalid_value("metadata.deletionTimestamp", v.go_time(stamp), IMMUTABLE))
+    grace = meta.get("deletionGracePeriodSeconds")
+    if grace is None and "deletionGracePeriodSeconds" in old_meta:
+        meta["deletionGracePeriodSeconds"] = old_meta["deletionGracePeriodSeconds"]
+    elif grace is not None and grace != old_meta.get("deletionGracePeriodSeconds"):
+        errs.append(v.invalid_value("metadata.deletionGracePeriodSeconds", grace, IMMUTABLE))
+    if errs:
+        raise v.invalid(rt.kind, meta.get("name") or "", errs, rt.group)
 
 
 def _check_resource_version(rt: ResourceType, name: str, current: Obj, wanted: Any) -> None:
@@ -1073,8 +1079,11 @@ class Store:
             if end:
                 watcher.end()
 
-    def watcher_count(self) -> int:
+    def watcher_count(self, key: str | None = None) -> int:
+        """Open watches, of one stored type's key or of all."""
         with self._lock:
+            if key is not None:
+                return len(self._watchers.get(key) or ())
             return sum(len(w) for w in self._watchers.values())
 
     def history_size(self, key: str) -> int:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from broker.k8s.names import (  # noqa: F401  (re-exported for the facade's modules)
@@ -79,10 +80,31 @@ class FieldError:
         }
 
 
+class GoText(str):
+    """A bad value already in the words Go's error shows it with (a ``fmt.Stringer``'s
+    ``String()``, e.g. a time's), written as is, unquoted."""
+
+
+def go_time(value: str) -> GoText:
+    """How a field error shows a ``metav1.Time``: Go's ``time.Time.String()`` of the
+    parsed instant in the server's zone (UTC): ``2026-11-28 11:00:00.5 +0000 UTC``.
+    A value that does not parse (decoding would have refused it) is shown as sent."""
+    try:
+        at = datetime.fromisoformat(value).astimezone(UTC)
+    except (TypeError, ValueError):
+        return GoText(json.dumps(value))
+    text = at.strftime("%Y-%m-%d %H:%M:%S")
+    if at.microsecond:
+        text += f".{at.microsecond:06d}".rstrip("0")
+    return GoText(f"{text} +0000 UTC")
+
+
 def _go_value(value: Any) -> str:
     """How Go's ``%v``/``%q`` shows a bad value in an error message."""
     if value is None:
         return "null"
+    if isinstance(value, GoText):
+        return str(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):

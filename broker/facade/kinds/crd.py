@@ -11,6 +11,7 @@ every served version stores the same object, with only its ``apiVersion`` change
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from .. import validation as v
@@ -31,6 +32,25 @@ def names_of(crd: Obj) -> dict[str, Any]:
     return names
 
 
+def _set_defaults(crd: Obj) -> None:
+    """What kube-apiserver's decoding and ``SetDefaults_CustomResourceDefinitionSpec``
+    give every stored CRD (``apis/apiextensions/v1/defaults.go``): the names' defaults,
+    ``conversion.strategy: None``, and each version's ``served``/``storage`` written out
+    (Go's bools have no ``omitempty``: an omitted one is false, and typed clients
+    require both)."""
+    spec = crd.get("spec")
+    if not isinstance(spec, dict):
+        return
+    if isinstance(spec.get("names"), dict):
+        spec["names"] = names_of(crd)
+    if spec.get("conversion") is None:
+        spec["conversion"] = {"strategy": "None"}
+    for version in spec.get("versions") or []:
+        if isinstance(version, dict):
+            version.setdefault("served", False)
+            version.setdefault("storage", False)
+
+
 def storage_version(crd: Obj) -> str:
     for version in spec_of(crd).get("versions") or []:
         if isinstance(version, dict) and version.get("storage"):
@@ -48,15 +68,66 @@ def _condition(kind: str, status: str, reason: str, message: str, now: str) -> O
     }
 
 
+_CONTROLLED = ("NamesAccepted", "Established")
+
+
+def _keep_controllers_part(status: Obj, old: Obj) -> None:
+    """A status write keeps what the naming and establishing controllers own
+    (``acceptedNames``, the NamesAccepted and Established conditions): they would write
+    it back a moment later, the spec being unchanged; the rest is as written."""
+    if "acceptedNames" in old:
+        status["acceptedNames"] = old["acceptedNames"]
+    owned = [c for c in old.get("conditions") or [] if c.get("type") in _CONTROLLED]
+    written = [
+        c
+        for c in status.get("conditions") or []
+        if not isinstance(c, dict) or c.get("type") not in _CONTROLLED
+    ]
+    status["conditions"] = owned + written
+
+
+def _stored_versions_errors(obj: Obj) -> list[v.FieldError]:
+    """``ValidateCustomResourceDefinitionStoredVersions``."""
+    status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
+    stored = status.get("storedVersions") or []
+    path = "status.storedVersions"
+    if not isinstance(stored, list) or not stored:
+        return [
+            v.invalid_value(
+                path, v.GoText("[]string(nil)"), "must have at least one stored version"
+            )
+        ]
+    errs = []
+    shown = v.GoText("[]string{" + ", ".join(json.dumps(str(x)) for x in stored) + "}")
+    versions = [ver for ver in spec_of(obj).get("versions") or [] if isinstance(ver, dict)]
+    for ver in versions:
+        if ver.get("storage") and ver.get("name") not in stored:
+            errs.append(
+                v.invalid_value(path, shown, f"must have the storage version {ver.get('name')}")
+            )
+    names = {ver.get("name") for ver in versions}
+    for i, name in enumerate(stored):
+        if name not in names:
+            errs.append(
+                v.invalid_value(
+                    f"{path}[{i}]",
+                    name,
+                    f"missing from spec.versions; {name} was previously a storage version, "
+                    f"and must remain in spec.versions until a storage migration ensures no "
+                    f"data remains persisted in {name} and removes {name} from "
+                    "status.storedVersions",
+                )
+            )
+    return errs
+
+
 class CustomResourceDefinitionStrategy(Strategy):
     """The CRD's spec validated (422 with kube-apiserver's field paths); its status made
     by the server: ``acceptedNames``, ``storedVersions``, the conditions."""
 
     def prepare_for_create(self, rt: TypeNames, obj: Obj, ctx: Context) -> None:
         obj["metadata"].setdefault("generation", 1)
-        spec = obj.get("spec")
-        if isinstance(spec, dict) and isinstance(spec.get("names"), dict):
-            spec["names"] = names_of(obj)
+        _set_defaults(obj)
         self._set_status(obj, ctx)
 
     @staticmethod
@@ -90,28 +161,34 @@ class CustomResourceDefinitionStrategy(Strategy):
                 _condition("Established", *established, now),
             ],
             "acceptedNames": names if not taken else {"kind": "", "plural": ""},
-            "storedVersions": [storage_version(obj)],
+            "storedVersions": [storage_version(obj)] if storage_version(obj) else [],
         }
 
     def prepare_for_update(
         self, rt: TypeNames, new: Obj, old: Obj, subresource: str | None
     ) -> None:
+        status = new.get("status")
+        if not isinstance(status, dict):
+            status = new["status"] = {}
         if subresource == "status":
-            return
-        spec = new.get("spec")
-        if isinstance(spec, dict) and isinstance(spec.get("names"), dict):
-            spec["names"] = names_of(new)
-        status = new.setdefault("status", {})
-        if isinstance(status, dict) and not any(
-            c.get("status") == "False" for c in status.get("conditions") or []
-        ):
-            status["acceptedNames"] = names_of(new)
-            stored = list(status.get("storedVersions") or [])
-            if storage_version(new) and storage_version(new) not in stored:
+            _keep_controllers_part(status, old.get("status") or {})
+        else:
+            _set_defaults(new)
+            if not any(c.get("status") == "False" for c in status.get("conditions") or []):
+                status["acceptedNames"] = names_of(new)
+        # the storage version joins storedVersions (strategy.go); an empty list is
+        # defaulted to it (SetDefaults_CustomResourceDefinition)
+        stored = list(status.get("storedVersions") or [])
+        if storage_version(new) and (subresource is None or not stored):
+            if storage_version(new) not in stored:
                 stored.append(storage_version(new))
-            status["storedVersions"] = stored
+        status["storedVersions"] = stored
 
     def validate_fields(self, rt: TypeNames, obj: Obj) -> list[v.FieldError]:
+        return self._spec_errors(obj) + _stored_versions_errors(obj)
+
+    @staticmethod
+    def _spec_errors(obj: Obj) -> list[v.FieldError]:
         spec = spec_of(obj)
         errs: list[v.FieldError] = []
         group = spec.get("group")
@@ -162,7 +239,7 @@ class CustomResourceDefinitionStrategy(Strategy):
                 continue
             storage += bool(version.get("storage"))
             schema = (version.get("schema") or {}).get("openAPIV3Schema")
-            if schema is None:
+            if schema is None and version.get("served"):
                 errs.append(v.required(f"{path}.schema.openAPIV3Schema", "schemas are required"))
         if storage != 1:
             errs.append(
