@@ -126,9 +126,10 @@ TIME = _Time()
 
 
 class _Map(_Type):
-    """``map[string]string``."""
+    """``map[string]string``; a subclass checks each value further (``check_item``)."""
 
     go = "map[string]string"
+    item_go = "string"  # the Go type a value that is not a JSON string fails to decode into
 
     def check(self, value: Any, path: str, struct: str) -> None:
         if value is None:
@@ -137,7 +138,11 @@ class _Map(_Type):
             raise _mismatch(value, path, struct, self.go)
         for item in value.values():
             if not isinstance(item, str):
-                raise _mismatch(item, path, struct, "string")
+                raise _mismatch(item, path, struct, self.item_go)
+            self.check_item(item)
+
+    def check_item(self, item: str) -> None:
+        """A value that is a string but not one the Go type takes: raise DecodeError."""
 
 
 class _ResourceList(_Type):

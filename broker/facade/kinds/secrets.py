@@ -13,10 +13,9 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from typing import Any
 
 from .. import validation as v
-from ..admission import BOOL, MAP, META, STR, DecodeError, Struct, _mismatch, _Type
+from ..admission import BOOL, MAP, META, STR, DecodeError, Struct, _Map
 from ..selectors import COMMON_FIELDS, fields_at
 from .base import Context, Obj, Strategy, TypeNames
 
@@ -38,22 +37,16 @@ def _corrupt_at(text: str) -> int | None:
     return None
 
 
-class _Bytes(_Type):
+class _Bytes(_Map):
     """``map[string][]byte``: base64 strings."""
 
     go = "map[string][]uint8"
+    item_go = "[]uint8"
 
-    def check(self, value: Any, path: str, struct: str) -> None:
-        if value is None:
-            return
-        if not isinstance(value, dict):
-            raise _mismatch(value, path, struct, self.go)
-        for item in value.values():
-            if not isinstance(item, str):
-                raise _mismatch(item, path, struct, "[]uint8")
-            at = _corrupt_at(item)
-            if at is not None:
-                raise DecodeError(f"illegal base64 data at input byte {at}")
+    def check_item(self, item: str) -> None:
+        at = _corrupt_at(item)
+        if at is not None:
+            raise DecodeError(f"illegal base64 data at input byte {at}")
 
 
 SECRET = Struct(
