@@ -129,7 +129,7 @@ class JobRecord:
     submission_time: float = 0.0
     start: float | None = None
     finish: float | None = None
-    alloc: ProcSet = field(default_factory=ProcSet)
+    alloc: ProcSet = field(default_factory=lambda: _NO_RESOURCES)  # shared: never changed
     hosts: tuple[int, ...] = ()  # alloc's resources, listed once (ProcSet's len is a sum)
     final_state: str = ""
     return_code: int = 0
