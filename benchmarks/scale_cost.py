@@ -204,8 +204,8 @@ def main(argv: list[str] | None = None) -> int:
                     label = f"{nodes}×{pods} #{i} unpatched, realtime ×{speed:g}"
                     print(_line(label, native, split(native, pods)), file=sys.stderr, flush=True)
                     ok &= native.ok
-                if run.ok and (native is None or native.ok):
-                    per_run.append(split(run, pods, native))
+                if run.ok:  # (a failed unpatched run leaves its columns empty)
+                    per_run.append(split(run, pods, native if native and native.ok else None))
             good = [r for r in runs if r.ok]
             ok &= len(good) == len(runs)
             digests = {r.jobs_digest() for r in good}
