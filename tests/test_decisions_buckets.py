@@ -85,8 +85,12 @@ class NaiveLog(DecisionLog):
 
 # --------------------------------------------------------------------------- inputs
 
+HOSTNAME = "kubernetes.io/hostname"
+# a label may name its node (the hostname label, or a value that happens to be a name)
 labels = st.dictionaries(
-    st.sampled_from(["zone", "disk", "kubernetes.io/os"]), st.sampled_from(["a", "b"]), max_size=2
+    st.sampled_from(["zone", "disk", "kubernetes.io/os", HOSTNAME]),
+    st.sampled_from(["a", "b", "n0", "n1"]),
+    max_size=3,
 )
 taint = st.fixed_dictionaries(
     {
@@ -169,7 +173,9 @@ toleration = st.fixed_dictionaries(
 pod_spec = st.fixed_dictionaries(
     {
         "requests": requests,
-        "nodeSelector": st.one_of(st.none(), st.none(), labels),
+        "nodeSelector": st.one_of(
+            st.none(), st.none(), labels, st.fixed_dictionaries({HOSTNAME: st.sampled_from(NODES)})
+        ),
         "terms": st.one_of(st.none(), st.none(), st.lists(term, min_size=1, max_size=2)),
         "tolerations": st.one_of(st.just([]), st.lists(toleration, max_size=2)),
     }
@@ -192,7 +198,10 @@ first_nodes = st.lists(
 
 def _node(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     return {
-        "metadata": {"name": name, "labels": spec["labels"]},
+        "metadata": {
+            "name": name,
+            "labels": {**spec["labels"], **({HOSTNAME: name} if spec.get("hostname") else {})},
+        },
         "spec": {"taints": spec["taints"], "unschedulable": spec["unschedulable"]},
         "status": {"allocatable": spec["allocatable"]},
     }
@@ -263,9 +272,9 @@ def test_the_oracle_sees_the_figures_it_pins():
     log = NaiveLog(lambda: 0.0, 0, lambda pod: "")
     ops = [
         ("node", "n1", {"labels": {}, "taints": [], "allocatable": {"cpu": "2", "pods": "9"},
-                        "unschedulable": False}),
+                        "unschedulable": False, "hostname": True}),
         ("node", "n0", {"labels": {}, "taints": [], "allocatable": {"cpu": "1", "pods": "9"},
-                        "unschedulable": False}),
+                        "unschedulable": False, "hostname": True}),
         ("pod", "p0", {"requests": {"cpu": "1"}, "nodeSelector": None, "terms": None,
                        "tolerations": []}),
         ("bind", "p0", "n0"),

@@ -166,13 +166,8 @@ class DecisionLog:
                 )
                 self._row("taint", "Node", obj, name, detail=keys or "(none)")
         self._nodes[name] = node
-        self._placed_on(name)
-
-    def _placed_on(self, name: str) -> None:
-        """The node changed (labels, taints, allocatable or use): its bucket follows."""
-        node = self._nodes[name]
-        self._buckets.place(
-            name, node.labels, node.taints, node.allocatable, node.used, node.unschedulable
+        self._buckets.set_node(
+            name, node.labels, node.taints, unschedulable, node.allocatable, node.used
         )
 
     def _pod(self, event: str, pod: dict[str, Any]) -> None:
@@ -228,7 +223,7 @@ class DecisionLog:
                 extra[f"node_free_{column}_after"] = node.free(resource) - requests.get(resource, 0)
             for resource, amount in requests.items():
                 node.used[resource] = node.used.get(resource, 0) + amount
-            self._placed_on(node_name)
+            self._buckets.set_use(node_name, node.allocatable, node.used)
         created = (pod.get("metadata") or {}).get("creationTimestamp")
         try:
             extra["waited_s"] = _fmt(
@@ -246,7 +241,7 @@ class DecisionLog:
             return
         for resource, amount in requests.items():
             node.used[resource] = node.used.get(resource, 0) - amount
-        self._placed_on(node_name)
+        self._buckets.set_use(node_name, node.allocatable, node.used)
 
     def _custom_workload(self, key: str, event: str, obj: dict[str, Any]) -> None:
         """A custom resource with a ``scale`` subresource: its scale's ``spec.replicas``."""

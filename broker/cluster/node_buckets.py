@@ -4,12 +4,15 @@ so that a binding's ``feasible_nodes`` and ``node_rank`` cost O(groups), not O(n
 Two nodes admit exactly the same pods when they have the same free amount of every
 resource (``kubelet_admission.insufficient_resources`` compares a request with
 allocatable − used, the pod count included, and a resource a node lacks counts as free
-0), the same labels (node affinity) and the same ``NoExecute`` taints; the one exception
-is a pod whose affinity names nodes (``matchFields`` on ``metadata.name``, as a
-DaemonSet's pods do), checked node by node. A bucket holds the nodes of one such
-signature (plus ``unschedulable``, which ``why_no_node`` reports), their names sorted;
-the admission checks run once per bucket, on a ``NodeView`` whose allocatable is the
-free amounts and whose used is empty — the same comparisons, the same reasons.
+0), the same labels (node affinity) and the same ``NoExecute`` taints. Labels whose
+value is the node's own name (``kubernetes.io/hostname``) are left out of that
+signature, or every node would be alone in its bucket; a pod whose affinity looks at
+such a label, or names nodes (``matchFields`` on ``metadata.name``, as a DaemonSet's
+pods do), has its affinity checked node by node, on the node's whole labels. A bucket
+holds the nodes of one signature (plus ``unschedulable``, which ``why_no_node``
+reports), their names sorted; the admission checks run once per bucket, on a
+``NodeView`` whose allocatable is the free amounts and whose used is empty — the same
+comparisons, the same reasons.
 
 The rank of a node among the feasible ones, by (−free cpu, −free memory, name): the
 feasible nodes of buckets with more free cpu (or as much and more memory), plus those of
@@ -21,7 +24,8 @@ from __future__ import annotations
 
 import json
 from bisect import bisect_left, insort
-from collections.abc import Iterator, Mapping
+from collections import Counter
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,9 +52,12 @@ class Bucket:
         return (-free.get(rn.CPU, 0), -free.get(rn.MEMORY, 0))
 
 
-def _names_node(pod: Mapping[str, Any]) -> bool:
-    """Whether the pod's required node affinity looks at node names (``matchFields``)."""
+def _label_keys(pod: Mapping[str, Any]) -> tuple[set[str], bool]:
+    """The label keys the pod's node selector and required node affinity look at, and
+    whether that affinity looks at node names (``matchFields``)."""
     spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    selector = spec.get("nodeSelector")
+    keys = set(selector) if isinstance(selector, dict) else set()
     affinity = spec.get("affinity")
     node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
     required = (
@@ -58,21 +65,33 @@ def _names_node(pod: Mapping[str, Any]) -> bool:
         if isinstance(node_affinity, dict)
         else None
     )
-    if not isinstance(required, dict):
-        return False
-    terms = required.get("nodeSelectorTerms")
-    return isinstance(terms, list) and any(
-        isinstance(t, dict) and t.get("matchFields") for t in terms
-    )
+    terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
+    fields = False
+    for term in terms if isinstance(terms, list) else ():
+        if not isinstance(term, dict):
+            continue
+        fields = fields or bool(term.get("matchFields"))
+        expressions = term.get("matchExpressions")
+        for e in expressions if isinstance(expressions, list) else ():
+            if isinstance(e, dict) and isinstance(e.get("key"), str):
+                keys.add(e["key"])
+    return keys, fields
 
 
 class Placement:
     """The other checks (affinity, taints) of one pod, memoised per bucket class: what a
     node of a bucket refuses the pod for, apart from resources."""
 
-    def __init__(self, pod: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        pod: Mapping[str, Any],
+        nodes: Mapping[str, tuple[Any, Mapping[str, str]]],
+        named_keys: Collection[str],
+    ) -> None:
         self.pod = pod
-        self.by_name = _names_node(pod)
+        self.nodes = nodes  # node name -> (its class, its whole labels)
+        keys, fields = _label_keys(pod)
+        self.by_name = fields or any(k in named_keys for k in keys)
         self._memo: dict[str, tuple[admission.Refusal | None, admission.Refusal | None]] = {}
 
     def refusals(self, bucket: Bucket) -> tuple[admission.Refusal | None, admission.Refusal | None]:
@@ -91,17 +110,30 @@ class Placement:
         if not self.by_name:
             return self.refusals(bucket)[0]
         view = bucket.view
-        named = admission.NodeView(name, view.labels, view.taints, view.allocatable)
+        named = admission.NodeView(name, self.nodes[name][1], view.taints, view.allocatable)
         return admission.check_node_affinity(self.pod, named)
 
 
+@dataclass(frozen=True)
+class _Class:
+    """What the checks other than resources see of a node (its name aside)."""
+
+    key: str
+    labels: dict[str, str]  # without those that name the node
+    no_execute: list[Any]
+    unschedulable: bool
+
+
 class NodeBuckets:
-    """See the module docstring. ``place(name, …)`` after each change of a node's labels,
-    taints, allocatable or use; ``remove(name)`` when it goes."""
+    """See the module docstring. ``set_node`` when a node is added or changes (labels,
+    taints, cordon, allocatable), ``set_use`` when what its pods use changes, ``remove``
+    when it goes."""
 
     def __init__(self) -> None:
         self._buckets: dict[Key, Bucket] = {}
         self._of: dict[str, Key] = {}  # node name -> its bucket's key
+        self._nodes: dict[str, tuple[_Class, dict[str, str]]] = {}  # and its whole labels
+        self._named_keys: Counter[str] = Counter()  # label keys whose value names a node
 
     def __len__(self) -> int:
         return len(self._of)
@@ -113,43 +145,61 @@ class NodeBuckets:
         key = self._of.get(name)
         return None if key is None else self._buckets[key]
 
-    def place(
+    def set_node(
         self,
         name: str,
         labels: Mapping[str, str],
         taints: list[Any],
+        unschedulable: bool,
         allocatable: Mapping[str, int],
         used: Mapping[str, int],
-        unschedulable: bool,
     ) -> None:
+        self.remove(name)
+        no_execute = [
+            t for t in taints if isinstance(t, dict) and t.get("effect") == admission.NO_EXECUTE
+        ]
+        common = {k: v for k, v in labels.items() if v != name}  # as other nodes may have
+        key = json.dumps([common, no_execute, unschedulable], sort_keys=True)
+        self._nodes[name] = (_Class(key, common, no_execute, unschedulable), dict(labels))
+        self._named_keys.update(k for k, v in labels.items() if v == name)
+        self._file(name, allocatable, used)
+
+    def set_use(self, name: str, allocatable: Mapping[str, int], used: Mapping[str, int]) -> None:
+        if name in self._nodes:
+            self._unfile(name)
+            self._file(name, allocatable, used)
+
+    def remove(self, name: str) -> None:
+        if name not in self._nodes:
+            return
+        self._unfile(name)
+        _, labels = self._nodes.pop(name)
+        for k, v in labels.items():
+            if v == name:
+                self._named_keys[k] -= 1
+                if self._named_keys[k] <= 0:
+                    del self._named_keys[k]
+
+    def _file(self, name: str, allocatable: Mapping[str, int], used: Mapping[str, int]) -> None:
         free = {
             r: allocatable.get(r, 0) - used.get(r, 0)
             for r in sorted({*allocatable, *used})
             if allocatable.get(r, 0) != used.get(r, 0)
         }  # a resource free 0 and one absent are refused alike
-        no_execute = [
-            t for t in taints if isinstance(t, dict) and t.get("effect") == admission.NO_EXECUTE
-        ]
-        class_key = json.dumps([labels, no_execute, unschedulable], sort_keys=True)
-        key = (class_key, tuple(free.items()))
-        if self._of.get(name) == key:
-            return
-        self.remove(name)
+        node_class = self._nodes[name][0]
+        key = (node_class.key, tuple(free.items()))
         bucket = self._buckets.get(key)
         if bucket is None:
-            view = admission.NodeView("", dict(labels), no_execute, free)
-            bucket = self._buckets[key] = Bucket(view, unschedulable, class_key)
+            view = admission.NodeView("", node_class.labels, node_class.no_execute, free)
+            bucket = self._buckets[key] = Bucket(view, node_class.unschedulable, node_class.key)
         insort(bucket.names, name)
         self._of[name] = key
 
-    def remove(self, name: str) -> None:
-        key = self._of.pop(name, None)
-        if key is None:
-            return
-        bucket = self._buckets[key]
+    def _unfile(self, name: str) -> None:
+        bucket = self._buckets[self._of.pop(name)]
         del bucket.names[bisect_left(bucket.names, name)]
         if not bucket.names:
-            del self._buckets[key]
+            del self._buckets[(bucket.class_key, tuple(bucket.view.allocatable.items()))]
 
     def admitted(
         self, bucket: Bucket, requests: Mapping[str, int], placement: Placement
@@ -170,7 +220,7 @@ class NodeBuckets:
     ) -> tuple[int, int | None]:
         """How many nodes admit the pod, and ``node_name``'s rank among them (1 = the
         emptiest; None when it is not one of them or not given)."""
-        placement = Placement(pod)
+        placement = Placement(pod, self._nodes, self._named_keys)
         mine = self.bucket_of(node_name) if node_name is not None else None
         order = mine.order if mine is not None else None
         count = before = 0
@@ -194,7 +244,7 @@ class NodeBuckets:
     def why_not(self, pod: Mapping[str, Any], requests: Mapping[str, int]) -> tuple[int, dict]:
         """(nodes that would admit the pod, {reason: nodes refusing for it}), each node
         counting each of its reasons once — ``DecisionLog.why_no_node``'s figures."""
-        placement = Placement(pod)
+        placement = Placement(pod, self._nodes, self._named_keys)
         reasons: dict[str, int] = {}
         fits = 0
         for bucket in self._buckets.values():
