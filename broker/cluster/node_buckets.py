@@ -55,17 +55,9 @@ class Bucket:
 def _label_keys(pod: Mapping[str, Any]) -> tuple[set[str], bool]:
     """The label keys the pod's node selector and required node affinity look at, and
     whether that affinity looks at node names (``matchFields``)."""
-    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
-    selector = spec.get("nodeSelector")
-    keys = set(selector) if isinstance(selector, dict) else set()
-    affinity = spec.get("affinity")
-    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
-    required = (
-        node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
-        if isinstance(node_affinity, dict)
-        else None
-    )
-    terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
+    selector, required = admission.node_selection(pod)
+    keys = set(selector or ())
+    terms = required.get("nodeSelectorTerms") if required is not None else None
     fields = False
     for term in terms if isinstance(terms, list) else ():
         if not isinstance(term, dict):
