@@ -21,7 +21,8 @@ PODS = [f"p{i}" for i in range(8)]
 
 
 class NaiveLog(DecisionLog):
-    """The figures by a walk of every node (the code before the buckets)."""
+    """The figures by a walk of every node (the code before the buckets). It patches the
+    row just written: runs of fewer than ``SPILL_ROWS`` rows (the property's are)."""
 
     def _view(self, name: str) -> admission.NodeView:
         node = self._nodes[name]
