@@ -97,6 +97,9 @@ class Strategy:
     #: seconds an object lives after its last write (kube-apiserver's ``--event-ttl``
     #: for Events); None: until deleted
     ttl_s: float | None = None
+    #: held as its encoding only, decoded on each read (``store._Packed``): for kinds
+    #: stored by the hundred thousand and rarely read back (Events)
+    packed = False
 
     def __init__(self, printer: printers.Printer | None = None) -> None:
         if printer is not None:  # a kind with nothing special but its columns

@@ -103,6 +103,7 @@ class EventStrategy(Strategy):
     name_rule = staticmethod(v.is_path_segment_name)
     printer = printers_core.EVENT
     ttl_s = EVENT_TTL_S
+    packed = True
     fields = {
         **COMMON_FIELDS,
         **fields_at(
