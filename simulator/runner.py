@@ -139,9 +139,7 @@ def _run_plain(
                 if reply is not None:
                     return reply
                 if stop is not None and stop.is_set():
-                    raise Aborted(
-                        f"stopped while waiting for a reply, at simulated time {sim.now}"
-                    )
+                    raise Aborted(f"stopped while waiting for a reply, at simulated time {sim.now}")
         except zmtp.PeerClosed:
             raise Disconnected(
                 f"the decision process at {endpoint} disconnected while its reply was awaited "
