@@ -412,3 +412,42 @@ def test_whatever_a_stranger_sends_the_clock_thread_lives_and_serves(fuzzed, fra
         assert peer.recv() == {"op": "now", "rid": 9, "t": 0}
     # only the registered process (reconnected under sched#2, #3, ...), no stranger
     assert {p.name.partition("#")[0] for p in fuzzed.registry.processes()} == {"sched"}
+
+
+def _applied(peer):
+    """Bounded: everything ``peer`` sent before was applied (a ``now`` round trip comes
+    back after them: one connection's messages are handled in order)."""
+    peer.send(cp.now_request(99))
+    assert peer.recv()["op"] == "now"
+
+
+def test_the_facade_wakes_nobody_while_a_process_runs(service, monkeypatch):
+    """While a process runs (or owes an acknowledgement, or never connected), what the
+    facade does cannot end a wait for quiescence: its notifications wake no thread (each
+    was a thread switch in the broker per response and watch frame). Once the process
+    waits, they do again: a response written then is what lets the reader go."""
+    wakes = []
+    real = threading.Condition.notify_all
+
+    def counted(cond):
+        if cond is service._cond:
+            wakes.append(1)
+        real(cond)
+
+    monkeypatch.setattr(threading.Condition, "notify_all", counted)
+    service.expect("late")  # launched, not connected yet: time cannot move either
+    with _connected(service, "sched") as peer:
+        peer.send(cp.state(True, 0, [], 1, 0, 0))
+        _applied(peer)
+        before = len(wakes)
+        service.notify()
+        assert len(wakes) == before, "a facade notification woke the waiters while 'sched' ran"
+        peer.send(cp.state(False, 0, [BINDING], 0, 1, 0))
+        _applied(peer)
+        before = len(wakes)
+        service.notify()
+        assert len(wakes) == before, "woke the waiters while 'late' had not connected"
+        with service._cond:
+            service.registry.procs["late"].gone = True
+        service.notify()
+        assert len(wakes) == before + 1

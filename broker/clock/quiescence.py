@@ -134,6 +134,15 @@ class Quiescence:
             return False
         return all(self._io_state_locked(*item[:3]) in _PARKED for item in proc.io)
 
+    def held_by_a_process_locked(self) -> bool:
+        """Some process keeps time from moving whatever the facade does: it did not
+        connect yet, it runs, or it did not acknowledge a wake-up. Neither a wait for
+        quiescence nor a release of readers can end before its next message."""
+        for proc in self._procs.values():
+            if not proc.gone and (not proc.connected or proc.busy or proc.ack != proc.sent):
+                return True
+        return False
+
     def all_quiescent_locked(self) -> bool:
         return all(self.quiescent_locked(p) for p in self._procs.values())
 

@@ -311,9 +311,16 @@ class ClockService:
             self.transport.poke()  # the others may be quiescent now
 
     def notify(self) -> None:
-        """Something outside (the facade) may have made a process quiescent: re-check."""
+        """Something outside (the facade) may have made a process quiescent: re-check —
+        unless a process runs, owes an acknowledgement or has not connected, which only
+        its own message can change (that message wakes the waiters: ``Inbox.receive``).
+        The facade calls this after every response and watch frame, mostly while the
+        scheduler that reads them runs: each needless wake-up was a thread switch and a
+        walk of the processes in the driver (and the transport's loop, under autopilot)."""
         with self._cond:
             self.stall.traffic_locked(1)
+            if self.quiescence.held_by_a_process_locked():
+                return
             self._cond.notify_all()
             if self.autopilot:
                 self.transport.poke()
