@@ -518,9 +518,27 @@ def fair_bottleneck(actions: list[_Action], constraints: dict[Any, tuple[float, 
             action.rate = 1.0
     if not variables:
         return
-    if len(variables) == 1 and _alone(variables[0], constraints):
-        return
+    if len(variables) == 1:
+        action = variables[0]
+        elements = action.elements
+        # _alone is a function of these alone: its answer for a route is reused
+        key = (elements, action.bound, tuple([constraints[cid] for cid, _ in elements]))
+        known = _ALONE.get(key)
+        if known is not None:
+            action.mu, action.value = known
+            action.rate = action.value
+            return
+        if _alone(action, constraints):
+            if len(_ALONE) >= _ALONE_MAX:  # (parallel tasks' routes: bounded)
+                _ALONE.clear()
+            _ALONE[key] = (action.mu, action.value)
+            return
     _share(variables, constraints)
+
+
+# _alone's answers: (elements, bound, their constraints' (capacity, fatpipe)) -> (mu, value)
+_ALONE: dict[tuple, tuple[float, float]] = {}
+_ALONE_MAX = 4096
 
 
 def _share(variables: list[_Action], constraints: dict[Any, tuple[float, bool]]) -> None:

@@ -17,6 +17,7 @@ from simulator.kernel import (
     _Action,
     _alone,
     _share,
+    fair_bottleneck,
 )  # fmt: skip
 
 
@@ -120,6 +121,10 @@ def test_an_action_alone_gets_the_rate_of_the_general_solver(elements, capacitie
     assert _alone(alone, constraints)
     _share([general], constraints)
     assert (alone.rate, alone.value, alone.mu) == (general.rate, general.value, general.mu)
+    for _ in range(2):  # solved, then its answer reused: the same
+        again = _action(elements, bound)
+        fair_bottleneck([again], constraints)
+        assert (again.rate, again.value, again.mu) == (general.rate, general.value, general.mu)
 
 
 def _action(elements, bound):
