@@ -15,6 +15,7 @@ decides how long); the peer closing the connection is :class:`PeerClosed`."""
 
 from __future__ import annotations
 
+import select
 import socket
 import struct
 
@@ -84,7 +85,7 @@ class ReqSocket:
         self.family, self.target = target
         self.sock: socket.socket | None = None
         self._buffer = bytearray()
-        self._wait: float | None = -1.0  # the timeout the socket has now
+        self._poller: select.poll | None = None
 
     @property
     def connected(self) -> bool:
@@ -121,33 +122,36 @@ class ReqSocket:
             raise
         del buffer[:64]
         self._buffer = buffer  # the peer's READY may be there already
+        sock.settimeout(None)
+        self._poller = select.poll()
+        self._poller.register(sock, select.POLLIN)
         self.sock = sock
-        self._wait = -1.0
 
     def send(self, data: bytes) -> None:
         """One request: REQ's empty delimiter frame, then ``data`` in one frame."""
         assert self.sock is not None
         size = len(data)
         head = b"\x01\x00" + (bytes((0, size)) if size < 256 else b"\x02" + _LONG_SIZE.pack(size))
-        self._settimeout(None)
         try:
             self.sock.sendall(head + data)
-        except (BrokenPipeError, ConnectionResetError) as exc:
+        except OSError as exc:  # reset, broken pipe
             raise PeerClosed(str(exc)) from exc
 
     def recv(self, wait: float | None) -> bytes | None:
-        """The reply's frame, or None when ``wait`` seconds pass first (None: no limit)."""
+        """The reply's frame, or None when ``wait`` seconds pass first (None: no limit).
+        The socket stays blocking (no mode switch between a send and a receive): a
+        bounded wait is a ``poll`` before the ``recv``."""
+        sock = self.sock
+        assert sock is not None and self._poller is not None
         while True:
             reply = self._parse()
             if reply is not None:
                 return reply
-            self._settimeout(wait)
-            assert self.sock is not None
-            try:
-                data = self.sock.recv(262144)
-            except TimeoutError:
+            if wait is not None and not self._poller.poll(wait * 1000):
                 return None
-            except ConnectionResetError as exc:
+            try:
+                data = sock.recv(262144)
+            except OSError as exc:  # reset
                 raise PeerClosed(str(exc)) from exc
             if not data:
                 raise PeerClosed("the peer closed the connection")
@@ -157,12 +161,7 @@ class ReqSocket:
         if self.sock is not None:
             self.sock.close()
             self.sock = None
-
-    def _settimeout(self, wait: float | None) -> None:
-        if wait != self._wait:  # a syscall-free attribute, but keep it unchanged if equal
-            assert self.sock is not None
-            self.sock.settimeout(wait)
-            self._wait = wait
+            self._poller = None
 
     def _parse(self) -> bytes | None:
         """A whole reply from the buffer (consumed), or None if it is not all there."""
