@@ -26,6 +26,21 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+def _count_jobs(path: Path) -> tuple[int, int]:
+    """(rows, controller pods deleted) of a jobs.csv: the pods of Deployments and other
+    controllers (Batsim workload "k8s") end killed when they are scaled down or their
+    service ends — deleted, not failed."""
+    if not path.exists():
+        return 0, 0
+    rows = deleted = 0
+    with open(path, newline="") as f:
+        for job in csv.DictReader(f):
+            rows += 1
+            if job.get("workload_name") == CONTROLLER_WORKLOAD and job.get("final_state") == KILLED:
+                deleted += 1
+    return rows, deleted
+
+
 def speedup(simulated_s: float, wall_s: float) -> float | None:
     """Simulated seconds per wall-clock second (None when either is not positive)."""
     if simulated_s > 0 and wall_s > 0:
@@ -54,7 +69,9 @@ def summarise(
     ended has no makespan, waiting time or slowdown (Batsim's zeros would read as
     figures): its summary says where it stopped instead."""
     schedule = _rows(Path(f"{prefix}_schedule.csv"))
-    jobs = _rows(Path(f"{prefix}_jobs.csv"))
+    # jobs.csv read row by row: a list of its rows would cost ~1.7 KiB per job at the end
+    # of the run, the broker's peak (issue 29)
+    jobs, deleted = _count_jobs(Path(f"{prefix}_jobs.csv"))
     fig: dict[str, Any] = {"wall_s": round(wall_s, 3)}
     if schedule:
         row = schedule[0]
@@ -64,14 +81,7 @@ def summarise(
             for key in _JOB_FIGURES:
                 fig[key] = float(row[key])
     elif jobs:
-        fig["nb_jobs"] = len(jobs)
-    # the pods of Deployments and other controllers (Batsim workload "k8s") end killed when
-    # they are scaled down or their service ends: deleted, not failed
-    deleted = sum(
-        1
-        for j in jobs
-        if j.get("workload_name") == CONTROLLER_WORKLOAD and j.get("final_state") == KILLED
-    )
+        fig["nb_jobs"] = jobs
     if deleted:
         fig["controller_pods_deleted"] = deleted
     makespan = fig.get("makespan") or 0.0

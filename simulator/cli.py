@@ -242,7 +242,7 @@ def drive(
                 return _fail(f"{text}; cannot write partial outputs: {exc}", code, err)
             ended = outputs.sums.jobs
             return _fail(
-                f"{text}\n{PROG}: partial outputs written ({ended} of {len(sim.records)} jobs "
+                f"{text}\n{PROG}: partial outputs written ({ended} of {sim.jobs_count} jobs "
                 f"ended by t={sim.now:g} s): {', '.join(str(p) for p in paths)}",
                 code,
                 err,
@@ -265,7 +265,7 @@ def drive(
             return _fail(f"cannot write outputs with prefix {args.export!r}: {exc}", 1, err)
     if not args.quiet:
         print(
-            f"{PROG}: done at t={sim.now:g} s simulated, {len(sim.records)} jobs, "
+            f"{PROG}: done at t={sim.now:g} s simulated, {sim.jobs_count} jobs, "
             f"{stats.messages} messages in {stats.simulation_time:.3f} s wall",
             file=err,
         )

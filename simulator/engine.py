@@ -46,6 +46,7 @@ import numpy
 from procset import ProcSet
 
 from simulator import protocol as p
+from simulator.ended_jobs import EndedJobs
 from simulator.energy import energy_meter
 from simulator.kernel import (
     BY_NAME,
@@ -128,7 +129,7 @@ class JobRecord:
     submission_time: float = 0.0
     start: float | None = None
     finish: float | None = None
-    alloc: ProcSet = field(default_factory=ProcSet)
+    alloc: ProcSet = field(default_factory=lambda: _NO_RESOURCES)  # shared: never changed
     hosts: tuple[int, ...] = ()  # alloc's resources, listed once (ProcSet's len is a sum)
     final_state: str = ""
     return_code: int = 0
@@ -191,17 +192,24 @@ class Simulator:
 
     def __init__(self, platform: Platform, workloads: list[Workload], options: Options) -> None:
         self.platform = platform
-        # copies: registrations and Batsim's profile clean-up change them
-        workloads = [Workload(w.name, w.path, list(w.jobs), dict(w.profiles)) for w in workloads]
+        # copies: registrations and Batsim's profile clean-up change them. Their jobs are
+        # held by their records only (the submitters', then ``records`` until each ends)
+        used = {w.name: _used_profiles(w) for w in workloads}
+        originals, workloads = (
+            workloads,
+            [Workload(w.name, w.path, [], dict(w.profiles)) for w in workloads],
+        )
         self.workloads = {w.name: w for w in workloads}
         self.options = options
         self.started = False
         self.ended = False
         self.nb_compute = len(platform.compute)
         self.nb_storage = len(platform.storage)
-        self.records: dict[str, JobRecord] = {}
+        self.records: dict[str, JobRecord] = {}  # jobs not ended, or all without a sink
+        self.ended_jobs = EndedJobs()  # the jobs _forget() dropped from ``records``
+        self._job_counts = {w.name: len(w.jobs) for w in originals}  # REGISTER_JOB's order
         per_workload: list[list[JobRecord]] = []
-        for workload in workloads:
+        for workload in originals:
             records = []
             for job in workload.jobs:
                 record = JobRecord(job)
@@ -273,8 +281,7 @@ class Simulator:
         self._removed_profiles: set[tuple[str, str]] = set()
         self._ended_since_send: list[JobRecord] = []
         for workload in workloads:
-            used = _used_profiles(workload)
-            for name in [n for n in workload.profiles if n not in used]:
+            for name in [n for n in workload.profiles if n not in used[workload.name]]:
                 del workload.profiles[name]
                 self._removed_profiles.add((workload.name, name))
         for records in per_workload:
@@ -314,6 +321,11 @@ class Simulator:
         machine_states.csv row (``sink.machine_row(time, idle, computing)``) to ``sink``
         as they happen, instead of keeping the rows (``outputs.StreamingOutputs``)."""
         self._sink = sink
+
+    @property
+    def jobs_count(self) -> int:
+        """Jobs known so far (static and registered), ended or not."""
+        return len(self.records) + len(self.ended_jobs)
 
     def job_records(self) -> list[JobRecord]:
         """All jobs, ended ones first in the order they ended (Batsim's jobs.csv order)."""
@@ -450,7 +462,9 @@ class Simulator:
         yield (PUT, self._box, ("hello",), self._local)
         current = kernel.clock
         batch: list[JobRecord] = []
-        for record in records:
+        records.reverse()  # popped as submitted: the list holds only those still to come
+        while records:
+            record = records.pop()
             subtime = record.job.subtime + latency
             if subtime > current:
                 if batch:
@@ -775,6 +789,9 @@ class Simulator:
         record.submission_time = record.last_update = record.deadline = record.task_start = 0.0
         record.work = record.remaining = record.rate = 0.0
         record.start_seq = record.end_seq = -1
+        job_id = record.job.job_id
+        del self.records[job_id]  # its Job and parsed JSON go with it
+        self.ended_jobs.add(job_id, record.state, record.final_state, record.kill_requested)
 
     def _finished(self) -> bool:
         return (
@@ -804,7 +821,14 @@ class Simulator:
     def _record(self, job_id: str) -> JobRecord:
         record = self.records.get(job_id)
         if record is None:
-            raise DecisionError(f"unknown job {job_id!r}")
+            ended = self.ended_jobs.get(job_id)
+            if ended is None:
+                raise DecisionError(f"unknown job {job_id!r}")
+            # a stand-in with what the decisions' checks read of a forgotten job
+            workload, _, local = job_id.rpartition("!")
+            job = Job(job_id, workload, local, 0.0, 1, "", -1.0, {}, -1)
+            record = JobRecord(job, state=ended[0], final_state=ended[1])
+            record.kill_requested = ended[2]
         return record
 
     def _apply(self, event: p.Event) -> Iterator[Simcall]:
@@ -994,6 +1018,8 @@ class Simulator:
                     f"cannot kill job {job_id!r}: it is {record.state}, not running or finished"
                 )
             record.kill_requested = True
+            if job_id not in self.records:  # a stand-in: the flag is the ended jobs'
+                self.ended_jobs.kill_requested(job_id)
             records.append(record)
         return records
 
@@ -1031,7 +1057,7 @@ class Simulator:
         workload = self.workloads.get(name)
         if workload is None:
             raise DecisionError(f"job {data.job_id!r}: no workload {name!r} (register a profile)")
-        if data.job_id in self.records:
+        if data.job_id in self.records or data.job_id in self.ended_jobs:
             raise DecisionError(f"job {data.job_id!r} already exists")
         if data.job.get("id") != data.job_id:
             raise DecisionError(f"job.id {data.job.get('id')!r} differs from job_id")
@@ -1042,12 +1068,12 @@ class Simulator:
                 workload.profiles,
                 self.nb_compute,
                 "job",
-                len(workload.jobs),
+                self._job_counts.get(name, 0),
                 id_has_prefix=True,
             )
         except WorkloadError as exc:
             raise DecisionError(f"REGISTER_JOB {data.job_id!r}: {exc}") from None
-        workload.jobs.append(job)
+        self._job_counts[name] = self._job_counts.get(name, 0) + 1
         record = JobRecord(job)
         self.records[job.job_id] = record
         if self.options.acknowledge_dynamic_jobs:

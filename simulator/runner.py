@@ -316,7 +316,7 @@ def _disconnected(monitor: zmq.Socket) -> bool:
 def print_progress(sim: Simulator, stats: RunStats, stream: TextIO = sys.stderr) -> None:
     stream.write(
         f"timewarp sim: t={sim.now:.3f} s simulated, "
-        f"{sim.jobs_ended}/{len(sim.records)} jobs ended, "
+        f"{sim.jobs_ended}/{sim.jobs_count} jobs ended, "
         f"{stats.messages} messages, {sim.events_processed} events\n"
     )
     stream.flush()

@@ -150,3 +150,12 @@ def test_a_hidden_progress_bar_does_no_work_per_message():
     view.update(SimpleNamespace(now_s=600.0, jobs_done=7, jobs_dynamic=3))
     task = view.progress.tasks[0]
     assert task.completed == 0 and task.fields["now"] == "0 s" and view.jobs_dynamic == 0
+
+
+def test_jobs_and_deleted_controller_pods_are_counted_from_jobs_csv(tmp_path):
+    """Without a schedule.csv (a partial run): the rows of jobs.csv, read one at a time."""
+    killed = '4,k8s,delay,0,1,-1,0,COMPLETED_KILLED,0,5,5,0,5,1,0,-1,""\n'
+    failed = '5,w0,delay,0,1,-1,0,COMPLETED_KILLED,0,5,5,0,5,1,0,-1,""\n'
+    (tmp_path / "out_jobs.csv").write_text(JOBS + killed + killed.replace("4,", "6,", 1) + failed)
+    fig = report.summarise(tmp_path / "out", {}, wall_s=1.0)
+    assert fig["nb_jobs"] == 6 and fig["controller_pods_deleted"] == 2

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from broker.cluster import kubelet_admission as admission
+from broker.cluster.node_buckets import NodeBuckets
 from broker.facade import acting
 from broker.k8s import podutil
 from broker.k8s import resource_names as rn
@@ -58,9 +59,6 @@ class _Node:
     allocatable: dict[str, int]
     unschedulable: bool = False
     used: dict[str, int] = field(default_factory=dict)
-
-    def view(self, name: str) -> admission.NodeView:
-        return admission.NodeView(name, self.labels, self.taints, self.allocatable, self.used)
 
     def free(self, resource: str) -> int:
         return self.allocatable.get(resource, 0) - self.used.get(resource, 0)
@@ -102,6 +100,7 @@ class DecisionLog:
         self.rows: list[tuple[str, ...]] = []
         self._spill: IO[str] | None = None
         self._nodes: dict[str, _Node] = {}
+        self._buckets = NodeBuckets()  # the nodes by what admission sees of them
         self._placed: dict[tuple[str, str], tuple[str, dict[str, int]]] = {}  # pod -> node
         self._replicas: dict[tuple[str, str, str], int] = {}
         self._deleted: set[tuple[str, str]] = set()  # pods whose deletion was recorded
@@ -147,6 +146,7 @@ class DecisionLog:
         name = (obj.get("metadata") or {}).get("name") or ""
         if event == "DELETED":
             self._nodes.pop(name, None)
+            self._buckets.remove(name)
             self._row("delete-node", "Node", obj, name)
             return
         spec = obj.get("spec") or {}
@@ -166,6 +166,9 @@ class DecisionLog:
                 )
                 self._row("taint", "Node", obj, name, detail=keys or "(none)")
         self._nodes[name] = node
+        self._buckets.set_node(
+            name, node.labels, node.taints, unschedulable, node.allocatable, node.used
+        )
 
     def _pod(self, event: str, pod: dict[str, Any]) -> None:
         meta = pod.get("metadata") or {}
@@ -208,24 +211,11 @@ class DecisionLog:
 
     def _bind(self, key: tuple[str, str], pod: dict[str, Any], node_name: str) -> None:
         requests = admission.pod_requests(pod)
-        feasible = []
-        for name, node in self._nodes.items():
-            view = node.view(name)
-            if admission.insufficient_resources(requests, view):
-                continue
-            if admission.check_node_affinity(pod, view) or admission.check_no_execute_taints(
-                pod, view
-            ):
-                continue
-            feasible.append(name)
         node = self._nodes.get(node_name)
-        extra: dict[str, Any] = {"feasible_nodes": len(feasible), "job_id": self.job_id_of(pod)}
+        feasible, rank = self._buckets.feasible(pod, requests, node_name)
+        extra: dict[str, Any] = {"feasible_nodes": feasible, "job_id": self.job_id_of(pod)}
         if node is not None:
-            order = sorted(
-                feasible,
-                key=lambda n: (-self._nodes[n].free(rn.CPU), -self._nodes[n].free(rn.MEMORY), n),
-            )
-            extra["node_rank"] = order.index(node_name) + 1 if node_name in order else ""
+            extra["node_rank"] = rank if rank is not None else ""
             for resource, column in ((rn.CPU, "cpu"), (rn.MEMORY, "memory"), (GPU, "gpu")):
                 if resource == GPU and GPU not in node.allocatable:
                     continue
@@ -233,6 +223,7 @@ class DecisionLog:
                 extra[f"node_free_{column}_after"] = node.free(resource) - requests.get(resource, 0)
             for resource, amount in requests.items():
                 node.used[resource] = node.used.get(resource, 0) + amount
+            self._buckets.set_use(node_name, node.allocatable, node.used)
         created = (pod.get("metadata") or {}).get("creationTimestamp")
         try:
             extra["waited_s"] = _fmt(
@@ -250,6 +241,7 @@ class DecisionLog:
             return
         for resource, amount in requests.items():
             node.used[resource] = node.used.get(resource, 0) - amount
+        self._buckets.set_use(node_name, node.allocatable, node.used)
 
     def _custom_workload(self, key: str, event: str, obj: dict[str, Any]) -> None:
         """A custom resource with a ``scale`` subresource: its scale's ``spec.replicas``."""
@@ -285,38 +277,17 @@ class DecisionLog:
                 pod = self._unbound[key]
                 self._row(
                     "pending", "Pod", pod, "", actor="-", job_id=self.job_id_of(pod),
-                    feasible_nodes=len(self._feasible(pod)), detail=self.why_no_node(pod),
+                    feasible_nodes=self._feasible(pod), detail=self.why_no_node(pod),
                 )  # fmt: skip
 
-    def _feasible(self, pod: dict[str, Any]) -> list[str]:
-        requests = admission.pod_requests(pod)
-        return [
-            name
-            for name, node in self._nodes.items()
-            if not admission.insufficient_resources(requests, node.view(name))
-            and admission.check_node_affinity(pod, node.view(name)) is None
-            and admission.check_no_execute_taints(pod, node.view(name)) is None
-        ]
+    def _feasible(self, pod: dict[str, Any]) -> int:
+        """How many nodes would admit ``pod`` now."""
+        return self._buckets.feasible(pod, admission.pod_requests(pod))[0]
 
     def why_no_node(self, pod: dict[str, Any]) -> str:
         """Why no node would admit ``pod`` now, counted by reason over the nodes (as
         kube-scheduler's "0/16 nodes are available: 16 Insufficient cpu")."""
-        requests = admission.pod_requests(pod)
-        reasons: dict[str, int] = {}
-        fits = 0
-        for name, node in self._nodes.items():
-            view = node.view(name)
-            found = [r.reason for r in admission.insufficient_resources(requests, view)]
-            for check in (admission.check_node_affinity, admission.check_no_execute_taints):
-                refusal = check(pod, view)
-                if refusal is not None:
-                    found.append(refusal.reason)
-            if node.unschedulable:
-                found.append("Unschedulable")
-            if not found:
-                fits += 1
-            for reason in dict.fromkeys(found):
-                reasons[reason] = reasons.get(reason, 0) + 1
+        fits, reasons = self._buckets.why_not(pod, admission.pod_requests(pod))
         total = len(self._nodes)
         if fits:
             return f"{fits}/{total} nodes would take it: no scheduler bound it"

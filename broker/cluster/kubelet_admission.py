@@ -280,11 +280,20 @@ def _term_matches(term: Any, labels: Mapping[str, str], node_name: str) -> bool:
 def node_affinity_matches(pod: Mapping[str, Any], labels: Mapping[str, str], name: str) -> bool:
     """``GetRequiredNodeAffinity(pod).Match(node)``: every ``nodeSelector`` pair, and one
     of the required affinity's terms (when there is one)."""
-    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
-    selector = spec.get("nodeSelector")
-    if isinstance(selector, dict):
+    selector, required = node_selection(pod)
+    if selector is not None:
         if any(labels.get(k) != v for k, v in selector.items()):
             return False
+    if required is None:
+        return True
+    return any(_term_matches(t, labels, name) for t in _list(required.get("nodeSelectorTerms")))
+
+
+def node_selection(pod: Mapping[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The pod's ``nodeSelector`` and required node affinity, each None when absent (or
+    not an object)."""
+    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    selector = spec.get("nodeSelector")
     affinity = spec.get("affinity")
     node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
     required = (
@@ -292,9 +301,10 @@ def node_affinity_matches(pod: Mapping[str, Any], labels: Mapping[str, str], nam
         if isinstance(node_affinity, dict)
         else None
     )
-    if not isinstance(required, dict):
-        return True
-    return any(_term_matches(t, labels, name) for t in _list(required.get("nodeSelectorTerms")))
+    return (
+        selector if isinstance(selector, dict) else None,
+        required if isinstance(required, dict) else None,
+    )
 
 
 def _predicate(name: str) -> Refusal:

@@ -18,6 +18,7 @@ from broker.cluster.pod_network import PodNetwork
 from broker.cluster.traffic_driver import TrafficDriver
 from broker.controllers.terminated_gc import DEFAULT_THRESHOLD
 from broker.facade import Facade
+from simulator.id_set import JobIdSet
 
 JOB_ID_ANNOTATION = "timewarp.io/job-id"
 DURATION_ANNOTATION = "timewarp.io/duration"
@@ -126,8 +127,9 @@ class ClusterState:
     terminated_pod_gc_threshold: int = DEFAULT_THRESHOLD
 
     # the ids of Batsim jobs that ended (their JobPods leave ``jobs``): an id is never
-    # reused for another job (a dynamic job's, a replacement's)
-    ended_job_ids: set[str] = field(default_factory=set)
+    # reused for another job (a dynamic job's, a replacement's). Bits, not strings: flat
+    # in the number of jobs that ended when their ids are dense
+    ended_job_ids: JobIdSet = field(default_factory=JobIdSet)
 
     def retire(self, jp: JobPod) -> None:
         """``jp``'s Batsim job ended for good (done or rejected): ``jobs`` forgets it, so

@@ -237,4 +237,20 @@ class TypedStore:
         return typed(key, self.raw.replace(key, obj, **kw))
 
     def add_listener(self, fn: Callable[[str, str, Obj], None]) -> None:
-        self.raw.add_listener(lambda key, event, obj: fn(key, event, typed(key, obj)))
+        self.raw.add_listener(lambda key, event, obj: fn(key, event, _typed_commit(key, obj)))
+
+
+# the latest committed object and its decode: the store calls its listeners one after the
+# other with the same object (stored objects are never mutated), so the controllers'
+# listeners share one decode per commit instead of one each (~8 µs for a running pod)
+_last_commit: tuple[str, Obj, Obj] | None = None
+
+
+def _typed_commit(key: str, obj: Obj) -> Obj:
+    global _last_commit
+    last = _last_commit  # one read: another thread may replace it meanwhile
+    if last is not None and last[1] is obj and last[0] == key:
+        return last[2]
+    decoded = typed(key, obj)
+    _last_commit = (key, obj, decoded)
+    return decoded

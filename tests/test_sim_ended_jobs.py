@@ -1,0 +1,171 @@
+"""What the simulator keeps of a job whose jobs.csv row is written (``simulator/ended_jobs.py``,
+``simulator/id_set.py``): with streamed outputs an ended job leaves ``records`` (its
+parsed job with it), its id stays answered as Batsim answers it, and the ids of a dense
+range cost a bit each — what the simulation holds is flat in the number of jobs that ended.
+"""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+
+from hypothesis import given
+from hypothesis import strategies as st
+from procset import ProcSet
+
+from simulator import protocol as p
+from simulator.engine import DecisionError, JobRecord, drive
+from simulator.id_set import JobIdSet
+from simulator.outputs import job_row, jobs_rows
+from simulator.testing import make_sim, write_platform, write_workload
+
+# ------------------------------------------------------------------ JobIdSet
+
+
+def test_a_dense_range_of_ids_costs_a_bit_each():
+    ids = JobIdSet()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(1, 100_001):
+            ids.add(f"w0!{n}")
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(ids) == 100_000
+    assert "w0!1" in ids and "w0!100000" in ids and "w0!100001" not in ids and "w0!0" not in ids
+    assert ids.nbytes() <= 100_001 // 8 + 1
+    # a set of these strings holds ~130 bytes per id (~13 MB); the bitmap 12.5 kB
+    assert held < 64 * 1024
+
+
+_LOCAL = st.one_of(
+    st.integers(min_value=0, max_value=3000).map(str),
+    st.integers(min_value=0, max_value=10**30).map(str),  # far out: not in a bitmap
+    st.sampled_from(["01", "007", "a", "", "١٢", "1!2", "-3", "+4", " 5"]),
+    st.text(max_size=4),
+)
+_IDS = st.lists(
+    st.builds(lambda w, local: f"{w}!{local}" if w is not None else local,
+              st.sampled_from(["w0", "w1", "", "a!b", None]), _LOCAL),
+    max_size=60,
+)  # fmt: skip
+
+
+@given(_IDS, _IDS)
+def test_it_is_a_set_of_strings(added, probed):
+    ids, reference = JobIdSet(added), set(added)
+    assert len(ids) == len(reference)
+    for job_id in added + probed:
+        assert (job_id in ids) == (job_id in reference), job_id
+
+
+# ------------------------------------------------------------------ the simulator
+
+
+class _Rows:
+    """A sink that writes each ended job's row as StreamingOutputs does."""
+
+    def __init__(self) -> None:
+        self.rows: list[str] = []
+
+    def job_ended(self, record: JobRecord) -> None:
+        self.rows.append(job_row(record))
+
+    def machine_row(self, *_: object) -> None:
+        pass
+
+
+def _sim(tmp_path, jobs):
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    platform = write_platform(tmp_path / "p.xml", 2)
+    workload = write_workload(tmp_path / "w.json", jobs, {"d": {"type": "delay", "delay": 3}})
+    return make_sim(platform, [workload], dynamic_jobs=True)
+
+
+def _jobs(n):
+    return [{"id": str(i), "subtime": 2 * i, "res": 1, "profile": "d"} for i in range(1, n + 1)]
+
+
+def _fcfs(live=None):
+    """Each submitted job on a free machine at once; ``live`` gets the number of JobRecords
+    alive when job 100 ends."""
+    free = [0, 1]
+    on: dict[str, int] = {}
+
+    def decide(message):
+        out = []
+        for event in message.events:
+            if isinstance(event.data, p.JobCompleted):
+                if live is not None and event.data.job_id == "w0!100":
+                    gc.collect()  # earlier tests' records
+                    live.append(sum(isinstance(o, JobRecord) for o in gc.get_objects()))
+                free.append(on.pop(event.data.job_id))
+            elif isinstance(event.data, p.JobSubmitted):
+                on[event.data.job_id] = free.pop(0)
+                out.append(p.ExecuteJob(event.data.job_id, ProcSet(on[event.data.job_id])))
+        if any(isinstance(e.data, p.Notify) for e in message.events):
+            out.append(p.Notify("registration_finished"))
+        return p.Message(message.now, [p.Event(message.now, d) for d in out])
+
+    return decide
+
+
+def test_streamed_rows_are_those_of_a_run_that_keeps_every_job(tmp_path):
+    kept = _sim(tmp_path / "a", _jobs(30))
+    drive(kept, _fcfs())
+    streamed, sink = _sim(tmp_path / "b", _jobs(30)), _Rows()
+    streamed.stream_to(sink)
+    drive(streamed, _fcfs())
+    assert sink.rows == jobs_rows(kept.job_records())[1:]
+    assert len(kept.records) == 30 and streamed.records == {}  # each ended job left
+    assert streamed.jobs_count == kept.jobs_count == 30 and len(streamed.ended_jobs) == 30
+
+
+def test_the_records_alive_are_those_of_jobs_not_ended(tmp_path):
+    """Not the submitter's list, nor the workload's: mid-run, only the jobs to come."""
+    sim, live = _sim(tmp_path, _jobs(200)), []
+    sim.stream_to(_Rows())
+    drive(sim, _fcfs(live))
+    assert live and live[0] <= 110  # 100 jobs still to come, one or two running; not 200
+
+
+def _ended_sim(tmp_path):
+    """Job 1 ended; job 2 submitted, not executed (rejected later by the tests)."""
+    jobs = [{"id": str(i), "subtime": 100 * (i - 1), "res": 1, "profile": "d"} for i in (1, 2)]
+    sim = _sim(tmp_path, jobs)
+    sim.stream_to(_Rows())
+    sim.first_message()
+    message = sim.handle_reply(p.Message(0, []))  # job 1 submitted
+    assert any(isinstance(e.data, p.JobSubmitted) for e in message.events)
+    message = sim.handle_reply(p.Message(0, [p.Event(0, p.ExecuteJob("w0!1", ProcSet(0)))]))
+    while not any(isinstance(e.data, p.JobCompleted) for e in message.events):
+        message = sim.handle_reply(p.Message(message.now, []))
+    assert "w0!1" not in sim.records and "w0!1" in sim.ended_jobs
+    return sim, message.now
+
+
+def test_an_ended_job_is_answered_as_batsim_answers_it(tmp_path):
+    sim, now = _ended_sim(tmp_path)
+    try:
+        sim.handle_reply(p.Message(now, [p.Event(now, p.ExecuteJob("w0!1", ProcSet(1)))]))
+        raise AssertionError("executed twice")
+    except DecisionError as exc:
+        assert "cannot execute job 'w0!1': it already finished (COMPLETED_SUCCESSFULLY)" in str(exc)
+    sim, now = _ended_sim(tmp_path / "again")
+    register = p.RegisterJob("w0!1", {"id": "w0!1", "subtime": 0, "res": 1, "profile": "d"})
+    try:
+        sim.handle_reply(p.Message(now, [p.Event(now, register)]))
+        raise AssertionError("registered twice")
+    except DecisionError as exc:
+        assert "job 'w0!1' already exists" in str(exc)
+
+
+def test_a_kill_of_an_ended_job_is_acknowledged_once(tmp_path):
+    sim, now = _ended_sim(tmp_path)
+    kill = p.Event(now, p.KillJob(["w0!1"]))
+    message = sim.handle_reply(p.Message(now, [kill]))
+    killed = [e.data for e in message.events if isinstance(e.data, p.JobKilled)]
+    assert [k.job_ids for k in killed] == [["w0!1"]]
+    message = sim.handle_reply(p.Message(message.now, [p.Event(message.now, kill.data)]))
+    assert not any(isinstance(e.data, p.JobKilled) for e in message.events)  # ignored
