@@ -13,9 +13,11 @@ the same for both simulators, which run with the same flags. For each: wall time
 spawn to exit, peak resident memory of the simulator and of the decision process
 (``/proc/PID/status``, sampled every 0.2 s), the makespan from ``schedule.csv``. For
 `timewarp sim` also its resident memory against the number of jobs ended (its progress
-lines), to show it stays flat. Last, the transport floor: as many ZeroMQ/TCP round trips
-as `timewarp sim` exchanged, between two processes that do no other work (no simulator
-can beat it with this protocol on this machine at this load). Goals: `timewarp sim` +
+lines), to show it stays flat. Last, the transport floors: as many ZeroMQ/TCP round trips
+as `timewarp sim` exchanged, between two processes that do no other work, the requester
+being `timewarp sim`'s own REQ side (ZMTP over a plain socket, ``simulator.zmtp``) then
+libzmq's REQ socket (what Batsim uses): no simulator with that REQ side can beat its floor
+with this protocol on this machine at this load. Goals: `timewarp sim` +
 FCFS ≤ 45 s and ≤ 250 MiB, ≥ 10× faster than real Batsim.
 """
 
@@ -51,22 +53,35 @@ DONE = re.compile(r"(\d+) messages in")
 # The transport floor: the same number of REQ/REP round trips over ZeroMQ/TCP between two
 # Python processes that do nothing else (a message and a reply of the usual sizes).
 _ECHO = """
-import sys, zmq
+import sys, time, zmq
 role, endpoint, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+MESSAGE = b'{"now":1234.567,"events":[' + b" " * 140 + b"]}"
 context = zmq.Context()
 if role == "rep":
     socket = context.socket(zmq.REP)
     socket.bind(endpoint)
     for _ in range(count):
         socket.send(socket.recv()[:90])
-else:
+    socket.close(linger=0)
+elif role == "req":
     socket = context.socket(zmq.REQ)
     socket.connect(endpoint)
-    message = b'{"now":1234.567,"events":[' + b" " * 140 + b"]}"
     for _ in range(count):
-        socket.send(message)
+        socket.send(MESSAGE)
         socket.recv()
-socket.close(linger=0)
+    socket.close(linger=0)
+else:  # timewarp sim's own REQ side: ZMTP over a plain socket (simulator.zmtp)
+    from simulator.zmtp import ReqSocket
+    plain = ReqSocket(endpoint)
+    while not plain.connected:
+        try:
+            plain.connect(1.0)
+        except OSError:  # the REP side does not listen yet
+            time.sleep(0.01)
+    for _ in range(count):
+        plain.send(MESSAGE)
+        plain.recv(None)
+    plain.close()
 context.term()
 """
 
@@ -153,18 +168,19 @@ def run(name: str, simulator: list[str], out: Path, env: dict[str, str], pin: li
     return result
 
 
-def echo_floor(count: int, env: dict[str, str], pin: list[str]) -> Result:
+def echo_floor(count: int, env: dict[str, str], pin: list[str], req: str = "req") -> Result:
     """``count`` round trips between two processes that only pass the bytes on: what
-    ZeroMQ/TCP and the machine's scheduling cost alone (wall, CPU of each side)."""
+    ZeroMQ/TCP and the machine's scheduling cost alone (wall, CPU of each side). ``req``:
+    the requester's side, libzmq's REQ socket (``req``) or timewarp sim's own (``plain``,
+    :mod:`simulator.zmtp`); the replier is libzmq's REP socket."""
     endpoint = f"tcp://127.0.0.1:{_free_port()}"
-    result = Result("zmq echo (floor)", messages=count)
+    name = "zmq echo (floor)" if req == "req" else "plain-socket echo (floor)"
+    result = Result(name, messages=count)
     started = time.perf_counter()
     rep = subprocess.Popen(
         [*pin, sys.executable, "-c", _ECHO, "rep", endpoint, str(count)], env=env
     )
-    req = subprocess.Popen(
-        [*pin, sys.executable, "-c", _ECHO, "req", endpoint, str(count)], env=env
-    )
+    req = subprocess.Popen([*pin, sys.executable, "-c", _ECHO, req, endpoint, str(count)], env=env)
     codes = []
     for proc, name in ((req, "cpu_sim_s"), (rep, "cpu_decision_s")):
         _, status, usage = os.wait4(proc.pid, 0)
@@ -241,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
                 )  # fmt: skip
             )
         if results[0].messages and not args.skip_floor:
+            results.append(echo_floor(results[0].messages, env, pin, "plain"))
             results.append(echo_floor(results[0].messages, env, pin))
         print(f"machine load after: {load_average()}", file=sys.stderr)
     rows = [
@@ -263,10 +280,11 @@ def main(argv: list[str] | None = None) -> int:
     real = [r for r in results if r.name == "Batsim 4.2.1"]
     if real:
         print(f"\nspeed-up of timewarp sim: {real[0].wall_s / results[0].wall_s:.1f}x")
-    if results[-1].name.startswith("zmq echo"):
-        floor = results[-1]
+    for floor in results:
+        if "echo" not in floor.name:
+            continue
         print(
-            f"transport floor: {floor.messages} REQ/REP round trips with no work take "
+            f"transport floor, {floor.name.removesuffix(' (floor)')}: {floor.messages} REQ/REP round trips with no work take "
             f"{floor.wall_s:.1f} s ({floor.wall_s / floor.messages * 1e6:.0f} µs each)"
         )
         if real:  # a simulator that took no time at all would still wait for the transport

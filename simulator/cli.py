@@ -237,7 +237,11 @@ def drive(
             text, code = failure
             try:
                 paths = outputs.finish(sim.machines_so_far(), 0.0, 0.0, partial=True)
-                paths.append(write_running(args.export, sim.records.values(), sim.now))
+                paths.append(
+                    write_running(
+                        args.export, sim.records_in_load_order(sim.records.values()), sim.now
+                    )
+                )
             except OSError as exc:
                 return _fail(f"{text}; cannot write partial outputs: {exc}", code, err)
             ended = outputs.sums.jobs

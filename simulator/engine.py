@@ -38,7 +38,7 @@ empty outputs and exits 0).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +48,7 @@ from procset import ProcSet
 from simulator import protocol as p
 from simulator.ended_jobs import EndedJobs
 from simulator.energy import energy_meter
+from simulator.id_set import JobIdSet
 from simulator.kernel import (
     BY_NAME,
     CREATE,
@@ -66,6 +67,7 @@ from simulator.kernel import (
     Simcall,
 )
 from simulator.network import PlatformError, ptask_spec
+from simulator.pending_jobs import PendingJobs
 from simulator.platform import Platform
 from simulator.pstates import COMPUTATION, PowerStates
 from simulator.pstates import SLEEP as ASLEEP
@@ -208,16 +210,13 @@ class Simulator:
         self.records: dict[str, JobRecord] = {}  # jobs not ended, or all without a sink
         self.ended_jobs = EndedJobs()  # the jobs _forget() dropped from ``records``
         self._job_counts = {w.name: len(w.jobs) for w in originals}  # REGISTER_JOB's order
-        per_workload: list[list[JobRecord]] = []
-        for workload in originals:
-            records = []
-            for job in workload.jobs:
-                record = JobRecord(job)
-                self.records[job.job_id] = record
-                records.append(record)
-            # Batsim's submitter: by subtime, then job id (byte order: 1, 10, 100, 101…)
-            records.sort(key=lambda r: (r.job.subtime, r.job.local_id.encode()))
-            per_workload.append(records)
+        # the static jobs not yet submitted, compact (simulator.pending_jobs); one named by
+        # a decision before its submission is built early, into ``records``
+        self._pending = [PendingJobs(w.name, w.jobs) for w in originals]
+        self._static_ids = JobIdSet(job.job_id for w in originals for job in w.jobs)
+        self._built_early: set[str] = set()
+        self._load_rank = {w.name: index for index, w in enumerate(originals)}
+        self._job_counts_static = dict(self._job_counts)
         self._start_counter = itertools.count()
         self.jobs_ended = 0  # done or rejected, as the server learnt it (jobs.csv rows)
         self.pending_calls = 0  # CALL_ME_LATER received, REQUESTED_CALL not yet sent
@@ -269,7 +268,7 @@ class Simulator:
         self._sched_ready = False
         self._end_sent = False
         self._ack = False
-        self._submitters = len(per_workload)
+        self._submitters = len(self._pending)
         self._submitters_done = 0
         self._request: p.Message | None = None
         self._sink: Any = None
@@ -284,8 +283,8 @@ class Simulator:
             for name in [n for n in workload.profiles if n not in used[workload.name]]:
                 del workload.profiles[name]
                 self._removed_profiles.add((workload.name, name))
-        for records in per_workload:
-            self.kernel.spawn(self._submitter(records), "workload_submitter")
+        for pending in self._pending:
+            self.kernel.spawn(self._submitter(pending), "workload_submitter")
         self.kernel.spawn(self._server(), "server")
 
     # ------------------------------------------------------------------ public API
@@ -325,14 +324,33 @@ class Simulator:
     @property
     def jobs_count(self) -> int:
         """Jobs known so far (static and registered), ended or not."""
-        return len(self.records) + len(self.ended_jobs)
+        pending = sum(len(jobs) for jobs in self._pending) - len(self._built_early)
+        return len(self.records) + len(self.ended_jobs) + pending
 
     def job_records(self) -> list[JobRecord]:
         """All jobs, ended ones first in the order they ended (Batsim's jobs.csv order)."""
+        pending = [
+            JobRecord(job)
+            for jobs in self._pending
+            for job in jobs
+            if job.job_id not in self._built_early
+        ]
         return sorted(
-            self.records.values(),
+            [*self.records.values(), *pending],
             key=lambda r: (r.end_seq < 0, r.end_seq, r.job.job_id.encode()),
         )
+
+    def records_in_load_order(self, records: Iterable[JobRecord]) -> list[JobRecord]:
+        """``records`` in the order the simulator once held them all: the static jobs
+        workload by workload in file order, then the registered ones as they came."""
+
+        def key(record: JobRecord) -> tuple:
+            job = record.job
+            if 0 <= job.order < self._job_counts_static.get(job.workload, 0):
+                return (0, self._load_rank[job.workload], job.order)
+            return (1,)  # stable: registration order kept
+
+        return sorted(records, key=key)
 
     def machines_so_far(self) -> MachineLog:
         """The machine log with each machine's current state credited up to now (a copy:
@@ -453,7 +471,7 @@ class Simulator:
                 "a profile's name once a job of it has ended)"
             )
 
-    def _submitter(self, records: list[JobRecord]) -> Iterator[Simcall]:
+    def _submitter(self, pending: PendingJobs) -> Iterator[Simcall]:
         """Batsim's static job submitter of one workload: jobs of one subtime in one
         message, sleeping from one subtime to the next (measured from its last wake-up)."""
         kernel = self.kernel
@@ -462,9 +480,8 @@ class Simulator:
         yield (PUT, self._box, ("hello",), self._local)
         current = kernel.clock
         batch: list[JobRecord] = []
-        records.reverse()  # popped as submitted: the list holds only those still to come
-        while records:
-            record = records.pop()
+        while pending:
+            record = self._held(pending.pop())
             subtime = record.job.subtime + latency
             if subtime > current:
                 if batch:
@@ -805,7 +822,11 @@ class Simulator:
         )
 
     def _deadlock_text(self) -> str:
-        waiting = [r.job.job_id for r in self.records.values() if r.state == "submitted"]
+        waiting = [
+            r.job.job_id
+            for r in self.records_in_load_order(self.records.values())
+            if r.state == "submitted"
+        ]
         parts = [
             f"nothing left to happen at t={p.wire_time(self.now):g} s but the simulation cannot end"
         ]
@@ -818,8 +839,36 @@ class Simulator:
 
     # ------------------------------------------------------------------ decisions
 
+    def _held(self, job: Job) -> JobRecord:
+        """The record of a static job its submitter pops (built early, or now)."""
+        if job.job_id in self._built_early:
+            self._built_early.discard(job.job_id)
+            return self.records[job.job_id]
+        record = self.records[job.job_id] = JobRecord(job)
+        return record
+
+    def _is_pending(self, job_id: str) -> bool:
+        """A static job still held by its submitter (not yet in ``records``)."""
+        return (
+            job_id in self._static_ids
+            and job_id not in self.records
+            and job_id not in self.ended_jobs
+        )
+
+    def _build_early(self, job_id: str) -> JobRecord:
+        """A decision names a job not yet submitted (an error, or SET_JOB_METADATA): its
+        record is built now, kept in ``records`` for its submitter (rare: a scan)."""
+        name = job_id.rpartition("!")[0]
+        pending = self._pending[self._load_rank[name]]
+        job = next(job for job in pending if job.job_id == job_id)
+        self._built_early.add(job_id)
+        record = self.records[job_id] = JobRecord(job)
+        return record
+
     def _record(self, job_id: str) -> JobRecord:
         record = self.records.get(job_id)
+        if record is None and self._is_pending(job_id):
+            record = self._build_early(job_id)
         if record is None:
             ended = self.ended_jobs.get(job_id)
             if ended is None:
@@ -1057,7 +1106,11 @@ class Simulator:
         workload = self.workloads.get(name)
         if workload is None:
             raise DecisionError(f"job {data.job_id!r}: no workload {name!r} (register a profile)")
-        if data.job_id in self.records or data.job_id in self.ended_jobs:
+        if (
+            data.job_id in self.records
+            or data.job_id in self.ended_jobs
+            or self._is_pending(data.job_id)
+        ):
             raise DecisionError(f"job {data.job_id!r} already exists")
         if data.job.get("id") != data.job_id:
             raise DecisionError(f"job.id {data.job.get('id')!r} differs from job_id")

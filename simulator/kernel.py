@@ -518,6 +518,31 @@ def fair_bottleneck(actions: list[_Action], constraints: dict[Any, tuple[float, 
             action.rate = 1.0
     if not variables:
         return
+    if len(variables) == 1:
+        action = variables[0]
+        elements = action.elements
+        # _alone is a function of these alone: its answer for a route is reused
+        key = (elements, action.bound, tuple([constraints[cid] for cid, _ in elements]))
+        known = _ALONE.get(key)
+        if known is not None:
+            action.mu, action.value = known
+            action.rate = action.value
+            return
+        if _alone(action, constraints):
+            if len(_ALONE) >= _ALONE_MAX:  # (parallel tasks' routes: bounded)
+                _ALONE.clear()
+            _ALONE[key] = (action.mu, action.value)
+            return
+    _share(variables, constraints)
+
+
+# _alone's answers: (elements, bound, their constraints' (capacity, fatpipe)) -> (mu, value)
+_ALONE: dict[tuple, tuple[float, float]] = {}
+_ALONE_MAX = 4096
+
+
+def _share(variables: list[_Action], constraints: dict[Any, tuple[float, bool]]) -> None:
+    """:func:`fair_bottleneck`'s loop over the actions that use some constraint."""
     usage: dict[Any, float] = {}
     remaining: dict[Any, float] = {}
     users: dict[Any, list[tuple[_Action, float]]] = {}
@@ -583,3 +608,67 @@ def fair_bottleneck(actions: list[_Action], constraints: dict[Any, tuple[float, 
         cnst_list = kept
     for action in variables:
         action.rate = action.value
+
+
+def _alone(action: _Action, constraints: dict[Any, tuple[float, bool]]) -> bool:
+    """:func:`fair_bottleneck` for one action alone on its constraints (most steps of a
+    platform with links: one message in flight): the same loop, the same float operations
+    in the same order, on scalars instead of dicts and sets. False (nothing done) when the
+    action uses a constraint twice (the general loop counts it twice)."""
+    elements = action.elements
+    cids = [cid for cid, _ in elements]
+    if len(set(cids)) != len(cids):
+        return False
+    weights = [weight for _, weight in elements]
+    fatpipe = [constraints[cid][1] for cid in cids]
+    remaining = [constraints[cid][0] for cid in cids]
+    usage = [0.0] * len(cids)
+    alive = list(range(len(cids)))  # the general loop's cnst_list, by element index
+    bound = action.bound
+    value = 0.0
+    saturated = running = True  # in ``saturated``, in ``var_list``
+    while running:
+        kept = []
+        for i in alive:
+            nb = 1 if weights[i] > 0 and saturated else 0
+            if nb == 0:
+                remaining[i] = usage[i] = 0.0
+            else:
+                usage[i] = remaining[i] / nb
+                kept.append(i)
+        alive = kept
+        min_inc = float("inf")
+        for i, weight in enumerate(weights):
+            if weight > 0:
+                min_inc = min(min_inc, usage[i] / weight)
+        if bound > 0:
+            min_inc = min(min_inc, bound - value)
+        mu = min_inc
+        value += min_inc
+        if value == bound:
+            saturated = running = False
+        kept = []
+        for i in alive:
+            left = remaining[i]
+            weight = weights[i]
+            if not fatpipe[i]:
+                left -= weight * mu
+                if left < _MAXMIN_PRECISION:
+                    left = 0.0
+            else:
+                usage[i] = min(usage[i], weight * mu)
+                left -= usage[i]
+                if left < _MAXMIN_PRECISION:
+                    left = 0.0
+            remaining[i] = left
+            if left <= 0.0:
+                if weight > 0 and saturated:
+                    saturated = False
+                running = running and saturated
+            else:
+                kept.append(i)
+        alive = kept
+    action.mu = mu
+    action.value = value
+    action.rate = value
+    return True

@@ -1,12 +1,15 @@
 """The ZMQ side: Batsim's REQ socket around a :class:`~simulator.engine.Simulator`.
 
 Like Batsim, the simulator *connects* a REQ socket to the decision process's REP endpoint
-(start order does not matter: zmq queues the first message until the peer binds), speaks
-first, and waits for exactly one reply per message, SIMULATION_ENDS included. Batsim
-waits forever, even for a decision process that died; here, over TCP or IPC, a socket
-monitor sees the peer disconnect while a reply is awaited (the request is lost with the
-connection: no reply can come) and the run ends with :class:`Disconnected`, within
-``POLL_S``. ``reply_timeout`` (seconds) bounds the wait when set, and setting ``stop``
+(start order does not matter: the connection is retried until the peer binds), speaks
+first, and waits for exactly one reply per message, SIMULATION_ENDS included. Over
+``tcp://`` and ``ipc://`` the REQ socket is :class:`simulator.zmtp.ReqSocket` (ZMTP in
+plain Python, no libzmq I/O thread between the simulator and the wire: fewer thread
+wake-ups per round trip); other endpoints (``inproc://``) use libzmq. Batsim waits
+forever, even for a decision process that died; here, over TCP or IPC, the end of the
+connection while a reply is awaited (the request is lost with it: no reply can come) ends
+the run with :class:`Disconnected` (libzmq: seen by a socket monitor, within ``POLL_S``).
+``reply_timeout`` (seconds) bounds the wait when set, and setting ``stop``
 (a :class:`threading.Event`, e.g. from a signal handler) ends the run within
 ``POLL_S`` with :class:`Aborted`, leaving the simulator as it was after the last
 message, so that what happened so far can still be written.
@@ -23,7 +26,7 @@ from typing import TextIO
 
 import zmq
 
-from simulator import local_link
+from simulator import local_link, zmtp
 from simulator import protocol as p
 from simulator.engine import Simulator
 
@@ -77,6 +80,10 @@ def run(
         _loop(sim, exchange, stats, message_log, progress, progress_every, stop)
         stats.simulation_time = time.perf_counter() - began
         return stats
+    if zmtp.address(endpoint) is not None:  # tcp:// and ipc://: a plain socket, no libzmq
+        _run_plain(sim, endpoint, stats, reply_timeout, message_log, progress, progress_every, stop)
+        stats.simulation_time = time.perf_counter() - began
+        return stats
     own_context = context is None
     if context is None:
         context = zmq.Context()
@@ -104,6 +111,93 @@ def run(
             context.term()
     stats.simulation_time = time.perf_counter() - began
     return stats
+
+
+def _run_plain(
+    sim: Simulator,
+    endpoint: str,
+    stats: RunStats,
+    reply_timeout: float | None,
+    message_log: TextIO | None,
+    progress: Callable[[Simulator, RunStats], None] | None,
+    progress_every: float,
+    stop: threading.Event | None,
+) -> None:
+    """:func:`run` over :class:`zmtp.ReqSocket`: the connection is opened with the first
+    message (retried while nobody listens, as libzmq does) and its end while a reply is
+    awaited is :class:`Disconnected`."""
+    req = zmtp.ReqSocket(endpoint)
+
+    def exchange_bytes(message: p.Message, text: str | None, sent: float) -> bytes:
+        data = (p.encode(message) if text is None else text).encode()
+        try:
+            if not req.connected:
+                _connect(req, sent, endpoint, sim, reply_timeout, stop)
+            req.send(data)
+            while True:
+                reply = req.recv(_wait(sent, endpoint, sim, reply_timeout, stop))
+                if reply is not None:
+                    return reply
+                if stop is not None and stop.is_set():
+                    raise Aborted(f"stopped while waiting for a reply, at simulated time {sim.now}")
+        except zmtp.PeerClosed:
+            raise Disconnected(
+                f"the decision process at {endpoint} disconnected while its reply was awaited "
+                f"(it exited or closed its socket; simulated time {sim.now}): no reply can come"
+            ) from None
+
+    try:
+        _loop(sim, exchange_bytes, stats, message_log, progress, progress_every, stop)
+    finally:
+        req.close()
+
+
+def _wait(
+    sent: float,
+    endpoint: str,
+    sim: Simulator,
+    reply_timeout: float | None,
+    stop: threading.Event | None,
+) -> float | None:
+    """How long the next wait may last: until ``reply_timeout`` (raised when it is past),
+    at most ``POLL_S`` when ``stop`` is to be looked at; None: no limit."""
+    wait = POLL_S if stop is not None else None
+    if reply_timeout is not None:
+        left = reply_timeout - (time.perf_counter() - sent)
+        if left <= 0:
+            raise ReplyTimeout(
+                f"no reply from the decision process at {endpoint} within "
+                f"{reply_timeout} s (simulated time {sim.now})"
+            )
+        wait = left if wait is None else min(wait, left)
+    return wait
+
+
+def _connect(
+    req: zmtp.ReqSocket,
+    sent: float,
+    endpoint: str,
+    sim: Simulator,
+    reply_timeout: float | None,
+    stop: threading.Event | None,
+) -> None:
+    """Connect, retrying every few milliseconds (up to 0.1 s, libzmq's reconnect
+    interval) while nobody listens, bounded by ``reply_timeout`` and ``stop``."""
+    pause = 0.001
+    while True:
+        wait = _wait(sent, endpoint, sim, reply_timeout, stop)
+        try:
+            req.connect(POLL_S if wait is None else wait)
+            return
+        except OSError:  # refused, no such socket file yet, timed out
+            pass
+        if stop is not None and stop.is_set():
+            raise Aborted(f"stopped while connecting, at simulated time {sim.now}")
+        if stop is not None:
+            stop.wait(pause)
+        else:
+            time.sleep(pause)
+        pause = min(2 * pause, 0.1)
 
 
 def _loop(

@@ -5,7 +5,20 @@ begun before the computation). Checked against the binary in tests/test_batsim_r
 
 from __future__ import annotations
 
-from simulator.kernel import EXEC_TIMEOUT, KILL, SLEEP, TIMED_OUT, Kernel
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulator.kernel import (
+    EXEC_TIMEOUT,
+    KILL,
+    SLEEP,
+    TIMED_OUT,
+    Kernel,
+    _Action,
+    _alone,
+    _share,
+    fair_bottleneck,
+)  # fmt: skip
 
 
 def _run(*actors):
@@ -77,3 +90,44 @@ def test_killing_a_task_drops_its_detector():
     assert kernel.run() is None
     assert seen == {"killer": ("killed", 1.0)}
     assert kernel.clock == 1.0  # neither the computation (10 s) nor the detector (5 s) ran on
+
+
+# --- the max-min solver's path for an action alone on its constraints ------------------
+
+_capacity = st.sampled_from([1.25e8, 1e10, 1e9, 4.2e11, 7.5, 1e13, 1e20, 3.3e-3, 0.0])
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    elements=st.lists(
+        st.tuples(st.integers(0, 5), st.sampled_from([0.0, 1.0, 0.5, 3.0, 1e6, 1e-7])),
+        min_size=1,
+        max_size=6,
+    ),
+    capacities=st.lists(st.tuples(_capacity, st.booleans()), min_size=6, max_size=6),
+    bound=st.sampled_from([0.0, 1.0, 1e10, 2.5e-4, 1.25e8, 7.5]),
+)
+def test_an_action_alone_gets_the_rate_of_the_general_solver(elements, capacities, bound):
+    """_alone is fair_bottleneck's loop on scalars: the same rate, value and mu to the bit
+    as the general loop (_share), for every mix of capacities, fatpipes, weights and
+    bounds; an action that uses one constraint twice is left to the general loop."""
+    constraints = dict(enumerate(capacities))
+    if not any(weight != 0 for _, weight in elements):
+        return  # (not a variable of the solver)
+    alone, general = _action(elements, bound), _action(elements, bound)
+    if len({cid for cid, _ in elements}) != len(elements):
+        assert not _alone(alone, constraints)
+        return
+    assert _alone(alone, constraints)
+    _share([general], constraints)
+    assert (alone.rate, alone.value, alone.mu) == (general.rate, general.value, general.mu)
+    for _ in range(2):  # solved, then its answer reused: the same
+        again = _action(elements, bound)
+        fair_bottleneck([again], constraints)
+        assert (again.rate, again.value, again.mu) == (general.rate, general.value, general.mu)
+
+
+def _action(elements, bound):
+    action = _Action(1.0, 0.0, 0, None)  # type: ignore[arg-type]
+    action.elements, action.bound = tuple(elements), bound
+    return action
