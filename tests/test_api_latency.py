@@ -101,7 +101,13 @@ class _FakeWall:
 def test_traffic_is_not_progress(monkeypatch):
     """A settled process that never goes quiescent while API notifications keep coming
     (each 0.1 s apart on a fake wall clock): the quiet-stall limit is never reached, and
-    after 6 stall timeouts of traffic without progress the guard reports it."""
+    after 6 stall timeouts of traffic without progress the guard reports it.
+
+    The process is parked in a virtual wait with a socket read the facade keeps feeding
+    but that never drains (no io checker: its read counts as busy): each notification may
+    have made it quiescent, so each wakes the driver, which judges on the fake clock. (A
+    process that *runs* is not re-judged on notifications — only its own message can
+    change it — and the driver's own 0.5 s wake-ups judge it on the real clock.)"""
     import io
     import threading
 
@@ -113,16 +119,30 @@ def test_traffic_is_not_progress(monkeypatch):
     log = io.StringIO()
     with ClockService(stall_timeout=1.0, on_stall="stop", log=log) as clock:
         clock.expect("poller")
-        with clock._cond:  # a connected process, busy for good (no runtime needed)
+        with clock._cond:  # a connected process, never quiescent (no runtime needed)
             proc = clock.registry.procs["poller"]
             proc.identity, proc.settled, proc.gone = b"test", True, False
+            proc.busy, proc.io = False, [[1, 1, 0, 0]]  # parked; a read never drained
         stop = threading.Event()
+        judged = threading.Semaphore(0)  # the fake wall moves once per judgment: no race
+        guard = clock.quiescence._guard
+        check = guard.check_locked
+
+        def counted(*args):  # type: ignore[no-untyped-def]
+            try:
+                return check(*args)
+            finally:
+                judged.release()
+
+        monkeypatch.setattr(guard, "check_locked", counted)
 
         def chatter() -> None:
             while not stop.is_set():
-                wall.now += 0.1
-                clock.notify()
-                stop.wait(0.001)
+                if judged.acquire(timeout=0.05):
+                    wall.now += 0.1
+                    clock.notify()
+                elif wall.now - guard._last_progress >= 6.0:
+                    wall.now += 0.5  # reported: the guard waits for stacks on this clock
 
         thread = threading.Thread(target=chatter, daemon=True)
         thread.start()
