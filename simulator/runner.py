@@ -162,15 +162,26 @@ def _wait(
     """How long the next wait may last: until ``reply_timeout`` (raised when it is past),
     at most ``POLL_S`` when ``stop`` is to be looked at; None: no limit."""
     wait = POLL_S if stop is not None else None
-    if reply_timeout is not None:
-        left = reply_timeout - (time.perf_counter() - sent)
-        if left <= 0:
-            raise ReplyTimeout(
-                f"no reply from the decision process at {endpoint} within "
-                f"{reply_timeout} s (simulated time {sim.now})"
-            )
+    left = _time_left(sent, endpoint, sim, reply_timeout)
+    if left is not None:
         wait = left if wait is None else min(wait, left)
     return wait
+
+
+def _time_left(
+    sent: float, endpoint: str, sim: Simulator, reply_timeout: float | None
+) -> float | None:
+    """Seconds left of ``reply_timeout`` since ``sent`` (None: no limit); raises
+    :class:`ReplyTimeout` once it is past."""
+    if reply_timeout is None:
+        return None
+    left = reply_timeout - (time.perf_counter() - sent)
+    if left <= 0:
+        raise ReplyTimeout(
+            f"no reply from the decision process at {endpoint} within "
+            f"{reply_timeout} s (simulated time {sim.now})"
+        )
+    return left
 
 
 def _connect(
@@ -252,15 +263,8 @@ def _local_reply(
     """The reply over a local link, looking at ``stop`` and ``reply_timeout`` every
     ``POLL_S`` (no connection to lose: the broker is in this process)."""
     while True:
-        wait = POLL_S
-        if reply_timeout is not None:
-            left = reply_timeout - (time.perf_counter() - sent)
-            if left <= 0:
-                raise ReplyTimeout(
-                    f"no reply from the decision process at {endpoint} within "
-                    f"{reply_timeout} s (simulated time {sim.now})"
-                )
-            wait = min(POLL_S, left)
+        left = _time_left(sent, endpoint, sim, reply_timeout)
+        wait = POLL_S if left is None else min(POLL_S, left)
         reply = link.reply(wait)
         if reply is not None:
             return reply
@@ -281,13 +285,8 @@ def _receive(
     per message, no poller), looking at ``stop``, ``reply_timeout`` and the connection
     (``monitor``) between waits."""
     while True:
-        if reply_timeout is not None:
-            left = reply_timeout - (time.perf_counter() - sent)
-            if left <= 0:
-                raise ReplyTimeout(
-                    f"no reply from the decision process at {endpoint} within "
-                    f"{reply_timeout} s (simulated time {sim.now})"
-                )
+        left = _time_left(sent, endpoint, sim, reply_timeout)
+        if left is not None:
             wait = min(POLL_S, left) if stop is not None or monitor is not None else left
             socket.setsockopt(zmq.RCVTIMEO, max(1, int(wait * 1000)))
         try:

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.cluster import kubelet_admission as admission
-from broker.cluster.decisions import DecisionLog
+from broker.cluster.decisions import DecisionLog, no_node_message
 from broker.k8s import resource_names as rn
 
 GPU = "nvidia.com/gpu"
@@ -75,13 +75,7 @@ class NaiveLog(DecisionLog):
                 fits += 1
             for reason in dict.fromkeys(found):
                 reasons[reason] = reasons.get(reason, 0) + 1
-        total = len(self._nodes)
-        if fits:
-            return f"{fits}/{total} nodes would take it: no scheduler bound it"
-        listed = ", ".join(
-            f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda x: (-x[1], x[0]))
-        )
-        return f"0/{total} nodes are available: {listed}" if total else "no node"
+        return no_node_message(fits, len(self._nodes), reasons)
 
 
 # --------------------------------------------------------------------------- inputs

@@ -74,6 +74,15 @@ def _allocatable(node: dict[str, Any]) -> dict[str, int]:
     return out
 
 
+def no_node_message(fits: int, total: int, reasons: dict[str, int]) -> str:
+    """A pending pod's detail: how many of ``total`` nodes would take it, else the refusals
+    counted by reason (as kube-scheduler's "0/16 nodes are available: 16 Insufficient cpu")."""
+    if fits:
+        return f"{fits}/{total} nodes would take it: no scheduler bound it"
+    listed = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda x: (-x[1], x[0])))
+    return f"0/{total} nodes are available: {listed}" if total else "no node"
+
+
 def _spec_replicas(obj: dict[str, Any]) -> Any:
     return (obj.get("spec") or {}).get("replicas")
 
@@ -288,13 +297,7 @@ class DecisionLog:
         """Why no node would admit ``pod`` now, counted by reason over the nodes (as
         kube-scheduler's "0/16 nodes are available: 16 Insufficient cpu")."""
         fits, reasons = self._buckets.why_not(pod, admission.pod_requests(pod))
-        total = len(self._nodes)
-        if fits:
-            return f"{fits}/{total} nodes would take it: no scheduler bound it"
-        listed = ", ".join(
-            f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda x: (-x[1], x[0]))
-        )
-        return f"0/{total} nodes are available: {listed}" if total else "no node"
+        return no_node_message(fits, len(self._nodes), reasons)
 
     # --- output --------------------------------------------------------------------
 
