@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
 import sys
 import tempfile
 import threading
@@ -37,10 +36,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from experiments._common import DEFAULT_LIKE, load_average, print_table, simulate_command  # noqa: E402
-from experiments.scale import synthetic_inputs  # noqa: E402
 from broker.cluster.state import ClusterState  # noqa: E402
 from broker.facade.store import Store  # noqa: E402
+from experiments._common import DEFAULT_LIKE, load_average, print_table, simulate_command  # noqa: E402
+from experiments.scale import synthetic_inputs  # noqa: E402
 from simulator.engine import Simulator  # noqa: E402
 
 _KIB = 1024
