@@ -41,7 +41,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from broker.cluster.state import ClusterState  # noqa: E402
-from broker.facade.store import Store  # noqa: E402
 from experiments._common import DEFAULT_LIKE, load_average, print_table, simulate_command  # noqa: E402
 from experiments.scale import synthetic_inputs  # noqa: E402
 from simulator.engine import Simulator  # noqa: E402
@@ -122,7 +121,7 @@ def census() -> dict[str, Any]:
     """The broker's memory by owner, in KiB, with the counts of what each holds."""
     from broker.controllers import events as ev
 
-    stores = _instances(Store)
+    stores = [state.facade.store for state in _instances(ClusterState)]
     out: dict[str, Any] = {"rss_kib": _status_kib("VmRSS"), "owners": {}, "counts": {}}
     out["glibc_kib"] = glibc_heap_kib()
     seen: set[int] = {id(s) for s in stores}
@@ -167,8 +166,10 @@ class Sampler(threading.Thread):
         from broker.controllers import events as ev
 
         ended = sum(len(s.ended_job_ids) for s in self._states)
-        if not self._stores:  # found once the run has made them
-            self._stores, self._states = _instances(Store), _instances(ClusterState)
+        if not self._states:  # found once the run has made them: the cluster's store
+            # (not a store made for a moment, e.g. to check the declared objects)
+            self._states = _instances(ClusterState)
+            self._stores = [state.facade.store for state in self._states]
         stores = self._stores
         row = {"t": time.monotonic(), "ended": ended, "rss_kib": _status_kib("VmRSS"),
                "hwm_kib": _status_kib("VmHWM")}  # fmt: skip
