@@ -141,3 +141,18 @@ def test_a_header_h11_refuses_is_refused_by_hand_too() -> None:
     else:
         raise AssertionError("a header with CR LF was framed")
     assert len(server._HEADS) <= server._HEADS_MAX
+
+
+@settings(max_examples=200, deadline=None)
+@given(frame=st.binary(min_size=1, max_size=5000))
+def test_watch_chunks_are_h11s_and_sized_exactly(frame: bytes) -> None:
+    """A watch event's chunk is what h11 writes for the same data, and the ledger's
+    ``framed_size`` (what the client is owed) is its exact length."""
+    h = h11.Connection(h11.SERVER)
+    h.receive_data(b"GET /api/v1/pods?watch=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+    h.next_event()
+    h.send(h11.Response(status_code=200, headers=[(b"Transfer-Encoding", b"chunked")]))
+    assert server._chunk(frame) == h.send(h11.Data(data=frame))
+    assert server.framed_size(frame, True) == len(server._chunk(frame))
+    assert server.framed_size(frame, False) == len(frame)
+    assert server.framed_size(server.END, True) == len(h.send(h11.EndOfMessage()))

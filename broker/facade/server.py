@@ -317,7 +317,7 @@ class Ledger:
 
 
 def _chunk(frame: bytes) -> bytes:
-    return f"{len(frame):x}\r\n".encode() + frame + b"\r\n"
+    return b"%x\r\n%b\r\n" % (len(frame), frame)  # h11's chunk framing, one copy
 
 
 CHUNKED_END = b"0\r\n\r\n"  # h11's EndOfMessage of a chunked response without trailers
@@ -332,7 +332,9 @@ def framed_size(frame: bytes | None, chunked: bool) -> int:
         return 0
     if not frame:  # END
         return len(CHUNKED_END) if chunked else 0
-    return len(_chunk(frame)) if chunked else len(frame)
+    if not chunked:
+        return len(frame)
+    return len(frame) + len(b"%x" % len(frame)) + 4  # len(_chunk(frame)), not built
 
 
 _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
