@@ -2,7 +2,11 @@
 
 Parsing and framing are h11's (a sans-I/O HTTP/1.1 state machine: request line and
 headers, Content-Length and chunked bodies, keep-alive, ``Connection: close``, HTTP/1.0,
-size limits); this module owns the sockets, the threads and the ledger.
+size limits); this module owns the sockets, the threads and the ledger. One exception,
+for speed: an ordinary response to a completely read request is framed here, from a head
+h11 validated once and that is byte for byte what h11 writes (``_head``;
+tests/test_facade_framing.py compares the two), and the next request of the connection
+gets a fresh h11 state (h11 never saw that response).
 
 Why not ``http.server``: the broker must know, per TCP connection, how many request
 bytes were taken in and how many response bytes were handed to the kernel, to decide
