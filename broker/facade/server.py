@@ -458,6 +458,17 @@ _HEADS: dict[tuple[int, str, tuple[tuple[str, str], ...], bool], tuple[bytes, by
 _HEADS_MAX = 512  # beyond this many distinct heads, frame without keeping the template
 
 
+def _response_headers(resp: Response, length: bytes) -> list[tuple[bytes, bytes]]:
+    """A response's headers in the order they are written (h11 adds its framing ones)."""
+    headers = [
+        (b"Content-Type", resp.content_type.encode()),
+        (b"Content-Length", length),
+        (b"Cache-Control", b"no-cache, private"),
+    ]
+    headers += [(n.encode(), v.encode()) for n, v in resp.extra_headers]
+    return headers
+
+
 def _head(resp: Response, close: bool) -> tuple[bytes, bytes] | None:
     """The response head h11 would write, split around the Content-Length value: built
     once per distinct head from the headers as h11 validates and normalises them
@@ -469,12 +480,7 @@ def _head(resp: Response, close: bool) -> tuple[bytes, bytes] | None:
         return head
     if any(name.lower() in _FRAMING for name, _ in resp.extra_headers):
         return None
-    headers = [
-        (b"Content-Type", resp.content_type.encode()),
-        (b"Content-Length", b"0"),
-        (b"Cache-Control", b"no-cache, private"),
-    ]
-    headers += [(n.encode(), v.encode()) for n, v in resp.extra_headers]
+    headers = _response_headers(resp, b"0")
     if close:
         headers.append((b"Connection", b"close"))
     reason = _REASONS.get(resp.status, "Unknown").encode()
@@ -862,12 +868,7 @@ class HttpServer:
         """``_encode`` by h11 itself (raises h11.LocalProtocolError when the request never
         parsed)."""
         h = wire.h
-        headers = [
-            (b"Content-Type", resp.content_type.encode()),
-            (b"Content-Length", str(len(resp.body)).encode()),
-            (b"Cache-Control", b"no-cache, private"),
-        ]
-        headers += [(n.encode(), v.encode()) for n, v in resp.extra_headers]
+        headers = _response_headers(resp, str(len(resp.body)).encode())
         reason = _REASONS.get(resp.status, "Unknown").encode()
         # the pieces as h11 frames them, joined once: the body is copied once, as before
         send = h.send_with_data_passthrough

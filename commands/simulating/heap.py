@@ -22,6 +22,10 @@ from __future__ import annotations
 import gc
 
 GEN0_THRESHOLD = 5_000
+# The process ends with the command (set by ``commands.cli.entry``): its heap is the
+# command's to tune. A simulation run in a process that goes on (a test, a notebook)
+# leaves that process's collector alone.
+OWNED = False
 
 
 def settle() -> None:

@@ -104,7 +104,8 @@ class Simulation(SimulatorSide, Reporting):
                 self._wire(parts)
                 self._start_schedulers(parts)
                 progress = self._start_broker(parts)
-                heap.settle()  # start-up is over: its heap leaves the collector's walks
+                if heap.OWNED:  # start-up is over: its heap leaves the collector's walks
+                    heap.settle()
                 with progress:
                     result = parts.broker.run()
                     self.sim_wall = _wall.perf_counter() - started
