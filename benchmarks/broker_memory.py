@@ -7,7 +7,9 @@ One ``timewarp simulate -q --no-plots`` with ``default_like`` on the synthetic i
 ``experiments/scale.py`` (N one-core nodes, Poisson arrivals at 80 %), run *in this
 process* so that a sampling thread can look inside the broker (the embedded simulator
 runs in it too; the scheduler is a child process as always). Investigation only: the
-run's outputs are the same as from the command.
+run's outputs are the same as from the command. Unlike the command, the run leaves the
+process's cyclic GC as it is (no ``heap.settle``: ``commands/cli.py`` ``entry`` does not
+run; objects frozen there would be out of ``gc.get_objects``' reach, hence the census's).
 
 - **The curve**: every ``--every`` seconds, the process's ``VmRSS``/``VmHWM`` with the
   number of pods that ended (the cluster's ``ended_job_ids``), the pods and Events stored and the
