@@ -115,6 +115,11 @@ def glibc_heap_kib() -> dict[str, int]:
     return {"in use": info.uordblks // _KIB, "free": info.fordblks // _KIB}
 
 
+def _pending(expiry: Any) -> int:
+    """Deadlines the expiry holds, stale ones included (its queue, or its heap)."""
+    return len(expiry._queue) + len(expiry._heap or ())
+
+
 def _instances(cls: type) -> list[Any]:
     return [o for o in gc.get_objects() if isinstance(o, cls)]
 
@@ -136,7 +141,7 @@ def census() -> dict[str, Any]:
                 out["counts"][key] = out["counts"].get(key, 0) + len(table)
             owners["store: watch history"] = deep_size((store._history, store._history_sizes), seen)
             owners["store: Events' expiry (heap + deadlines)"] = deep_size(store._expiry, seen)
-            out["counts"]["expiry heap"] = len(store._expiry._heap)
+            out["counts"]["expiry heap"] = _pending(store._expiry)
             out["counts"]["expiry deadlines"] = len(store._expiry)
             owners["store: watchers and their queues"] = deep_size(store._watchers, seen)
             owners["store: rest"] = deep_size(store.__dict__, seen)
@@ -178,7 +183,7 @@ class Sampler(threading.Thread):
         for store in stores:
             row["pods"] = row.get("pods", 0) + len(store._objects.get("pods", ()))
             row["events"] = row.get("events", 0) + len(store._objects.get("events", ()))
-            row["expiry_heap"] = row.get("expiry_heap", 0) + len(store._expiry._heap)
+            row["expiry_heap"] = row.get("expiry_heap", 0) + _pending(store._expiry)
         row["tracker"] = sum(len(a.known) for a in list(ev._ASIDE.values()))
         self.samples.append(row)
         while self.census_at and ended >= self.census_at[0]:
