@@ -3,8 +3,9 @@ what they send into frames and writes what the service queued for them.
 
 Sockets are non-blocking: a runtime that does not read cannot stall the broker. Any thread
 holding the clock service's lock may write (:meth:`ClockTransport.write_locked` sends at
-once what the socket takes; the loop writes the rest). Frames go to ``receive`` (without
-the lock); a connection that ends goes to ``dropped`` (with it).
+once what the socket takes; the loop writes the rest). The frames of one read go to
+``receive`` together, in order (without the lock: it takes it once for all of them); a
+connection that ends goes to ``dropped`` (with it).
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ class _Connection:
         self.want_write = False
 
 
-# receive(identity, frame) -> True when that connection must be closed
-Receiver = Callable[[bytes, bytes], bool]
+# receive(identity, frames) -> True when that connection must be closed
+Receiver = Callable[[bytes, list[bytes]], bool]
 
 
 class ClockTransport:
@@ -172,9 +173,10 @@ class ClockTransport:
         if not data:
             self._drop(conn)
             return
-        for frame in conn.unpacker.feed(data):
+        frames = conn.unpacker.feed(data)
+        if frames:
             try:
-                close = self._receive(conn.identity, frame)
+                close = self._receive(conn.identity, frames)
             except Exception as exc:  # this thread must never die of what a peer sent
                 text = f"clock message not handled ({type(exc).__name__}: {exc})"
                 self._log.write(f"timewarp: broker: {text}; connection closed\n")
