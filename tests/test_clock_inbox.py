@@ -1,11 +1,13 @@
 """The frames of one read from a runtime are applied under one hold of the clock
 service's lock, in order, waking the driver at most once (broker/clock/inbox.py)."""
 
+import select
 import threading
 
 import pytest
 
 from broker.clock.service import ClockService
+from timewarp.wire import clocknet
 from timewarp.wire import clockproto as cp
 
 
@@ -75,3 +77,23 @@ def test_a_message_before_hello_closes_and_the_rest_is_not_applied(clock):
     frames = _frames(cp.timer(1, 5_000, [0]), cp.hello("sched", 1234, "t"))
     assert clock.inbox.receive(b"c1", frames) is True
     assert b"c1" not in clock.registry.by_identity
+
+
+def test_replies_the_socket_does_not_take_at_once_follow_in_order(clock):
+    """A runtime that reads late gets every answer, in order: what the socket did not take
+    is written by the transport's loop when it can (broker/clock/transport.py)."""
+    count = 30_000  # ~1 MB of answers: more than a socket buffer holds
+    sock = clocknet.connect(clock.endpoint, 5.0)
+    try:
+        sock.sendall(cp.pack([cp.hello("sched", 1234, clock.registry.add_token("sched"))]))
+        sock.sendall(cp.pack([cp.now_request(rid) for rid in range(count)]))
+        unpacker, got = cp.Unpacker(), []
+        while len(got) <= count:  # the welcome, then every answer
+            assert select.select([sock], [], [], 5.0)[0], f"stalled after {len(got)} frames"
+            data = sock.recv(1 << 16)
+            assert data, "the clock service closed the connection"
+            got += [cp.decode_to_runtime(f) for f in unpacker.feed(data)]
+        assert got[0]["op"] == "welcome"
+        assert [m["rid"] for m in got[1:]] == list(range(count))
+    finally:
+        sock.close()
