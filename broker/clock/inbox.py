@@ -56,77 +56,54 @@ class Inbox:
         self._transport = service.transport
         self.messages_in = 0
 
-    def receive(self, identity: bytes, frames: list[bytes]) -> bool:
-        """The frames read at once from connection ``identity``, in order; True when that
-        connection must close: a frame that is not a clock message, a refused hello (never
-        registered: no process to mark gone, none to blame), a message before the hello.
-        Nothing after such a frame is applied.
-
-        The frames are decoded outside the lock and applied under one acquisition of it,
-        with at most one wake-up of the driver: a runtime sends what it queued
-        and its state in one write (a timer, then the report that its thread blocked), so
-        per frame this saves a lock round trip and a notify. Waiters could not run before
-        the lock is released anyway, so they see exactly what they would have seen."""
-        msgs = []
-        refused: clockproto.ProtocolError | None = None
-        for frame in frames:
-            try:
-                msgs.append(clockproto.decode_to_broker(frame))
-            except clockproto.ProtocolError as exc:
-                refused = exc  # what came before it still counts, as it did on its own
-                break
-        with self._cond:
-            woken = False
-            for msg in msgs:
-                close, wake = self._receive_locked(identity, msg)
-                if wake and not woken:
-                    # once is enough: no thread can start waiting before the lock is let go
-                    self._cond.notify_all()
-                    woken = True
-                if close:
-                    return True
-            if refused is not None:
-                self._guard.log.write(f"timewarp: broker: {refused}; connection closed\n")
-                self._transport.write_locked(identity, clockproto.error(str(refused)))
-                return True  # not our runtime's (it never sends such a frame): close it
-        return False
-
-    def _receive_locked(self, identity: bytes, msg: dict) -> tuple[bool, bool]:
-        """One decoded message: (close the connection, wake the driver)."""
+    def receive(self, identity: bytes, frame: bytes) -> bool:
+        """One frame from connection ``identity``; True when that connection must close:
+        a frame that is not a clock message, a refused hello (never registered: no
+        process to mark gone, none to blame), a message before the hello."""
         write = self._transport.write_locked
-        self.messages_in += 1
-        self._guard.traffic_locked(0)
-        op = msg["op"]
-        if op in _PROGRESS:
-            self._guard.progressed_locked()
-        if op == "hello":
-            refusal = self._registry.refusal_locked(msg)
-            if refusal is not None:
-                self._registry.refused_hellos += 1
-                self._guard.log.write(f"timewarp: broker: {refusal}\n")
-                write(identity, clockproto.error(refusal))
-                return True, False
-            self._registry.admit_locked(identity, msg)
-            service = self._service
-            write(
-                identity,
-                clockproto.welcome(self._now(), service.epoch_ns, service.mono_ns, service.mode),
-            )
-        else:
-            proc = self._registry.by_identity.get(identity)
-            if proc is None:
-                text = f"clock message {op!r} from a process that did not say hello"
-                write(identity, clockproto.error(text))
-                return True, False
-            self._apply_locked(proc, identity, msg)
-        # Wake the driver only for what can end its waits (a state report: idle, acks;
-        # arrivals and departures; stacks): a timer or a now() cannot, and each wake-up
-        # is a thread fighting the loop for the GIL. Under autopilot the loop itself
-        # acts on state reports.
-        if op in _WAKES_DRIVER and (not self._service.autopilot or op != "state"):
-            if op != "state" or not self._quiescence.release_for_driver_locked():
-                return False, True
-        return False, False
+        try:
+            msg = clockproto.decode_to_broker(frame)
+        except clockproto.ProtocolError as exc:
+            self._guard.log.write(f"timewarp: broker: {exc}; connection closed\n")
+            with self._cond:
+                write(identity, clockproto.error(str(exc)))
+            return True  # not our runtime's (it never sends such a frame): close it
+        with self._cond:
+            self.messages_in += 1
+            self._guard.traffic_locked(0)
+            op = msg["op"]
+            if op in _PROGRESS:
+                self._guard.progressed_locked()
+            if op == "hello":
+                refusal = self._registry.refusal_locked(msg)
+                if refusal is not None:
+                    self._registry.refused_hellos += 1
+                    self._guard.log.write(f"timewarp: broker: {refusal}\n")
+                    write(identity, clockproto.error(refusal))
+                    return True
+                self._registry.admit_locked(identity, msg)
+                service = self._service
+                write(
+                    identity,
+                    clockproto.welcome(
+                        self._now(), service.epoch_ns, service.mono_ns, service.mode
+                    ),
+                )
+            else:
+                proc = self._registry.by_identity.get(identity)
+                if proc is None:
+                    text = f"clock message {op!r} from a process that did not say hello"
+                    write(identity, clockproto.error(text))
+                    return True
+                self._apply_locked(proc, identity, msg)
+            # Wake the driver only for what can end its waits (a state report: idle, acks;
+            # arrivals and departures; stacks): a timer or a now() cannot, and each wake-up
+            # is a thread fighting the loop for the GIL. Under autopilot the loop itself
+            # acts on state reports.
+            if op in _WAKES_DRIVER and (not self._service.autopilot or op != "state"):
+                if op != "state" or not self._quiescence.release_for_driver_locked():
+                    self._cond.notify_all()
+        return False
 
     def _apply_locked(self, proc: ProcessState, identity: bytes, msg: dict) -> None:
         """One message of a process that said hello: a question (``now``), a timer set or

@@ -78,7 +78,7 @@ class ClockService:
             endpoint,
             self._cond,
             log,
-            receive=lambda identity, frames: self.inbox.receive(identity, frames),
+            receive=lambda identity, frame: self.inbox.receive(identity, frame),
             dropped=lambda identity: self.inbox.dropped_locked(identity),
             after_round=self._autopilot_step,
         )

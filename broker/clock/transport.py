@@ -3,9 +3,8 @@ what they send into frames and writes what the service queued for them.
 
 Sockets are non-blocking: a runtime that does not read cannot stall the broker. Any thread
 holding the clock service's lock may write (:meth:`ClockTransport.write_locked` sends at
-once what the socket takes; the loop writes the rest). The frames of one read go to
-``receive`` together, in order (without the lock: it takes it once for all of them); a
-connection that ends goes to ``dropped`` (with it).
+once what the socket takes; the loop writes the rest). Frames go to ``receive`` (without
+the lock); a connection that ends goes to ``dropped`` (with it).
 """
 
 from __future__ import annotations
@@ -47,8 +46,8 @@ class _Connection:
         self.want_write = False
 
 
-# receive(identity, frames) -> True when that connection must be closed
-Receiver = Callable[[bytes, list[bytes]], bool]
+# receive(identity, frame) -> True when that connection must be closed
+Receiver = Callable[[bytes, bytes], bool]
 
 
 class ClockTransport:
@@ -179,10 +178,9 @@ class ClockTransport:
         if not data:
             self._drop(conn)
             return
-        frames = conn.unpacker.feed(data)
-        if frames:
+        for frame in conn.unpacker.feed(data):
             try:
-                close = self._receive(conn.identity, frames)
+                close = self._receive(conn.identity, frame)
             except Exception as exc:  # this thread must never die of what a peer sent
                 text = f"clock message not handled ({type(exc).__name__}: {exc})"
                 self._log.write(f"timewarp: broker: {text}; connection closed\n")
