@@ -80,7 +80,7 @@ class ClockService:
             log,
             receive=lambda identity, frame: self.inbox.receive(identity, frame),
             dropped=lambda identity: self.inbox.dropped_locked(identity),
-            after_round=self._autopilot_step,
+            after_round=self._autopilot_step_locked,
         )
         self.endpoint = self.transport.endpoint
         self.registry = Registry(self._cond)
@@ -267,15 +267,10 @@ class ClockService:
                     return
                 self._cond.wait(0.5)
 
-    def _autopilot_step(self) -> None:
-        """After each round of the transport's loop: one step of the autopilot, if on.
-        (Read without the lock: ``engage_autopilot`` pokes the loop after setting it, so
-        the round that follows sees it; off, the round takes no lock.)"""
-        if self.autopilot:
-            with self._cond:
-                self._autopilot_step_locked()
-
     def _autopilot_step_locked(self) -> None:
+        """After each round of the transport's loop: one step of the autopilot, if on."""
+        if not self.autopilot:
+            return
         if not self.quiescence.all_quiescent_locked():
             self.quiescence.release_next_locked()
             return

@@ -62,8 +62,6 @@ class ClockTransport:
         dropped: Callable[[bytes], None],
         after_round: Callable[[], None],
     ) -> None:
-        """``after_round()`` runs after each round of the loop, without the lock (it takes
-        it when it has something to do: most rounds it has not)."""
         self._cond = cond
         self._log = log
         self._receive = receive
@@ -142,19 +140,15 @@ class ClockTransport:
                             self._write_pending_locked(conn)
                     if events & selectors.EVENT_READ:
                         self._read(conn)
-            self._after_round()
-            # Only this thread adds or removes connections, so it may look without the
-            # lock: a write that leaves bytes behind after this look pokes the loop, which
-            # looks again; a stale "something to write" costs one empty send.
-            if any(bool(c.pending) != c.want_write for c in self._conns.values()):
-                with self._cond:
-                    for conn in list(self._conns.values()):
-                        if bool(conn.pending) != conn.want_write:
-                            conn.want_write = bool(conn.pending)
-                            mask = selectors.EVENT_READ
-                            if conn.want_write:
-                                mask |= selectors.EVENT_WRITE
-                            selector.modify(conn.sock, mask, conn)
+            with self._cond:
+                self._after_round()
+                for conn in list(self._conns.values()):
+                    if bool(conn.pending) != conn.want_write:
+                        conn.want_write = bool(conn.pending)
+                        mask = selectors.EVENT_READ
+                        if conn.want_write:
+                            mask |= selectors.EVENT_WRITE
+                        selector.modify(conn.sock, mask, conn)
 
     def _accept(self) -> None:
         try:
