@@ -429,7 +429,7 @@ class Simulator:
         """Batsim's generate-and-send: what happened, in one message (``ends``: it
         carries SIMULATION_ENDS), exchanged by a request-reply actor of its own."""
         now = p.wire_time(self.kernel.clock)
-        events = [p.Event(p.wire_time(e.timestamp), e.data) for e in self._writer]
+        events = self._writer  # (their times are printed ones already: _emit)
         self._writer = []
         self._sched_ready = False
         if ends:
@@ -751,7 +751,8 @@ class Simulator:
         # "hello": nothing to do
 
     def _emit(self, payload: p.Payload) -> None:
-        self._writer.append(p.Event(self.kernel.clock, payload))
+        # stamped with the time as Batsim prints it (%f), the only form a message carries
+        self._writer.append(p.Event(p.wire_time(self.kernel.clock), payload))
 
     def _submit(self, record: JobRecord) -> None:
         record.state = "submitted"
