@@ -9,7 +9,9 @@ runs the same actors on the same scheduling rules:
 
 * **Actors** are generators yielding *simcalls* (tuples, first item the kind). An actor runs
   until its next simcall; every simcall costs a scheduling *sub-round*, even one answered at
-  once (``BY_NAME``: Batsim looks its mailbox up by name before each send and receive).
+  once (``BY_NAME``: Batsim looks its mailbox up by name before each send and receive;
+  ``BY_NAME_THEN`` yields a lookup and its put or get together, and the kernel plays the
+  two simcalls, sub-round after sub-round, without resuming the actor between them).
 * **Sub-rounds**: the actors ready to run run in order; then their simcalls are handled in
   the same order; actors answered at once (and actors created meanwhile, before their
   creator) run in the next sub-round, at the same time.
