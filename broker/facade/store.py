@@ -506,12 +506,17 @@ class Store:
         prepare: Callable[[Obj], None] | None = None,
         copy: bool = True,
         aside: bool = False,
+        trusted: bool = False,
     ) -> Obj | None:
         """Admit and store a new object; returns a copy as stored (None with ``copy=False``:
         the broker's own writes mostly do not look, and the copy is a decode).
         ``aside``: an object the broker writes beside the run (an Event of its own),
         named by the caller, its uid drawn from a stream of its own; it is built of JSON
         types by the broker and handed over (not copied).
+        ``trusted``: an object the broker built itself of JSON types, known admissible
+        (its Events: ``broker/controllers/events.py``), handed over as it is and stored
+        without the decoding, defaulting and validation a client's body gets — the stored
+        bytes are the admitted ones (tests/test_store_trusted.py compares both paths).
 
         ``namespace`` (if given) must agree with ``metadata.namespace``. A missing
         namespace is created when ``create_namespace`` (the broker's convenience), else
@@ -519,7 +524,10 @@ class Store:
         the commit, under the store lock (the facade's ``on_create`` hook).
         """
         rt = self.types.resource_type(key)
-        obj = self._new_object(rt, obj, trusted=aside)
+        if trusted:  # the broker's own: decoding, defaults and validation change nothing
+            obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
+        else:
+            obj = self._new_object(rt, obj, trusted=aside)
         meta = obj["metadata"]
         with self._lock:
             self._expire_locked()
@@ -529,7 +537,8 @@ class Store:
             meta["creationTimestamp"] = self.timestamp()
             for field in ("deletionTimestamp", "selfLink"):
                 meta.pop(field, None)
-            _default_and_validate(rt, obj, self)
+            if not trusted:
+                _default_and_validate(rt, obj, self)
             if prepare is not None:
                 prepare(obj)
             # (no size limit here: an API create is bounded by the request body's limit,
@@ -979,7 +988,7 @@ class Store:
         gone: list[Watcher] = []
         for watcher in self._watchers[rt.key]:
             try:
-                watcher.offer(event)
+                watcher.offer(event, obj)
             except Exception:
                 _log.exception("facade: a %s watcher failed on an event; ending it", rt.key)
                 gone.append(watcher)
