@@ -7,13 +7,15 @@ takes."""
 
 from __future__ import annotations
 
+import random
+import uuid
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.controllers import events
-from broker.facade import ManualClock, Store
+from broker.facade import ManualClock, Store, objects
 
 S = 10**9
 _LABEL = r"[a-z0-9]([-a-z0-9]{0,20}[a-z0-9])?"
@@ -109,3 +111,13 @@ def test_trusted_path_is_taken_and_skips_admission(monkeypatch):
     for aside in (False, True):
         events.emit(store, pod, type_="Normal", reason="R", message="m", component="c", aside=aside)  # fmt: skip
     assert calls == [] and store.count("events") == 2
+
+
+@settings(max_examples=300)
+@given(seed=st.integers(0, 2**64))
+def test_uids_are_uuid4_of_the_same_draw(seed):
+    """``objects.new_uid`` formats the version-4 UUID by hand: the same text as
+    ``uuid.UUID(int=..., version=4)`` of the same 128 random bits."""
+    mine, theirs = random.Random(seed), random.Random(seed)
+    for _ in range(3):
+        assert objects.new_uid(mine) == str(uuid.UUID(int=theirs.getrandbits(128), version=4))
