@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 from hypothesis import given, settings
@@ -121,3 +122,14 @@ def test_uids_are_uuid4_of_the_same_draw(seed):
     mine, theirs = random.Random(seed), random.Random(seed)
     for _ in range(3):
         assert objects.new_uid(mine) == str(uuid.UUID(int=theirs.getrandbits(128), version=4))
+
+
+@settings(max_examples=500)
+@given(epoch_ns=st.integers(0, 253402300799 * S + S - 1))  # up to 9999-12-31T23:59:59
+def test_timestamps_are_strftime_of_the_same_instant(epoch_ns):
+    """``objects.format_time``/``format_micro_time`` compose the date and the time of day
+    themselves: the same text as ``datetime.strftime`` of that instant."""
+    at = datetime.fromtimestamp(epoch_ns // S, UTC)
+    assert objects.format_time(epoch_ns) == at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    micro = f"{at.strftime('%Y-%m-%dT%H:%M:%S')}.{epoch_ns % S // 1000:06d}Z"
+    assert objects.format_micro_time(epoch_ns) == micro
