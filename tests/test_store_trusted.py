@@ -133,3 +133,23 @@ def test_timestamps_are_strftime_of_the_same_instant(epoch_ns):
     assert objects.format_time(epoch_ns) == at.strftime("%Y-%m-%dT%H:%M:%SZ")
     micro = f"{at.strftime('%Y-%m-%dT%H:%M:%S')}.{epoch_ns % S // 1000:06d}Z"
     assert objects.format_micro_time(epoch_ns) == micro
+
+
+def test_a_deletion_leaves_the_state_before_it_as_it_was():
+    """A deletion's last state shares the stored object's parts (no copy, no decode): the
+    version before it — what an exact read at an older resourceVersion and a watch's
+    selector see — keeps its own resourceVersion and no deletionTimestamp."""
+    store = Store(ManualClock())
+    pod = store.create(
+        "pods", {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    )
+    events.emit(store, pod, type_="Normal", reason="R", message="m", component="c", aside=True)
+    before = store.resource_version
+    store.clock.advance(3600 * S)
+    store.create("namespaces", {"metadata": {"name": "later"}})  # the Event expires first
+    gone = store.delete("pods", "default", "p")
+    assert gone["metadata"]["deletionTimestamp"] and store.count("events") == 0
+    for key in ("pods", "events"):
+        (old,) = store.list_entries_at(key, None, *_no_selectors(store), before)
+        assert "deletionTimestamp" not in old.obj["metadata"]
+        assert int(old.obj["metadata"]["resourceVersion"]) <= before

@@ -883,7 +883,10 @@ class Store:
                     if other.namespaced:
                         for k in [k for k in self._objects[other.key] if k[0] == name]:
                             self.delete(other.key, name, k[1])
-            gone = entry.thaw()
+            # its last state: the stored one's parts, shared (stored objects are never
+            # changed), but its own top level and metadata, which the deletion stamps (a
+            # packed Event's ``entry.obj`` is a decode already: no second one)
+            gone = {**current, "metadata": dict(current["metadata"])}
             gone["metadata"]["deletionTimestamp"] = self.timestamp()
             return self._commit(rt, "DELETED", gone, current).thaw()
 
