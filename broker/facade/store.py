@@ -85,6 +85,8 @@ def _share(new: Any, old: Any) -> Any:
         return old if new == old else _share_items(new, old)
     if type(new) is list and type(old) is list and len(new) == len(old):
         return old if new == old else [_share(a, b) for a, b in zip(new, old, strict=True)]
+    if type(new) is str and type(old) is str and new == old:
+        return old  # an unchanged string: the stored one (canonical already)
     return canonical(new)
 
 
@@ -104,20 +106,33 @@ def _bad_key(key: Any) -> Any:
 def _stored_edit(new: Obj, old: Obj) -> Obj:
     """:func:`_share` for a whole object: its top level and its metadata are its own
     (the commit writes ``metadata.resourceVersion`` in place)."""
-    out = _share_items(new, old)
-    out["metadata"] = _share_items(new["metadata"], old["metadata"])
-    return out
+    meta = _share_items(new["metadata"], old["metadata"])
+    # metadata shared once (and as its own dict), in its place among the keys
+    return {
+        k: meta
+        if k == "metadata"
+        else _share(v, old[k])
+        if k in old
+        else canonical(v)
+        if type(k) is str
+        else _bad_key(k)
+        for k, v in new.items()
+    }
 
 
 def _clone(value: Any) -> Any:
     """A mutable copy of a stored object that shares its strings (interned by
     :func:`canonical` when it was stored): what a broker-side write edits. Quicker than
     decoding its encoding and canonicalising the result again."""
+    # leaves are taken as they are without a call each (most of a pod's values are)
     if type(value) is dict:
-        return {k: _clone(v) for k, v in value.items()}
+        return {k: _clone(v) if type(v) in _NESTED else v for k, v in value.items()}
     if type(value) is list:
-        return [_clone(v) for v in value]
+        return [_clone(v) if type(v) in _NESTED else v for v in value]
     return value
+
+
+_NESTED = (dict, list)
 
 
 def _thaw(obj: Obj) -> Obj:
