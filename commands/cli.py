@@ -18,6 +18,7 @@ STARTED = time.perf_counter()  # the command's start, for "wall time of the whol
 
 
 from commands.parsing import CommandParser  # noqa: E402 - after STARTED, on purpose
+from commands.simulating import heap  # noqa: E402
 from commands.stopping import StopSignals  # noqa: E402
 
 # name -> (module, one-line help)
@@ -100,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
 def entry() -> None:
     """The ``timewarp`` command (and ``python -m timewarp``): ``main`` in a process that
     ends with it."""
+    heap.OWNED = True  # a simulation may tune this process's cyclic GC (heap.settle)
     code = main()
     # The process is about to exit: a simulation leaves a large heap (the store, the
     # event history) that the interpreter's final collection would walk for nothing

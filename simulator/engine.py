@@ -51,6 +51,7 @@ from simulator.energy import energy_meter
 from simulator.id_set import JobIdSet
 from simulator.kernel import (
     BY_NAME,
+    BY_NAME_THEN,
     CREATE,
     EXEC,
     EXEC_TIMEOUT,
@@ -370,9 +371,10 @@ class Simulator:
         self._request = message
         return message
 
-    # Batsim's ``send_message`` is two simcalls: look the server's mailbox up
-    # (``yield _BY_NAME``), then a blocking put (``yield (PUT, self._box, payload, rate)``);
-    # written out where it happens (a generator per send cost a tenth of the engine)
+    # Batsim's ``send_message`` is two simcalls: look the server's mailbox up, then a
+    # blocking put; yielded as one ``(BY_NAME_THEN, (PUT, self._box, payload, rate))``
+    # (the kernel plays both without resuming the actor in between), written out where it
+    # happens (a generator per send cost a tenth of the engine)
 
     def _server(self) -> Iterator[Simcall]:
         """Batsim's server actor: receives one message at a time; after each, sends what
@@ -407,8 +409,7 @@ class Simulator:
         yield from self._generate_and_send()
         box = self._box
         while not self._ack:
-            yield _BY_NAME
-            message = yield (GET, box)
+            message = yield (BY_NAME_THEN, (GET, box))
             self.events_processed += 1
             if message[0] == "decision":
                 yield from self._on_decision(message)
@@ -428,7 +429,7 @@ class Simulator:
         """Batsim's generate-and-send: what happened, in one message (``ends``: it
         carries SIMULATION_ENDS), exchanged by a request-reply actor of its own."""
         now = p.wire_time(self.kernel.clock)
-        events = [p.Event(p.wire_time(e.timestamp), e.data) for e in self._writer]
+        events = self._writer  # (their times are printed ones already: _emit)
         self._writer = []
         self._sched_ready = False
         if ends:
@@ -452,12 +453,10 @@ class Simulator:
                 self._check_profile_alive(index, event)  # Batsim's reader looks it up now
             if event.timestamp > kernel.clock:
                 yield (SLEEP, event.timestamp - kernel.clock)
-            yield _BY_NAME
-            yield (PUT, self._box, ("decision", index, event), self._local)
+            yield (BY_NAME_THEN, (PUT, self._box, ("decision", index, event), self._local))
         if reply.now > kernel.clock:
             yield (SLEEP, reply.now - kernel.clock)
-        yield _BY_NAME
-        yield (PUT, self._box, ("ready",), self._local)
+        yield (BY_NAME_THEN, (PUT, self._box, ("ready",), self._local))
 
     def _check_profile_alive(self, index: int, event: p.Event) -> None:
         data = event.data
@@ -476,8 +475,7 @@ class Simulator:
         message, sleeping from one subtime to the next (measured from its last wake-up)."""
         kernel = self.kernel
         latency = self.options.submission_latency
-        yield _BY_NAME
-        yield (PUT, self._box, ("hello",), self._local)
+        yield (BY_NAME_THEN, (PUT, self._box, ("hello",), self._local))
         current = kernel.clock
         batch: list[JobRecord] = []
         while pending:
@@ -485,8 +483,7 @@ class Simulator:
             subtime = record.job.subtime + latency
             if subtime > current:
                 if batch:
-                    yield _BY_NAME
-                    yield (PUT, self._box, ("submitted", batch), self._local)
+                    yield (BY_NAME_THEN, (PUT, self._box, ("submitted", batch), self._local))
                     batch = []
                 yield (SLEEP, subtime - current)
                 current = kernel.clock
@@ -494,10 +491,8 @@ class Simulator:
                 self.energy_first_submission = self.energy.total(kernel.clock)
             batch.append(record)
         if batch:
-            yield _BY_NAME
-            yield (PUT, self._box, ("submitted", batch), self._local)
-        yield _BY_NAME
-        yield (PUT, self._box, ("bye",), self._local)
+            yield (BY_NAME_THEN, (PUT, self._box, ("submitted", batch), self._local))
+        yield (BY_NAME_THEN, (PUT, self._box, ("bye",), self._local))
 
     def _job(self, record: JobRecord) -> Iterator[Simcall]:
         """One job's execution actor (on its first allocated host, so its completion
@@ -552,8 +547,7 @@ class Simulator:
             self._complete(record, "COMPLETED_WALLTIME_REACHED", -1)
         else:
             self._complete(record, "COMPLETED_SUCCESSFULLY", 0)
-        yield _BY_NAME
-        yield (PUT, self._box, ("completed", record), self._remote[record.hosts[0]])
+        yield (BY_NAME_THEN, (PUT, self._box, ("completed", record), self._remote[record.hosts[0]]))
         # a parallel task past its walltime computes on until its actor ends (Batsim does
         # not cancel it; SimGrid drops it with the actor)
         self._set_loads(record, ())
@@ -689,8 +683,7 @@ class Simulator:
             yield (SLEEP, max(target - now, WAITER_MIN_SLEEP_S))
         if self._end_sent or self._ack:
             return
-        yield _BY_NAME
-        yield (PUT, self._box, ("waiting_done",), self._local)
+        yield (BY_NAME_THEN, (PUT, self._box, ("waiting_done",), self._local))
 
     def _killer(self, records: list[JobRecord]) -> Iterator[Simcall]:
         progress: dict[str, dict[str, Any]] = {}
@@ -758,7 +751,8 @@ class Simulator:
         # "hello": nothing to do
 
     def _emit(self, payload: p.Payload) -> None:
-        self._writer.append(p.Event(self.kernel.clock, payload))
+        # stamped with the time as Batsim prints it (%f), the only form a message carries
+        self._writer.append(p.Event(p.wire_time(self.kernel.clock), payload))
 
     def _submit(self, record: JobRecord) -> None:
         record.state = "submitted"
@@ -987,8 +981,7 @@ class Simulator:
         self._machine_update(
             machine, "sleeping" if power.kind(machine, target) == ASLEEP else "idle"
         )
-        yield _BY_NAME
-        yield (PUT, self._box, ("switched", machine, target), self._remote[machine])
+        yield (BY_NAME_THEN, (PUT, self._box, ("switched", machine, target), self._remote[machine]))
 
     def _set_pstate(self, machine: int, pstate: int) -> None:
         assert self.power is not None and self.energy is not None

@@ -9,7 +9,9 @@ runs the same actors on the same scheduling rules:
 
 * **Actors** are generators yielding *simcalls* (tuples, first item the kind). An actor runs
   until its next simcall; every simcall costs a scheduling *sub-round*, even one answered at
-  once (``BY_NAME``: Batsim looks its mailbox up by name before each send and receive).
+  once (``BY_NAME``: Batsim looks its mailbox up by name before each send and receive;
+  ``BY_NAME_THEN`` yields a lookup and its put or get together, and the kernel plays the
+  two simcalls, sub-round after sub-round, without resuming the actor between them).
 * **Sub-rounds**: the actors ready to run run in order; then their simcalls are handled in
   the same order; actors answered at once (and actors created meanwhile, before their
   creator) run in the next sub-round, at the same time.
@@ -62,9 +64,14 @@ PAUSE = 5  # (PAUSE, value): not a simcall; Kernel.run returns value
 KILL = 6  # (KILL, actor): the actor dies (its pending sleep is dropped)
 EXEC = 7  # (EXEC, rate): a computation of 1 unit at rate units/s (a ptask)
 EXEC_TIMEOUT = 8  # (EXEC_TIMEOUT, rate, limit) -> TIMED_OUT or None (see the docstring)
+# (BY_NAME_THEN, call): a BY_NAME, then ``call`` as the actor's next simcall, without
+# resuming its generator in between (Batsim's send is a lookup then a put, its receive a
+# lookup then a get: half of all simcalls are such lookups); returns ``call``'s answer
+BY_NAME_THEN = 9
 TIMED_OUT = "timed out"
 
 Simcall = tuple
+_LOOKUP = (BY_NAME,)
 ActorCode = Generator[Simcall, Any, None]
 
 
@@ -82,7 +89,7 @@ class Mailbox:
 
 
 class Actor:
-    __slots__ = ("code", "name", "answer", "alive", "action", "sleep", "zombie")
+    __slots__ = ("code", "name", "answer", "alive", "action", "sleep", "zombie", "then")
 
     def __init__(self, code: ActorCode, name: str) -> None:
         self.code = code
@@ -95,6 +102,7 @@ class Actor:
         # (Batsim does not cancel a ptask past its walltime: SimGrid drops it with the
         # job's actor)
         self.zombie: _Action | None = None
+        self.then: Simcall | None = None  # its next simcall, yielded with a BY_NAME_THEN
 
 
 class _Sleeps:
@@ -292,23 +300,38 @@ class Kernel:
             raise RuntimeError("run() while an actor is paused: resume() it first")
         calls = self._calls
         append = calls.append
+        running, pos = self._running, self._pos
         while True:
-            running, pos = self._running, self._pos
             ready = self._ready
             end = len(running)
             while pos < end:
                 actor = running[pos]
-                answer = actor.answer
-                actor.answer = None
                 pos += 1
-                try:
-                    call = actor.code.send(answer)
-                except StopIteration:
-                    actor.alive = False
-                    if actor.zombie is not None:
-                        actor.zombie.done = True
-                    continue
+                call = actor.then
+                if call is not None:  # the simcall after its lookup: no resumption
+                    actor.then = None
+                else:
+                    answer = actor.answer
+                    actor.answer = None
+                    try:
+                        call = actor.code.send(answer)
+                    except StopIteration:
+                        actor.alive = False
+                        if actor.zombie is not None:
+                            actor.zombie.done = True
+                        continue
                 kind = call[0]
+                if kind == BY_NAME_THEN:
+                    if calls or pos < end or ready or not actor.alive:
+                        actor.then = call[1]  # it runs next sub-round, as after a BY_NAME
+                        call = _LOOKUP
+                        kind = BY_NAME
+                    else:
+                        # the next sub-round would be this actor alone, its simcall
+                        # ``call[1]``, and nothing handled before it (no call in this
+                        # sub-round, no other actor ready): that sub-round, now
+                        call = call[1]
+                        kind = call[0]
                 if kind == BY_NAME and not calls:
                     # handled now, as _handle would first: no earlier call of this
                     # sub-round can put an actor in ``ready`` before it (most sub-rounds
@@ -317,7 +340,7 @@ class Kernel:
                         ready.append(actor)
                     continue
                 if kind == PAUSE:
-                    self._paused, self._pos = actor, pos - 1
+                    self._running, self._pos, self._paused = running, pos - 1, actor
                     return call[1]
                 if kind == EXEC_TIMEOUT:  # the detector first, the computation when handled
                     action = _exec_action(call[1], -1, actor)
@@ -330,7 +353,9 @@ class Kernel:
             if not self._ready and not self._advance():
                 self._running, self._pos = [], 0
                 return None
-            self._running, self._ready, self._pos = self._ready, [], 0
+            # the next sub-round; this one's list, emptied, gathers the one after
+            running.clear()
+            running, self._ready, pos = self._ready, running, 0
 
     # ------------------------------------------------------------------ internals
     def _handle(self, calls: list[tuple[Actor, Simcall]]) -> None:

@@ -75,6 +75,7 @@ from broker.cluster.pod_shape import build_pod
 from broker.cluster.replacements import WorkloadReplicaSets
 from broker.cluster.state import JOB_ID_ANNOTATION, ClusterState, JobPod, NodeInfo
 from broker.controllers import registry
+from broker.facade.errors import ApiError
 from broker.k8s import naming
 from broker.k8s.shape_rules import ShapeError
 from simulator import protocol as p
@@ -160,18 +161,27 @@ class Cluster(ClusterState):
         self.dynamic.close(jp)
         self.retire(jp)
         self.stats.jobs_done += 1
-        pods = self.kubelet.store  # a malformed pod status reads as absent
-        if killed or pods.get_or_none("pods", jp.namespace, jp.name) is None:
+        if killed:
             return
+        pods = self.kubelet.store  # a malformed pod status reads as absent
         now = self.facade.store.timestamp()
         terminating = False
+        found = False
 
         def finish(pod: dict[str, Any]) -> None:
-            nonlocal terminating
+            nonlocal terminating, found
+            found = True
             terminating = bool(pod["metadata"].get("deletionTimestamp"))
             _completed_status(pod, data, now)
 
-        pods.update("pods", jp.namespace, jp.name, finish, copy=False)
+        try:
+            pods.update("pods", jp.namespace, jp.name, finish, copy=False)
+        except ApiError as exc:
+            # the pod is gone (deleted meanwhile): nothing to finish. No read before the
+            # write (a copy of the whole pod and its decode, once per pod) to learn it.
+            if exc.code == 404 and not found:
+                return
+            raise
         if terminating:
             # a Terminating pod whose container ends: the kubelet removes it now
             self.facade.store.delete("pods", jp.namespace, jp.name)

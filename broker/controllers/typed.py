@@ -132,8 +132,91 @@ def _container_status(value: Any) -> Obj | None:
     return {**{k: v for k, v in value.items() if k not in drop}, **states}
 
 
+_MISSING = object()
+
+
+def _well_formed(schema: _StatusSchema, status: Obj) -> bool:
+    """Whether ``status`` decodes as it is — the common case, checked in one pass with
+    no copy, closure nor list built (a running pod's status: ~17 -> ~3 µs). It may say
+    False for a status that decodes as it is (a subclass of str, say): :func:`_decode`
+    then finds nothing to drop. It never says True for one that does not (a property
+    in tests/test_controllers_typed.py holds it to :func:`_decode`)."""
+    get = status.get
+    for key in schema.ints:
+        value = get(key, _MISSING)
+        if value is not _MISSING and type(value) is not int:
+            return False
+    for key in schema.strings:
+        value = get(key, _MISSING)
+        if value is not _MISSING and type(value) is not str:
+            return False
+    strict = schema.strict_times
+    for key in schema.times:
+        value = get(key)
+        if value is not None and (type(value) is not str or (strict and not _is_time(value))):
+            return False
+    for key in schema.objects:
+        value = get(key)
+        if value is not None and type(value) is not dict:
+            return False
+    conditions = get("conditions")
+    if conditions is not None:
+        if type(conditions) is not list:
+            return False
+        for cond in conditions:
+            if type(cond) is not dict:
+                return False
+            cget = cond.get
+            if type(cget("type")) is not str or type(cget("status")) is not str:
+                return False
+            for key in _CONDITION_STRINGS:
+                value = cget(key, _MISSING)
+                if value is not _MISSING and type(value) is not str:
+                    return False
+            for key in _CONDITION_TIMES:
+                value = cget(key)
+                if value is not None and (
+                    type(value) is not str or (strict and not _is_time(value))
+                ):
+                    return False
+    if schema.container_statuses:
+        for key in ("containerStatuses", "initContainerStatuses"):
+            statuses = get(key)
+            if statuses is not None and not _container_statuses_well_formed(statuses):
+                return False
+    return True
+
+
+def _container_statuses_well_formed(statuses: Any) -> bool:
+    """:func:`_well_formed` for a list of container statuses."""
+    if type(statuses) is not list:
+        return False
+    for cs in statuses:
+        if type(cs) is not dict:
+            return False
+        restarts = cs.get("restartCount", _MISSING)
+        if restarts is not _MISSING and type(restarts) is not int:
+            return False
+        for key in ("state", "lastState"):
+            state = cs.get(key)
+            if state is None:
+                continue
+            if type(state) is not dict:
+                return False
+            for value in state.values():
+                if type(value) is not dict:
+                    return False
+    return True
+
+
 def _status(schema: _StatusSchema, status: Obj) -> Obj:
     """``status`` with what does not decode dropped (the same dict if nothing)."""
+    return status if _well_formed(schema, status) else _decode(schema, status)
+
+
+def _decode(schema: _StatusSchema, status: Obj) -> Obj:
+    """:func:`_status` field by field: a copy with what does not decode dropped, or
+    ``status`` itself when nothing needed to be."""
     fixed: Obj | None = None
 
     def put(key: str, value: Any) -> None:

@@ -2,7 +2,11 @@
 
 Parsing and framing are h11's (a sans-I/O HTTP/1.1 state machine: request line and
 headers, Content-Length and chunked bodies, keep-alive, ``Connection: close``, HTTP/1.0,
-size limits); this module owns the sockets, the threads and the ledger.
+size limits); this module owns the sockets, the threads and the ledger. One exception,
+for speed: an ordinary response to a completely read request is framed here, from a head
+h11 validated once and that is byte for byte what h11 writes (``_head``;
+tests/test_facade_framing.py compares the two), and the next request of the connection
+gets a fresh h11 state (h11 never saw that response).
 
 Why not ``http.server``: the broker must know, per TCP connection, how many request
 bytes were taken in and how many response bytes were handed to the kernel, to decide
@@ -317,7 +321,7 @@ class Ledger:
 
 
 def _chunk(frame: bytes) -> bytes:
-    return f"{len(frame):x}\r\n".encode() + frame + b"\r\n"
+    return b"%x\r\n%b\r\n" % (len(frame), frame)  # h11's chunk framing, one copy
 
 
 CHUNKED_END = b"0\r\n\r\n"  # h11's EndOfMessage of a chunked response without trailers
@@ -332,7 +336,9 @@ def framed_size(frame: bytes | None, chunked: bool) -> int:
         return 0
     if not frame:  # END
         return len(CHUNKED_END) if chunked else 0
-    return len(_chunk(frame)) if chunked else len(frame)
+    if not chunked:
+        return len(frame)
+    return len(frame) + len(b"%x" % len(frame)) + 4  # len(_chunk(frame)), not built
 
 
 _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
@@ -347,10 +353,21 @@ class _Wire:
     """One connection's h11 state and the bytes it was fed: ``taken()`` is how many of
     them the requests parsed so far used (what is buffered beyond is not yet taken)."""
 
-    __slots__ = ("h", "sock", "fed", "counted", "method", "start", "headers", "settled")
+    __slots__ = (
+        "h",
+        "sock",
+        "fed",
+        "counted",
+        "method",
+        "start",
+        "headers",
+        "settled",
+        "by_hand",
+        "drained",
+    )
 
     def __init__(self, sock: socket.socket) -> None:
-        self.h = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
+        self.h = _h11_server()
         self.sock = sock
         self.fed = 0
         self.counted = 0  # bytes already added to the ledger's ``received``
@@ -360,18 +377,48 @@ class _Wire:
         self.start = b""
         self.headers: dict[str, str] | None = None
         self.settled = False
+        self.by_hand = False  # the response was framed here, not by h11 (see _head)
+        # nothing buffered: the next event needs the socket first (saves h11 a NEED_DATA)
+        self.drained = True
 
     def begin_request(self) -> None:
-        self.start = self.h.trailing_data[0][:_START_KEPT]
+        self.start = b"" if self.drained else self.h.trailing_data[0][:_START_KEPT]
         self.headers = None
         self.settled = False
+        self.by_hand = False
+
+    def reusable(self) -> bool:
+        """The exchange is over and the connection may carry another request (not
+        HTTP/1.0, no ``Connection: close`` either way, the request's body all read)."""
+        h = self.h
+        if self.by_hand:  # h11 never saw the response: the request side decides
+            return h.their_state is h11.DONE
+        return h.our_state is h11.DONE and h.their_state is h11.DONE
+
+    def next_cycle(self) -> None:
+        """On to the next request of a kept-alive connection: a fresh h11 state fed what
+        the client already sent beyond this request (a response framed by hand left
+        h11's own state waiting to send it)."""
+        data, closed = self.h.trailing_data
+        self.drained = not data and not closed
+        if not self.by_hand:
+            self.h.start_next_cycle()
+            return
+        self.h = _h11_server()
+        if data:
+            self.h.receive_data(data)
+        if closed:
+            self.h.receive_data(b"")
 
     def next_event(self) -> Any:
         """The next h11 event, reading from the socket as needed; raises _Closed."""
         while True:
-            event = self.h.next_event()
-            if event is not h11.NEED_DATA:
-                return event
+            if self.drained:
+                self.drained = False
+            else:
+                event = self.h.next_event()
+                if event is not h11.NEED_DATA:
+                    return event
             try:
                 data = self.sock.recv(65536)
             except (ConnectionError, ssl.SSLError, OSError) as exc:
@@ -396,6 +443,58 @@ class _Wire:
 
 def _status_line(status: int) -> bytes:
     return f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}\r\n".encode()
+
+
+def _h11_server() -> h11.Connection:
+    return h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
+
+
+# statuses whose framing h11 decides otherwise (no body): always framed by h11
+_NO_BODY_STATUSES = frozenset({204, 304})
+# headers that change a response's framing: a handler's own goes through h11
+_FRAMING = frozenset({"connection", "content-length", "transfer-encoding"})
+# (status, content type, extra headers, close) -> the head around the Content-Length value
+_HEADS: dict[tuple[int, str, tuple[tuple[str, str], ...], bool], tuple[bytes, bytes]] = {}
+_HEADS_MAX = 512  # beyond this many distinct heads, frame without keeping the template
+
+
+def _response_headers(resp: Response, length: bytes) -> list[tuple[bytes, bytes]]:
+    """A response's headers in the order they are written (h11 adds its framing ones)."""
+    headers = [
+        (b"Content-Type", resp.content_type.encode()),
+        (b"Content-Length", length),
+        (b"Cache-Control", b"no-cache, private"),
+    ]
+    headers += [(n.encode(), v.encode()) for n, v in resp.extra_headers]
+    return headers
+
+
+def _head(resp: Response, close: bool) -> tuple[bytes, bytes] | None:
+    """The response head h11 would write, split around the Content-Length value: built
+    once per distinct head from the headers as h11 validates and normalises them
+    (``h11.Response`` raises on a header it would refuse), then reused. None: a framing
+    header of the handler's own (h11 decides)."""
+    key = (resp.status, resp.content_type, tuple(resp.extra_headers), close)
+    head = _HEADS.get(key)
+    if head is not None:
+        return head
+    if any(name.lower() in _FRAMING for name, _ in resp.extra_headers):
+        return None
+    headers = _response_headers(resp, b"0")
+    if close:
+        headers.append((b"Connection", b"close"))
+    reason = _REASONS.get(resp.status, "Unknown").encode()
+    checked = h11.Response(status_code=resp.status, headers=headers, reason=reason)
+    lines = [b"HTTP/1.1 %d %s\r\n" % (resp.status, reason)]
+    for name, value in checked.headers.raw_items():
+        lines.append(
+            name + b": " + (b"\0" if name.lower() == b"content-length" else value) + b"\r\n"
+        )
+    before, after = b"".join(lines).split(b"\0")
+    head = (before, after + b"\r\n")
+    if len(_HEADS) < _HEADS_MAX:
+        _HEADS[key] = head
+    return head
 
 
 class HttpServer:
@@ -548,7 +647,6 @@ class HttpServer:
                 self._threads.discard(threading.current_thread())
 
     def _request_loop(self, conn: Connection, wire: _Wire) -> None:
-        h = wire.h
         while not self._stopping.is_set():
             wire.begin_request()
             request = self._read_request(conn, wire)
@@ -559,9 +657,9 @@ class HttpServer:
                 self._unhandled(wire)
                 self._write(conn, self._encode(wire, request), last=True)
                 self._finish_request(conn)
-                if h.our_state is not h11.DONE or h.their_state is not h11.DONE:
+                if not wire.reusable():
                     return
-                h.start_next_cycle()
+                wire.next_cycle()
                 continue
             done = self._on_request(request) if self._on_request else None
             try:
@@ -583,9 +681,9 @@ class HttpServer:
                 if done is not None:
                     done()
             self._finish_request(conn)
-            if h.our_state is not h11.DONE or h.their_state is not h11.DONE:
+            if not wire.reusable():
                 return  # HTTP/1.0, Connection: close, or a body left unread: close
-            h.start_next_cycle()
+            wire.next_cycle()
 
     def _hold(self, conn: Connection, hold: Hold) -> None:
         """Keep the decided response back until ``hold`` is released: the connection is
@@ -658,8 +756,10 @@ class HttpServer:
         method = wire.method = event.method.decode("latin-1")
         target = event.target.decode("latin-1")
         headers: dict[str, str] = {}
-        for name_b, value_b in event.headers:
-            name, value = name_b.decode("latin-1"), value_b.decode("latin-1")
+        # raw_items: iterating ``event.headers`` itself goes through Sequence.__iter__,
+        # one __getitem__ per header; h11 lower-cases names as bytes, as here
+        for name_b, value_b in event.headers.raw_items():
+            name, value = name_b.lower().decode("latin-1"), value_b.decode("latin-1")
             headers[name] = f"{headers[name]}, {value}" if name in headers else value
         wire.headers = headers
         with self.ledger.lock:
@@ -740,15 +840,35 @@ class HttpServer:
             conn.queued_bytes += size
 
     def _encode(self, wire: _Wire, resp: Response) -> bytes:
-        """The whole response, framed by h11 (which adds ``Connection: close`` when the
-        connection will not be reused); the answer to a HEAD has its head only."""
+        """The whole response, as h11 frames it (``Connection: close`` added when the
+        connection will not be reused); the answer to a HEAD has its head only.
+
+        The common case — a complete request, an ordinary status, no framing header of
+        the handler's own — is framed here from a head template (``_head``): h11's
+        ``send`` re-validates every header twice per response, a third of the HTTP
+        layer's time per request. Anything else goes through h11 (``_encode_h11``)."""
         h = wire.h
-        headers = [
-            (b"Content-Type", resp.content_type.encode()),
-            (b"Content-Length", str(len(resp.body)).encode()),
-            (b"Cache-Control", b"no-cache, private"),
-        ]
-        headers += [(n.encode(), v.encode()) for n, v in resp.extra_headers]
+        their = h.their_state
+        if (
+            h.our_state is h11.SEND_RESPONSE
+            and (their is h11.DONE or their is h11.MUST_CLOSE)
+            and resp.status >= 200
+            and resp.status not in _NO_BODY_STATUSES
+        ):
+            head = _head(resp, close=their is h11.MUST_CLOSE)
+            if head is not None:
+                wire.by_hand = True
+                length = b"%d" % len(resp.body)
+                if wire.method == "HEAD":
+                    return head[0] + length + head[1]
+                return b"".join((head[0], length, head[1], resp.body))
+        return self._encode_h11(wire, resp)
+
+    def _encode_h11(self, wire: _Wire, resp: Response) -> bytes:
+        """``_encode`` by h11 itself (raises h11.LocalProtocolError when the request never
+        parsed)."""
+        h = wire.h
+        headers = _response_headers(resp, str(len(resp.body)).encode())
         reason = _REASONS.get(resp.status, "Unknown").encode()
         # the pieces as h11 frames them, joined once: the body is copied once, as before
         send = h.send_with_data_passthrough

@@ -15,6 +15,7 @@ import traceback
 from pathlib import Path
 
 from commands.services_report import SERVICES_CSV
+from commands.simulating import heap
 from commands.simulating.options import TERMINATED_POD_GC_THRESHOLD, run_seed
 from commands.simulating.outputs import (
     DECISIONS_CSV,
@@ -103,6 +104,8 @@ class Simulation(SimulatorSide, Reporting):
                 self._wire(parts)
                 self._start_schedulers(parts)
                 progress = self._start_broker(parts)
+                if heap.OWNED:  # start-up is over: its heap leaves the collector's walks
+                    heap.settle()
                 with progress:
                     result = parts.broker.run()
                     self.sim_wall = _wall.perf_counter() - started
