@@ -85,6 +85,8 @@ def _share(new: Any, old: Any) -> Any:
         return old if new == old else _share_items(new, old)
     if type(new) is list and type(old) is list and len(new) == len(old):
         return old if new == old else [_share(a, b) for a, b in zip(new, old, strict=True)]
+    if type(new) is str and type(old) is str and new == old:
+        return old  # an unchanged string: the stored one (canonical already)
     return canonical(new)
 
 
@@ -104,20 +106,33 @@ def _bad_key(key: Any) -> Any:
 def _stored_edit(new: Obj, old: Obj) -> Obj:
     """:func:`_share` for a whole object: its top level and its metadata are its own
     (the commit writes ``metadata.resourceVersion`` in place)."""
-    out = _share_items(new, old)
-    out["metadata"] = _share_items(new["metadata"], old["metadata"])
-    return out
+    meta = _share_items(new["metadata"], old["metadata"])
+    # metadata shared once (and as its own dict), in its place among the keys
+    return {
+        k: meta
+        if k == "metadata"
+        else _share(v, old[k])
+        if k in old
+        else canonical(v)
+        if type(k) is str
+        else _bad_key(k)
+        for k, v in new.items()
+    }
 
 
 def _clone(value: Any) -> Any:
     """A mutable copy of a stored object that shares its strings (interned by
     :func:`canonical` when it was stored): what a broker-side write edits. Quicker than
     decoding its encoding and canonicalising the result again."""
+    # leaves are taken as they are without a call each (most of a pod's values are)
     if type(value) is dict:
-        return {k: _clone(v) for k, v in value.items()}
+        return {k: _clone(v) if type(v) in _NESTED else v for k, v in value.items()}
     if type(value) is list:
-        return [_clone(v) for v in value]
+        return [_clone(v) if type(v) in _NESTED else v for v in value]
     return value
+
+
+_NESTED = (dict, list)
 
 
 def _thaw(obj: Obj) -> Obj:
@@ -506,12 +521,17 @@ class Store:
         prepare: Callable[[Obj], None] | None = None,
         copy: bool = True,
         aside: bool = False,
+        trusted: bool = False,
     ) -> Obj | None:
         """Admit and store a new object; returns a copy as stored (None with ``copy=False``:
         the broker's own writes mostly do not look, and the copy is a decode).
         ``aside``: an object the broker writes beside the run (an Event of its own),
         named by the caller, its uid drawn from a stream of its own; it is built of JSON
         types by the broker and handed over (not copied).
+        ``trusted``: an object the broker built itself of JSON types, known admissible
+        (its Events: ``broker/controllers/events.py``), handed over as it is and stored
+        without the decoding, defaulting and validation a client's body gets — the stored
+        bytes are the admitted ones (tests/test_store_trusted.py compares both paths).
 
         ``namespace`` (if given) must agree with ``metadata.namespace``. A missing
         namespace is created when ``create_namespace`` (the broker's convenience), else
@@ -519,7 +539,10 @@ class Store:
         the commit, under the store lock (the facade's ``on_create`` hook).
         """
         rt = self.types.resource_type(key)
-        obj = self._new_object(rt, obj, trusted=aside)
+        if trusted:  # the broker's own: decoding, defaults and validation change nothing
+            obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
+        else:
+            obj = self._new_object(rt, obj, trusted=aside)
         meta = obj["metadata"]
         with self._lock:
             self._expire_locked()
@@ -529,7 +552,8 @@ class Store:
             meta["creationTimestamp"] = self.timestamp()
             for field in ("deletionTimestamp", "selfLink"):
                 meta.pop(field, None)
-            _default_and_validate(rt, obj, self)
+            if not trusted:
+                _default_and_validate(rt, obj, self)
             if prepare is not None:
                 prepare(obj)
             # (no size limit here: an API create is bounded by the request body's limit,
@@ -874,7 +898,10 @@ class Store:
                     if other.namespaced:
                         for k in [k for k in self._objects[other.key] if k[0] == name]:
                             self.delete(other.key, name, k[1])
-            gone = entry.thaw()
+            # its last state: the stored one's parts, shared (stored objects are never
+            # changed), but its own top level and metadata, which the deletion stamps (a
+            # packed Event's ``entry.obj`` is a decode already: no second one)
+            gone = {**current, "metadata": dict(current["metadata"])}
             gone["metadata"]["deletionTimestamp"] = self.timestamp()
             return self._commit(rt, "DELETED", gone, current).thaw()
 
@@ -979,7 +1006,7 @@ class Store:
         gone: list[Watcher] = []
         for watcher in self._watchers[rt.key]:
             try:
-                watcher.offer(event)
+                watcher.offer(event, obj)
             except Exception:
                 _log.exception("facade: a %s watcher failed on an event; ending it", rt.key)
                 gone.append(watcher)

@@ -129,10 +129,14 @@ class Watcher:
             return False
         return self.labels.matches(meta.get("labels")) and self.fields.matches(obj)
 
-    def offer(self, event: StoredEvent, *, bounded: bool = True) -> None:
+    def offer(
+        self, event: StoredEvent, obj: dict[str, Any] | None = None, *, bounded: bool = True
+    ) -> None:
         """Queue ``event`` as this watcher sees it: a change that makes an object stop
-        (start) matching the selectors arrives as DELETED (ADDED), as on a real server."""
-        now_match = self.matches(event.obj)
+        (start) matching the selectors arrives as DELETED (ADDED), as on a real server.
+        ``obj``: the committed object itself, when the committer holds it (a packed
+        entry's ``obj`` is a decode per call)."""
+        now_match = self.matches(event.obj if obj is None else obj)
         if event.type == "ADDED":
             kind = "ADDED" if now_match else None
         elif event.type == "DELETED":
