@@ -374,3 +374,19 @@ def test_a_crd_whose_plural_is_taken_is_not_accepted_and_serves_nothing(clients)
         "Established": ("False", "NotAccepted"),
     }
     assert facade.store.types.lookup("coordination.k8s.io", "v1", "leases").kind == "Lease"
+
+
+def test_a_write_that_changes_only_a_values_type_is_stored(clients):
+    """true and 1 are equal to Python, not to JSON: the update is a change (a new
+    resourceVersion, the new bytes), not a no-op that drops the client's write."""
+    _, api = clients
+    client.ApiextensionsV1Api(api).create_custom_resource_definition(crontab_crd())
+    objs = client.CustomObjectsApi(api)
+    a = objs.create_namespaced_custom_object(*ARGS, crontab("a", flag=1))
+    a["spec"]["flag"] = True
+    b = objs.replace_namespaced_custom_object(*ARGS, "a", a)
+    assert b["spec"]["flag"] is True
+    assert b["metadata"]["resourceVersion"] != a["metadata"]["resourceVersion"]
+    assert objs.get_namespaced_custom_object(*ARGS, "a")["spec"]["flag"] is True
+    same = objs.replace_namespaced_custom_object(*ARGS, "a", b)  # a true no-op stays one
+    assert same["metadata"]["resourceVersion"] == b["metadata"]["resourceVersion"]

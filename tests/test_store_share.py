@@ -70,3 +70,20 @@ def test_an_edit_of_the_copy_is_stored_as_edited_and_shares_the_rest(stored, edi
     _edit(new, [([], None), ([0, 0], "changed later")])  # the editor's copy moves on...
     new.clear()
     assert json.loads(_dumps(out)) == expected  # ...what is stored does not
+
+
+def test_a_value_that_changes_only_its_json_type_is_stored_as_edited():
+    # Python's == says True == 1 == 1.0; their bytes differ, so the edit is a change
+    old = canonical({"metadata": {"a": 1}, "spec": {"x": 1, "y": [0, 1.0]}})
+    for path, value, wire in (
+        (("spec", "x"), True, b'"x":true'),
+        (("spec", "x"), 1.0, b'"x":1.0'),
+        (("metadata", "a"), True, b'"a":true'),
+    ):
+        new = _clone(old)
+        new[path[0]][path[1]] = value
+        out = _stored_edit(new, old)
+        assert _dumps(out) == _dumps(new) and wire in _dumps(new), wire
+    new = _clone(old)
+    new["spec"]["y"][0] = False  # a list equal to the stored one by ==
+    assert b'"y":[false,1.0]' in _dumps(_stored_edit(new, old))

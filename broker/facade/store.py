@@ -76,15 +76,31 @@ def _dumps(obj: Any) -> bytes:
         return json.dumps(obj, separators=(",", ":")).encode()
 
 
+def same_json(a: Any, b: Any) -> bool:
+    """``a == b`` as JSON values: Python's ``==`` counts ``True == 1 == 1.0``, which
+    encode differently, so an edit or a client's write changing only a value's type
+    would be taken for no change (the stored object kept, the write silently dropped).
+    Callers test ``==`` first: this walk only confirms what C found equal."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is dict:
+        return a.keys() == b.keys() and all(same_json(v, b[k]) for k, v in a.items())
+    if type(a) is list:
+        return len(a) == len(b) and all(map(same_json, a, b))
+    return a == b
+
+
 def _share(new: Any, old: Any) -> Any:
     """``new`` (a broker-edited :func:`_clone` of the stored ``old``) as it is stored:
     each part equal to ``old``'s is ``old``'s own (stored objects are never changed, so
     versions may share them), every other part canonical (a private copy of JSON values,
-    strings interned). Equal as ``new != current`` in :meth:`Store.update` counts it."""
+    strings interned). Equal as :meth:`Store.update` counts it (:func:`same_json`)."""
     if type(new) is dict and type(old) is dict:
-        return old if new == old else _share_items(new, old)
+        return old if new == old and same_json(new, old) else _share_items(new, old)
     if type(new) is list and type(old) is list and len(new) == len(old):
-        return old if new == old else [_share(a, b) for a, b in zip(new, old, strict=True)]
+        if new == old and same_json(new, old):
+            return old
+        return [_share(a, b) for a, b in zip(new, old, strict=True)]
     if type(new) is str and type(old) is str and new == old:
         return old  # an unchanged string: the stored one (canonical already)
     return canonical(new)
@@ -709,7 +725,7 @@ class Store:
         rt.strategy.prepare_for_update(rt, new, current, subresource)
         if "generation" in old_meta and new.get("spec") != current.get("spec"):
             meta["generation"] = old_meta["generation"] + 1
-        if new == current:
+        if new == current and same_json(new, current):
             return entry.thaw()  # a no-op write does not bump resourceVersion
         rt.strategy.validate(rt, new)
         if rt.strategy.deletion == "immediate" and meta.get("deletionTimestamp"):
