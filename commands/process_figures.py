@@ -92,7 +92,10 @@ def summary_lines(per_process: dict[str, dict[str, Any]]) -> list[str]:
         top = sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))
         busiest = ", ".join(f"{kind} {n}" for kind, n in top[:4])
         ended = ""
-        if entry.get("ended"):
+        if entry.get("ended", {}).get("killed"):  # still there after the final SIGTERM
+            grace = entry["ended"].get("after_sigterm_s")
+            ended = f"; killed ({entry['ended']['killed']}) {grace:g} s after the final SIGTERM"
+        elif entry.get("ended"):
             at = entry["ended"].get("at_s")
             when = f" at simulated t={at:,.3f} s" if at is not None else ""
             ended = f"; exited {entry['ended'].get('exit')}{when}, the run went on"

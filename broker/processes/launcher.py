@@ -22,6 +22,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Sequence
@@ -103,6 +104,8 @@ class Launcher:
         # any exit before the simulation's end fails the run
         self.zero_exit_continues = True
         self._finished: set[str] = set()  # processes that ended with exit 0, run going on
+        # processes still there ``grace`` s of wall time after stop_all's SIGTERM: killed
+        self._killed: dict[str, float] = {}  # name -> the grace they had
         # each process's own temporary directory, as a container's /tmp is its own: what
         # a program leaves there (kubernetes.dynamic's discovery cache, keyed by the
         # API's host:port) is never read by another process or run
@@ -217,7 +220,8 @@ class Launcher:
 
     def exits(self) -> dict[str, dict[str, object]]:
         """Each process that ended before the run did: its exit code and the virtual
-        instant it went (seconds; None if it never joined the clock)."""
+        instant it went (seconds; None if it never joined the clock); and each that
+        :meth:`stop_all` killed: ``{"killed": "SIGKILL", "after_sigterm_s": grace}``."""
         gone_at = (
             {p.name: p.gone_at_ns for p in self.clock.registry.processes()} if self.virtual else {}
         )
@@ -230,6 +234,8 @@ class Launcher:
                         "exit": proc.returncode,
                         "at_s": None if at is None else at / 1e9,
                     }
+            for name, grace_s in self._killed.items():
+                out[name] = {"killed": "SIGKILL", "after_sigterm_s": grace_s}
         return out
 
     def _finished_ok(self, proc: SchedulerProcess) -> bool:
@@ -241,6 +247,18 @@ class Launcher:
             return False  # it never ran in virtual time: that is a failure to report
         self._finished.add(proc.name)
         return True
+
+    def _say_killed(self, proc: SchedulerProcess, grace_s: float) -> None:
+        with self._lock:
+            self._killed[proc.name] = grace_s
+        print(
+            f"timewarp: scheduler {proc.name!r} ({shlex.join(proc.command)}) was still "
+            f"running {grace_s:g} s (wall time) after the SIGTERM that ends the run: killed "
+            f"(SIGKILL); what it does on SIGTERM (its last log lines) is missing from "
+            f"{proc.log_path}",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def check(self) -> None:
         """Raise SchedulerFailed if a scheduler ended before the simulation did (exit 0
@@ -304,7 +322,9 @@ class Launcher:
         """SIGTERM to every process group, SIGKILL after ``grace_s`` of wall time for what
         is still there. The grace is generous: what a program writes on SIGTERM (its last
         log line) is part of its log's bytes, and on a loaded machine a one-second grace
-        killed programs half-way through it, so two runs' logs differed."""
+        killed programs half-way through it, so two runs' logs differed. A kill is said
+        (stderr, and :meth:`exits` for the manifest): a log that lacks its last lines in
+        one run of two then names its cause."""
         self._finishing = True
         for proc in self.processes:
             if proc.popen is not None and proc.popen.poll() is None:
@@ -322,7 +342,8 @@ class Launcher:
                     os.killpg(proc.popen.pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-                proc.popen.wait()
+                if proc.popen.wait() == -signal.SIGKILL:
+                    self._say_killed(proc, grace_s)
         # what left the process groups (setsid, a daemon's double fork): found by its tag
         proctree.terminate_tagged(self.run_tag, grace_s)
         if self._tmp_root is not None:

@@ -29,6 +29,9 @@ Threads that this runtime did not see start (started before activation, or throu
 ``_thread.start_new_thread``) are *untracked*: their virtual waits work, but they never
 hold the baton and are not counted as busy; one woken by API data runs without the
 broker's go and may read the time of the previous instant until the next wake-up.
+
+The main thread waits for the baton in slices of wall time (``SIGNAL_SLICE_S``), so that
+a signal handler always runs: see :func:`block_on`.
 """
 
 from __future__ import annotations
@@ -51,6 +54,34 @@ WAITING, NOTIFIED, TIMEDOUT = 0, 1, 2
 _real_lock = _thread.allocate_lock
 _get_ident = _thread.get_ident
 
+# How long (wall time) the main thread blocks at most in one go while it waits for the
+# baton; then it looks for a pending signal handler and waits again (see block_on).
+SIGNAL_SLICE_S = 0.1
+
+
+def block_on(lock: Any, main: bool) -> None:
+    """Acquire ``lock``, a wait of the runtime (for the baton, for the broker's answer).
+
+    In the main thread, in slices of ``SIGNAL_SLICE_S``: CPython runs a Python signal
+    handler only in the main thread, between two bytecodes, and a blocking acquire that
+    the signal did not interrupt runs it only when it returns. The signal does not
+    interrupt it when it came just before the acquire blocked (its C handler ran on the
+    way in) or went to another thread. A virtual wait may never end by itself — after a
+    run's end no time moves — so SIGTERM's handler (``raise SystemExit``) waited in vain
+    until the launcher's SIGKILL, and the program's last log line was missing in one run
+    of two (a determinism failure, about 1 run in 450 of test_crd_operators' kopf run).
+    Each slice that ends returns to the interpreter, which runs what is pending: the
+    handler's exception leaves here, with ``lock`` not taken."""
+    if not main:
+        lock.acquire()
+        return
+    while not lock.acquire(True, SIGNAL_SLICE_S):
+        pass  # (returning from acquire ran any pending handler: it may have raised)
+
+
+def _is_main_thread() -> bool:
+    return _get_ident() == threading.main_thread().ident
+
 
 class ThreadState:
     """One tracked (or untracked) thread, as the runtime sees it."""
@@ -66,10 +97,16 @@ class ThreadState:
         "tracked",
         "running",
         "daemon",
+        "main",
     )
 
     def __init__(
-        self, path: tuple[int, ...], name: str, tracked: bool = True, daemon: bool = False
+        self,
+        path: tuple[int, ...],
+        name: str,
+        tracked: bool = True,
+        daemon: bool = False,
+        main: bool = False,
     ) -> None:
         self.path = path
         self.children = 0
@@ -82,6 +119,11 @@ class ThreadState:
         self.tracked = tracked
         self.running = False  # free mode: counted in Runtime.running
         self.daemon = daemon
+        self.main = main  # the interpreter's main thread: it runs signal handlers
+
+    def wait_go(self) -> None:
+        """Block until handed the baton (see :func:`block_on`)."""
+        block_on(self.go, self.main)
 
 
 class Waiter:
@@ -164,12 +206,17 @@ class Runtime:
         ts = self.threads.get(_get_ident())
         if ts is None:
             # A thread we did not see start: its waits work, without the baton.
-            ts = ThreadState((1_000_000, next(self._untracked_ids)), "untracked", tracked=False)
+            ts = ThreadState(
+                (1_000_000, next(self._untracked_ids)),
+                "untracked",
+                tracked=False,
+                main=_is_main_thread(),
+            )
             self.threads[_get_ident()] = ts
         return ts
 
     def adopt_main(self) -> ThreadState:
-        ts = ThreadState((0,), threading.current_thread().name)
+        ts = ThreadState((0,), threading.current_thread().name, main=_is_main_thread())
         with self.lock:
             self.live += 1
             self.live_nondaemon += 1
@@ -194,7 +241,7 @@ class Runtime:
         """First thing a started thread does: wait for the baton."""
         with self.lock:
             self.threads[_get_ident()] = ts
-        ts.go.acquire()
+        ts.wait_go()
 
     def exit(self, ts: ThreadState) -> None:
         with self.lock:
@@ -275,7 +322,7 @@ class Runtime:
                 return
             self.ready.append(ts)
             self._hand_off_locked()
-        ts.go.acquire()
+        ts.wait_go()
 
     # ------------------------------------------------------------------- waits
     @selftime.timed  # figures only (selftime.py)
@@ -302,7 +349,7 @@ class Runtime:
             # (inside the try: a signal handler that raises — SIGTERM's SystemExit — may
             # run right after the release, and the caller's ``with lock`` releases again)
             self.lock.release()
-            ts.go.acquire()
+            ts.wait_go()
         finally:
             self.lock.acquire()
 
@@ -412,7 +459,7 @@ class Runtime:
                 waiter.on_wake = None
                 self.wake_locked(waiter, NOTIFIED)
         if ts.tracked:
-            ts.go.acquire()
+            ts.wait_go()
 
     def report_outside_input(self, cause: str) -> None:
         """Input from outside the simulation (a real connection to a server socket, see
@@ -432,7 +479,7 @@ class Runtime:
         with self.lock:
             self.now_waiters.append(box)
             self._flush()
-        box[0].acquire()
+        block_on(box[0], _is_main_thread())
         return box[1]
 
     # ------------------------------------------------- request-loop callbacks
@@ -521,7 +568,7 @@ class Runtime:
             self._finish_io_locked(io_id)
             if not ts.tracked:
                 return
-        ts.go.acquire()
+        ts.wait_go()
 
     def on_io_release_locked(self, ports: list[list[int]], t_ns: int) -> None:
         """The broker's go for the threads reading these ports, in this order, each up to
