@@ -81,12 +81,37 @@ def same_json(a: Any, b: Any) -> bool:
     encode differently, so an edit or a client's write changing only a value's type
     would be taken for no change (the stored object kept, the write silently dropped).
     Callers test ``==`` first: this walk only confirms what C found equal."""
-    if type(a) is not type(b):
+    kind = type(a)
+    if kind is not type(b):
         return False
-    if type(a) is dict:
-        return a.keys() == b.keys() and all(same_json(v, b[k]) for k, v in a.items())
-    if type(a) is list:
-        return len(a) == len(b) and all(map(same_json, a, b))
+    if kind is dict:
+        if a.keys() != b.keys():
+            return False
+        # a leaf is compared here, without a call each (most of an object's values are)
+        for k, v in a.items():
+            w = b[k]
+            kind = type(v)
+            if kind is not type(w):
+                return False
+            if kind is dict or kind is list:
+                if not same_json(v, w):
+                    return False
+            elif not v == w:
+                return False
+        return True
+    if kind is list:
+        if len(a) != len(b):
+            return False
+        for v, w in zip(a, b):
+            kind = type(v)
+            if kind is not type(w):
+                return False
+            if kind is dict or kind is list:
+                if not same_json(v, w):
+                    return False
+            elif not v == w:
+                return False
+        return True
     return a == b
 
 
