@@ -102,7 +102,7 @@ def same_json(a: Any, b: Any) -> bool:
     if kind is list:
         if len(a) != len(b):
             return False
-        for v, w in zip(a, b):
+        for v, w in zip(a, b, strict=True):
             kind = type(v)
             if kind is not type(w):
                 return False
