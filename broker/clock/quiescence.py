@@ -217,15 +217,57 @@ class Quiescence:
             return None
         if not candidates:
             return None
-        # the first process (by name) lets every reader with data go, in one message: its
-        # runtime queues them in this order before any of them runs
-        candidates.sort(key=lambda c: c[:3])
-        name, proc = candidates[0][0], candidates[0][4]
-        return proc, [c[3] for c in candidates if c[0] == name]
+        return _first_process(candidates)
+
+    def survey_locked(
+        self,
+    ) -> tuple[list[ProcessState], tuple[ProcessState, list[int]] | None]:
+        """The processes not quiescent and the readers to let go next, in one pass over
+        the processes and their API connections: what ``[p for p in procs if not
+        quiescent_locked(p)]`` and :meth:`_next_release_locked` answer (and its
+        ``_flushing`` note) asking the facade about each connection once, not twice (the
+        driver's wait asks both on every wake-up)."""
+        busy: list[ProcessState] = []
+        candidates = []
+        flushing = False
+        open_ = self._deterministic  # a release is still possible
+        io_state = self._io_state_locked
+        for proc in self._procs.values():
+            if proc.gone:
+                continue
+            if not proc.connected or proc.busy or proc.ack != proc.sent:
+                busy.append(proc)
+                open_ = False
+                continue
+            parked = True
+            for port, sent, consumed, seq in proc.io:
+                state = io_state(port, sent, consumed)
+                if state in _PARKED:
+                    continue
+                parked = False
+                if not open_:
+                    break  # this process is busy, and no release is possible: enough
+                if state == "busy":
+                    open_ = False
+                    break
+                if state == "flushing":
+                    flushing = True
+                if state in ("ready", "streaming", "flushing"):
+                    candidates.append((proc.name, state != "ready", seq, port, proc))
+            if not parked:
+                busy.append(proc)
+        if not open_:
+            return busy, None
+        self._flushing = flushing
+        if flushing or not candidates:
+            return busy, None
+        return busy, _first_process(candidates)
 
     def release_next_locked(self) -> bool:
         """Let the next readers go (an ``io`` message); False when there are none."""
-        release = self._next_release_locked()
+        return self._send_release_locked(self._next_release_locked())
+
+    def _send_release_locked(self, release: tuple[ProcessState, list[int]] | None) -> bool:
         if release is None:
             return False
         proc, ports = release
@@ -251,11 +293,11 @@ class Quiescence:
         running the broker's hook on the way; the stall guard applies."""
         self._guard.restart_locked()
         while True:
-            busy = [p for p in self._procs.values() if not self.quiescent_locked(p)]
+            busy, release = self.survey_locked()
             if not busy:
                 return
             hook = self._before_io_release
-            if hook is not None and self._next_release_locked() is not None:
+            if hook is not None and release is not None:
                 self._cond.release()  # held once: see ClockService.wait_quiescent
                 try:
                     changed = hook()
@@ -263,7 +305,8 @@ class Quiescence:
                     self._cond.acquire()
                 if changed:
                     continue
-            if self.release_next_locked():
+                release = self._next_release_locked()  # the lock was let go: ask again
+            if self._send_release_locked(release):
                 continue
             wait = self._guard.check_locked(busy, self, self._now())
             if wait is None:
@@ -275,3 +318,13 @@ class Quiescence:
                 self._cond.wait(wait)
             finally:
                 self.driver_waiting = False
+
+
+def _first_process(
+    candidates: list[tuple[str, bool, int, int, ProcessState]],
+) -> tuple[ProcessState, list[int]]:
+    """The first process (by name) lets every reader with data go, in one message: its
+    runtime queues them in this order before any of them runs."""
+    candidates.sort(key=lambda c: c[:3])
+    name, proc = candidates[0][0], candidates[0][4]
+    return proc, [c[3] for c in candidates if c[0] == name]

@@ -1,0 +1,97 @@
+"""Quiescence.survey_locked: the driver's one pass answers what the two checks it
+replaces answer (the processes not quiescent, the next readers to let go, the
+``_flushing`` note), whatever the processes and their API connections."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, cast
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from broker.clock.quiescence import Quiescence
+from broker.clock.registry import ProcessState, Registry
+
+STATES = ["idle", "busy", "ready", "streaming", "flushing", "held", True, False]
+
+_conn = st.tuples(st.integers(0, 3), st.integers(0, 3), st.sampled_from(STATES))
+_rarely = st.sampled_from([False, False, False, True])  # most processes wait, connected
+_proc = st.fixed_dictionaries(
+    {
+        "gone": _rarely,
+        "connected": _rarely.map(lambda b: not b),
+        "busy": _rarely,
+        "unacked": _rarely,
+        "io": st.lists(_conn, max_size=4),
+    }
+)
+
+
+def _quiescence(procs: list[dict[str, Any]], deterministic: bool, flushing: bool) -> Quiescence:
+    cond = threading.Condition()
+    registry = Registry(cond)
+    states: dict[int, object] = {}
+    port = 40000
+    for i, spec in enumerate(procs):
+        proc = ProcessState(name=f"p{(i * 7) % 5}{i}")
+        proc.gone = spec["gone"]
+        proc.identity = b"x" if spec["connected"] else None
+        proc.busy = spec["busy"]
+        proc.sent, proc.ack = (2, 1) if spec["unacked"] else (1, 1)
+        for sent, seq, state in spec["io"]:
+            port += 1
+            states[port] = state
+            proc.io.append([port, sent, sent, seq])
+        registry.procs[proc.name] = proc
+    q = Quiescence(
+        cond,
+        registry,
+        cast(Any, None),
+        cast(Any, None),
+        deterministic=deterministic,
+        now=lambda: 0,
+    )
+    q.set_io_checker(lambda p, _s, _c: cast(Any, states[p]))
+    q._flushing = flushing
+    return q
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_proc, max_size=4), st.booleans(), st.booleans())
+def test_survey_answers_what_the_two_checks_answer(procs, deterministic, flushing) -> None:
+    a = _quiescence(procs, deterministic, flushing)
+    b = _quiescence(procs, deterministic, flushing)
+    busy, release = a.survey_locked()
+    expect_busy = [p.name for p in b._procs.values() if not b.quiescent_locked(p)]
+    expect_release = b._next_release_locked()
+    assert [p.name for p in busy] == expect_busy
+    if expect_release is None:
+        assert release is None
+    else:
+        assert release is not None
+        assert (release[0].name, release[1]) == (expect_release[0].name, expect_release[1])
+    assert a._flushing == b._flushing
+
+
+def test_survey_lets_the_first_process_by_name_go_responses_first() -> None:
+    procs = [
+        {"gone": False, "connected": True, "busy": False, "unacked": False, "io": io}
+        for io in ([(1, 2, "streaming"), (1, 1, "ready")], [(0, 0, "ready")])
+    ]
+    q = _quiescence(procs, deterministic=True, flushing=False)
+    busy, release = q.survey_locked()
+    assert [p.name for p in busy] == ["p00", "p21"]
+    assert release is not None
+    assert release[0].name == "p00" and release[1] == [40002, 40001]
+
+
+def test_a_request_in_flight_anywhere_lets_no_reader_go() -> None:
+    procs = [
+        {"gone": False, "connected": True, "busy": False, "unacked": False, "io": io}
+        for io in ([(1, 1, "ready")], [(0, 0, "busy")])
+    ]
+    q = _quiescence(procs, deterministic=True, flushing=False)
+    busy, release = q.survey_locked()
+    assert [p.name for p in busy] == ["p00", "p21"]
+    assert release is None
