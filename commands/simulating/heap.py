@@ -4,7 +4,7 @@ Measured at 300 nodes × 3,000 pods (gc.callbacks, thread CPU): the run's automa
 collections cost ~0.09 ms per pod and found **no** cyclic garbage in generations 0 and
 1 — the broker's objects die by reference count; what survives is long-lived (stored
 objects, histories). So the collector mostly walks the start-up heap (the inputs, the
-nodes, imported modules) and young objects that will live on. Two changes:
+nodes, imported modules) and young objects that will live on. Three changes:
 
 - ``gc.freeze()`` after a full collection, before the broker drives the run: the heap
   built at start-up leaves the collector's generations (its garbage was collected
