@@ -287,3 +287,15 @@ def test_an_evicted_replicaset_pod_is_replaced_by_a_pending_one(world):
     reply = wire(broker, 3.0, p.RequestedCall())
     assert reply["events"] == []  # a replacement runs outside Batsim's accounting
     assert api.read_namespaced_pod(new.metadata.name, "default").status.phase == "Running"
+
+
+def test_after_begin_runs_once_when_the_nodes_exist(world):
+    """The hook the command tunes its heap in (commands/simulating/heap.py,
+    freeze_cluster) comes after SIMULATION_BEGINS made the nodes, and only then."""
+    broker, facade, _ = world
+    seen = []
+    broker.after_begin = lambda: seen.append(facade.store.count("nodes"))
+    wire(broker, 0.0, begins([("n1", {}), ("n2", {})]))
+    assert seen == [2]
+    wire(broker, 1.0, submitted(1))
+    assert seen == [2]

@@ -70,3 +70,13 @@ def test_cycles_made_after_settling_are_still_collected(settled: None) -> None:
         gc.callbacks.remove(count)
     assert runs[0] > 0, "the collector never ran on its own"
     assert dead() is None, "a cycle made after settling was never collected"
+
+
+def test_freeze_cluster_freezes_what_was_made_after_settling(settled: None) -> None:
+    """The cluster's objects, made at SIMULATION_BEGINS after ``settle``, leave the
+    collector's walks too."""
+    frozen = gc.get_freeze_count()
+    cluster = [["node", i] for i in range(1_000)]  # lists: always tracked by the collector
+    heap.freeze_cluster()
+    assert gc.get_freeze_count() >= frozen + len(cluster)
+    assert gc.isenabled()

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from test_dynamic_jobs import create_at_start, job_manifest
 
 from broker.controllers import registry
@@ -260,3 +262,136 @@ def test_an_update_that_puts_a_non_json_value_is_refused_and_stores_nothing(lone
             lone.update("pods", "default", "a", lambda o, bad=bad: o["status"].update(bad))
         assert exc.value.code == 400
     assert lone.resource_version == rv
+
+
+# ------------------------------------------- a pass's choice without a walk of every pod
+
+
+class _Listened:
+    """Pod deletions that reach the controller's listener, as the store's would."""
+
+    def __init__(self) -> None:
+        self.gc: TerminatedPodGC | None = None
+        self.deleted: list[str] = []
+        self.refuse: set[str] = set()  # deletions that do not happen
+
+    def delete_controlled_pod(self, namespace: str, name: str) -> None:
+        if name in self.refuse:
+            return
+        self.deleted.append(name)
+        assert self.gc is not None
+        self.gc._on_change("pods", "DELETED", {"metadata": {"name": name, "namespace": namespace}})
+
+
+def _lone_gc(threshold: int) -> tuple[TerminatedPodGC, _Clock, _Listened]:
+    clock, pods = _Clock(), _Listened()
+    gc = pods.gc = TerminatedPodGC(None, clock, pods)  # never started: fed by hand
+    gc.threshold = threshold
+    return gc, clock, pods
+
+
+def _commit(gc: TerminatedPodGC, name: str, created_s: int, phase: str, evicted: bool) -> None:
+    status: dict[str, Any] = {"phase": phase}
+    if evicted:
+        status["reason"] = "Evicted"
+    meta = {
+        "name": name,
+        "namespace": "default",
+        "creationTimestamp": format_time(created_s * 10**9),
+    }
+    gc._on_change("pods", "MODIFIED", {"metadata": meta, "status": status})
+
+
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("commit"),
+            st.sampled_from(["p0", "p1", "p2", "p3", "p4"]),
+            st.integers(0, 5),  # creation second: ties broken by the name
+            st.sampled_from(["Running", "Succeeded", "Failed"]),
+            st.booleans(),
+        ),
+        st.tuples(st.just("delete"), st.sampled_from(["p0", "p1", "p2", "p3", "p4"])),
+        st.tuples(st.just("pass"), st.integers(0, 4), st.sets(st.sampled_from(["p0", "p1"]))),
+    ),
+    max_size=60,
+)
+
+
+@given(_OPS)
+def test_a_pass_deletes_what_nsmallest_over_every_terminated_pod_would(ops):
+    """Against the reference (the ranks of every terminated pod, ``heapq.nsmallest``):
+    pods terminated, changed, deleted and back, passes with deletions that fail."""
+    import heapq
+
+    gc, clock, pods = _lone_gc(0)
+    for op in ops:
+        if op[0] == "commit":
+            _commit(gc, *op[1:])
+        elif op[0] == "delete":
+            gc._on_change("pods", "DELETED", {"metadata": {"name": op[1], "namespace": "default"}})
+        else:
+            gc.threshold, pods.refuse = op[1] + 1, op[2]
+            live = dict(gc._terminated)
+            expected = [r[2] for r in heapq.nsmallest(len(live) - gc.threshold, live.values())]
+            pods.deleted.clear()
+            clock.now += CHECK_PERIOD_NS
+            gc.reconcile()
+            assert pods.deleted == [n for n in expected if n not in pods.refuse]
+            assert gc.terminated() == len(live) - len(pods.deleted)
+
+
+def test_a_pod_whose_rank_changed_is_taken_at_its_new_rank():
+    gc, clock, pods = _lone_gc(1)
+    _commit(gc, "a", 1, "Succeeded", False)
+    _commit(gc, "b", 2, "Succeeded", False)
+    _commit(gc, "a", 3, "Succeeded", False)  # created later now (its stale rank stays below)
+    assert gc.reconcile() and pods.deleted == ["b"]
+
+
+def test_a_pod_gone_and_back_with_the_same_rank_is_deleted_once():
+    gc, clock, pods = _lone_gc(1)
+    _commit(gc, "a", 1, "Succeeded", False)
+    gc._on_change("pods", "DELETED", {"metadata": {"name": "a", "namespace": "default"}})
+    _commit(gc, "a", 1, "Succeeded", False)
+    _commit(gc, "b", 2, "Succeeded", False)
+    _commit(gc, "c", 3, "Succeeded", False)
+    assert gc.reconcile() and pods.deleted == ["a", "b"]
+
+
+def test_a_deletion_that_did_not_happen_is_tried_at_the_next_pass():
+    gc, clock, pods = _lone_gc(1)
+    _commit(gc, "a", 1, "Succeeded", False)
+    _commit(gc, "b", 2, "Succeeded", False)
+    pods.refuse = {"a"}
+    assert gc.reconcile() and pods.deleted == [] and gc.terminated() == 2
+    pods.refuse = set()
+    clock.now += CHECK_PERIOD_NS
+    assert gc.reconcile() and pods.deleted == ["a"]
+
+
+def test_a_pass_takes_the_surplus_off_the_heap_and_no_more(monkeypatch):
+    """A pass costs O(surplus · log n): it never orders every terminated pod (the
+    10,000 here), and a pod's later commits (terminated still) do not grow the heap."""
+    import heapq
+
+    def walked(*args, **kwargs):
+        raise AssertionError("a pass walked every terminated pod")
+
+    gc, clock, pods = _lone_gc(9_997)
+    for i in range(10_000):
+        _commit(gc, f"p{i:05}", i, "Succeeded", False)
+        _commit(gc, f"p{i:05}", i, "Succeeded", False)  # a second write, same rank
+    assert len(gc._heap) == 10_000
+    monkeypatch.setattr(heapq, "nsmallest", walked)
+    monkeypatch.setattr(heapq, "heapify", walked)
+    assert gc.reconcile() and pods.deleted == ["p00000", "p00001", "p00002"]
+    assert len(gc._heap) == 9_997
+
+
+def test_stale_heap_entries_are_dropped_when_they_outnumber_the_live_ones():
+    gc, _, _ = _lone_gc(0)
+    for i in range(3_000):
+        _commit(gc, f"p{i}", i, "Succeeded", False)
+        gc._on_change("pods", "DELETED", {"metadata": {"name": f"p{i}", "namespace": "default"}})
+    assert gc.terminated() == 0 and len(gc._heap) <= 2 * 0 + 1_024 + 1

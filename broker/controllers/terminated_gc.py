@@ -10,7 +10,13 @@ a deletion with grace period 0. It looks every ``gcCheckPeriod`` (20 s) from its
 Here, in virtual time:
 
 - the store listener keeps the set of terminated pods as they change (O(1) a commit),
-  instead of listing every pod each period as the real one lists its informer's cache;
+  instead of listing every pod each period as the real one lists its informer's cache,
+  and a heap of their ranks (O(log n) when a pod becomes terminated), so that a pass
+  costs O(surplus · log n): choosing the surplus with ``heapq.nsmallest`` walked every
+  terminated pod at each pass — at the default threshold 12,500 rank tuples every 20 s
+  of virtual time, 0.1 ms per pod at 500 nodes (issue 29, s5-nodes). The heap keeps
+  entries of pods no longer terminated (deleted, or their rank changed) until they
+  surface and are skipped, and is rebuilt when they outnumber the live ones;
 - a pass is due 20 s of virtual time after the previous one (the first at the start). It
   runs at the first step of the cluster at or after that instant: no timer of its own,
   so a run's Batsim messages, hence its outputs, are those of a run without it. A pod
@@ -38,6 +44,7 @@ COMPONENT = "pod-garbage-collector"
 DEFAULT_THRESHOLD = 12_500  # kube-controller-manager's --terminated-pod-gc-threshold
 CHECK_PERIOD_NS = 20 * 10**9  # gcCheckPeriod
 _TERMINATED = ("Succeeded", "Failed")
+_SLACK = 1024  # stale heap entries tolerated beyond as many as the live ones
 
 Key = tuple[str, str]
 # (not evicted, creationTimestamp, name, namespace): the order PodGC deletes in
@@ -69,6 +76,8 @@ class TerminatedPodGC(KeyedController[ControllerState]):
         self.threshold = DEFAULT_THRESHOLD
         self.collected = 0  # pods deleted so far
         self._terminated: dict[Key, Rank] = {}
+        # the ranks of self._terminated's values, and stale ones (see the docstring)
+        self._heap: list[Rank] = []
         self._next_ns = 0  # the next pass is due at this virtual instant
 
     def start(self) -> None:
@@ -88,8 +97,12 @@ class TerminatedPodGC(KeyedController[ControllerState]):
         with self._lock:
             if rank is None:
                 self._terminated.pop(pod_key, None)
-            else:
+            elif self._terminated.get(pod_key) != rank:  # a pod's every commit: push once
                 self._terminated[pod_key] = rank
+                heapq.heappush(self._heap, rank)
+                if len(self._heap) > 2 * len(self._terminated) + _SLACK:
+                    self._heap = list(self._terminated.values())
+                    heapq.heapify(self._heap)
 
     def terminated(self) -> int:
         """How many terminated pods the store holds now."""
@@ -111,8 +124,30 @@ class TerminatedPodGC(KeyedController[ControllerState]):
             surplus = len(self._terminated) - self.threshold
             if surplus <= 0:
                 return False
-            victims = heapq.nsmallest(surplus, self._terminated.values())
-        for _, _, name, namespace in victims:
-            self.pods.delete_controlled_pod(namespace, name)
+            victims = self._take_smallest_locked(surplus)
+        try:
+            for _, _, name, namespace in victims:
+                self.pods.delete_controlled_pod(namespace, name)
+        finally:
+            self._keep_undeleted(victims)
         self.collected += len(victims)
         return True
+
+    def _take_smallest_locked(self, count: int) -> list[Rank]:
+        """The ``count`` smallest ranks of the terminated pods, in order (what
+        ``heapq.nsmallest(count, self._terminated.values())`` gives), off the heap."""
+        heap, live = self._heap, self._terminated
+        taken: list[Rank] = []
+        while len(taken) < count and heap:
+            rank = heapq.heappop(heap)
+            if live.get((rank[3], rank[2])) == rank and (not taken or rank != taken[-1]):
+                taken.append(rank)  # (a pod gone and back with the same rank: twice here)
+        return taken
+
+    def _keep_undeleted(self, victims: list[Rank]) -> None:
+        """Victims still terminated after the pass (a deletion that did not happen)
+        go back on the heap, so that a later pass sees them."""
+        with self._lock:
+            for rank in victims:
+                if self._terminated.get((rank[3], rank[2])) == rank:
+                    heapq.heappush(self._heap, rank)

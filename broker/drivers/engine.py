@@ -104,6 +104,9 @@ class Broker:
         self.on_progress = on_progress
         self.batsim_timeout_s = batsim_timeout_s
         self.ended = False  # SIMULATION_ENDS answered: the simulator may exit now
+        # called once the cluster exists (SIMULATION_BEGINS applied): the command's
+        # process tunes its heap there (commands/simulating/heap.py, freeze_cluster)
+        self.after_begin: Callable[[], None] | None = None
         self._simulator_exit: str | None = None
         self.cluster = Cluster(
             facade, lambda: clock.now_ns, terminated_pod_gc_threshold=terminated_pod_gc_threshold
@@ -252,6 +255,8 @@ class Broker:
             self.cluster.begin(data)
             if self.facade is not None:
                 self.facade.cluster_ready()  # the nodes exist: held requests go on
+            if self.after_begin is not None:
+                self.after_begin()
         elif isinstance(data, p.JobSubmitted):
             self.cluster.submit(data)
         elif isinstance(data, p.JobCompleted):

@@ -106,6 +106,7 @@ class Simulation(SimulatorSide, Reporting):
                 progress = self._start_broker(parts)
                 if heap.OWNED:  # start-up is over: its heap leaves the collector's walks
                     heap.settle()
+                    parts.broker.after_begin = heap.freeze_cluster  # and the nodes' too
                 with progress:
                     result = parts.broker.run()
                     self.sim_wall = _wall.perf_counter() - started
