@@ -127,3 +127,27 @@ def test_the_correlator_holds_little_per_event():
     finally:
         tracemalloc.stop()
     assert per_event < 250, per_event
+
+
+def test_an_expiry_commits_what_a_delete_at_that_instant_would():
+    """The expiry removes an Event without decoding a last state for a caller (there is
+    none): its DELETED commit — watch frame, listeners' object, resourceVersion — is the
+    one ``Store.delete`` would make at the same instant."""
+
+    def run(expire: bool) -> tuple[list, list, str]:
+        f = _facade()
+        pod = _pod(f, "a")
+        events.emit(f.store, pod, type_="Normal", reason="R", message="m", component="k", aside=True)  # fmt: skip
+        heard: list = []
+        f.store.add_listener(lambda key, type_, obj: heard.append((key, type_, obj)))
+        watcher = f.store.watch("events")
+        f.clock.advance(3600 * S)
+        if expire:
+            _pod(f, "b")  # a write: the due Event goes first
+        else:
+            (event,) = f.store.list("events")[0]
+            f.store.delete("events", "default", event["metadata"]["name"])
+            _pod(f, "b")
+        return watcher.drain(), heard, f.store.resource_version
+
+    assert run(expire=True) == run(expire=False)

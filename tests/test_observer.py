@@ -259,3 +259,35 @@ def test_two_hundred_observers_leave_the_run_byte_identical(tmp_path, subprocess
     assert "busy polling" not in err
     assert not any(t.is_alive() for t in threads)
     assert os.path.getsize(tmp_path / "loaded" / "out_jobs.csv") > 0
+
+
+def test_a_request_asks_the_clock_who_sent_it_once(tmp_path):
+    """The head's check attributes a request to its process only for the observer's
+    credential (which a simulated process sheds, so it may write); any other credential's
+    process is looked up once, by the request itself — a look-up under the clock's lock."""
+    with _facade(tmp_path) as facade:
+        token = facade.add_token("scheduler-0")
+        observer = facade.tokens.observer_token()
+        asked: list[int] = []
+
+        def process_of_pid(pid: int) -> str | None:
+            asked.append(pid)
+            return {4242: "scheduler-0", 5151: "loadgen"}.get(pid)
+
+        facade.attribute_by_pid(process_of_pid)
+        target = "/api/v1/namespaces/default/pods"
+        for who, seq, process in [
+            (token, "4242-ab.1", "scheduler-0"),
+            (token, "5151-ab.1", "loadgen"),
+            (token, "999-ab.1", None),
+        ]:
+            r = _request(facade, who, seq)
+            assert facade.api.admit_head("POST", target, r.headers) is None
+            assert facade.charged_process(r) == process
+            assert len(asked) == 1, (who, seq)
+            asked.clear()
+        # the observer: a simulated process's request may write, the head knows it
+        r = _request(facade, observer, "4242-cd.1")
+        assert facade.api.admit_head("POST", target, r.headers) is None
+        outside = _request(facade, observer, "999-cd.1")
+        assert facade.api.admit_head("POST", target, outside.headers).status == 403

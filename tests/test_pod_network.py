@@ -8,6 +8,9 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from broker.cluster.pod_network import PodNetwork
 from broker.drivers.inprocess import InProcessRun
 from timewarp.wire.clusternet import CLUSTER_NETWORK, POD_NETWORK
@@ -35,6 +38,51 @@ def test_addresses_go_round_robin_from_2_and_come_back_when_released():
     assert rest[-1] == "10.244.0.3"  # wrapped: .6 .. .254, then the freed .3
     assert rest[-2] == "10.244.0.254"
     assert net.allocate("a", host_network=False) is None  # full: the node's address
+
+
+class _ParsingNetwork(PodNetwork):
+    """The release as it was: the offset parsed from the address."""
+
+    def release(self, node: str, ip: str | None) -> None:
+        node_range = self._ranges.get(node)
+        if ip is None or node_range is None:
+            return
+        offset = int(ipaddress.ip_address(ip)) - int(node_range.network[0])
+        node_range.used.discard(offset)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["allocate", "release", "release a stranger"]),
+            st.integers(0, 1),  # node
+            st.integers(0, 300),  # which address
+        ),
+        max_size=400,
+    )
+)
+def test_a_release_frees_what_parsing_its_address_would(steps):
+    """Releases find their offset among the addresses handed out: the same addresses come
+    out as when each release parsed its address, whatever is released, twice or never
+    handed out (an address of the range, or of another node's)."""
+    ours, parsed = PodNetwork(), _ParsingNetwork()
+    handed: list[tuple[str, str]] = []
+    for net in (ours, parsed):
+        net.add_node("n0"), net.add_node("n1")
+    for what, node, which in steps:
+        name = f"n{node}"
+        if what == "allocate":
+            got = ours.allocate(name, host_network=False)
+            assert got == parsed.allocate(name, host_network=False)
+            if got is not None:
+                handed.append((name, got))
+        elif what == "release" and handed:
+            name, ip = handed[which % len(handed)]  # sometimes one released already
+            ours.release(name, ip), parsed.release(name, ip)
+        else:
+            ip = f"10.244.{which % 3}.{which % 256}"  # perhaps another node's range
+            ours.release(name, ip), parsed.release(name, ip)
+        assert ours._ranges[name].used == parsed._ranges[name].used
 
 
 def test_the_pod_network_is_inside_the_refused_cluster_network():

@@ -209,7 +209,7 @@ class Api:
         path = target.split("?", 1)[0].strip("/")
         if path in _PUBLIC:
             return None
-        identity = self.authn.identify(headers, peer_cert)
+        identity = self.authn.admission_identity(headers, peer_cert)
         if identity is None:
             return _json(401, ApiError(401, "Unauthorized").status())
         refusal = forbidden(identity, method, target)

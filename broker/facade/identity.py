@@ -40,6 +40,27 @@ class Authenticator:
         self.process_of_pid: Callable[[int], str | None] | None = None
 
     def identify(self, headers: dict[str, str], peer_cert: bytes | None) -> Identity | None:
+        identity = self.credential(headers, peer_cert)
+        if identity is None or self.process_of_pid is None:
+            return identity
+        return self._attribute(identity, headers)
+
+    def admission_identity(
+        self, headers: dict[str, str], peer_cert: bytes | None
+    ) -> Identity | None:
+        """What a request head's check needs (``forbidden``: a valid credential and
+        whether it is read-only): the attribution to a simulated process (a look-up under
+        the clock's lock) only where it can change that — the observer's credential,
+        which a simulated process's request sheds. The request's own ``identify`` later
+        attributes it in full."""
+        identity = self.credential(headers, peer_cert)
+        if identity is None or not identity.observer or self.process_of_pid is None:
+            return identity
+        return self._attribute(identity, headers)
+
+    def credential(self, headers: dict[str, str], peer_cert: bytes | None) -> Identity | None:
+        """Who the request's credential (client certificate, else bearer token) names,
+        before any attribution to a simulated process (None: none valid)."""
         identity = None
         if peer_cert and self.certs is not None:
             found = self.certs.identify(peer_cert)
@@ -48,15 +69,15 @@ class Authenticator:
                 identity = Identity(user, (*groups, "system:authenticated"))
         if identity is None:
             identity = self.tokens.identify(bearer_token(headers.get("authorization")))
-        if identity is None or self.process_of_pid is None:
-            return identity
-        return self._attribute(identity, headers)
+        return identity
 
     def _attribute(self, identity: Identity, headers: dict[str, str]) -> Identity:
         """The identity as the simulated process that sent the request (if one did)."""
         key = seq_key(headers)
         pid = key[0].partition("-")[0] if key else ""
         process = self.process_of_pid(int(pid)) if pid.isdigit() else None  # type: ignore[misc]
+        if process == identity.process and not identity.observer:
+            return identity  # a token's own process (frozen: the same identity)
         if process is None:
             return replace(identity, process=None)
         if identity.observer:  # the observer's kubeconfig loaded by a simulated process

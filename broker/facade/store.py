@@ -81,12 +81,37 @@ def same_json(a: Any, b: Any) -> bool:
     encode differently, so an edit or a client's write changing only a value's type
     would be taken for no change (the stored object kept, the write silently dropped).
     Callers test ``==`` first: this walk only confirms what C found equal."""
-    if type(a) is not type(b):
+    kind = type(a)
+    if kind is not type(b):
         return False
-    if type(a) is dict:
-        return a.keys() == b.keys() and all(same_json(v, b[k]) for k, v in a.items())
-    if type(a) is list:
-        return len(a) == len(b) and all(map(same_json, a, b))
+    if kind is dict:
+        if a.keys() != b.keys():
+            return False
+        # a leaf is compared here, without a call each (most of an object's values are)
+        for k, v in a.items():
+            w = b[k]
+            kind = type(v)
+            if kind is not type(w):
+                return False
+            if kind is dict or kind is list:
+                if not same_json(v, w):
+                    return False
+            elif not v == w:
+                return False
+        return True
+    if kind is list:
+        if len(a) != len(b):
+            return False
+        for v, w in zip(a, b, strict=True):
+            kind = type(v)
+            if kind is not type(w):
+                return False
+            if kind is dict or kind is list:
+                if not same_json(v, w):
+                    return False
+            elif not v == w:
+                return False
+        return True
     return a == b
 
 
@@ -633,8 +658,9 @@ class Store:
     def _expire_locked(self) -> None:
         """Remove the objects whose time to live is over (Events)."""
         for key, namespace, name in self._expiry.due(self.clock.now_ns()):
-            if (namespace, name) in self._objects[key]:
-                self.delete(key, namespace or None, name)
+            entry = self._objects[key].get((namespace, name))
+            if entry is not None:  # as delete() without the decode of what it returns
+                self._remove_locked(self.types.resource_type(key), name, entry.obj)
 
     def _name_locked(self, rt: ResourceType, obj: Obj) -> None:
         """The new object's name: its own, or one made from ``generateName``; 409 when
@@ -909,17 +935,23 @@ class Store:
                 marked["metadata"]["deletionTimestamp"] = self.timestamp()
                 marked["metadata"]["deletionGracePeriodSeconds"] = 0
                 return self._commit(rt, "MODIFIED", marked, current).thaw()
-            if rt.strategy.holds_namespace_content:
-                for other in self.types.stored_types():
-                    if other.namespaced:
-                        for k in [k for k in self._objects[other.key] if k[0] == name]:
-                            self.delete(other.key, name, k[1])
-            # its last state: the stored one's parts, shared (stored objects are never
-            # changed), but its own top level and metadata, which the deletion stamps (a
-            # packed Event's ``entry.obj`` is a decode already: no second one)
-            gone = {**current, "metadata": dict(current["metadata"])}
-            gone["metadata"]["deletionTimestamp"] = self.timestamp()
-            return self._commit(rt, "DELETED", gone, current).thaw()
+            return self._remove_locked(rt, name, current).thaw()
+
+    def _remove_locked(self, rt: ResourceType, name: str, current: Obj) -> _Held:
+        """Caller holds the lock. Remove the stored ``current`` (and, for a namespace,
+        what it holds) now, with its DELETED commit; the held last state is returned
+        undecoded (an expiring Event's caller wants none of it)."""
+        if rt.strategy.holds_namespace_content:
+            for other in self.types.stored_types():
+                if other.namespaced:
+                    for k in [k for k in self._objects[other.key] if k[0] == name]:
+                        self.delete(other.key, name, k[1])
+        # its last state: the stored one's parts, shared (stored objects are never
+        # changed), but its own top level and metadata, which the deletion stamps (a
+        # packed Event's ``entry.obj`` is a decode already: no second one)
+        gone = {**current, "metadata": dict(current["metadata"])}
+        gone["metadata"]["deletionTimestamp"] = self.timestamp()
+        return self._commit(rt, "DELETED", gone, current)
 
     def terminate_namespace(
         self, name: str, *, uid: str | None = None, resource_version: str | None = None

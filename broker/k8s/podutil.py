@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import re
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
@@ -14,10 +15,22 @@ DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 SERVE_UNTIL = "timewarp.io/serve-until"
 
 
+# the form the store writes: two ASCII digits a field (strptime also takes one-digit fields)
+_STAMP = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)Z", re.ASCII)
+
+
 @lru_cache(maxsize=4096)
 def parse_time(text: str) -> int:
     """``metav1.Time`` (RFC 3339, second precision) as epoch nanoseconds."""
-    stamp = datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    # The stamps the store writes, read straight (strptime: ~4x the time; in a simulation
+    # most pods' stamps fall on a second of their own, so the cache rarely hits). The
+    # datetime constructor refuses what strptime's does (month 13, 30 February, second 60).
+    m = _STAMP.fullmatch(text) if type(text) is str else None
+    if m is not None:
+        y, mo, d, h, mi, s = map(int, m.groups())
+        stamp = datetime(y, mo, d, h, mi, s, tzinfo=UTC)
+    else:
+        stamp = datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
     return int(stamp.timestamp()) * 10**9
 
 
