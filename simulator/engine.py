@@ -175,65 +175,19 @@ class MachineLog:
     """Per compute machine state accounting, as Batsim does it: every job start or end (and
     every power-state request, every switch done) writes one ``machine_states.csv`` row —
     the number of machines in each state; time is credited to the state left, per machine
-    in long double (x87's 80 bits, numpy's ``longdouble``), as Batsim counts it.
-
-    The credits are kept lazily: each is logged as its two float times (``lag``, per
-    machine, per state, ``[now, since, now, since, ...]``) and folded into ``spent`` in one
-    numpy pass when read or when a log grows long — the same long-double subtractions,
-    then additions in the same order (``numpy.add.accumulate`` is sequential), so the same
-    bits as one numpy scalar operation per credit, for a fraction of the CPU."""
+    in long double (x87's 80 bits, numpy's ``longdouble``), as Batsim counts it."""
 
     rows: list[tuple[float, int, int, int, int, int]] = field(default_factory=list)
     spent: list[dict[str, Any]] = field(default_factory=list)  # per machine, per state
-    lag: list[dict[str, list[float]]] = field(default_factory=list)  # not yet in ``spent``
-
-    def __post_init__(self) -> None:
-        if not self.lag:
-            self.lag = [{state: [] for state in MACHINE_STATES} for _ in self.spent]
-
-    def fold(self, host: int, state: str) -> None:
-        """Credit machine ``host``'s logged times in ``state`` to ``spent``, in order."""
-        times = self.lag[host][state]
-        if times:
-            self.spent[host][state] = fold_credits(self.spent[host][state], times)
-            times.clear()
-
-    def fold_all(self) -> None:
-        for host, states in enumerate(self.lag):
-            for state in states:
-                self.fold(host, state)
-
-    def copy(self) -> MachineLog:
-        return MachineLog(
-            list(self.rows),
-            [dict(m) for m in self.spent],
-            [{state: list(t) for state, t in m.items()} for m in self.lag],
-        )
 
     @property
     def time_in_state(self) -> dict[str, float]:
         """Seconds in each state, summed machine after machine as schedule.csv's are."""
-        self.fold_all()
         totals = dict.fromkeys(MACHINE_STATES, _LONG(0))
         for machine in self.spent:
             for state, seconds in machine.items():
                 totals[state] += seconds
         return {state: float(seconds) for state, seconds in totals.items()}
-
-
-#: a machine's credit log is folded when it holds this many times (bounds its memory)
-FOLD_AT = 4096
-
-
-def fold_credits(total: Any, times: list[float]) -> Any:
-    """``total`` (long double) plus each ``now - since`` of ``times`` (``[now, since, ...]``,
-    floats), each difference and each sum rounded to long double, left to right: what
-    ``total += _LONG(now) - _LONG(since)`` does pair after pair."""
-    pairs = numpy.array(times, dtype=_LONG).reshape(-1, 2)
-    credits = numpy.empty(len(pairs) + 1, dtype=_LONG)
-    credits[0] = total
-    numpy.subtract(pairs[:, 0], pairs[:, 1], out=credits[1:])
-    return numpy.add.accumulate(credits)[-1]
 
 
 class Simulator:
@@ -274,7 +228,7 @@ class Simulator:
         self.registration_finished = not options.dynamic_jobs
         self.host_jobs: list[list[str]] = [[] for _ in range(self.nb_compute)]
         self.machine_state = ["idle"] * self.nb_compute
-        self.machine_since = [0.0] * self.nb_compute  # floats: MachineLog's ``lag``
+        self.machine_since = [_LONG(0)] * self.nb_compute
         self.nb_in_state = dict.fromkeys(MACHINE_STATES, 0)
         self.nb_in_state["idle"] = self.nb_compute
         self._slowdown_running = 0  # running jobs with timewarp's sharing slowdown
@@ -402,11 +356,10 @@ class Simulator:
     def machines_so_far(self) -> MachineLog:
         """The machine log with each machine's current state credited up to now (a copy:
         the simulation's own accounting is untouched)."""
-        log = self.machines.copy()
-        now = self.now
+        log = MachineLog(list(self.machines.rows), [dict(m) for m in self.machines.spent])
+        now = _LONG(self.now)
         for host, state in enumerate(self.machine_state):
-            log.lag[host][state] += (now, self.machine_since[host])
-        log.fold_all()
+            log.spent[host][state] += now - self.machine_since[host]
         return log
 
     # ------------------------------------------------------------------ the actors
@@ -1284,11 +1237,8 @@ class Simulator:
         credited to the state it leaves (only then: schedule.csv's times stop at each
         machine's last change)."""
         old = self.machine_state[host]
-        now = self.now
-        times = self.machines.lag[host][old]
-        times += (now, self.machine_since[host])
-        if len(times) >= FOLD_AT:
-            self.machines.fold(host, old)
+        now = _LONG(self.now)
+        self.machines.spent[host][old] += now - self.machine_since[host]
         self.machine_since[host] = now
         if old != new:
             self.machine_state[host] = new
