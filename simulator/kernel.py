@@ -178,7 +178,8 @@ class _Sleeps:
             elif self._numpy is None:
                 self._min = min(self.remaining)
             else:
-                self._min = float(self.remaining.min())
+                # (ndarray.min's Python wrapper, minus its argument handling)
+                self._min = float(self._numpy.minimum.reduce(self.remaining))
         return self._min
 
     def advance(self, delta: float) -> list[tuple[int, Actor | _Action]]:

@@ -34,6 +34,7 @@ import dataclasses
 import functools
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -685,19 +686,57 @@ def message(now: float, *payloads: Payload) -> Message:
 
 
 #: Compact JSON text of a JSON value, as the messages are written (one encoder for every
-#: call: ``json.dumps`` with options builds one each time).
-compact_json = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+#: call: ``json.dumps`` with options builds one each time). No circular-reference check:
+#: the values are trees built here or parsed from JSON, and the check costs a dict insert
+#: and delete per container (the same text either way).
+compact_json = json.JSONEncoder(separators=(",", ":"), allow_nan=False, check_circular=False).encode
 
 
 def encode(message: Message) -> str:
-    """Compact JSON text of ``message`` (deterministic: same message, same bytes)."""
-    return compact_json(message.to_json())
+    """Compact JSON text of ``message`` (deterministic: same message, same bytes).
+
+    The envelope and each event's wrapper are written here and only each event's data
+    goes through the encoder: the same text (the encoder writes a float with
+    ``float.__repr__``, a key or a type name of plain ASCII as is), for less than half
+    the work on a message of one small event. Anything else (a time that is not a
+    finite float, an unusual type name) goes the encoder's way."""
+    now = message.now
+    if type(now) is not float or not _FINITE(now):
+        return compact_json(message.to_json())
+    parts = []
+    for event in message.events:
+        timestamp, data = event.timestamp, event.data
+        kind = data.TYPE
+        if type(timestamp) is not float or not _FINITE(timestamp) or kind not in _PLAIN_TYPES:
+            return compact_json(message.to_json())
+        parts.append(
+            f'{{"timestamp":{timestamp!r},"type":"{kind}","data":{compact_json(data.to_data())}}}'
+        )
+    return f'{{"now":{now!r},"events":[{",".join(parts)}]}}'
+
+
+_FINITE = math.isfinite
+#: event type names written without the encoder (no character JSON escapes)
+_PLAIN_TYPES = frozenset(
+    name
+    for name in (*FROM_BATSIM, *FROM_DECISION)
+    if name.isascii() and name.isprintable() and '"' not in name and "\\" not in name
+)
 
 
 def decode(text: str | bytes, sender: Sender) -> Message:
     """Parse and validate one message sent by ``sender``; raise :class:`ProtocolError`."""
     if sender not in ("batsim", "decision"):
         raise ValueError(f"sender must be 'batsim' or 'decision', not {sender!r}")
+    if type(text) is bytes:
+        # the commonest reply, "nothing to do" (half of an FCFS run's): its time as json
+        # reads it (the same number text, parsed by float() as json's float and int do),
+        # without the parser and the checks
+        empty = _EMPTY_REPLY(text)
+        if empty is not None:
+            now = float(empty[1])
+            if now < math.inf:  # (an overflow: the careful path says what is wrong)
+                return Message(now, [])
     try:
         if type(text) is bytes and text[:1] == b"{" and text[1:2] != b"\x00":
             # what json.loads does with such bytes (its detect_encoding says UTF-8 when
@@ -711,6 +750,10 @@ def decode(text: str | bytes, sender: Sender) -> Message:
     return from_json(raw, sender)
 
 
+#: a message of no event in compact JSON, its time a JSON number (json's own grammar)
+_EMPTY_REPLY = re.compile(
+    rb'\{"now":((?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?),"events":\[\]\}'
+).fullmatch
 _ENVELOPE_KEYS = frozenset(("now", "events"))
 _EVENT_KEYS = frozenset(("timestamp", "type", "data"))
 _BARE_EVENT_KEYS = frozenset(("timestamp", "type"))

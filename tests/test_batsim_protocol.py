@@ -252,3 +252,82 @@ _EXECUTE = {"timestamp": 1.0, "type": "EXECUTE_JOB", "data": {"job_id": "w0!1", 
 )
 def test_the_fast_decoder_agrees_with_the_careful_one_on_edge_cases(raw):
     assert _outcome(p.from_json, raw, "decision") == _outcome(p._from_json_checked, raw, "decision")
+
+
+# --------------------------------------------------------------------------- the fast encoder
+
+# any time a message could be stamped with: floats of every size and sign, ints, the
+# values the encoder refuses (its error must stay the same)
+_any_times = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(-(2**70), 2**70),
+    st.sampled_from([0.0, -0.0, 5e-324, 1e16, 1e-7, 123456.789]),
+)
+
+
+def _slow_encode(message: p.Message) -> str:
+    """What encode wrote before its fast path: the whole envelope through the encoder."""
+    return p.compact_json(message.to_json())
+
+
+def _encoded(encode, message):
+    try:
+        return encode(message)
+    except ValueError as exc:  # a NaN or an infinity: the encoder refuses it
+        return ("refused", type(exc), str(exc))
+
+
+@settings(max_examples=300)
+@given(
+    _any_times,
+    st.lists(st.tuples(_any_times, st.one_of(batsim_payloads, decision_payloads)), max_size=5),
+)
+def test_encode_writes_exactly_what_the_encoder_writes(now, events):
+    message = p.Message(now, [p.Event(ts, data) for ts, data in events])
+    assert _encoded(p.encode, message) == _encoded(_slow_encode, message)
+
+
+# --------------------------------------------------------------------------- the empty reply
+
+_number_texts = st.one_of(
+    st.floats(allow_nan=False).map(repr),
+    st.integers(-(10**30), 10**400).map(str),
+    st.from_regex(r"-?[0-9]{0,3}(\.[0-9]{0,3})?([eE][-+]?[0-9]{0,4})?", fullmatch=True),
+    st.sampled_from(
+        [
+            "0",
+            "-0",
+            "00",
+            "01",
+            "1.",
+            ".5",
+            "1e5",
+            "1E+05",
+            "1e-400",
+            "1e400",
+            "Infinity",
+            "NaN",
+            "1_0",
+            " 1",
+            "+1",
+            "0x10",
+            "٣",
+            "1" * 5000,
+        ]
+    ),
+)
+
+
+def _decoded(text, sender):
+    try:
+        return p.decode(text, sender)
+    except Exception as exc:  # (a huge integer: OverflowError, on both paths alike)
+        return ("refused", type(exc), str(exc))
+
+
+@settings(max_examples=300)
+@given(_number_texts, st.sampled_from(["decision", "batsim"]))
+def test_an_empty_reply_decodes_as_the_parser_reads_it(number, sender):
+    text = '{"now":' + number + ',"events":[]}'
+    # the text as str goes through json's parser and the checks (the fast path is for bytes)
+    assert _decoded(text.encode(), sender) == _decoded(text, sender)
