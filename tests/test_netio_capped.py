@@ -21,7 +21,7 @@ def test_recv_sizes_are_capped(args, kwargs, budget, expected):
 
 def test_recv_into_sizes_are_capped_whatever_the_spelling():
     buf = bytearray(8192)
-    assert _capped(True, (buf,), {}, 300) == ((buf,), {"nbytes": 300})
+    assert _capped(True, (buf,), {}, 300) == ((buf, 300), {})
     assert _capped(True, (buf, 0), {}, 300) == ((buf, 300), {})  # 0 means the whole buffer
     assert _capped(True, (buf, 100, 0), {}, 300) == ((buf, 100, 0), {})
     view = memoryview(buf)[:50]

@@ -89,6 +89,12 @@ class _Conn:
 
 
 def _lookup(sock: socket.socket) -> _Conn | None:
+    # An API connection's own entry by descriptor first: every read and write of the
+    # facade's connections asks, and a WeakKeyDictionary lookup makes a weak reference
+    # each time (the answer is the same: both tables are filled together, below).
+    entry = _by_fd.get(sock.fileno())
+    if entry is not None and entry[0]() is sock:
+        return entry[1]
     try:
         return _conns[sock]
     except KeyError:
@@ -183,6 +189,8 @@ def _capped(into: bool, args: tuple, kwargs: dict, budget: int) -> tuple[tuple, 
     """The arguments of ``recv(bufsize, ...)`` / ``recv_into(buffer, nbytes, ...)`` asking
     for at most ``budget`` bytes."""
     if into:
+        if len(args) == 1 and not kwargs:  # recv_into(buffer): what SocketIO.readinto does
+            return (args[0], min(memoryview(args[0]).nbytes, budget)), kwargs
         buffer = args[0] if args else kwargs["buffer"]
         if len(args) > 1:
             wanted = args[1] or memoryview(buffer).nbytes
@@ -257,7 +265,7 @@ def _sending(orig, counts_return: bool):  # type: ignore[no-untyped-def]
             result = orig(self, data, *args, **kwargs)
         finally:
             _inner.active = False
-        conn = _lookup(self)
+        # (``conn`` as looked up before: a send on a socket not connected yet raised)
         if conn is not None and conn.tls is None:
             conn.sent += result if counts_return else memoryview(data).nbytes
         return result

@@ -540,6 +540,11 @@ class Runtime:
         as far as the broker allowed (see :meth:`wait_io_release`)."""
         if not self.deterministic:
             return False
+        # Without the lock: only a thread itself adds or removes its own entry (enter,
+        # exit, current), so the calling thread's entry cannot change under it.
+        ts = self.threads.get(_get_ident())
+        if ts is not None:
+            return ts.tracked
         with self.lock:
             return self.current().tracked
 
