@@ -63,9 +63,7 @@ def test_a_socket_to_anything_else_is_not_an_api_connection(facade):
 
 
 def test_sendall_counts_its_bytes_on_the_api_connection(facade, monkeypatch):
-    rt = _runtime.Runtime(
-        now_ns=0, epoch_ns=0, mono_ns=0, mode="deterministic", poke=lambda: None
-    )
+    rt = _runtime.Runtime(now_ns=0, epoch_ns=0, mono_ns=0, mode="deterministic", poke=lambda: None)
     monkeypatch.setattr(current, "ACTIVE", rt)
     client, peer = _connect(facade)
     try:
@@ -79,9 +77,7 @@ def test_sendall_counts_its_bytes_on_the_api_connection(facade, monkeypatch):
 
 
 def test_reads_are_gated_for_tracked_threads_only():
-    rt = _runtime.Runtime(
-        now_ns=0, epoch_ns=0, mono_ns=0, mode="deterministic", poke=lambda: None
-    )
+    rt = _runtime.Runtime(now_ns=0, epoch_ns=0, mono_ns=0, mode="deterministic", poke=lambda: None)
     rt.adopt_main()
     assert rt.reads_gated()  # the main thread, adopted: tracked
     seen = []
