@@ -689,7 +689,33 @@ def message(now: float, *payloads: Payload) -> Message:
 #: call: ``json.dumps`` with options builds one each time). No circular-reference check:
 #: the values are trees built here or parsed from JSON, and the check costs a dict insert
 #: and delete per container (the same text either way).
-compact_json = json.JSONEncoder(separators=(",", ":"), allow_nan=False, check_circular=False).encode
+_COMPACT = json.JSONEncoder(separators=(",", ":"), allow_nan=False, check_circular=False)
+compact_json = _COMPACT.encode
+#: ``compact_json`` for :func:`encode`'s event data: the C encoder that
+#: ``JSONEncoder.encode`` builds at every call (its one-shot path: no indent, no
+#: circular-reference markers, so nothing of it outlives a call), built once. Same
+#: text, same errors (tests/test_batsim_protocol.py); a third less per event.
+_C_ENCODER = (
+    json.encoder.c_make_encoder(
+        None,
+        _COMPACT.default,
+        json.encoder.encode_basestring_ascii,
+        None,
+        ":",
+        ",",
+        False,
+        False,
+        False,
+    )  # fmt: skip
+    if json.encoder.c_make_encoder is not None
+    else None
+)
+
+
+def _encode_data(value: Any) -> str:
+    if _C_ENCODER is None:  # (a Python without json's C accelerator)
+        return compact_json(value)
+    return "".join(_C_ENCODER(value, 0))
 
 
 def encode(message: Message) -> str:
@@ -710,7 +736,7 @@ def encode(message: Message) -> str:
         if type(timestamp) is not float or not _FINITE(timestamp) or kind not in _PLAIN_TYPES:
             return compact_json(message.to_json())
         parts.append(
-            f'{{"timestamp":{timestamp!r},"type":"{kind}","data":{compact_json(data.to_data())}}}'
+            f'{{"timestamp":{timestamp!r},"type":"{kind}","data":{_encode_data(data.to_data())}}}'
         )
     return f'{{"now":{now!r},"events":[{",".join(parts)}]}}'
 

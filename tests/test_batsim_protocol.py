@@ -331,3 +331,42 @@ def test_an_empty_reply_decodes_as_the_parser_reads_it(number, sender):
     text = '{"now":' + number + ',"events":[]}'
     # the text as str goes through json's parser and the checks (the fast path is for bytes)
     assert _decoded(text.encode(), sender) == _decoded(text, sender)
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=6),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.text(max_size=4)
+            | st.integers(-5, 5)
+            | st.booleans()
+            | st.none()
+            | st.floats(allow_nan=False, allow_infinity=False),
+            children,
+            max_size=4,
+        )
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=400)
+@given(json_values)
+def test_event_data_encoder_writes_what_compact_json_writes(value):
+    """``encode``'s event data go through a C encoder built once instead of
+    ``compact_json`` (which builds it at every call): the same text for any JSON value."""
+    assert p._encode_data(value) == p.compact_json(value)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), [1, float("inf")], {"a": {1j: 2}}, {(1,): 2}])
+def test_event_data_encoder_refuses_what_compact_json_refuses(bad):
+    with pytest.raises((ValueError, TypeError)) as fast:
+        p._encode_data(bad)
+    with pytest.raises((ValueError, TypeError)) as slow:
+        p.compact_json(bad)
+    assert type(fast.value) is type(slow.value) and str(fast.value) == str(slow.value)
