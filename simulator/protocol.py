@@ -769,11 +769,29 @@ def decode(text: str | bytes, sender: Sender) -> Message:
             # neither of the first two bytes is 0 nor a BOM), minus the detection: a message is
             # decoded once per round trip
             text = text.decode("utf-8", "surrogatepass")
-        raw = json.loads(text)
+        raw = _loads(text)
     except (ValueError, UnicodeDecodeError) as exc:
         snippet = text[:80] if isinstance(text, str) else text[:80].decode("utf-8", "replace")
         raise ProtocolError(f"message from {sender} is not JSON ({exc}): {snippet!r}") from None
     return from_json(raw, sender)
+
+
+_SCAN = json.decoder.JSONDecoder().scan_once  # json.loads's scanner (a C one if there is)
+
+
+def _loads(text: str | bytes) -> Any:
+    """``json.loads(text)`` for a text that is one JSON value from its first character
+    to its last (a message): the scanner ``loads`` calls, without its three Python
+    frames and two whitespace matches. Anything else (bytes, whitespace around, not
+    JSON) goes ``loads``'s way, which raises its own error."""
+    if type(text) is str:
+        try:
+            value, end = _SCAN(text, 0)
+        except StopIteration:  # no value at 0: json.loads says what is wrong
+            return json.loads(text)
+        if end == len(text):
+            return value
+    return json.loads(text)
 
 
 #: a message of no event in compact JSON, its time a JSON number (json's own grammar)

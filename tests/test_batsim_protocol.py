@@ -370,3 +370,30 @@ def test_event_data_encoder_refuses_what_compact_json_refuses(bad):
     with pytest.raises((ValueError, TypeError)) as slow:
         p.compact_json(bad)
     assert type(fast.value) is type(slow.value) and str(fast.value) == str(slow.value)
+
+
+json_texts = st.one_of(
+    json_values.map(json.dumps),
+    json_values.map(lambda v: json.dumps(v, separators=(",", ":"))),
+    st.tuples(json_values, st.sampled_from([" ", "\n", "x", "]", ",1", "}"])).map(
+        lambda vs: json.dumps(vs[0]) + vs[1]  # something after the value
+    ),
+    json_values.map(lambda v: " " + json.dumps(v)),
+    json_values.map(lambda v: json.dumps(v)[:-1]),  # cut short
+    st.text(max_size=12),
+)
+
+
+@settings(max_examples=500)
+@given(json_texts)
+def test_message_parser_reads_what_json_loads_reads(text):
+    """``decode`` parses with json's scanner directly when the text is one value from
+    end to end, else with ``json.loads``: the same value, or the same error."""
+    try:
+        expected = json.loads(text)
+    except ValueError as exc:
+        with pytest.raises(type(exc)) as fast:
+            p._loads(text)
+        assert str(fast.value) == str(exc)
+    else:
+        assert repr(p._loads(text)) == repr(expected)
