@@ -82,6 +82,22 @@ def address(endpoint: str) -> tuple[int, object] | None:
     return socket.AF_INET, (host, int(port))
 
 
+def whole_reply(data: bytes) -> bytes | None:
+    """The reply's frame if ``data`` is exactly one reply, as a REP socket sends it
+    (the empty delimiter, then one last frame, short or long): what :meth:`ReqSocket._parse`
+    returns for it, without the buffer. None for anything else (a part, more than one,
+    a command), which the buffer's way reads."""
+    size = len(data)
+    if size < 4 or data[0] != _MORE or data[1] != 0:
+        return None
+    flags = data[2]
+    if flags == 0:
+        return data[4:] if data[3] == size - 4 else None
+    if flags == _LONG and size >= 11 and _LONG_SIZE.unpack_from(data, 3)[0] == size - 11:
+        return data[11:]
+    return None
+
+
 class ReqSocket:
     """One connection to a REP peer. :meth:`connect` (raises ``OSError`` while nobody
     listens), then :meth:`send` a request and :meth:`recv` its reply (None when ``wait``
@@ -155,9 +171,10 @@ class ReqSocket:
         sock = self.sock
         assert sock is not None
         while True:
-            reply = self._parse()
-            if reply is not None:
-                return reply
+            if self._buffer:  # what earlier reads left (the peer's READY, a part reply)
+                reply = self._parse()
+                if reply is not None:
+                    return reply
             if wait != self._rcvtimeo:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(wait))
                 self._rcvtimeo = wait
@@ -169,6 +186,10 @@ class ReqSocket:
                 raise PeerClosed(str(exc)) from exc
             if not data:
                 raise PeerClosed("the peer closed the connection")
+            if not self._buffer:
+                reply = whole_reply(data)
+                if reply is not None:
+                    return reply
             self._buffer += data
 
     def close(self) -> None:

@@ -8,6 +8,8 @@ import threading
 
 import pytest
 import zmq
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simulator import zmtp
 
@@ -156,3 +158,35 @@ def test_stop_ends_a_wait_for_a_reply_over_the_plain_socket(tmp_path):
         done.set()
         helper.join(30)
         socket.close(linger=0)
+
+
+def _frame(flags: int, body: bytes, long: bool) -> bytes:
+    if long:
+        return bytes((flags | 2,)) + len(body).to_bytes(8, "big") + body
+    return bytes((flags, len(body))) + body
+
+
+replies = st.builds(
+    lambda flags, body, long, before, after: (
+        before + _frame(1, b"", False) + _frame(flags, body, long) + after
+    ),
+    st.sampled_from([0, 0, 1, 4]),  # the last frame, or one with more to come, or a command
+    st.binary(max_size=300),
+    st.booleans(),
+    st.sampled_from([b"", b"\x04\x06\x05READY"]),  # a command before it
+    st.sampled_from([b"", b"\x01", b"\x01\x00\x00\x01x"]),  # a part of the next one after
+)
+
+
+@settings(max_examples=500)
+@given(replies | st.binary(max_size=20))
+def test_a_whole_reply_read_at_once_is_what_the_buffer_would_give(data):
+    """The fast path (a read that is exactly one reply) against the buffer's parser:
+    when it answers, the parser gives the same frame and leaves nothing behind."""
+    fast = zmtp.whole_reply(data)
+    if fast is None:
+        return
+    req = zmtp.ReqSocket("tcp://127.0.0.1:1")
+    req._buffer = bytearray(data)
+    assert req._parse() == fast and type(fast) is bytes
+    assert not req._buffer
