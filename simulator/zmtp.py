@@ -15,6 +15,7 @@ decides how long); the peer closing the connection is :class:`PeerClosed`."""
 
 from __future__ import annotations
 
+import math
 import socket
 import struct
 
@@ -31,8 +32,9 @@ _TIMEVAL = struct.Struct("@ll")  # SO_RCVTIMEO's struct timeval (Linux: two long
 
 def _timeval(wait: float | None) -> bytes:
     """``wait`` seconds as SO_RCVTIMEO's value; None: no limit (a zero timeval). A wait
-    that rounds to zero microseconds becomes one: zero would mean no limit."""
-    if wait is None:
+    that rounds to zero microseconds becomes one: zero would mean no limit; an infinite
+    one is no limit."""
+    if wait is None or not wait < math.inf:
         return _TIMEVAL.pack(0, 0)
     micros = max(1, round(wait * 1_000_000))
     return _TIMEVAL.pack(micros // 1_000_000, micros % 1_000_000)

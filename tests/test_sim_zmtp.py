@@ -114,7 +114,7 @@ def test_a_bounded_wait_returns_none_and_the_reply_still_comes_after_it():
     req = zmtp.ReqSocket(endpoint)
     req.connect(10.0)
     req.send(b"one")
-    assert req.recv(None) == b"re:one"
+    assert req.recv(float("inf")) == b"re:one"  # (an infinite wait: no limit, as None)
     req.close()
     thread.join(10)
     socket, endpoint, asked, done = _silent_rep()
