@@ -159,6 +159,18 @@ def test_the_runtime_time_of_threads_that_ended_still_counts():
     assert selftime.figures(None)["runtime_cpu_ns"] - before >= 40_000_000
 
 
+def test_a_thread_that_ended_leaves_no_cell_behind():
+    # a thread per connection must not grow the cells: its count folds into the ended total
+    hook = selftime.timed(lambda: None)
+    hook()  # (this thread's own cell, made once)
+    cells = len(selftime._cells)
+    for _ in range(20):
+        t = threading.Thread(target=hook)
+        t.start()
+        t.join()
+    assert len(selftime._cells) == cells
+
+
 def test_the_figures_messages_round_trip():
     msg = clockproto.figures(runtime_cpu_ns=5, process_cpu_ns=9, profile="")
     assert clockproto.decode_to_broker(clockproto.encode(msg)) == msg

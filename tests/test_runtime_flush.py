@@ -33,6 +33,19 @@ def test_the_state_frame_is_the_json_encoders_bytes(busy, ack, io, runnable, blo
     assert cp.decode_to_broker(frame.rstrip(b"\n")) == cp.state(*args)
 
 
+@given(
+    busy=st.booleans(),
+    ack=st.integers(),
+    io=st.lists(st.lists(st.integers(), max_size=6), max_size=6),
+    counts=st.tuples(st.integers(), st.integers(), st.integers()),
+)
+def test_the_state_frame_is_the_json_encoders_bytes_for_any_ints(busy, ack, io, counts):
+    # the bytes alone (the broker would refuse these): negative, past 64 bits, rows of any
+    # length, empty rows — str() of an int is the encoder's int.__repr__
+    args = (busy, ack, io, *counts)
+    assert cp.pack_state(*args) == cp.pack([cp.state(*args)])
+
+
 class _Reference:
     """The flush before the cuts: snapshot every time, state built as a dict, JSON."""
 
@@ -73,7 +86,9 @@ class _Reference:
 # one step of a run, as the runtime's state changes between two flushes
 _steps = st.lists(
     st.tuples(
-        st.sampled_from(["hold", "idle", "ack", "io", "no io", "detach", "back", "timer", "woke", "now", "bye"]),
+        st.sampled_from(
+            ["hold", "idle", "ack", "io", "no io", "detach", "back", "timer", "woke", "now", "bye"]
+        ),
         st.booleans(),  # force_state (the stall guard's dump)
     ),
     max_size=30,

@@ -31,19 +31,39 @@ from timewarp.wire.clockproto import ENV_PROFILE_DIR
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 _local = threading.local()
-# Runtime CPU of program threads: one cell [spent_ns, inside] per thread that entered a
-# hook, written by that thread only (no lock per hook: a hook runs at every hand-off);
-# figures() sums them, threads that ended included.
-_cells: list[list[int]] = []
+# Runtime CPU of program threads: one cell [spent_ns, inside] per live thread that entered
+# a hook, written by that thread only (no lock per hook: a hook runs at every hand-off);
+# figures() sums them under the lock. When a thread ends, its thread-local data goes and
+# its _Owner folds the cell into _ended: a program that starts a thread per connection
+# keeps one cell per live thread, not one per thread it ever ran.
+_cells: dict[int, list[int]] = {}  # id(cell) -> cell
+_ended = [0]  # spent_ns of the threads that ended
 _cells_lock = _thread.allocate_lock()  # the real one, whatever the drop-ins do
 _thread_time_ns = _time.thread_time_ns
 
 
+class _Owner:
+    """Held in a thread's local data only: freed when that thread ends (CPython clears a
+    thread's locals at its exit, in that thread, which then holds no lock of ours)."""
+
+    __slots__ = ("cell",)
+
+    def __init__(self, cell: list[int]) -> None:
+        self.cell = cell
+
+    def __del__(self, _lock: Any = _cells_lock, _cells: Any = _cells, _ended: Any = _ended) -> None:
+        # (defaults: module globals may be gone when the main thread's locals go at exit)
+        with _lock:
+            _ended[0] += self.cell[0]
+            _cells.pop(id(self.cell), None)
+
+
 def _new_cell() -> list[int]:
     cell = [0, 0]
-    _local.cell = cell
     with _cells_lock:
-        _cells.append(cell)
+        _cells[id(cell)] = cell
+    _local.owner = _Owner(cell)
+    _local.cell = cell
     return cell
 
 
@@ -85,7 +105,7 @@ def figures(clock_thread: int | None) -> dict[str, int]:
     """``runtime_cpu_ns`` (hooks + the clock thread) and ``process_cpu_ns`` (the whole
     process, user + system), read now."""
     with _cells_lock:
-        hooks = sum(cell[0] for cell in _cells)
+        hooks = _ended[0] + sum(cell[0] for cell in _cells.values())
     return {
         "runtime_cpu_ns": hooks + thread_cpu_ns(clock_thread),
         "process_cpu_ns": _time.process_time_ns(),
