@@ -96,6 +96,10 @@ REMOTE_COST = (0.0, 0.0)
 WAITER_MIN_SLEEP_S = 1e-5
 _BY_NAME = (BY_NAME,)
 _LONG = numpy.longdouble
+# ``_LONG_ZERO + seconds`` is ``_LONG(seconds)`` (adding a double to long double zero is
+# exact; the clock is never -0.0) at a fifth of the cost: numpy's longdouble constructor
+# takes a slow generic path, its scalar addition does not (tests/test_sim_engine.py)
+_LONG_ZERO = _LONG(0)
 _NO_RESOURCES = ProcSet()
 
 
@@ -1237,7 +1241,7 @@ class Simulator:
         credited to the state it leaves (only then: schedule.csv's times stop at each
         machine's last change)."""
         old = self.machine_state[host]
-        now = _LONG(self.now)
+        now = _LONG_ZERO + self.kernel.clock
         self.machines.spent[host][old] += now - self.machine_since[host]
         self.machine_since[host] = now
         if old != new:

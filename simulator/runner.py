@@ -127,15 +127,21 @@ def _run_plain(
     message (retried while nobody listens, as libzmq does) and its end while a reply is
     awaited is :class:`Disconnected`."""
     req = zmtp.ReqSocket(endpoint)
+    every = POLL_S if stop is not None else None  # the wait when no reply_timeout bounds it
 
     def exchange_bytes(message: p.Message, text: str | None, sent: float) -> bytes:
         data = (p.encode(message) if text is None else text).encode()
         try:
-            if not req.connected:
+            if req.sock is None:
                 _connect(req, sent, endpoint, sim, reply_timeout, stop)
             req.send(data)
             while True:
-                reply = req.recv(_wait(sent, endpoint, sim, reply_timeout, stop))
+                wait = (
+                    every
+                    if reply_timeout is None
+                    else _wait(sent, endpoint, sim, reply_timeout, stop)
+                )
+                reply = req.recv(wait)
                 if reply is not None:
                     return reply
                 if stop is not None and stop.is_set():

@@ -4,8 +4,8 @@ Unix-domain connection, for the simulator's side of Batsim's protocol.
 Why not libzmq here: libzmq moves every message through an I/O thread of its own, so each
 round trip with the decision process wakes two more threads on the simulator's side (the
 I/O thread on send and on receive, then the caller on the I/O thread's signal); on two
-CPUs each wake-up can cross CPUs. A plain socket has the caller wait in ``poll`` and
-``recv`` itself: half the CPU per round trip of a libzmq REQ socket, measured against the
+CPUs each wake-up can cross CPUs. A plain socket has the caller wait in its own
+``recv``: half the CPU per round trip of a libzmq REQ socket, measured against the
 same libzmq REP peer (docs/benchmarks.md, "timewarp sim: the wire without libzmq").
 
 What a REQ socket does that Batsim's protocol needs: one request, then one reply, each a
@@ -15,7 +15,7 @@ decides how long); the peer closing the connection is :class:`PeerClosed`."""
 
 from __future__ import annotations
 
-import select
+import math
 import socket
 import struct
 
@@ -27,6 +27,17 @@ _READY_BODY = b"\x05READY\x0bSocket-Type" + struct.pack(">I", 3) + b"REQ"
 _READY = b"\x04" + bytes([len(_READY_BODY)]) + _READY_BODY
 _MORE, _LONG, _COMMAND = 1, 2, 4
 _LONG_SIZE = struct.Struct(">Q")
+_TIMEVAL = struct.Struct("@ll")  # SO_RCVTIMEO's struct timeval (Linux: two longs)
+
+
+def _timeval(wait: float | None) -> bytes:
+    """``wait`` seconds as SO_RCVTIMEO's value; None: no limit (a zero timeval). A wait
+    that rounds to zero microseconds becomes one: zero would mean no limit; an infinite
+    one is no limit."""
+    if wait is None or not wait < math.inf:
+        return _TIMEVAL.pack(0, 0)
+    micros = max(1, round(wait * 1_000_000))
+    return _TIMEVAL.pack(micros // 1_000_000, micros % 1_000_000)
 
 
 class PeerClosed(ConnectionError):
@@ -73,6 +84,22 @@ def address(endpoint: str) -> tuple[int, object] | None:
     return socket.AF_INET, (host, int(port))
 
 
+def whole_reply(data: bytes) -> bytes | None:
+    """The reply's frame if ``data`` is exactly one reply, as a REP socket sends it
+    (the empty delimiter, then one last frame, short or long): what :meth:`ReqSocket._parse`
+    returns for it, without the buffer. None for anything else (a part, more than one,
+    a command), which the buffer's way reads."""
+    size = len(data)
+    if size < 4 or data[0] != _MORE or data[1] != 0:
+        return None
+    flags = data[2]
+    if flags == 0:
+        return data[4:] if data[3] == size - 4 else None
+    if flags == _LONG and size >= 11 and _LONG_SIZE.unpack_from(data, 3)[0] == size - 11:
+        return data[11:]
+    return None
+
+
 class ReqSocket:
     """One connection to a REP peer. :meth:`connect` (raises ``OSError`` while nobody
     listens), then :meth:`send` a request and :meth:`recv` its reply (None when ``wait``
@@ -85,7 +112,7 @@ class ReqSocket:
         self.family, self.target = target
         self.sock: socket.socket | None = None
         self._buffer = bytearray()
-        self._poller: select.poll | None = None
+        self._rcvtimeo: float | None = None  # the receive timeout the socket has now
 
     @property
     def connected(self) -> bool:
@@ -123,8 +150,7 @@ class ReqSocket:
         del buffer[:64]
         self._buffer = buffer  # the peer's READY may be there already
         sock.settimeout(None)
-        self._poller = select.poll()
-        self._poller.register(sock, select.POLLIN)
+        self._rcvtimeo = None
         self.sock = sock
 
     def send(self, data: bytes) -> None:
@@ -139,29 +165,39 @@ class ReqSocket:
 
     def recv(self, wait: float | None) -> bytes | None:
         """The reply's frame, or None when ``wait`` seconds pass first (None: no limit).
-        The socket stays blocking (no mode switch between a send and a receive): a
-        bounded wait is a ``poll`` before the ``recv``."""
+        The bound is the kernel's (SO_RCVTIMEO on the blocking socket), set again only
+        when ``wait`` changes: a reply that comes costs one ``recv`` system call, not a
+        ``poll`` then a ``recv`` (the runner asks for the same ``POLL_S`` at every message
+        so that its stop event is looked at while a reply is slow). A signal during the
+        wait interrupts the ``recv``; Python runs its handler then waits again."""
         sock = self.sock
-        assert sock is not None and self._poller is not None
+        assert sock is not None
         while True:
-            reply = self._parse()
-            if reply is not None:
-                return reply
-            if wait is not None and not self._poller.poll(wait * 1000):
-                return None
+            if self._buffer:  # what earlier reads left (the peer's READY, a part reply)
+                reply = self._parse()
+                if reply is not None:
+                    return reply
+            if wait != self._rcvtimeo:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(wait))
+                self._rcvtimeo = wait
             try:
                 data = sock.recv(262144)
+            except BlockingIOError:  # SO_RCVTIMEO passed: nothing came within ``wait``
+                return None
             except OSError as exc:  # reset
                 raise PeerClosed(str(exc)) from exc
             if not data:
                 raise PeerClosed("the peer closed the connection")
+            if not self._buffer:
+                reply = whole_reply(data)
+                if reply is not None:
+                    return reply
             self._buffer += data
 
     def close(self) -> None:
         if self.sock is not None:
             self.sock.close()
             self.sock = None
-            self._poller = None
 
     def _parse(self) -> bytes | None:
         """A whole reply from the buffer (consumed), or None if it is not all there."""

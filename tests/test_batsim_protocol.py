@@ -331,3 +331,69 @@ def test_an_empty_reply_decodes_as_the_parser_reads_it(number, sender):
     text = '{"now":' + number + ',"events":[]}'
     # the text as str goes through json's parser and the checks (the fast path is for bytes)
     assert _decoded(text.encode(), sender) == _decoded(text, sender)
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=6),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.text(max_size=4)
+            | st.integers(-5, 5)
+            | st.booleans()
+            | st.none()
+            | st.floats(allow_nan=False, allow_infinity=False),
+            children,
+            max_size=4,
+        )
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=400)
+@given(json_values)
+def test_event_data_encoder_writes_what_compact_json_writes(value):
+    """``encode``'s event data go through a C encoder built once instead of
+    ``compact_json`` (which builds it at every call): the same text for any JSON value."""
+    assert p._encode_data(value) == p.compact_json(value)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), [1, float("inf")], {"a": {1j: 2}}, {(1,): 2}])
+def test_event_data_encoder_refuses_what_compact_json_refuses(bad):
+    with pytest.raises((ValueError, TypeError)) as fast:
+        p._encode_data(bad)
+    with pytest.raises((ValueError, TypeError)) as slow:
+        p.compact_json(bad)
+    assert type(fast.value) is type(slow.value) and str(fast.value) == str(slow.value)
+
+
+json_texts = st.one_of(
+    json_values.map(json.dumps),
+    json_values.map(lambda v: json.dumps(v, separators=(",", ":"))),
+    st.tuples(json_values, st.sampled_from([" ", "\n", "x", "]", ",1", "}"])).map(
+        lambda vs: json.dumps(vs[0]) + vs[1]  # something after the value
+    ),
+    json_values.map(lambda v: " " + json.dumps(v)),
+    json_values.map(lambda v: json.dumps(v)[:-1]),  # cut short
+    st.text(max_size=12),
+)
+
+
+@settings(max_examples=500)
+@given(json_texts)
+def test_message_parser_reads_what_json_loads_reads(text):
+    """``decode`` parses with json's scanner directly when the text is one value from
+    end to end, else with ``json.loads``: the same value, or the same error."""
+    try:
+        expected = json.loads(text)
+    except ValueError as exc:
+        with pytest.raises(type(exc)) as fast:
+            p._loads(text)
+        assert str(fast.value) == str(exc)
+    else:
+        assert repr(p._loads(text)) == repr(expected)

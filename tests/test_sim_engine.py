@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from procset import ProcSet
 
 from simulator import protocol as p
@@ -418,3 +420,19 @@ def test_an_unknown_replacement_rule_is_rejected_with_its_place(tmp_path):
     profile = {"type": "delay", "delay": 60, "timewarp": {"replacement": "resume"}}
     with pytest.raises(WorkloadError, match=r"timewarp\.replacement: expected one of"):
         _sim_with(tmp_path, [_job("a")], {"d": profile})
+
+
+@settings(max_examples=500)
+@given(st.floats(min_value=0.0, allow_infinity=False, allow_nan=False) | st.integers(0, 10**12))
+def test_long_double_from_a_clock_value_by_addition_is_its_constructor(seconds):
+    """The machine accounting's ``_LONG_ZERO + now`` stands for ``numpy.longdouble(now)``
+    (cheaper): the same long double, for every clock value (a non-negative double)."""
+    import numpy
+
+    from simulator.engine import _LONG_ZERO
+
+    seconds = float(seconds)
+    fast, slow = _LONG_ZERO + seconds, numpy.longdouble(seconds)
+    assert type(fast) is numpy.longdouble
+    assert fast == slow and numpy.signbit(fast) == numpy.signbit(slow)
+    assert fast + numpy.longdouble(1e-300) == slow + numpy.longdouble(1e-300)

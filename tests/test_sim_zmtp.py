@@ -8,6 +8,8 @@ import threading
 
 import pytest
 import zmq
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simulator import zmtp
 
@@ -84,3 +86,107 @@ def test_a_peer_that_is_not_listening_is_refused_and_one_that_leaves_is_peer_clo
 )
 def test_the_endpoints_it_handles(endpoint, handled):
     assert (zmtp.address(endpoint) is not None) is handled
+
+
+def _silent_rep() -> tuple[zmq.Socket, str, threading.Event, threading.Event]:
+    """A REP socket that takes one request and never answers; ``asked`` is set once the
+    request is there. Unless ``done`` is set within 30 s of it, the socket closes (the
+    REQ side sees PeerClosed): a wait that does not end as it should fails, not hangs."""
+    socket = zmq.Context.instance().socket(zmq.REP)
+    endpoint = f"tcp://127.0.0.1:{socket.bind_to_random_port('tcp://127.0.0.1')}"
+    asked, done = threading.Event(), threading.Event()
+
+    def take() -> None:
+        if socket.poll(30_000):
+            socket.recv()
+            asked.set()
+        if not done.wait(30):
+            socket.close(linger=0)
+
+    threading.Thread(target=take, daemon=True).start()
+    return socket, endpoint, asked, done
+
+
+def test_a_bounded_wait_returns_none_and_the_reply_still_comes_after_it():
+    """The wait is the kernel's receive timeout, changed only when the wait changes: each
+    bounded wait returns None (no reply yet), an unbounded one blocks until the reply."""
+    endpoint, thread = _rep("tcp://127.0.0.1", 1)
+    req = zmtp.ReqSocket(endpoint)
+    req.connect(10.0)
+    req.send(b"one")
+    assert req.recv(float("inf")) == b"re:one"  # (an infinite wait: no limit, as None)
+    req.close()
+    thread.join(10)
+    socket, endpoint, asked, done = _silent_rep()
+    try:
+        req = zmtp.ReqSocket(endpoint)
+        req.connect(10.0)
+        req.send(b"nobody answers")
+        assert asked.wait(30)
+        for wait in (0.05, 0.05, 1e-9, 0.02):  # the same wait again, one below a microsecond
+            assert req.recv(wait) is None
+        done.set()
+        socket.send(b"late")
+        assert req.recv(30.0) == b"late"
+        req.close()
+    finally:
+        done.set()
+        socket.close(linger=0)
+
+
+def test_stop_ends_a_wait_for_a_reply_over_the_plain_socket(tmp_path):
+    """`timewarp sim`'s Ctrl-C/SIGTERM: ``stop`` set while the REQ side waits in ``recv``
+    for a reply that does not come ends the run (Aborted), not a wait forever."""
+    from simulator import runner
+    from simulator.inputs import make_sim, write_platform, write_workload
+
+    platform = write_platform(tmp_path / "platform.xml", 1)
+    workload = write_workload(
+        tmp_path / "w.json",
+        [{"id": "1", "subtime": 0, "res": 1, "profile": "p"}],
+        {"p": {"type": "delay", "delay": 5}},
+    )
+    sim = make_sim(platform, [workload])
+    socket, endpoint, asked, done = _silent_rep()
+    stop = threading.Event()
+    helper = threading.Thread(target=lambda: asked.wait(30) and stop.set())
+    helper.start()  # the request is there, the simulator waits for its reply: stop it
+    try:
+        with pytest.raises(runner.Aborted, match="stopped while waiting for a reply"):
+            runner.run(sim, endpoint, stop=stop)
+    finally:
+        done.set()
+        helper.join(30)
+        socket.close(linger=0)
+
+
+def _frame(flags: int, body: bytes, long: bool) -> bytes:
+    if long:
+        return bytes((flags | 2,)) + len(body).to_bytes(8, "big") + body
+    return bytes((flags, len(body))) + body
+
+
+replies = st.builds(
+    lambda flags, body, long, before, after: (
+        before + _frame(1, b"", False) + _frame(flags, body, long) + after
+    ),
+    st.sampled_from([0, 0, 1, 4]),  # the last frame, or one with more to come, or a command
+    st.binary(max_size=300),
+    st.booleans(),
+    st.sampled_from([b"", b"\x04\x06\x05READY"]),  # a command before it
+    st.sampled_from([b"", b"\x01", b"\x01\x00\x00\x01x"]),  # a part of the next one after
+)
+
+
+@settings(max_examples=500)
+@given(replies | st.binary(max_size=20))
+def test_a_whole_reply_read_at_once_is_what_the_buffer_would_give(data):
+    """The fast path (a read that is exactly one reply) against the buffer's parser:
+    when it answers, the parser gives the same frame and leaves nothing behind."""
+    fast = zmtp.whole_reply(data)
+    if fast is None:
+        return
+    req = zmtp.ReqSocket("tcp://127.0.0.1:1")
+    req._buffer = bytearray(data)
+    assert req._parse() == fast and type(fast) is bytes
+    assert not req._buffer
