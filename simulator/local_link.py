@@ -25,7 +25,6 @@ and raised at the next answer, so that it never lands in the middle of applying 
 from __future__ import annotations
 
 import threading
-
 from collections.abc import Callable
 
 from simulator.protocol import Message
