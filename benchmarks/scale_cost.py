@@ -97,7 +97,7 @@ def split(run: Run, pods: int, unpatched: Run | None = None) -> dict[str, float]
     """One run's figures: CPU ms per pod by part, wall seconds, peak RSS MiB; with the
     unpatched run beside it, that scheduler's CPU per pod and the whole-run ratio."""
     threads = run.thread_cpu_s.get("broker", {})
-    sim = threads.get(SIM_THREAD, math.nan)
+    sim = threads.get(SIM_THREAD, 0.0) if threads else math.nan  # hosted: in the driver
     broker = sum(threads.values()) if threads else run.cpu_s.get("broker", math.nan)
     scheduler = run.cpu_s.get("scheduler", math.nan)
     runtime = runtime_cpu_s(run.manifest)
