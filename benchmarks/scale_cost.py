@@ -10,7 +10,9 @@ makes them. Each run is one ``timewarp simulate -q --no-plots`` (deterministic m
 While it runs, ``/proc`` is sampled per process *and per thread*
 (``experiments/_common.py``, ``detail=True``): the broker process (``simulate``) is split
 into its embedded simulator thread (OS name ``timewarp-sim``, set by
-``commands/threadname.py``) and the rest of the broker; the scheduler process (the
+``commands/threadname.py``) and the rest of the broker — since s6-hop the embedded
+simulator is hosted in the driver's thread (``simulator/local_link.py``), so its CPU is in
+the broker rest and the *embedded sim* column is 0; the scheduler process (the
 scheduler with timewarp's runtime inside) into the runtime's share — what the runtime
 measured of itself and reported in the manifest (``processes.*.runtime_cpu_s``,
 ``timewarp/_core/selftime.py``) — and the rest, the scheduler program's own CPU.
@@ -95,7 +97,7 @@ def split(run: Run, pods: int, unpatched: Run | None = None) -> dict[str, float]
     """One run's figures: CPU ms per pod by part, wall seconds, peak RSS MiB; with the
     unpatched run beside it, that scheduler's CPU per pod and the whole-run ratio."""
     threads = run.thread_cpu_s.get("broker", {})
-    sim = threads.get(SIM_THREAD, math.nan)
+    sim = threads.get(SIM_THREAD, 0.0) if threads else math.nan  # hosted: in the driver
     broker = sum(threads.values()) if threads else run.cpu_s.get("broker", math.nan)
     scheduler = run.cpu_s.get("scheduler", math.nan)
     runtime = runtime_cpu_s(run.manifest)

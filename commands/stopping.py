@@ -18,6 +18,8 @@ import signal
 import threading
 from types import FrameType, TracebackType
 
+from simulator import local_link
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -77,7 +79,10 @@ class StopSignals:
         self.received.append(signum)
         if not self._raised:
             self._raised = True
-            raise Interrupted(signum)
+            interrupted = Interrupted(signum)
+            if not local_link.SHIELD.hold(interrupted):  # held: the hosted simulator's turn
+                raise interrupted
+            return
         if not self._told:
             self._told = True
             name = signal.Signals(signum).name

@@ -72,8 +72,16 @@ def run(
     began = time.perf_counter()
     if endpoint.startswith(local_link.SCHEME):  # the broker in this process: no wire
         link = local_link.connect(endpoint)
+        hosted = link.handler
 
         def exchange(message: p.Message, text: str | None, sent: float) -> p.Message:
+            if hosted is not None:  # in the broker's thread: its answer is a call
+                try:
+                    return hosted(message)
+                except local_link.HostFailed:
+                    raise Aborted(
+                        f"stopped while waiting for a reply, at simulated time {sim.now}"
+                    ) from None
             link.request(message)
             return _local_reply(link, sent, endpoint, sim, reply_timeout, stop)
 

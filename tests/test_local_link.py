@@ -11,8 +11,10 @@ import threading
 
 import pytest
 
+from broker.drivers.engine import Broker
 from broker.drivers.inprocess import InProcessRun
 from simulator import local_link, runner
+from simulator import protocol as p
 from simulator.inputs import make_sim, write_platform, write_workload
 from simulator.outputs import jobs_rows
 from simulator.runner import Aborted, ReplyTimeout
@@ -33,13 +35,13 @@ def scenario(seed: int) -> tuple[list[dict], dict]:
     return jobs, profiles
 
 
-def linked(tmp_path, name: str, endpoint: str, jobs: list[dict], profiles: dict):
+def linked(tmp_path, name: str, endpoint: str, jobs: list[dict], profiles: dict, hosted=False):
     folder = tmp_path / name
     folder.mkdir()
     world = InProcessRun(folder, nodes=3, cores=2, endpoint=endpoint)
     log = io.StringIO()
     try:
-        sim = world.run_linked(jobs, profiles, log)
+        sim = world.run_linked(jobs, profiles, log, hosted=hosted)
         # SIMULATION_BEGINS names the workload's path: the one difference of the folders
         return jobs_rows(sim.job_records()), log.getvalue().replace(str(folder), "<run>")
     finally:
@@ -55,6 +57,79 @@ def test_message_objects_and_json_over_zeromq_agree(tmp_path, seed):
     assert len(wire_rows) == len(jobs) + 1  # every job ended (and the header)
     assert local_log == wire_log
     assert local_rows == wire_rows
+    hosted = linked(tmp_path, "hosted", f"local://hosted-{seed}", jobs, profiles, hosted=True)
+    assert hosted == (wire_rows, wire_log)
+
+
+def test_a_hosted_simulator_runs_in_the_brokers_thread(tmp_path, monkeypatch):
+    """Hosted, every request is answered by a call in the thread that runs the broker:
+    no second thread, no wait on the link."""
+    threads = set()
+    answer = Broker._answer
+
+    def counted(self, message):
+        threads.add(threading.get_ident())
+        return answer(self, message)
+
+    monkeypatch.setattr(Broker, "_answer", counted)
+    monkeypatch.setattr(local_link.LocalLink, "reply", None)  # a wait on the link: an error
+    jobs, profiles = scenario(1)
+    rows, log = linked(tmp_path, "hosted", "local://hosted-thread", jobs, profiles, hosted=True)
+    assert threads == {threading.get_ident()}
+    assert len(rows) == len(jobs) + 1 and "SIMULATION_ENDS" in log
+
+
+def _hosting(link, answer, between) -> BaseException | None:
+    """``link.host(answer)`` for a guest that asks twice, ``between()`` running after the
+    first answer (the simulator's own code); returns what ``host`` returns and records
+    how the guest's requests went in ``link.seen``."""
+    link.seen = []
+
+    def guest() -> None:
+        for i in range(2):
+            try:
+                link.seen.append(link.handler(p.Message(float(i), [])).now)
+            except local_link.HostFailed:
+                link.seen.append("stopped")
+                return
+            if i == 0:
+                between()
+
+    link.guest = guest
+    return link.host(answer)
+
+
+def test_a_failure_of_the_host_stops_the_guest_and_is_returned():
+    link = local_link.bind("local://host-fails")
+    try:
+
+        def answer(message):
+            if message.now:
+                raise KeyError("a bug")
+            return message
+
+        failure = _hosting(link, answer, lambda: None)
+        assert isinstance(failure, KeyError) and link.seen == [0.0, "stopped"]
+        assert link.guest is None and link.handler is None  # hosted once
+    finally:
+        local_link.unbind(link)
+
+
+def test_a_stop_signal_in_the_guests_code_is_held_until_the_next_answer():
+    """A stop signal that comes while the simulator's own code runs in the broker's thread
+    is held (it would land in the middle of applying a reply), then raised where the
+    broker's answer would run: the guest stops between messages, the cause is returned."""
+    link = local_link.bind("local://host-signal")
+    interrupt = KeyboardInterrupt("SIGTERM")
+    held = []
+    try:
+        failure = _hosting(
+            link, lambda m: m, lambda: held.append(local_link.SHIELD.hold(interrupt))
+        )
+        assert held == [True] and failure is interrupt and link.seen == [0.0, "stopped"]
+        assert not local_link.SHIELD.hold(interrupt)  # hosting over: raised at once again
+    finally:
+        local_link.unbind(link)
 
 
 def test_a_local_endpoint_is_bound_once_and_freed_by_close(tmp_path):

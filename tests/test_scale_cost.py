@@ -51,6 +51,16 @@ def test_timewarps_own_is_broker_simulator_and_runtime(tmp_path: Path) -> None:
     assert figures["rss_broker"] == 2
 
 
+def test_a_hosted_simulator_has_no_thread_of_its_own(tmp_path: Path) -> None:
+    """Since the embedded simulator runs in the driver's thread, its CPU is in the broker
+    rest; the figures still add up (not NaN)."""
+    run = _run(tmp_path, {"scheduler-0": 0.5})
+    run.thread_cpu_s = {"broker": {"python": 4.0}}
+    figures = scale_cost.split(run, pods=1000)
+    assert figures["sim"] == 0 and figures["broker_rest"] == pytest.approx(4.0)
+    assert figures["own"] == pytest.approx(4.5)
+
+
 def test_the_ratio_is_the_whole_run_over_the_unpatched_scheduler(tmp_path: Path) -> None:
     unpatched = _run(tmp_path, None)
     unpatched.cpu_s = {"broker": 7.0, "scheduler": 6.0}

@@ -22,6 +22,9 @@ from simulator.testing import write_platform, write_workload
 
 ROOT = Path(__file__).resolve().parent.parent
 POLLER = "python tests/programs/polling_scheduler.py --interval 5"
+# a clean-up that takes a while whatever else is fast (the embedded simulator stops at
+# once): the scheduler burns 1 s of CPU on the SIGTERM that ends the run
+SLOW_STOP = f"{POLLER} --stop-cpu 1"
 JOBS = [
     {"id": "1", "subtime": 0, "res": 1, "profile": "short"},
     {"id": "2", "subtime": 0, "res": 1, "profile": "short"},
@@ -53,7 +56,8 @@ def send(proc: subprocess.Popen, first: int, second: int, how: str) -> None:
     os.kill(proc.pid, first)
     if how == "group":  # what `timeout -s SIG` does: the child, then the whole group
         os.killpg(proc.pid, second)
-    else:  # a second Ctrl-C, a little later: during the clean-up
+    else:  # a second Ctrl-C, a little later: during the clean-up (which lasts: the
+        # scheduler spends SLOW_STOP's CPU on its SIGTERM)
         threading.Event().wait(0.2)
         os.kill(proc.pid, second)
 
@@ -75,7 +79,7 @@ def test_simulate_keeps_its_outputs_through_a_second_signal(
     out = tmp_path / "out"
     tmp, env = own_tmpdir(tmp_path, subprocess_env)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "timewarp", "simulate", "--no-plots", "--scheduler", POLLER,
+        [sys.executable, "-m", "timewarp", "simulate", "--no-plots", "--scheduler", SLOW_STOP,
          "-p", str(platform), "-w", str(workload), "-o", str(out)],
         cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip

@@ -27,6 +27,7 @@ from broker.cluster import kubelet_admission as admission
 from broker.drivers.engine import Broker
 from broker.facade import Facade
 from broker.processes.launcher import Launcher
+from simulator import local_link
 from simulator import protocol as p
 from simulator.engine import Simulator
 from simulator.inputs import make_sim, write_platform, write_workload
@@ -102,13 +103,27 @@ class InProcessRun:
         return self.sim
 
     def run_linked(
-        self, jobs: list[dict[str, Any]], profiles: dict[str, Any], message_log: TextIO
+        self,
+        jobs: list[dict[str, Any]],
+        profiles: dict[str, Any],
+        message_log: TextIO,
+        *,
+        hosted: bool = False,
     ) -> Simulator:
         """:meth:`run` as `timewarp simulate` runs it: the simulator's runner in a thread
         against :meth:`Broker.run` over the broker's endpoint (``inproc://``: JSON over
-        ZeroMQ; ``local://``: message objects), every message in ``message_log``."""
+        ZeroMQ; ``local://``: message objects), every message in ``message_log``;
+        ``hosted`` (``local://`` only): the runner in the broker's own thread instead."""
         sim = self._make_sim(jobs, profiles, True)
         failed: list[BaseException] = []
+        if hosted:
+            local_link.connect(self.broker.endpoint).guest = lambda: run_runner(
+                sim, self.broker.endpoint, message_log=message_log
+            )
+            result = self.broker.run()
+            if not result.ok:
+                raise RuntimeError(f"the hosted run failed: {result.reason}")
+            return sim
 
         def drive() -> None:
             try:

@@ -10,10 +10,12 @@ import signal
 import subprocess
 import threading
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 from commands.simulating.outputs import OUT_PREFIX
 from commands.threadname import name_os_thread
+from simulator import local_link
 
 SIGTERM_GRACE_S = 20.0  # time a stopped simulator gets to write partial outputs
 
@@ -69,7 +71,7 @@ class SimulatorSide:
         """A simulator that ends before the simulation did, with any code (real Batsim
         exits 0 after a SimGrid deadlock), fails the run at once with its own words."""
         code = self.sim_proc.wait()
-        if broker.ended or self._taking_down:
+        if broker.ended or self._taking_down or broker.stopped_simulator:
             return
         which = "real Batsim" if self.args.batsim else "the embedded simulator"
         log = self.out / "simulator.log"
@@ -119,6 +121,7 @@ class EmbeddedSimulator:
         self.stop = threading.Event()
         self.code: int | None = None
         self._done = threading.Event()
+        self._pending: Callable[[], None] | None = None  # hosted, not run yet
         self._log = open(log_path, "w", encoding="utf-8")  # noqa: SIM115 - closed by _finish
         sim = sim_cli.prepare(self.args, err=self._log)
         if isinstance(sim, int):
@@ -126,7 +129,6 @@ class EmbeddedSimulator:
             return
 
         def run() -> None:
-            name_os_thread()  # so /proc tells this thread's CPU from the broker's
             code = 1
             try:
                 code = sim_cli.drive(
@@ -138,7 +140,27 @@ class EmbeddedSimulator:
             finally:
                 self._finish(code)  # whatever happened, the run learns that this one ended
 
-        threading.Thread(target=run, name="timewarp-sim", daemon=True).start()
+        endpoint = self.args.socket_endpoint
+        if endpoint.startswith(local_link.SCHEME):
+            # hosted: the broker's thread runs it (simulator/local_link.py), or, if the
+            # broker never does, the one that stops it (wait, below)
+            self._pending = run
+            self._claim = threading.Lock()
+            local_link.connect(endpoint).guest = self._run_pending
+            return
+
+        def in_thread() -> None:
+            name_os_thread()  # so /proc tells this thread's CPU from the broker's
+            run()
+
+        threading.Thread(target=in_thread, name="timewarp-sim", daemon=True).start()
+
+    def _run_pending(self) -> None:
+        """The hosted run, once, in the calling thread (later calls do nothing)."""
+        with self._claim:
+            run, self._pending = self._pending, None
+        if run is not None:
+            run()
 
     def _finish(self, code: int) -> None:
         self.code = code
@@ -150,6 +172,10 @@ class EmbeddedSimulator:
             self._done.set()
 
     def wait(self, timeout: float | None = None) -> int:
+        if self._pending is not None and self.stop.is_set():
+            # hosted but never run by the broker (it failed first): stopped, it writes
+            # its outputs as a stopped thread would
+            self._run_pending()
         if not self._done.wait(timeout):
             raise subprocess.TimeoutExpired("timewarp sim", timeout or 0)
         assert self.code is not None

@@ -6,6 +6,7 @@ commonest first mistake."""
 
 import argparse
 import logging
+import signal
 import time
 
 from kubernetes import client, config
@@ -14,7 +15,22 @@ from kubernetes.utils import parse_quantity
 parser = argparse.ArgumentParser()
 parser.add_argument("--scheduler-name", default="default-scheduler")
 parser.add_argument("--interval", type=float, default=5.0)
+parser.add_argument(
+    "--stop-cpu",
+    type=float,
+    default=0.0,
+    help="on SIGTERM, spend this many seconds of CPU before exiting (a slow clean-up)",
+)
 args = parser.parse_args()
+if args.stop_cpu:
+
+    def stop(_signum, _frame):
+        end = time.process_time() + args.stop_cpu  # CPU time: real, even under timewarp
+        while time.process_time() < end:
+            pass
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)
 config.load_kube_config()
 v1 = client.CoreV1Api()
 logging.basicConfig(level=logging.INFO, format="%(message)s")
