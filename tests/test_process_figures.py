@@ -7,6 +7,7 @@ import json
 import pstats
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -138,6 +139,36 @@ def test_the_runtime_time_counts_nested_hooks_once():
     outer()
     spent = selftime.figures(None)["runtime_cpu_ns"] - before
     assert 20_000_000 <= spent < 40_000_000  # once, not twice
+
+
+def test_the_runtime_time_of_threads_that_ended_still_counts():
+    # each thread keeps its own count (no lock per hook): the figures add them all up
+    before = selftime.figures(None)["runtime_cpu_ns"]
+
+    @selftime.timed
+    def hook():
+        end = time.thread_time_ns() + 20_000_000
+        while time.thread_time_ns() < end:
+            pass
+
+    threads = [threading.Thread(target=hook) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert selftime.figures(None)["runtime_cpu_ns"] - before >= 40_000_000
+
+
+def test_a_thread_that_ended_leaves_no_cell_behind():
+    # a thread per connection must not grow the cells: its count folds into the ended total
+    hook = selftime.timed(lambda: None)
+    hook()  # (this thread's own cell, made once)
+    cells = len(selftime._cells)
+    for _ in range(20):
+        t = threading.Thread(target=hook)
+        t.start()
+        t.join()
+    assert len(selftime._cells) == cells
 
 
 def test_the_figures_messages_round_trip():

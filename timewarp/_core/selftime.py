@@ -31,25 +31,59 @@ from timewarp.wire.clockproto import ENV_PROFILE_DIR
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 _local = threading.local()
-_spent_ns = [0]  # runtime CPU of program threads (a list: one mutable cell)
-_spent_lock = _thread.allocate_lock()  # the real one, whatever the drop-ins do
+# Runtime CPU of program threads: one cell [spent_ns, inside] per live thread that entered
+# a hook, written by that thread only (no lock per hook: a hook runs at every hand-off);
+# figures() sums them under the lock. When a thread ends, its thread-local data goes and
+# its _Owner folds the cell into _ended: a program that starts a thread per connection
+# keeps one cell per live thread, not one per thread it ever ran.
+_cells: dict[int, list[int]] = {}  # id(cell) -> cell
+_ended = [0]  # spent_ns of the threads that ended
+_cells_lock = _thread.allocate_lock()  # the real one, whatever the drop-ins do
+_thread_time_ns = _time.thread_time_ns
+
+
+class _Owner:
+    """Held in a thread's local data only: freed when that thread ends (CPython clears a
+    thread's locals at its exit, in that thread, which then holds no lock of ours)."""
+
+    __slots__ = ("cell",)
+
+    def __init__(self, cell: list[int]) -> None:
+        self.cell = cell
+
+    def __del__(self, _lock: Any = _cells_lock, _cells: Any = _cells, _ended: Any = _ended) -> None:
+        # (defaults: module globals may be gone when the main thread's locals go at exit)
+        with _lock:
+            _ended[0] += self.cell[0]
+            _cells.pop(id(self.cell), None)
+
+
+def _new_cell() -> list[int]:
+    cell = [0, 0]
+    with _cells_lock:
+        _cells[id(cell)] = cell
+    _local.owner = _Owner(cell)
+    _local.cell = cell
+    return cell
 
 
 def timed(fn: _F) -> _F:
     """Count the thread CPU time of ``fn`` as the runtime's (outermost call only)."""
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if getattr(_local, "inside", False):
+        try:
+            cell = _local.cell
+        except AttributeError:
+            cell = _new_cell()
+        if cell[1]:
             return fn(*args, **kwargs)
-        _local.inside = True
-        start = _time.thread_time_ns()
+        cell[1] = 1
+        start = _thread_time_ns()
         try:
             return fn(*args, **kwargs)
         finally:
-            spent = _time.thread_time_ns() - start
-            _local.inside = False
-            with _spent_lock:
-                _spent_ns[0] += spent
+            cell[0] += _thread_time_ns() - start
+            cell[1] = 0
 
     wrapper.__name__ = fn.__name__
     wrapper.__doc__ = fn.__doc__
@@ -70,8 +104,8 @@ def thread_cpu_ns(ident: int | None) -> int:
 def figures(clock_thread: int | None) -> dict[str, int]:
     """``runtime_cpu_ns`` (hooks + the clock thread) and ``process_cpu_ns`` (the whole
     process, user + system), read now."""
-    with _spent_lock:
-        hooks = _spent_ns[0]
+    with _cells_lock:
+        hooks = _ended[0] + sum(cell[0] for cell in _cells.values())
     return {
         "runtime_cpu_ns": hooks + thread_cpu_ns(clock_thread),
         "process_cpu_ns": _time.process_time_ns(),
