@@ -52,7 +52,7 @@ def _world(nodes: int) -> tuple[Facade, Cluster, str]:
         )),
         facade.store.types,
     )  # fmt: skip
-    facade.store.add_listener(log.on_commit)
+    facade.store.add_listener(log.on_commit, skip=("events",))
     cluster = Cluster(facade, clock.now_ns)
     hosts = [{"id": i, "name": f"node-{i}", "properties": {"core": "4"}} for i in range(nodes)]
     cluster.begin(simulation_begins(hosts, PROFILE))

@@ -53,7 +53,7 @@ class KubeletModel:
         # the kubelet owns pods' status: it reads a malformed one (a client's status
         # write) as absent, and rewrites it decoded (broker/controllers/typed.py)
         self.store = TypedStore(state.facade.store, ("pods",))
-        state.facade.store.add_listener(self._on_commit)
+        state.facade.store.add_listener(self._on_commit, ("nodes",))
         self.timeline = pod_lifecycle.Timeline(state.facade.clock)
         self.steps = pod_lifecycle.Kubelet(self)
 

@@ -130,7 +130,7 @@ class TrafficDriver:
         if self._started or not self.services:
             return
         self._started = True
-        self.store.add_listener(self._on_change)
+        self.store.add_listener(self._on_change, ("pods", "deployments.apps"))
         for service in self.services:
             spec = service.spec
             self.store.create("deployments.apps", spec.deployment, namespace=spec.namespace)

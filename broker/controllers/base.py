@@ -77,6 +77,8 @@ class KeyedController(Generic[S]):
     for the entries it appends to ``_garbage``."""
 
     watches: tuple[str, ...] = ()
+    # the kinds ``_on_change`` acts on (None: every kind); the store calls it for no other
+    listens: tuple[str, ...] | None = None
     owns: tuple[str, ...] = ()  # the kinds whose objects it rewrites (decoded first)
     state_type: type[S]
 
@@ -98,7 +100,7 @@ class KeyedController(Generic[S]):
         if self._started:
             return
         self._started = True
-        self.store.add_listener(self._on_change)
+        self.store.add_listener(self._on_change, self.listens)
         for key in self.watches:
             for obj in self.store.list(key)[0]:
                 self._on_change(key, "ADDED", obj)

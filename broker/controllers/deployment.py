@@ -259,6 +259,7 @@ class DeploymentController(KeyedController[ControllerState]):
     the deleted Deployments: (namespace, uid)."""
 
     watches = (DEPLOY_KEY, RS_KEY)
+    listens = (DEPLOY_KEY, RS_KEY, "pods")
     owns = (DEPLOY_KEY, RS_KEY)
     state_type = ControllerState
 

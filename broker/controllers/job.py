@@ -110,6 +110,7 @@ class JobController(KeyedController[_JobState]):
     """batch/v1 Jobs (see the module docstring); started at SIMULATION_BEGINS."""
 
     watches = ("jobs.batch",)
+    listens = ("jobs.batch", "pods")
     owns = ("jobs.batch",)
     state_type = _JobState
 

@@ -65,6 +65,7 @@ class PodGCController(KeyedController[ControllerState]):
     it something to collect."""
 
     watches = ("nodes", "pods")
+    listens = watches
     owns = ("pods",)  # it writes a pod's status (phase Failed) before deleting it
     state_type = ControllerState
 

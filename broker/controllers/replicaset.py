@@ -84,6 +84,7 @@ class ReplicaSetController(KeyedController[_State]):
     the deleted ReplicaSets: (namespace, uid, the pods it controlled)."""
 
     watches = (RS_KEY, "pods")
+    listens = watches
     owns = (RS_KEY,)
     state_type = _State
 

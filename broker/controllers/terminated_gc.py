@@ -69,6 +69,7 @@ class TerminatedPodGC(KeyedController[ControllerState]):
     cluster sets the run's ``--terminated-pod-gc-threshold``); <= 0 turns it off."""
 
     owns = ()
+    listens = ("pods",)
     state_type = ControllerState
 
     def __init__(self, store: Store, clock: Any, pods: PodOps) -> None:

@@ -14,7 +14,7 @@ reads from the store, and to the objects of its own kinds it rewrites.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -319,8 +319,12 @@ class TypedStore:
     def replace(self, key: str, obj: Obj, **kw: Any) -> Obj:
         return typed(key, self.raw.replace(key, obj, **kw))
 
-    def add_listener(self, fn: Callable[[str, str, Obj], None]) -> None:
-        self.raw.add_listener(lambda key, event, obj: fn(key, event, _typed_commit(key, obj)))
+    def add_listener(
+        self, fn: Callable[[str, str, Obj], None], kinds: Iterable[str] | None = None
+    ) -> None:
+        self.raw.add_listener(
+            lambda key, event, obj: fn(key, event, _typed_commit(key, obj)), kinds
+        )
 
 
 # the latest committed object and its decode: the store calls its listeners one after the

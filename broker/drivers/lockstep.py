@@ -75,7 +75,7 @@ class LockstepBroker(Broker):
         self.startup_timeout_s = 120.0
         self._driven_ns = self.clock.now_ns
         self.windows_with_decision = 0
-        self.facade.store.add_listener(self._on_store_change)
+        self.facade.store.add_listener(self._on_store_change, ("pods",))
 
     def _on_store_change(self, key: str, _event: str, _obj: object) -> None:
         if key == "pods":  # a binding or deletion committed: the window may close

@@ -18,7 +18,7 @@ Invariants:
 - API writes (create, replace, patch) are admitted as the API server admits them
   (the type's strategy, ``rt.strategy`` (``kinds/``): decode, default, validate: 400
   and 422 with its messages). Nothing here tests which kind it holds.
-- A commit reaches every watcher and every listener, whatever one of them raises.
+- A commit reaches every watcher and every listener of its kind, whatever one of them raises.
 """
 
 from __future__ import annotations
@@ -412,11 +412,15 @@ class Store:
         # dicts as ordered sets: events fan out to watchers in the order they started.
         self._watchers: dict[str, dict[Watcher, None]] = defaultdict(dict)
         self._sorted: dict[str, list[tuple[str, str]] | None] = defaultdict(lambda: None)
-        self._listeners: list[Listener] = []
+        # registration order, with the kinds each wants (None: every kind) and the kinds
+        # it skips; a commit calls only its kind's listeners, in that order (_dispatch
+        # caches the list per kind, rebuilt when a listener is added)
+        self._listeners: list[tuple[Listener, frozenset[str] | None, frozenset[str]]] = []
+        self._dispatch: dict[str, tuple[Listener, ...]] = {}
         # the types this store serves: the process's, and the custom resources of its
         # own CustomResourceDefinitions (crds.py), seen by no other store
         self.types = Registry(GLOBAL)
-        self.add_listener(crds.Definitions(self).on_commit)
+        self.add_listener(crds.Definitions(self).on_commit, (crds.CRD_KEY,))
         for ns in namespaces:
             self.create("namespaces", {"metadata": {"name": ns}})
 
@@ -534,11 +538,29 @@ class Store:
 
     # --- writes --------------------------------------------------------------------
 
-    def add_listener(self, fn: Listener) -> None:
-        """Call ``fn(key, event_type, obj)`` after every commit, with the store lock held:
-        it must be quick and must not wait for other threads that use the store."""
+    def add_listener(
+        self, fn: Listener, kinds: Iterable[str] | None = None, *, skip: Iterable[str] = ()
+    ) -> None:
+        """Call ``fn(key, event_type, obj)`` after every commit of one of ``kinds`` (resource
+        keys such as ``"pods"``; None: every kind) that is not in ``skip``, with the store
+        lock held: it must be quick and must not wait for other threads that use the
+        store. Listeners are called in the order they were added."""
+        wanted = None if kinds is None else frozenset(kinds)
         with self._lock:
-            self._listeners.append(fn)
+            self._listeners.append((fn, wanted, frozenset(skip)))
+            self._dispatch = {}
+
+    def _listeners_for(self, key: str) -> tuple[Listener, ...]:
+        """Caller holds the lock. The listeners a commit of ``key`` calls, in order."""
+        found = self._dispatch.get(key)
+        if found is None:
+            found = tuple(
+                fn
+                for fn, wanted, skip in self._listeners
+                if (wanted is None or key in wanted) and key not in skip
+            )
+            self._dispatch[key] = found
+        return found
 
     def priorities(self) -> dict[str, int]:
         """PriorityClass name -> value, the built-in classes included (what admission
@@ -1048,7 +1070,7 @@ class Store:
             self._history_total[key] -= sizes.popleft()
 
     def _fan_out(self, rt: ResourceType, type_: str, obj: Obj, event: StoredEvent) -> None:
-        """Every watcher and every listener hears of the commit, whatever one of them
+        """Every watcher and every listener of the kind hears of the commit, whatever one of them
         raises: a watcher that fails is ended (its client re-lists, as after any end);
         the first listener failure is raised once all have been called."""
         gone: list[Watcher] = []
@@ -1066,7 +1088,7 @@ class Store:
             self._watchers[rt.key].pop(watcher, None)
             watcher.end()
         failure: BaseException | None = None
-        for listener in self._listeners:
+        for listener in self._listeners_for(rt.key):
             try:
                 listener(rt.key, type_, obj)
             except Exception as exc:

@@ -282,7 +282,7 @@ class Simulation(SimulatorSide, Reporting):
         self.decisions = DecisionLog(
             lambda: clock.now_ns() / 1e9, clock.wall_epoch_ns(), job_id_of, facade.store.types
         )
-        facade.store.add_listener(self.decisions.on_commit)
+        facade.store.add_listener(self.decisions.on_commit, skip=("events",))
 
     def _watch_progress(self, parts: Wiring, progress: ProgressView) -> None:
         """After each Batsim message: the progress bar, the no-progress report and
