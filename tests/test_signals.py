@@ -22,9 +22,6 @@ from simulator.testing import write_platform, write_workload
 
 ROOT = Path(__file__).resolve().parent.parent
 POLLER = "python tests/programs/polling_scheduler.py --interval 5"
-# a clean-up that takes a while whatever else is fast (the embedded simulator stops at
-# once): the scheduler burns 1 s of CPU on the SIGTERM that ends the run
-SLOW_STOP = f"{POLLER} --stop-cpu 1"
 JOBS = [
     {"id": "1", "subtime": 0, "res": 1, "profile": "short"},
     {"id": "2", "subtime": 0, "res": 1, "profile": "short"},
@@ -52,14 +49,24 @@ def own_tmpdir(tmp_path: Path, env: dict) -> tuple[Path, dict]:
     return tmp, {**env, "TMPDIR": str(tmp)}
 
 
-def send(proc: subprocess.Popen, first: int, second: int, how: str) -> None:
+def send(
+    proc: subprocess.Popen, first: int, second: int, how: str, gate: Path | None = None
+) -> None:
+    """The first signal, then the second: at once to the whole group (what `timeout -s
+    SIG` does), or to the child alone once the clean-up is known to be under way — the
+    scheduler started with ``--stop-gate gate`` made ``gate.stopping`` on the SIGTERM that
+    ends the run and holds the clean-up until ``gate`` exists, whatever the machine's
+    speed."""
     os.kill(proc.pid, first)
-    if how == "group":  # what `timeout -s SIG` does: the child, then the whole group
+    if how == "group":
         os.killpg(proc.pid, second)
-    else:  # a second Ctrl-C, a little later: during the clean-up (which lasts: the
-        # scheduler spends SLOW_STOP's CPU on its SIGTERM)
-        threading.Event().wait(0.2)
+    else:
+        assert gate is not None, "a second signal during the clean-up needs a gate"
+        stopping = gate.with_name(gate.name + ".stopping")
+        wait_for(stopping.exists, "the scheduler's clean-up to begin", timeout=60)
         os.kill(proc.pid, second)
+    if gate is not None:
+        gate.touch()
 
 
 @pytest.mark.parametrize(
@@ -78,15 +85,17 @@ def test_simulate_keeps_its_outputs_through_a_second_signal(
     workload = write_workload(tmp_path / "w.json", JOBS, PROFILES)
     out = tmp_path / "out"
     tmp, env = own_tmpdir(tmp_path, subprocess_env)
+    gate = tmp_path / "gate"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "timewarp", "simulate", "--no-plots", "--scheduler", SLOW_STOP,
+        [sys.executable, "-m", "timewarp", "simulate", "--no-plots", "--scheduler",
+         f"{POLLER} --stop-gate {gate}",
          "-p", str(platform), "-w", str(workload), "-o", str(out)],
         cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
     try:
         log = out / "scheduler-0.log"  # cycle 6 at t=25 s: jobs 1 and 2 ended at 15 s
         wait_for(lambda: log.exists() and "cycle 6:" in log.read_text(), "the 6th cycle")
-        send(proc, first, second, how)
+        send(proc, first, second, how, gate)
         _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
