@@ -120,6 +120,8 @@ def _share(new: Any, old: Any) -> Any:
     each part equal to ``old``'s is ``old``'s own (stored objects are never changed, so
     versions may share them), every other part canonical (a private copy of JSON values,
     strings interned). Equal as :meth:`Store.update` counts it (:func:`same_json`)."""
+    if new is old:  # a stored part the edit left in place (Store.update_status): no walk
+        return old
     if type(new) is dict and type(old) is dict:
         return old if new == old and same_json(new, old) else _share_items(new, old)
     if type(new) is list and type(old) is list and len(new) == len(old):
@@ -174,6 +176,8 @@ def _clone(value: Any) -> Any:
 
 
 _NESTED = (dict, list)
+# what Store.update_status copies for its mutate to edit; the rest is shared as stored
+_OWN_PARTS = frozenset(("metadata", "status"))
 
 
 def _thaw(obj: Obj) -> Obj:
@@ -850,19 +854,50 @@ class Store:
             current = entry.obj
             new = _clone(current)
             mutate(new)
-            if _key_of(new) != _key_of(current):
-                raise ValueError(
-                    f"update() may not rename {rt.key} {_key_of(current)} to {_key_of(new)}"
-                )
-            new["metadata"]["uid"] = current["metadata"]["uid"]
-            new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-            if new != current:
-                try:
-                    new = _stored_edit(new, current)
-                except TypeError as exc:
-                    raise errors.bad_request(f"{rt.kind} is not JSON-serialisable: {exc}") from None
-                entry = self._commit(rt, "MODIFIED", new, current)
-            return entry.thaw() if copy else None
+            return self._edited_locked(rt, entry, new, copy)
+
+    def update_status(
+        self,
+        key: str,
+        namespace: str | None,
+        name: str,
+        mutate: Callable[[Obj], Any],
+        *,
+        copy: bool = True,
+    ) -> Obj | None:
+        """:meth:`update` for a broker-side write of an object's ``status`` and
+        ``metadata`` only (the kubelet's status writes, a job's completion): ``mutate``
+        gets an object whose ``metadata`` and ``status`` are copies it may edit and whose
+        other parts (``spec``…) are the stored ones, shared: it must not change them
+        (stored objects are never changed). What is stored, its resourceVersion, its
+        watch frames and the listeners' calls are :meth:`update`'s with the same
+        ``mutate`` (tests/test_store_status.py); the parts left alone are neither copied
+        nor walked again (a spec replaced as a whole is re-shared as update does)."""
+        rt = self.types.resource_type(key)
+        with self._lock:
+            entry = self._entry(key, namespace, name)
+            current = entry.obj
+            new = {k: _clone(v) if k in _OWN_PARTS else v for k, v in current.items()}
+            mutate(new)
+            return self._edited_locked(rt, entry, new, copy)
+
+    def _edited_locked(self, rt: ResourceType, entry: _Held, new: Obj, copy: bool) -> Obj | None:
+        """Caller holds the lock. Commit ``new``, the broker's edit of ``entry``'s object
+        (unless it changed nothing), its unchanged parts shared with the stored ones."""
+        current = entry.obj
+        if _key_of(new) != _key_of(current):
+            raise ValueError(
+                f"update() may not rename {rt.key} {_key_of(current)} to {_key_of(new)}"
+            )
+        new["metadata"]["uid"] = current["metadata"]["uid"]
+        new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        if new != current:
+            try:
+                new = _stored_edit(new, current)
+            except TypeError as exc:
+                raise errors.bad_request(f"{rt.kind} is not JSON-serialisable: {exc}") from None
+            entry = self._commit(rt, "MODIFIED", new, current)
+        return entry.thaw() if copy else None
 
     def bind(
         self,
@@ -896,7 +931,9 @@ class Store:
                 raise errors.conflict(
                     "pods", name, "pod is being deleted, cannot be assigned to a host"
                 )
-            new = _clone(current)
+            # the spec's top level its own (nodeName is set), the rest of it shared
+            new = {k: _clone(v) if k in _OWN_PARTS else v for k, v in current.items()}
+            new["spec"] = dict(current["spec"])
             new["spec"]["nodeName"] = node_name
             status = new.setdefault("status", {})
             conditions = [
