@@ -145,7 +145,7 @@ class Cluster(ClusterState):
         self.pods[(namespace, name)] = jp
         self.open_jobs += 1
         self.stats.jobs_submitted += 1
-        self.facade.store.create("pods", pod, namespace=namespace, copy=False)
+        self.facade.store.create("pods", pod, namespace=namespace, copy=False, built=True)
 
     def complete(self, data: p.JobCompleted) -> None:
         """JOB_COMPLETED: the pod's containers terminated (Succeeded, or Failed with the
