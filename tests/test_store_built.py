@@ -149,3 +149,15 @@ def test_a_shape_is_admitted_once_and_its_parts_shared(monkeypatch):
     store.create(PRIORITY_CLASSES, {"metadata": {"name": "x"}, "value": 1})
     store.create("pods", _pod_for_job("w!9", "p9", {"id": "w!9"}, {"cpu": "1"}), built=True)
     assert calls == ["p0", "p9"]
+
+
+def test_shapes_that_do_not_repeat_are_looked_up_now_and_then_only():
+    store = Store(ManualClock())
+    for i in range(200):  # each pod its own requests: its own shape
+        pod = _pod_for_job(f"w!{i}", f"p{i}", {"id": f"w!{i}", "cpu": f"{i + 1}m"}, {})
+        store.create("pods", pod, copy=False, built=True)
+    remembered = len(store._shapes)
+    assert remembered < 20  # the first ones, then one in SHAPE_PROBE
+    for i in range(200, 400):  # one shape again: found at a probe, then every time
+        store.create("pods", _pod_for_job(f"w!{i}", f"p{i}", {"id": f"w!{i}"}, {}), built=True)
+    assert store._shape_rate > 0.9 and len(store._shapes) <= remembered + 1

@@ -53,6 +53,11 @@ HISTORY_BYTES = 64 * 1024 * 1024
 # Store.create(built=True): the admitted shapes kept, and the kinds whose writes change
 # what a create's admission reads of the store (kinds.Context: PriorityClasses, CRDs)
 SHAPES_KEPT = 64
+# below this share of shapes found (a moving average), the shapes of a workload rarely
+# repeat (each job its own requests): a miss costs the shape's encoding, so only every
+# SHAPE_PROBE-th built create looks, until they repeat again
+SHAPE_RATE_FLOOR = 0.25
+SHAPE_PROBE = 32
 _CONTEXT_KINDS = frozenset(("priorityclasses.scheduling.k8s.io", crds.CRD_KEY))
 _log = logging.getLogger(__name__)
 
@@ -412,6 +417,7 @@ class Store:
         # (key, shape) -> admitted parts of a broker-built object (create(built=True)),
         # forgotten when what admission reads of the store changes (_CONTEXT_KINDS)
         self._shapes: dict[tuple[str, bytes], Obj] = {}
+        self._shape_rate, self._built = 1.0, 0  # share of shapes found; built creates
         self._rv = 0
         # per stored type (its key), made when first used: a type registered at run time
         # (resources.register) is stored as the built-in ones
@@ -665,11 +671,16 @@ class Store:
         meta = obj.get("metadata") if type(obj) is dict else None
         if type(meta) is not dict or not meta.get("name"):
             return None, None
+        self._built += 1
+        if self._shape_rate < SHAPE_RATE_FLOOR and self._built % SHAPE_PROBE:
+            return None, None  # shapes seldom repeat now: no encoding to look one up
         try:  # the metadata's place among the keys is part of the shape
             shape = _dumps({k: None if k == "metadata" else v for k, v in obj.items()})
         except TypeError:
             return None, None
-        if (rt.key, shape) not in self._shapes:
+        known = (rt.key, shape) in self._shapes
+        self._shape_rate += (known - self._shape_rate) / 8
+        if not known:
             return shape, None
         try:
             own = {"metadata": canonical(meta)}
