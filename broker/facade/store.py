@@ -636,7 +636,7 @@ class Store:
             obj = self._new_object(rt, obj, trusted=aside)
         with self._lock:
             if own is not None:
-                parts = self._shapes.get((rt.key, shape))  # type: ignore[arg-type]
+                parts = self._shapes.get((rt.key, shape))
                 if parts is None:  # forgotten meanwhile: the admission context changed
                     own, obj = None, self._new_object(rt, obj)
                 else:
