@@ -145,7 +145,7 @@ class Cluster(ClusterState):
         self.pods[(namespace, name)] = jp
         self.open_jobs += 1
         self.stats.jobs_submitted += 1
-        self.facade.store.create("pods", pod, namespace=namespace, copy=False)
+        self.facade.store.create("pods", pod, namespace=namespace, copy=False, built=True)
 
     def complete(self, data: p.JobCompleted) -> None:
         """JOB_COMPLETED: the pod's containers terminated (Succeeded, or Failed with the
@@ -175,7 +175,7 @@ class Cluster(ClusterState):
             _completed_status(pod, data, now)
 
         try:
-            pods.update("pods", jp.namespace, jp.name, finish, copy=False)
+            pods.update_status("pods", jp.namespace, jp.name, finish, copy=False)
         except ApiError as exc:
             # the pod is gone (deleted meanwhile): nothing to finish. No read before the
             # write (a copy of the whole pod and its decode, once per pod) to learn it.

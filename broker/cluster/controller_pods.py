@@ -44,7 +44,9 @@ class ControllerPods:
                 meta.setdefault("annotations", {})[JOB_ID_ANNOTATION] = job_id
 
         namespace = pod["metadata"]["namespace"]
-        created = self.state.facade.store.create("pods", pod, namespace=namespace, prepare=annotate)
+        created = self.state.facade.store.create(
+            "pods", pod, namespace=namespace, prepare=annotate, built=True
+        )
         self.dynamic.adopt(created)
         return created
 

@@ -66,7 +66,7 @@ class DynamicJobs:
             def annotate(obj: dict[str, Any]) -> None:
                 obj["metadata"].setdefault("annotations", {})[JOB_ID_ANNOTATION] = job_id
 
-            state.facade.store.update("pods", namespace, name, annotate, copy=False)
+            state.facade.store.update_status("pods", namespace, name, annotate, copy=False)
         return jp
 
     def _register_api_pod(self, jp: JobPod, pod: dict[str, Any], duration: float) -> str:

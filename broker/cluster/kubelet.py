@@ -155,7 +155,7 @@ class KubeletModel:
                 obj["metadata"].setdefault("annotations", {})[JOB_ID_ANNOTATION] = job_id
             status(obj)
 
-        self.store.update("pods", namespace, pod_name, running, copy=False)
+        self.store.update_status("pods", namespace, pod_name, running, copy=False)
         self._track_running(namespace, pod_name, jp, node)
         self._service_ended(namespace, pod_name)
 
@@ -170,7 +170,7 @@ class KubeletModel:
         self.state.retire(jp)
         store = self.store
         stamp = store.timestamp()
-        store.update(
+        store.update_status(
             "pods",
             namespace,
             pod_name,
@@ -207,7 +207,7 @@ class KubeletModel:
             status["startTime"] = now
             return obj
 
-        self.store.update("pods", meta["namespace"], meta["name"], refuse, copy=False)
+        self.store.update_status("pods", meta["namespace"], meta["name"], refuse, copy=False)
         k8s_events.emit(
             state.facade.store,
             pod,

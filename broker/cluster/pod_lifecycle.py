@@ -413,7 +413,7 @@ class Kubelet:
             return False
         jp.state, jp.node, jp.plan = "starting", node.name, plan
         stamp = self.store.timestamp()
-        self.store.update(
+        self.store.update_status(
             "pods",
             meta["namespace"],
             meta["name"],
@@ -474,11 +474,13 @@ class Kubelet:
                 lambda obj: started_status(obj, node.ip, stamp, ready, started, jp.ip),
             )
         elif step == "started" and jp.state == "running" and not podutil.is_terminating(pod):
-            self.store.update(
+            self.store.update_status(
                 "pods", namespace, name, lambda o: ready_status(o, stamp, ready=False), copy=False
             )
         elif step == "ready" and jp.state == "running" and not podutil.is_terminating(pod):
-            self.store.update("pods", namespace, name, lambda o: ready_status(o, stamp), copy=False)
+            self.store.update_status(
+                "pods", namespace, name, lambda o: ready_status(o, stamp), copy=False
+            )
 
     # --- termination
     def mark_terminating(self, namespace: str, name: str, grace: int | None) -> Obj | None:
@@ -503,7 +505,7 @@ class Kubelet:
             obj["metadata"]["deletionTimestamp"] = stamp
             obj["metadata"]["deletionGracePeriodSeconds"] = seconds
 
-        return self.store.update("pods", namespace, name, mark)
+        return self.store.update_status("pods", namespace, name, mark)
 
     def terminate(self, namespace: str, name: str) -> None:
         """The kubelet's part: stop the containers of a pod marked Terminating — at once
@@ -531,7 +533,7 @@ class Kubelet:
     def exit(self, namespace: str, name: str, pod: Obj, *, killed: bool) -> None:
         """The containers stopped: the terminated status, then the pod is removed."""
         stamp = self.store.timestamp()
-        self.store.update(
+        self.store.update_status(
             "pods", namespace, name, lambda o: exited_status(o, stamp, killed), copy=False
         )
         self.store.delete("pods", namespace, name)

@@ -183,7 +183,7 @@ class PodGCController(KeyedController[ControllerState]):
                 if condition is not None:
                     set_condition(obj, "DisruptionTarget", "True", stamp, *condition)
 
-            self.store.update("pods", namespace, name, failed, copy=False)
+            self.store.update_status("pods", namespace, name, failed, copy=False)
         self.pods.delete_controlled_pod(namespace, name)
         return True
 

@@ -305,15 +305,33 @@ class TypedStore:
     def update(
         self, key: str, namespace: str | None, name: str, mutate: Callable[[Obj], Any], **kw: Any
     ) -> Obj | None:
+        return self._update(self.raw.update, key, namespace, name, mutate, kw)
+
+    def update_status(
+        self, key: str, namespace: str | None, name: str, mutate: Callable[[Obj], Any], **kw: Any
+    ) -> Obj | None:
+        """:meth:`Store.update_status` (``mutate`` edits status and metadata only), as
+        :meth:`update` decodes."""
+        return self._update(self.raw.update_status, key, namespace, name, mutate, kw)
+
+    def _update(
+        self,
+        write: Callable[..., Obj | None],
+        key: str,
+        namespace: str | None,
+        name: str,
+        mutate: Callable[[Obj], Any],
+        kw: dict[str, Any],
+    ) -> Obj | None:
         if key in self.owns:
 
             def decoded_then(obj: Obj) -> Any:
                 decode_in_place(key, obj)
                 return mutate(obj)
 
-            after = self.raw.update(key, namespace, name, decoded_then, **kw)
+            after = write(key, namespace, name, decoded_then, **kw)
         else:
-            after = self.raw.update(key, namespace, name, mutate, **kw)
+            after = write(key, namespace, name, mutate, **kw)
         return None if after is None else typed(key, after)
 
     def replace(self, key: str, obj: Obj, **kw: Any) -> Obj:

@@ -50,6 +50,15 @@ DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease"
 # etcd's own limit is below it), and the most bytes of watch history kept per type.
 MAX_OBJECT_BYTES = 3 * 1024 * 1024
 HISTORY_BYTES = 64 * 1024 * 1024
+# Store.create(built=True): the admitted shapes kept, and the kinds whose writes change
+# what a create's admission reads of the store (kinds.Context: PriorityClasses, CRDs)
+SHAPES_KEPT = 64
+# below this share of shapes found (a moving average), the shapes of a workload rarely
+# repeat (each job its own requests): a miss costs the shape's encoding, so only every
+# SHAPE_PROBE-th built create looks, until they repeat again
+SHAPE_RATE_FLOOR = 0.25
+SHAPE_PROBE = 32
+_CONTEXT_KINDS = frozenset(("priorityclasses.scheduling.k8s.io", crds.CRD_KEY))
 _log = logging.getLogger(__name__)
 
 
@@ -120,6 +129,8 @@ def _share(new: Any, old: Any) -> Any:
     each part equal to ``old``'s is ``old``'s own (stored objects are never changed, so
     versions may share them), every other part canonical (a private copy of JSON values,
     strings interned). Equal as :meth:`Store.update` counts it (:func:`same_json`)."""
+    if new is old:  # a stored part the edit left in place (Store.update_status): no walk
+        return old
     if type(new) is dict and type(old) is dict:
         return old if new == old and same_json(new, old) else _share_items(new, old)
     if type(new) is list and type(old) is list and len(new) == len(old):
@@ -174,6 +185,8 @@ def _clone(value: Any) -> Any:
 
 
 _NESTED = (dict, list)
+# what Store.update_status copies for its mutate to edit; the rest is shared as stored
+_OWN_PARTS = frozenset(("metadata", "status"))
 
 
 def _thaw(obj: Obj) -> Obj:
@@ -401,6 +414,10 @@ class Store:
         # own, so that they change no other object's uid or generated name
         self._aside_rng = random.Random(f"aside-{seed}")
         self._expiry = Expiry()  # Events' time to live (Strategy.ttl_s)
+        # (key, shape) -> admitted parts of a broker-built object (create(built=True)),
+        # forgotten when what admission reads of the store changes (_CONTEXT_KINDS)
+        self._shapes: dict[tuple[str, bytes], Obj] = {}
+        self._shape_rate, self._built = 1.0, 0  # share of shapes found; built creates
         self._rv = 0
         # per stored type (its key), made when first used: a type registered at run time
         # (resources.register) is stored as the built-in ones
@@ -585,6 +602,7 @@ class Store:
         copy: bool = True,
         aside: bool = False,
         trusted: bool = False,
+        built: bool = False,
     ) -> Obj | None:
         """Admit and store a new object; returns a copy as stored (None with ``copy=False``:
         the broker's own writes mostly do not look, and the copy is a decode).
@@ -595,6 +613,13 @@ class Store:
         (its Events: ``broker/controllers/events.py``), handed over as it is and stored
         without the decoding, defaulting and validation a client's body gets — the stored
         bytes are the admitted ones (tests/test_store_trusted.py compares both paths).
+        ``built``: an object the broker built of JSON types, its keys strings (the pod of
+        a workload's job, of a controller), of a kind that ``admits_by_shape``: admitted
+        once per shape. When its parts but the metadata encode as those of one admitted
+        before (with the same PriorityClasses and CRDs), they are that one's admitted
+        parts, shared, and only its metadata is decoded and validated; anything else
+        goes the client's way. The stored bytes and every failure are the client path's
+        (tests/test_store_built.py); ``prepare`` may then edit the metadata only.
 
         ``namespace`` (if given) must agree with ``metadata.namespace``. A missing
         namespace is created when ``create_namespace`` (the broker's convenience), else
@@ -602,12 +627,21 @@ class Store:
         the commit, under the store lock (the facade's ``on_create`` hook).
         """
         rt = self.types.resource_type(key)
+        shape = own = None  # a broker-built object's shape, its metadata decoded
         if trusted:  # the broker's own: decoding, defaults and validation change nothing
             obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
-        else:
+        elif built and rt.strategy.admits_by_shape:
+            shape, own = self._shaped(rt, obj)
+        if own is None and not trusted:
             obj = self._new_object(rt, obj, trusted=aside)
-        meta = obj["metadata"]
         with self._lock:
+            if own is not None:
+                parts = self._shapes.get((rt.key, shape))
+                if parts is None:  # forgotten meanwhile: the admission context changed
+                    own, obj = None, self._new_object(rt, obj)
+                else:
+                    obj = {k: own if k == "metadata" else v for k, v in parts.items()}
+            meta = obj["metadata"]
             self._expire_locked()
             self._place_locked(rt, meta, namespace, create_namespace)
             self._name_locked(rt, obj)
@@ -615,14 +649,53 @@ class Store:
             meta["creationTimestamp"] = self.timestamp()
             for field in ("deletionTimestamp", "selfLink"):
                 meta.pop(field, None)
-            if not trusted:
+            if own is not None:  # the rest of it is admitted: its metadata's own validation
+                rt.strategy.raise_invalid(rt, obj, rt.strategy.validate_metadata(rt, obj))
+            elif not trusted:
                 _default_and_validate(rt, obj, self)
+                if shape is not None:
+                    self._remember_shape(rt, shape, obj)
             if prepare is not None:
                 prepare(obj)
             # (no size limit here: an API create is bounded by the request body's limit,
             # and the broker's own objects may be as large as it likes)
             entry = self._commit(rt, "ADDED", obj, None)
             return entry.thaw() if copy else None
+
+    def _shaped(self, rt: ResourceType, obj: Obj) -> tuple[bytes | None, Obj | None]:
+        """A broker-built object's shape (everything but its metadata, encoded: what the
+        admission of those parts reads; None when it has none) and, if a create admitted
+        that shape (the caller checks it still is under the lock), the object's metadata
+        decoded (None: shape not known, or the metadata does not decode: the client
+        path says why)."""
+        meta = obj.get("metadata") if type(obj) is dict else None
+        if type(meta) is not dict or not meta.get("name"):
+            return None, None
+        self._built += 1
+        if self._shape_rate < SHAPE_RATE_FLOOR and self._built % SHAPE_PROBE:
+            return None, None  # shapes seldom repeat now: no encoding to look one up
+        try:  # the metadata's place among the keys is part of the shape
+            shape = _dumps({k: None if k == "metadata" else v for k, v in obj.items()})
+        except TypeError:
+            return None, None
+        known = (rt.key, shape) in self._shapes
+        self._shape_rate += (known - self._shape_rate) / 8
+        if not known:
+            return shape, None
+        try:
+            own = {"metadata": canonical(meta)}
+            rt.strategy.decode(rt, own)  # the metadata alone (the rest is absent)
+        except (TypeError, errors.ApiError):
+            return shape, None
+        return shape, own["metadata"]
+
+    def _remember_shape(self, rt: ResourceType, shape: bytes, obj: Obj) -> None:
+        """Caller holds the lock. ``obj``, just admitted, as its shape's admitted parts
+        (its metadata left out); the oldest shape forgotten past ``SHAPES_KEPT``."""
+        shapes = self._shapes
+        if len(shapes) >= SHAPES_KEPT:
+            del shapes[next(iter(shapes))]
+        shapes[(rt.key, shape)] = {k: None if k == "metadata" else v for k, v in obj.items()}
 
     @staticmethod
     def _new_object(rt: ResourceType, obj: Obj, *, trusted: bool = False) -> Obj:
@@ -850,19 +923,50 @@ class Store:
             current = entry.obj
             new = _clone(current)
             mutate(new)
-            if _key_of(new) != _key_of(current):
-                raise ValueError(
-                    f"update() may not rename {rt.key} {_key_of(current)} to {_key_of(new)}"
-                )
-            new["metadata"]["uid"] = current["metadata"]["uid"]
-            new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-            if new != current:
-                try:
-                    new = _stored_edit(new, current)
-                except TypeError as exc:
-                    raise errors.bad_request(f"{rt.kind} is not JSON-serialisable: {exc}") from None
-                entry = self._commit(rt, "MODIFIED", new, current)
-            return entry.thaw() if copy else None
+            return self._edited_locked(rt, entry, new, copy)
+
+    def update_status(
+        self,
+        key: str,
+        namespace: str | None,
+        name: str,
+        mutate: Callable[[Obj], Any],
+        *,
+        copy: bool = True,
+    ) -> Obj | None:
+        """:meth:`update` for a broker-side write of an object's ``status`` and
+        ``metadata`` only (the kubelet's status writes, a job's completion): ``mutate``
+        gets an object whose ``metadata`` and ``status`` are copies it may edit and whose
+        other parts (``spec``…) are the stored ones, shared: it must not change them
+        (stored objects are never changed). What is stored, its resourceVersion, its
+        watch frames and the listeners' calls are :meth:`update`'s with the same
+        ``mutate`` (tests/test_store_status.py); the parts left alone are neither copied
+        nor walked again (a spec replaced as a whole is re-shared as update does)."""
+        rt = self.types.resource_type(key)
+        with self._lock:
+            entry = self._entry(key, namespace, name)
+            current = entry.obj
+            new = {k: _clone(v) if k in _OWN_PARTS else v for k, v in current.items()}
+            mutate(new)
+            return self._edited_locked(rt, entry, new, copy)
+
+    def _edited_locked(self, rt: ResourceType, entry: _Held, new: Obj, copy: bool) -> Obj | None:
+        """Caller holds the lock. Commit ``new``, the broker's edit of ``entry``'s object
+        (unless it changed nothing), its unchanged parts shared with the stored ones."""
+        current = entry.obj
+        if _key_of(new) != _key_of(current):
+            raise ValueError(
+                f"update() may not rename {rt.key} {_key_of(current)} to {_key_of(new)}"
+            )
+        new["metadata"]["uid"] = current["metadata"]["uid"]
+        new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        if new != current:
+            try:
+                new = _stored_edit(new, current)
+            except TypeError as exc:
+                raise errors.bad_request(f"{rt.kind} is not JSON-serialisable: {exc}") from None
+            entry = self._commit(rt, "MODIFIED", new, current)
+        return entry.thaw() if copy else None
 
     def bind(
         self,
@@ -896,7 +1000,9 @@ class Store:
                 raise errors.conflict(
                     "pods", name, "pod is being deleted, cannot be assigned to a host"
                 )
-            new = _clone(current)
+            # the spec's top level its own (nodeName is set), the rest of it shared
+            new = {k: _clone(v) if k in _OWN_PARTS else v for k, v in current.items()}
+            new["spec"] = dict(current["spec"])
             new["spec"]["nodeName"] = node_name
             status = new.setdefault("status", {})
             conditions = [
@@ -1033,6 +1139,8 @@ class Store:
         object larger than ``MAX_OBJECT_BYTES`` is refused (413) and nothing changes."""
         self._rv += 1
         obj["metadata"]["resourceVersion"] = str(self._rv)
+        if rt.key in _CONTEXT_KINDS:  # what admission reads changes: shapes re-admitted
+            self._shapes.clear()
         entry = (_Packed if rt.strategy.packed else _Entry)(obj)
         size = len(entry.json())  # encoded once: the history's weight, and every reader's
         if limit and size > MAX_OBJECT_BYTES:

@@ -100,6 +100,11 @@ class Strategy:
     #: held as its encoding only, decoded on each read (``store._Packed``): for kinds
     #: stored by the hundred thousand and rarely read back (Events)
     packed = False
+    #: its create-time decoding, defaults and validation of everything but the metadata
+    #: read nothing of the metadata (its name in messages aside) and change nothing of
+    #: it, and read of the store only what ``Context`` gives: an object the broker built
+    #: whose other parts are another's admitted ones (``Store.create(built=True)``)
+    admits_by_shape = False
 
     def __init__(self, printer: printers.Printer | None = None) -> None:
         if printer is not None:  # a kind with nothing special but its columns
@@ -132,10 +137,17 @@ class Strategy:
     def validate(self, rt: TypeNames, obj: Obj) -> None:
         """The API server's validation of a decoded, defaulted object: 422 Invalid with
         every cause (the metadata's, then :meth:`validate_fields`')."""
+        self.raise_invalid(rt, obj, self.validate_metadata(rt, obj) + self.validate_fields(rt, obj))
+
+    def validate_metadata(self, rt: TypeNames, obj: Obj) -> list[v.FieldError]:
+        """The validation of the object's metadata (``ValidateObjectMeta``)."""
         meta = obj.get("metadata") or {}
-        errs = v.validate_object_meta(meta, self.name_rule, namespaced=rt.namespaced)
-        errs += self.validate_fields(rt, obj)
+        return v.validate_object_meta(meta, self.name_rule, namespaced=rt.namespaced)
+
+    def raise_invalid(self, rt: TypeNames, obj: Obj, errs: list[v.FieldError]) -> None:
+        """422 Invalid with ``errs`` (nothing when there are none)."""
         if errs:
+            meta = obj.get("metadata") or {}
             raise v.invalid(rt.kind, meta.get("name") or "", errs, rt.group)
 
     def validate_fields(self, rt: TypeNames, obj: Obj) -> list[v.FieldError]:

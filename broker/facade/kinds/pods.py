@@ -155,6 +155,9 @@ class PodStrategy(Strategy):
     }
     deletion = "graceful"
     delete_collection = False
+    # default_pod reads the spec, the status and the PriorityClasses; validate_fields the
+    # spec; the metadata only for the name in messages
+    admits_by_shape = True
 
     def prepare_for_create(self, rt: TypeNames, obj: Obj, ctx: Context) -> None:
         default_pod(obj, ctx.priorities())
