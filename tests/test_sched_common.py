@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import weakref
 from collections import Counter
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
@@ -1087,3 +1089,33 @@ def test_unchanged_node_update_does_not_wake_waiting_pods():
     s.on_node_event("MODIFIED", make_node("n1", cpu="2"))  # grown: worth a retry
     drain(s)
     assert bindings == [("default/a", "n1"), ("default/b", "n1")]
+
+
+def test_the_informer_lets_the_listed_objects_go_while_it_watches():
+    """The cache keeps summaries; the listed objects (every node, as the client's
+    models) must not stay alive for the whole watch, where each full collection of the
+    cyclic GC would walk them."""
+
+    class Listing:
+        items: list = []
+        metadata = SimpleNamespace(resource_version="5")
+
+    listing: Listing | None = Listing()
+    listed = weakref.ref(listing)
+
+    def list_call():
+        nonlocal listing
+        given, listing = listing, None
+        return given
+
+    s = WatchScheduler(core=None, decide=lambda pod, views: Decision(None))
+    alive_while_watching = []
+
+    def watch_once(list_call, version, on_event):
+        alive_while_watching.append(listed() is not None)
+        s._stop.set()
+        return version
+
+    s._watch_once = watch_once
+    s._informer("nodes", list_call, lambda objs: None, lambda kind, obj: None)
+    assert alive_while_watching == [False]

@@ -15,7 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from simrun import run_simulate
 
+from sample_schedulers.common.feasibility import unfit_reason
 from sample_schedulers.common.model import NodeSummary, NodeView, PodSummary, Taint
+from sample_schedulers.common.queue import natural_key
 from sample_schedulers.common.resources import Resources
 from sample_schedulers.default_like.scoring import (
     SampledDecide,
@@ -394,3 +396,50 @@ def test_two_runs_give_identical_outputs(burst_runs):
     outs, _ = burst_runs
     for name in ("out_jobs.csv", "out_schedule.csv", "out_machine_states.csv"):
         assert (outs[0] / name).read_bytes() == (outs[1] / name).read_bytes(), name
+
+
+@given(
+    st.lists(st.integers(0, 3), min_size=3, max_size=40),
+    st.lists(st.tuples(st.integers(0, 3000), st.integers(0, 4)), min_size=1, max_size=12),
+)
+def test_scores_kept_on_the_views_give_the_uncached_choice(busy, shapes):
+    """Pods of several shapes (some with no cpu or memory request, scored with the
+    non-zero defaults) decided one after another on the same views: each pick is the
+    uncached best (highest score, ties to the smallest name in natural order)."""
+    views = [
+        NodeView(
+            node(f"node-{i}", cpu=4000, mem=(i % 3 + 1) * 4 * GI),
+            tuple(pod(f"r{i}-{j}", 700, GI, node=f"node-{i}", phase="Running") for j in range(k)),
+        )
+        for i, k in enumerate(busy)
+    ]
+    for cpu, gib in shapes * 2:  # twice: the second round reads the kept scores
+        new = pod(cpu=cpu, mem=gib * GI, nonzero=pod(cpu=cpu or 100, mem=gib * GI or GI).requests)
+        fits = [v for v in views if unfit_reason(new, v) is None]
+        want = min(fits, key=lambda v: (-score(new, v), natural_key(v.name))) if fits else None
+        decision = decide(new, views)
+        assert decision.node == (want.name if want else None)
+        if want is not None:  # the detail shows the best score: the uncached one
+            assert decision.detail.startswith(f"[best scores {want.name}={score(new, want)}")
+
+
+def test_a_view_scores_a_pod_shape_once(monkeypatch):
+    """The second pod of the same shape on unchanged views computes no score."""
+    from sample_schedulers.default_like import scoring
+
+    views = [NodeView(node(f"n{i}")) for i in range(5)]
+    assert decide(pod("a"), views).node == "n0"
+    calls = []
+    monkeypatch.setattr(scoring, "_least_allocated", lambda *a: calls.append(a) or 0)
+    assert decide(pod("b"), views).node == "n0"
+    assert calls == []
+    decide(pod("c", cpu=500), views)  # a new shape is scored
+    assert len(calls) == 5
+
+
+def test_a_zero_request_fits_an_over_committed_node():
+    """kube-scheduler checks only the resources a pod requests: a node whose cpu is
+    over-committed still takes a pod that requests none."""
+    over = NodeView(node("n", cpu=1000), (pod("x", cpu=1500, node="n", phase="Running"),))
+    assert decide(pod(cpu=0, mem=GI), [over]).node == "n"
+    assert decide(pod(cpu=100, mem=GI), [over]).node is None

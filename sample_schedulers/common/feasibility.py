@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from itertools import chain
 
 from .model import NodeView, PodSummary, Taint
 from .resources import CPU, MEMORY, PODS
 
 UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect="NoSchedule")
 FILTERED_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+_NO_REQUEST = float("-inf")  # below any free amount
 
 
 def tolerated(pod: PodSummary, taint: Taint) -> bool:
@@ -78,16 +80,18 @@ def find_feasible(
     node fits, the one case that reports them."""
     fits: list[NodeView] = []
     wanted = _wanted(pod)
-    want_cpu = pod.requests[CPU]
-    want_memory = pod.requests[MEMORY]
+    # a request of 0 is never checked (an over-committed node still fits it): compare
+    # against a bar no free amount is below, so the loop needs one comparison a resource
+    need_cpu = pod.requests[CPU] or _NO_REQUEST
+    need_memory = pod.requests[MEMORY] or _NO_REQUEST
     n = len(views)
+    first = start % n if n else 0
     examined = 0
-    for k in range(n):
-        view = views[(start + k) % n]
+    # this loop runs over thousands of nodes per decision on a large, busy cluster
+    for i in chain(range(first, n), range(first)):
+        view = views[i]
         examined += 1
-        if (want_cpu and want_cpu > view.alloc_cpu - view.requested_cpu) or (
-            want_memory and want_memory > view.alloc_memory - view.requested_memory
-        ):
+        if need_cpu > view.free_cpu or need_memory > view.free_memory:
             continue  # fails NodeResourcesFit whatever the other filters say
         if unfit_reason(pod, view, wanted) is None:
             fits.append(view)

@@ -303,6 +303,9 @@ class WatchScheduler:
                 listing = list_call()
                 replace(listing.items or [])
                 version = listing.metadata.resource_version
+                # the cache keeps summaries: let the listed objects go rather than hold
+                # them (every node, as the client's models) for the whole watch
+                del listing
                 while not self._stop.is_set():
                     version = self._watch_once(list_call, version, on_event)
                     if version is None:

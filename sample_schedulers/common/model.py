@@ -129,6 +129,11 @@ class NodeView:
     requested_memory: int = field(init=False)
     nonzero_cpu: int = field(init=False)
     nonzero_memory: int = field(init=False)
+    free_cpu: int = field(init=False)
+    free_memory: int = field(init=False)
+    score_cache: dict = field(default_factory=dict, init=False, compare=False, repr=False)
+    """A scorer's memo for this (immutable) view, e.g. default_like's score per pod
+    shape; not part of the view's value."""
 
     def __post_init__(self) -> None:
         requested = total(p.requests for p in self.pods)
@@ -145,6 +150,8 @@ class NodeView:
             ("requested_memory", requested[MEMORY]),
             ("nonzero_cpu", nonzero[CPU]),
             ("nonzero_memory", nonzero[MEMORY]),
+            ("free_cpu", alloc[CPU] - requested[CPU]),
+            ("free_memory", alloc[MEMORY] - requested[MEMORY]),
         ):
             object.__setattr__(self, attr, value)
 

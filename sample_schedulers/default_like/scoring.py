@@ -17,6 +17,7 @@ inputs always give the same node (kube-scheduler breaks ties at random).
 
 from __future__ import annotations
 
+import functools
 import heapq
 
 from sample_schedulers.common.feasibility import feasible_nodes, find_feasible
@@ -64,18 +65,41 @@ def score(pod: PodSummary, view: NodeView) -> int:
     return least_allocated(pod, view) + balanced_allocation(pod, view)
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _name_order(name: str) -> tuple[tuple[tuple[int, int | str], ...], str]:
+    """The tie-break key of a node name (natural order, then the text), worked out once
+    per name: on an idle cluster every feasible node ties, hundreds per decision."""
+    return natural_key(name), name
+
+
+SCORE_CACHE_ENTRIES = 16
+
+
+def _cached_score(view: NodeView, key: tuple[int, int, int, int]) -> int:
+    """``view``'s total score for a pod whose (nonzero cpu, nonzero memory, cpu, memory)
+    requests are ``key``. A view is immutable (a node whose pods change gets a new one),
+    so its scores are kept on it for the next pods of the same shape; the cache is
+    cleared past SCORE_CACHE_ENTRIES shapes."""
+    cache = view.score_cache
+    total = cache.get(key)
+    if total is None:
+        if len(cache) >= SCORE_CACHE_ENTRIES:
+            cache.clear()
+        nz_cpu, nz_mem, cpu, mem = key
+        total = _least_allocated(view, nz_cpu, nz_mem) + _balanced_allocation(view, cpu, mem)
+        cache[key] = total
+    return total
+
+
 def choose(pod: PodSummary, fits: list[NodeView], why_not: str) -> Decision:
     """The highest-scoring feasible node; ties to the smallest name (natural order)."""
     if not fits:
         return Decision(None, why_not)
-    nz_cpu, nz_mem = pod.nonzero_requests.cpu_millis, pod.nonzero_requests.memory_bytes
-    cpu, mem = pod.requests.cpu_millis, pod.requests.memory_bytes
-    scored = [
-        (_least_allocated(v, nz_cpu, nz_mem) + _balanced_allocation(v, cpu, mem), v.name)
-        for v in fits
-    ]
+    nonzero, requests = pod.nonzero_requests, pod.requests
+    key = (nonzero.cpu_millis, nonzero.memory_bytes, requests.cpu_millis, requests.memory_bytes)
+    scored = [(_cached_score(v, key), v.name) for v in fits]
     top = max(s for s, _ in scored)
-    best = min((name for s, name in scored if s == top), key=lambda n: (natural_key(n), n))
+    best = min((name for s, name in scored if s == top), key=_name_order)
     runners_up = heapq.nsmallest(4, ((-s, name) for s, name in scored if name != best))
     shown = ", ".join([f"{best}={top}"] + [f"{name}={-neg}" for neg, name in runners_up])
     more = f", +{len(scored) - 5} more" if len(scored) > 5 else ""
