@@ -395,3 +395,50 @@ def test_stale_heap_entries_are_dropped_when_they_outnumber_the_live_ones():
         _commit(gc, f"p{i}", i, "Succeeded", False)
         gc._on_change("pods", "DELETED", {"metadata": {"name": f"p{i}", "namespace": "default"}})
     assert gc.terminated() == 0 and len(gc._heap) <= 2 * 0 + 1_024 + 1
+
+
+def test_a_collected_pod_is_deleted_without_being_decoded(tmp_path, monkeypatch):
+    """The GC's deletions (``ControllerPods.delete_controlled_pod``) take the pod's last
+    state from ``Store.remove``, shared: a ``get_or_none`` then a ``delete`` decoded it
+    twice (issue 29, s7-bgrow) — and the kubelet still sees that state."""
+    from broker.facade import store as store_module
+
+    world = _run(tmp_path, 0)  # off: every pod is still stored
+    try:
+        namespace, name = next(iter(world.cluster.pods))
+        before = world.store.get("pods", namespace, name)
+        seen: list[Any] = []
+        decoded: list[bytes] = []
+        real_loads = store_module.json.loads
+        monkeypatch.setattr(world.cluster.kubelet, "removed_pod", lambda *a: seen.append(a))
+        monkeypatch.setattr(
+            store_module.json, "loads", lambda s, *a, **k: decoded.append(s) or real_loads(s)
+        )
+        world.cluster.pod_ops.delete_controlled_pod(namespace, name)
+        monkeypatch.undo()
+        assert decoded == []
+        assert seen == [(namespace, name, before)]
+        assert world.store.get_or_none("pods", namespace, name) is None
+        world.cluster.pod_ops.delete_controlled_pod(namespace, name)  # gone: nothing
+        assert len(seen) == 1
+    finally:
+        world.close()
+
+
+def test_store_remove_returns_the_state_before_and_commits_the_deletion(lone):
+    store = lone
+    _store_pods(store, [_pod("a", 1, "Succeeded")])
+    before = store.get("pods", "default", "a")
+    commits: list[tuple[str, str, str | None]] = []
+    store.add_listener(
+        lambda key, event, obj: commits.append(
+            (event, obj["metadata"]["name"], obj["metadata"].get("deletionTimestamp"))
+        ),
+        ["pods"],
+    )
+    assert store.remove("pods", "default", "a") == before
+    assert store.get_or_none("pods", "default", "a") is None
+    assert [(e, n) for e, n, _ in commits] == [("DELETED", "a")]
+    assert commits[0][2] is not None  # stamped, as delete() does
+    assert store.remove("pods", "default", "a") is None
+    assert len(commits) == 1

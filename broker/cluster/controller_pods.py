@@ -66,11 +66,9 @@ class ControllerPods:
 
     def delete_controlled_pod(self, namespace: str, name: str) -> None:
         """Delete a pod now, killing or rejecting its job."""
-        store = self.state.facade.store
-        obj = store.get_or_none("pods", namespace, name)
+        obj = self.state.facade.store.remove("pods", namespace, name)  # shared: not decoded
         if obj is None:
             return
-        store.delete("pods", namespace, name)
         self.kubelet.removed_pod(namespace, name, obj)
 
     def defer_creations(self, kind: str, namespace: str, name: str, later: int) -> None:

@@ -263,7 +263,8 @@ class KubeletModel:
     def removed_pod(self, namespace: str, name: str, obj: Obj | None) -> None:
         """An eviction or deletion: end its job (kill a running one, reject a pending
         one), then, for a pod a workload ReplicaSet owns that had not finished, replace
-        it."""
+        it. ``obj`` (its last state) may be the store's own, shared: read it, never
+        change it (``Store.remove``)."""
         jp = self.state.pods.pop((namespace, name), None)
         if jp is not None:
             self._end_job(jp)

@@ -1065,6 +1065,21 @@ class Store:
                 return self._commit(rt, "MODIFIED", marked, current).thaw()
             return self._remove_locked(rt, name, current).thaw()
 
+    def remove(self, key: str, namespace: str | None, name: str) -> Obj | None:
+        """Delete the object now if it is stored (as :meth:`delete` without preconditions
+        nor finalizers); returns its stored state *before* the deletion, **shared,
+        read-only** (None when absent). For the broker's own deletions of what it knows
+        (``ControllerPods.delete_controlled_pod``: the terminated-pod GC's, ~0.9 per pod at
+        10k × 100k): a ``get_or_none`` and a ``delete`` decoded the pod twice."""
+        rt = self.types.resource_type(key)
+        with self._lock:
+            entry = self._objects[rt.key].get((namespace or "", name))
+            if entry is None:
+                return None
+            current = entry.obj
+            self._remove_locked(rt, name, current)
+            return current
+
     def _remove_locked(self, rt: ResourceType, name: str, current: Obj) -> _Held:
         """Caller holds the lock. Remove the stored ``current`` (and, for a namespace,
         what it holds) now, with its DELETED commit; the held last state is returned
