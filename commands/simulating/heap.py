@@ -1,24 +1,28 @@
-"""Python's cyclic GC in the broker process, tuned once the simulation is set up.
+"""Python's cyclic GC in the broker process, tuned once, when start-up ends.
 
 Measured at 300 nodes × 3,000 pods (gc.callbacks, thread CPU): the run's automatic
 collections cost ~0.09 ms per pod and found **no** cyclic garbage in generations 0 and
 1 — the broker's objects die by reference count; what survives is long-lived (stored
-objects, histories). So the collector mostly walks the start-up heap (the inputs, the
-nodes, imported modules) and young objects that will live on. Three changes:
+objects, histories). So the collector mostly walked the start-up heap (the inputs, the
+nodes, imported modules) and young objects that will live on. Two changes, made by
+``settle`` once:
 
-- ``gc.freeze()`` after a full collection, before the broker drives the run: the heap
-  built at start-up leaves the collector's generations (its garbage was collected
-  first), so a gen-2 collection walks only what the run added;
-- ``gc.freeze()`` again once the cluster is built (``freeze_cluster``, the broker's
-  ``after_begin``): the nodes are made at the first message's SIMULATION_BEGINS, inside
-  the run, so without it their objects (~13 tracked per node: 51k at 4,000) went through
-  gen-0 and one gen-1 walk, then every gen-2 walk of the run;
+- ``gc.collect()`` then ``gc.freeze()``: the heap built at start-up (its garbage
+  collected first) leaves the collector's generations, so a gen-2 collection walks only
+  what the run added;
 - a gen-0 threshold of ``GEN0_THRESHOLD`` (Python's default: 700), so that collections
   run about 7× less often; each still examines every young object once.
 
+**Where**: the one moment start-up is over and no pod exists yet — the broker's
+``after_begin``, right after the first message's SIMULATION_BEGINS made the nodes (~13
+tracked objects per node) and before that message's JOB_SUBMITTED events make the first
+pods. Earlier, the nodes would go through the young generations and every gen-2 walk of
+the run; later, per-pod objects would be frozen, and a frozen object that becomes
+cyclic garbage is never collected: the broker's memory must stay flat in the pods that
+ended (issue 29). Freezing once keeps that bound: only start-up's objects, once.
+
 Cycles made during the run are still collected (the collector stays enabled, its
-thresholds finite); only start-up objects that become cyclic garbage later stay
-(bounded by the start-up heap, once).
+thresholds finite).
 """
 
 from __future__ import annotations
@@ -34,15 +38,8 @@ OWNED = False
 
 def settle() -> None:
     """Collect, freeze what is left, and raise the gen-0 threshold (see the module's
-    docstring); once, after start-up, in the process that drives the simulation."""
+    docstring); once, when start-up ends (the nodes exist, no pod yet)."""
     gc.collect()
     gc.freeze()
     _, gen1, gen2 = gc.get_threshold()
     gc.set_threshold(GEN0_THRESHOLD, gen1, gen2)
-
-
-def freeze_cluster() -> None:
-    """Freeze what the cluster's start (SIMULATION_BEGINS: the nodes, their stored
-    objects) added since ``settle``: no collection first, as a full one would walk the
-    whole heap for the little garbage the start leaves (kept, once, like ``settle``'s)."""
-    gc.freeze()
