@@ -268,6 +268,8 @@ class Kernel:
         #: max-min share (:func:`fair_bottleneck`), recomputed at each step; None: each
         #: action runs at its own rate (the link-free path, cheaper)
         self.constraints: dict[Any, tuple[float, bool]] | None = None
+        # the max-min shares to solve again before the next step (see _advance)
+        self._solve = True
 
     # ------------------------------------------------------------------ API
     def spawn(self, code: ActorCode, name: str) -> Actor:
@@ -288,6 +290,12 @@ class Kernel:
         if actor.sleep < 0:
             return None
         return self.clock + float(self._sleeps.remaining[actor.sleep])
+
+    def share(self, capacities: dict[Any, tuple[float, bool]]) -> None:
+        """Add or change shared resources (``constraints``): solved again at the next step."""
+        assert self.constraints is not None
+        self.constraints.update(capacities)
+        self._solve = True
 
     def retarget(self, actor: Actor, date: float) -> None:
         """Move the end of ``actor``'s pending sleep (timewarp's sharing slowdown)."""
@@ -393,11 +401,13 @@ class Kernel:
                 action = _exec_action(call[1], next(self._seq), actor)
                 actor.action = action
                 self._actions.append(action)
+                self._solve = True
             elif kind == EXEC_TIMEOUT:  # its detector was started in run()
                 action = actor.action
                 assert action is not None
                 action.order = next(self._seq)
                 self._actions.append(action)
+                self._solve = True
             elif kind == KILL:
                 victim = call[1]
                 victim.alive = False
@@ -425,76 +435,100 @@ class Kernel:
         action.receiver = receiver
         action.payload = payload
         self._actions.append(action)
+        if action.latency <= 0:  # it shares from the next step on (else: once it is paid)
+            self._solve = True
 
     def _advance(self) -> bool:
-        """SimGrid's solve(): the step is the smallest time any pending action needs; the
-        clock moves by it and every action is updated by it (``double_update``: what is
-        left below the precision is nothing); what ended wakes in the order it began."""
-        actions = [a for a in self._actions if not a.done]
-        self._actions = actions
+        """Time steps, SimGrid's solve() each: the step is the smallest time any pending
+        action needs; the clock moves by it and every action is updated by it
+        (``double_update``: what is left below the precision is nothing); what ended wakes
+        in the order it began. Steps follow one another until one wakes an actor (True)
+        or nothing is left to happen (False): a step that wakes nobody (a message's
+        latency paid) is followed by the next at once, as :meth:`run` would do with no
+        actor ready. The max-min shares are solved again only when what they depend on
+        changed (``_solve``): an action past its latency began or ended, or a
+        constraint's capacity changed — the solver is a function of those alone, so the
+        rates are the ones solving at every step gives (pinned by
+        tests/test_sim_kernel.py against that)."""
         sleeps = self._sleeps
-        if not actions and not sleeps.count:
-            return False
-        delta = sleeps.next()
-        if self.constraints is not None:
-            fair_bottleneck(actions, self.constraints)
-        for action in actions:
-            if action.latency > 0:  # ptask_L07: the route's latency first, at no rate
-                need = action.latency
-            else:
-                need = 0.0 if action.rate == 0 else action.remaining / action.rate
-            if need < delta:
-                delta = need
-        self.clock = self.clock + delta
-        self.steps += 1
-        ended: list[tuple[int, Any]] = sleeps.advance(delta) if sleeps.count else []
-        for action in actions:
-            if action.latency > 0:  # L07's update_actions_state: the latency is paid first
-                latency = action.latency - delta
-                action.latency = latency = latency if latency >= PRECISION else 0.0
-                if latency > 0 or action.rate > 0:
-                    continue  # its bytes move from the next step on
-                left = 0.0  # no link: done once its latency is paid
-            elif action.rate > 0:
-                left = action.remaining - action.rate * delta
-                if left < _BYTES_PRECISION:
-                    left = 0.0
-                action.remaining = left
-            else:
-                left = 0.0
-            if left <= 0.0:
-                action.done = True
-                ended.append((action.order, action))
-        if len(ended) > 1:
-            ended.sort(key=_first)
         ready = self._ready
-        for _, what in ended:
-            if isinstance(what, Actor):  # a sleep
-                if what.alive:
-                    ready.append(what)
+        while True:
+            actions = self._actions
+            if actions:
+                kept = [a for a in actions if not a.done]
+                if len(kept) != len(actions):
+                    self._actions = actions = kept
+                    self._solve = True
+            if not actions and not sleeps.count:
+                return False
+            delta = sleeps.next()
+            if self._solve:
+                if actions and self.constraints is not None:
+                    fair_bottleneck(actions, self.constraints)
+                self._solve = False
+            for action in actions:
+                if action.latency > 0:  # ptask_L07: the route's latency first, at no rate
+                    need = action.latency
+                else:
+                    need = 0.0 if action.rate == 0 else action.remaining / action.rate
+                if need < delta:
+                    delta = need
+            self.clock = self.clock + delta
+            self.steps += 1
+            ended: list[tuple[int, Any]] = sleeps.advance(delta) if sleeps.count else []
+            for action in actions:
+                if action.latency > 0:  # L07's update_actions_state: the latency is paid first
+                    latency = action.latency - delta
+                    if latency >= PRECISION:
+                        action.latency = latency
+                        continue
+                    action.latency = 0.0
+                    self._solve = True  # its bytes share the links from the next step on
+                    if action.rate > 0:
+                        continue
+                    left = 0.0  # no link: done once its latency is paid
+                elif action.rate > 0:
+                    left = action.remaining - action.rate * delta
+                    if left < _BYTES_PRECISION:
+                        left = 0.0
+                    action.remaining = left
+                else:
+                    left = 0.0
+                if left <= 0.0:
+                    action.done = True
+                    ended.append((action.order, action))
+            if not ended:
                 continue
-            actor, receiver = what.actor, what.receiver
-            if receiver is None:  # a computation, or its timeout detector
-                if what.ended:
-                    continue  # (both ended in this step: the detector came first)
-                what.ended = True
-                if what.sleep >= 0:  # done before its detector: the detector is dropped
-                    self._sleeps.remove(what.sleep)
-                    what.sleep = -1
-                elif not what.done:  # the detector ended, the computation has work left
-                    if what.elements:  # sharing resources: it goes on using them
-                        actor.zombie = what
-                    else:
-                        what.done = True  # (alone, its end changes nothing)
-                    actor.answer = TIMED_OUT
-                actor.action = None
-                if actor.alive:
+            if len(ended) > 1:
+                ended.sort(key=_first)
+            for _, what in ended:
+                if isinstance(what, Actor):  # a sleep
+                    if what.alive:
+                        ready.append(what)
+                    continue
+                actor, receiver = what.actor, what.receiver
+                if receiver is None:  # a computation, or its timeout detector
+                    if what.ended:
+                        continue  # (both ended in this step: the detector came first)
+                    what.ended = True
+                    if what.sleep >= 0:  # done before its detector: the detector is dropped
+                        self._sleeps.remove(what.sleep)
+                        what.sleep = -1
+                    elif not what.done:  # the detector ended, the computation has work left
+                        if what.elements:  # sharing resources: it goes on using them
+                            actor.zombie = what
+                        else:
+                            what.done = True  # (alone, its end changes nothing)
+                        actor.answer = TIMED_OUT
+                    actor.action = None
+                    if actor.alive:
+                        ready.append(actor)
+                else:
                     ready.append(actor)
-            else:
-                ready.append(actor)
-                receiver.answer = what.payload
-                ready.append(receiver)
-        return True
+                    receiver.answer = what.payload
+                    ready.append(receiver)
+            if ready:
+                return True
 
 
 def _first(item: tuple[int, Any]) -> int:
