@@ -270,6 +270,7 @@ class Kernel:
         self.constraints: dict[Any, tuple[float, bool]] | None = None
         # the max-min shares to solve again before the next step (see _advance)
         self._solve = True
+        self._lone: dict[int, tuple[Any, float, float, float]] = {}  # (fair_bottleneck)
 
     # ------------------------------------------------------------------ API
     def spawn(self, code: ActorCode, name: str) -> Actor:
@@ -296,6 +297,7 @@ class Kernel:
         assert self.constraints is not None
         self.constraints.update(capacities)
         self._solve = True
+        self._lone.clear()
 
     def retarget(self, actor: Actor, date: float) -> None:
         """Move the end of ``actor``'s pending sleep (timewarp's sharing slowdown)."""
@@ -464,7 +466,7 @@ class Kernel:
             delta = sleeps.next()
             if self._solve:
                 if actions and self.constraints is not None:
-                    fair_bottleneck(actions, self.constraints)
+                    fair_bottleneck(actions, self.constraints, self._lone)
                 self._solve = False
             for action in actions:
                 if action.latency > 0:  # ptask_L07: the route's latency first, at no rate
@@ -562,11 +564,18 @@ def _exec_action(spec: Any, order: int, actor: Actor) -> _Action:
 _MAXMIN_PRECISION = 1e-5  # SimGrid's maxmin/precision default
 
 
-def fair_bottleneck(actions: list[_Action], constraints: dict[Any, tuple[float, bool]]) -> None:
+def fair_bottleneck(
+    actions: list[_Action],
+    constraints: dict[Any, tuple[float, bool]],
+    lone: dict[int, tuple[Any, float, float, float]] | None = None,
+) -> None:
     """SimGrid's "fairbottleneck" solver (ptask_L07's default): the rate of every action
     past its latency, the constraints' capacities shared among the actions using them
     (FATPIPE: not shared), each action capped by its bound; repeated until each action
-    is saturated. The same operations in the same order as SimGrid 3.32's."""
+    is saturated. The same operations in the same order as SimGrid 3.32's. ``lone``: the
+    caller's memo of an action alone on its route, ``id(elements)`` -> ``(elements,
+    bound, mu, value)``, valid while ``constraints`` do not change (the caller empties
+    it when they do): a message's route is one tuple for all its messages."""
     variables = []
     for action in actions:
         if action.latency > 0 or action.done or not action.elements:
@@ -581,17 +590,26 @@ def fair_bottleneck(actions: list[_Action], constraints: dict[Any, tuple[float, 
     if len(variables) == 1:
         action = variables[0]
         elements = action.elements
+        if lone is not None:
+            memo = lone.get(id(elements))
+            if memo is not None and memo[0] is elements and memo[1] == action.bound:
+                action.mu, action.value = memo[2], memo[3]
+                action.rate = action.value
+                return
         # _alone is a function of these alone: its answer for a route is reused
         key = (elements, action.bound, tuple([constraints[cid] for cid, _ in elements]))
         known = _ALONE.get(key)
+        if known is None and _alone(action, constraints):
+            if len(_ALONE) >= _ALONE_MAX:  # (parallel tasks' routes: bounded)
+                _ALONE.clear()
+            known = _ALONE[key] = (action.mu, action.value)
         if known is not None:
             action.mu, action.value = known
             action.rate = action.value
-            return
-        if _alone(action, constraints):
-            if len(_ALONE) >= _ALONE_MAX:  # (parallel tasks' routes: bounded)
-                _ALONE.clear()
-            _ALONE[key] = (action.mu, action.value)
+            if lone is not None:
+                if len(lone) >= _ALONE_MAX:
+                    lone.clear()
+                lone[id(elements)] = (elements, action.bound, *known)
             return
     _share(variables, constraints)
 

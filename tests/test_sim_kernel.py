@@ -218,6 +218,7 @@ def _advance_every_step(self) -> bool:
     return True
 
 
+_ROUTE = ((0, 1.0),)  # one route object for messages of two bounds (the solver's memo)
 # links: id -> (bandwidth, fatpipe); hosts' CPUs for the parallel tasks
 _LINKS = {0: (1.25e8, False), 1: (1e10, True), 2: (3.3e3, False), "cpu": (1e9, False)}
 _COSTS = [
@@ -228,8 +229,9 @@ _COSTS = [
     (2e-10, 3.3e3, ((2, 1.0),), 0.0),  # slow, unbounded
     (5e-10, 0.0, (), 0.0),  # latency, no link
     (1e-5, 2.0, ((0, 0.0),), 0.0),  # a link crossed with weight 0
-    (0.0, 1.25e8, ((0, 1.0),), 0.0),  # a link, no latency: it shares from the start
+    (0.0, 1.25e8, _ROUTE, 0.0),  # a link, no latency: it shares from the start
     (0.0, 3.3e3, ((2, 1.0),), 0.0),  # the same, slow
+    (0.0, 1e3, _ROUTE, 1e3),  # the same route, bounded
 ]
 _TASKS = [  # computations: plain rates, and parallel tasks sharing the links and a CPU
     1.0,
@@ -313,6 +315,8 @@ def _play(programs, shared: bool):
     programs=[[("put", 0, 8)], [("sleep", 1e-5), ("put", 1, 8)], [("get", 0)], [("get", 1)]],
     shared=True,
 )
+# one route, two bounds, one message after the other
+@example(programs=[[("put", 0, 7), ("put", 0, 9)], [("get", 0), ("get", 0)]], shared=True)
 # a link's capacity changes while a message crosses it
 @example(
     programs=[[("put", 0, 7)], [("get", 0)], [("sleep", 1e-10), ("share", 0, 7.5e7)]],
