@@ -47,6 +47,7 @@ differential tests in ``tests/test_batsim_real.py`` compare whole message sequen
 from __future__ import annotations
 
 import itertools
+from bisect import insort
 from collections import deque
 from collections.abc import Generator
 from typing import Any
@@ -110,10 +111,14 @@ class _Sleeps:
     SimGrid does it (one float subtraction per step, a remainder below ``PRECISION`` is
     nothing). A list of floats while they are few; a numpy array (the same IEEE
     subtractions, without a Python loop) once there are more than ``NUMPY_FROM``, so a
-    simulation of thousands of running jobs costs microseconds per step. The smallest
-    remainder is followed step by step (subtracting the same step from every remainder
-    keeps their order, so it stays the smallest): the array is searched only when a sleep
-    ends or one is moved."""
+    simulation of thousands of running jobs costs microseconds per step.
+
+    ``by_end`` lists the pending sleeps' slots, smallest remainder first. Subtracting the
+    same step from every remainder keeps their order (IEEE rounding is monotone: a ≤ b
+    gives a − d ≤ b − d), so a sleep's place is found once, by bisection, when it is
+    added or moved: the smallest remainder is the first one's, and the sleeps a step
+    ends (those left below ``PRECISION``) are the first ones — no search of the array
+    at each end. The smallest remainder is also followed step by step (``_min``)."""
 
     NUMPY_FROM = 128
 
@@ -122,9 +127,10 @@ class _Sleeps:
         self.actor: list[Actor | _Action | None] = []  # whose sleep
         self.order: list[int] = []
         self.free: list[int] = []
+        self.by_end: list[int] = []  # pending slots, smallest remainder first
         self.count = 0
         self._numpy: Any = None
-        self._min: float | None = float("inf")  # None: to be searched
+        self._min: float | None = float("inf")  # None: to be read from by_end
 
     def add(self, actor: Actor | _Action, seconds: float, order: int) -> int:
         """A sleep of ``actor`` (or a computation's timeout detector): its slot."""
@@ -145,6 +151,7 @@ class _Sleeps:
             self.actor.append(actor)
             self.order.append(order)
         self.count += 1
+        insort(self.by_end, slot, key=self.remaining.__getitem__)
         if self._min is not None and seconds < self._min:
             self._min = seconds
         if self._numpy is None and self.count > self.NUMPY_FROM:
@@ -160,59 +167,44 @@ class _Sleeps:
         self.remaining = values
 
     def set(self, slot: int, seconds: float) -> None:
+        self.by_end.remove(slot)
         self.remaining[slot] = seconds
+        insort(self.by_end, slot, key=self.remaining.__getitem__)
         self._min = None
 
     def remove(self, slot: int) -> None:
         self.remaining[slot] = float("inf")
         self.actor[slot] = None
         self.free.append(slot)
+        self.by_end.remove(slot)
         self.count -= 1
         self._min = None
 
     def next(self) -> float:
         """The smallest remaining time (inf: none)."""
         if self._min is None:
-            if not self.count:
-                self._min = float("inf")
-            elif self._numpy is None:
-                self._min = min(self.remaining)
-            else:
-                # (ndarray.min's Python wrapper, minus its argument handling)
-                self._min = float(self._numpy.minimum.reduce(self.remaining))
+            by_end = self.by_end
+            self._min = float(self.remaining[by_end[0]]) if by_end else float("inf")
         return self._min
 
     def advance(self, delta: float) -> list[tuple[int, Actor | _Action]]:
         """Reduce every remaining time by ``delta``; the sleeps that end, ``(order,
         actor)`` (their slots are freed)."""
         smallest = self.next() - delta
+        values = self.remaining
+        if delta:
+            if self._numpy is None:
+                for slot, left in enumerate(values):
+                    values[slot] = left - delta
+            else:
+                values -= delta
         if smallest >= PRECISION:  # nothing ends: the order is kept, the smallest too
-            if delta:
-                if self._numpy is None:
-                    values = self.remaining
-                    for slot, left in enumerate(values):
-                        values[slot] = left - delta
-                else:
-                    self.remaining -= delta
             self._min = smallest
             return []
-        ended = []
-        if self._numpy is None:
-            values = self.remaining
-            for slot, left in enumerate(values):
-                if left != float("inf"):
-                    left -= delta
-                    if left < PRECISION:  # double_update
-                        ended.append(slot)
-                    else:
-                        values[slot] = left
-        else:
-            values = self.remaining
-            if delta:
-                values -= delta
-            ended = (values < PRECISION).nonzero()[0].tolist()  # flatnonzero, minus its ravel
         out = []
-        for slot in ended:
+        by_end = self.by_end
+        while by_end and values[by_end[0]] < PRECISION:  # double_update: done
+            slot = by_end[0]
             actor = self.actor[slot]
             assert actor is not None
             out.append((self.order[slot], actor))

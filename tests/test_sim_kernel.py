@@ -16,13 +16,16 @@ from simulator.kernel import (
     EXEC_TIMEOUT,
     GET,
     KILL,
+    PRECISION,
     PUT,
     SLEEP,
     TIMED_OUT,
+    Actor,
     Kernel,
     Mailbox,
     Ptask,
     _Action,
+    _Sleeps,
     _alone,
     _share,
     fair_bottleneck,
@@ -339,3 +342,67 @@ def test_steps_are_simgrids_solve_one_step_per_call_solved_each_step(programs, s
         patch.setattr(Kernel, "_advance", _advance_every_step)
         oracle = _play(programs, shared)
     assert fast == oracle
+
+
+# --- the pending sleeps in the order they end, against every remainder searched -------------
+
+_remainder = st.sampled_from(
+    [1e-10, 5e-10, 1e-9, 1.5e-9, 6e-4, 6.000000001e-4, 0.25, 1.0, 3.0, 3.0000000005, 1e4]
+)
+_sleeps_op = st.one_of(
+    st.tuples(st.just("add"), _remainder),
+    st.tuples(st.just("remove"), st.integers(0, 50)),
+    st.tuples(st.just("set"), st.integers(0, 50), _remainder),
+    # a step: to the smallest end, a part of it, or just short of it (within 1e-9)
+    st.tuples(st.just("step"), st.sampled_from([1.0, 0.5, 0.999999, 1e-3, 0.0])),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(ops=st.lists(_sleeps_op, max_size=60), numpy_from=st.sampled_from([2, 128]))
+def test_the_pending_sleeps_end_as_every_remainder_subtracted_and_searched(ops, numpy_from):
+    """_Sleeps keeps its sleeps smallest remainder first and reads the smallest and the
+    ended ones from the front: the same smallest remainder (to the bit) and the same
+    sleeps ended at every step as one subtraction per remainder and a search of them
+    all (a remainder below 1e-9 is nothing), as a list of floats and as numpy's array."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_Sleeps, "NUMPY_FROM", numpy_from)
+        sleeps = _Sleeps()
+        reference: dict[int, float] = {}  # order -> remainder
+        slots: dict[int, int] = {}  # order -> slot
+        owners: dict[int, Actor] = {}
+        for number, op in enumerate(ops):
+            pending = sorted(reference)
+            if op[0] == "add":
+                owner = owners[number] = Actor(iter(()), str(number))
+                slots[number] = owner.sleep = sleeps.add(owner, op[1], number)
+                reference[number] = op[1]
+            elif op[0] in ("remove", "set") and pending:
+                order = pending[op[1] % len(pending)]
+                if op[0] == "remove":
+                    sleeps.remove(slots.pop(order))
+                    del reference[order]
+                else:
+                    sleeps.set(slots[order], op[2])
+                    reference[order] = op[2]
+            elif op[0] == "step":
+                smallest = min(reference.values(), default=float("inf"))
+                assert sleeps.next() == smallest
+                if not reference:
+                    continue
+                delta = smallest * op[1] if op[1] != 0.0 else max(smallest - 5e-10, 0.0)
+                ended = sorted(order for order, _ in sleeps.advance(delta))
+                expected = []
+                for order in sorted(reference):
+                    left = reference[order] - delta
+                    if left < PRECISION:
+                        expected.append(order)
+                        del reference[order]
+                        del slots[order]
+                    else:
+                        reference[order] = left
+                assert ended == expected
+        assert sleeps.next() == min(reference.values(), default=float("inf"))
+        assert sleeps.count == len(reference)
+        for order, slot in slots.items():
+            assert float(sleeps.remaining[slot]) == reference[order]
