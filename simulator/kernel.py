@@ -568,6 +568,19 @@ def fair_bottleneck(
     caller's memo of an action alone on its route, ``id(elements)`` -> ``(elements,
     bound, mu, value)``, valid while ``constraints`` do not change (the caller empties
     it when they do): a message's route is one tuple for all its messages."""
+    if lone is not None and len(actions) == 1:  # (most solves: one message in flight)
+        action = actions[0]
+        memo = lone.get(id(action.elements))
+        if (
+            memo is not None
+            and memo[0] is action.elements
+            and memo[1] == action.bound
+            and not action.latency > 0
+            and not action.done
+        ):
+            action.mu, action.value = memo[2], memo[3]
+            action.rate = action.value
+            return
     variables = []
     for action in actions:
         if action.latency > 0 or action.done or not action.elements:
