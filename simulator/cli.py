@@ -222,6 +222,7 @@ def drive(
                 progress=None if args.quiet else (lambda s, st: print_progress(s, st, err)),
                 stop=stop,
                 context=context,
+                while_waiting=outputs.write_held,
             )
         except protocol.ProtocolError as exc:
             # like Batsim, which aborts: a broken reply makes the results meaningless

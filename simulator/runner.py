@@ -62,12 +62,15 @@ def run(
     progress_every: float = 2.0,
     stop: threading.Event | None = None,
     context: zmq.Context | None = None,
+    while_waiting: Callable[[], None] | None = None,
 ) -> RunStats:
     """Drive ``sim`` against the decision process at ``endpoint`` until SIMULATION_ENDS.
 
     Raises :class:`ReplyTimeout` or :class:`Aborted` between messages, never in the middle
     of applying a reply. ``context``: a ZeroMQ context to share (``inproc://``
-    endpoints), else one of its own."""
+    endpoints), else one of its own. ``while_waiting``: work that does not touch the
+    simulation (writing output rows), done once each message is sent over a wire, while
+    the decision process computes its reply."""
     stats = RunStats()
     began = time.perf_counter()
     if endpoint.startswith(local_link.SCHEME):  # the broker in this process: no wire
@@ -89,7 +92,10 @@ def run(
         stats.simulation_time = time.perf_counter() - began
         return stats
     if zmtp.address(endpoint) is not None:  # tcp:// and ipc://: a plain socket, no libzmq
-        _run_plain(sim, endpoint, stats, reply_timeout, message_log, progress, progress_every, stop)
+        _run_plain(
+            sim, endpoint, stats, reply_timeout, message_log, progress, progress_every, stop,
+            while_waiting,
+        )  # fmt: skip
         stats.simulation_time = time.perf_counter() - began
         return stats
     own_context = context is None
@@ -105,6 +111,8 @@ def run(
 
     def exchange_bytes(message: p.Message, text: str | None, sent: float) -> bytes:
         socket.send((p.encode(message) if text is None else text).encode())
+        if while_waiting is not None:
+            while_waiting()
         return _receive(socket, sent, endpoint, sim, reply_timeout, stop, monitor)
 
     try:
@@ -130,6 +138,7 @@ def _run_plain(
     progress: Callable[[Simulator, RunStats], None] | None,
     progress_every: float,
     stop: threading.Event | None,
+    while_waiting: Callable[[], None] | None = None,
 ) -> None:
     """:func:`run` over :class:`zmtp.ReqSocket`: the connection is opened with the first
     message (retried while nobody listens, as libzmq does) and its end while a reply is
@@ -143,6 +152,8 @@ def _run_plain(
             if req.sock is None:
                 _connect(req, sent, endpoint, sim, reply_timeout, stop)
             req.send(data)
+            if while_waiting is not None:
+                while_waiting()
             while True:
                 wait = (
                     every
