@@ -22,13 +22,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TextIO
-
-import zmq
+from typing import TYPE_CHECKING, TextIO
 
 from simulator import local_link, zmtp
 from simulator import protocol as p
 from simulator.engine import Simulator
+
+if TYPE_CHECKING:  # libzmq is imported where it is used: inproc:// endpoints
+    import zmq
 
 POLL_S = 0.2  # how often a wait for a reply looks at ``stop``
 
@@ -98,6 +99,8 @@ def run(
         )  # fmt: skip
         stats.simulation_time = time.perf_counter() - began
         return stats
+    import zmq
+
     own_context = context is None
     if context is None:
         context = zmq.Context()
@@ -309,6 +312,8 @@ def _receive(
     """The reply, waited for in ``recv`` itself (its RCVTIMEO bounds each wait: one call
     per message, no poller), looking at ``stop``, ``reply_timeout`` and the connection
     (``monitor``) between waits."""
+    import zmq
+
     while True:
         left = _time_left(sent, endpoint, sim, reply_timeout)
         if left is not None:
@@ -329,6 +334,7 @@ def _receive(
 
 def _disconnected(monitor: zmq.Socket) -> bool:
     """Whether the monitor reported a disconnection (it reports nothing else)."""
+    import zmq
     from zmq.utils.monitor import recv_monitor_message
 
     found = False
