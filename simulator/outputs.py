@@ -247,7 +247,9 @@ class _Ended:
     def __init__(self, record: JobRecord) -> None:
         self.job, self.state, self.final_state = record.job, record.state, record.final_state
         self.start, self.finish, self.submission_time = (
-            record.start, record.finish, record.submission_time
+            record.start,
+            record.finish,
+            record.submission_time,
         )
         self.alloc, self.energy, self.metadata = record.alloc, record.energy, record.metadata
 

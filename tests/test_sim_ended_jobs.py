@@ -196,7 +196,9 @@ def _stream(tmp_path, jobs, hold, write_every):
 
 @settings(max_examples=15, deadline=None)
 @given(hold=st.integers(1, 40), write_every=st.integers(0, 7), n=st.integers(1, 40))
-def test_rows_held_then_written_are_the_rows_written_at_once(tmp_path_factory, hold, write_every, n):
+def test_rows_held_then_written_are_the_rows_written_at_once(
+    tmp_path_factory, hold, write_every, n
+):
     """Each ended job's row and sums, held (what they read of the record, which the
     engine forgets at once) and written later — every ``write_every`` messages as the
     runner does while the decision process computes, every ``hold`` rows, at the end —

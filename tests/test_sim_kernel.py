@@ -25,9 +25,9 @@ from simulator.kernel import (
     Mailbox,
     Ptask,
     _Action,
-    _Sleeps,
     _alone,
     _share,
+    _Sleeps,
     fair_bottleneck,
 )  # fmt: skip
 
@@ -252,9 +252,7 @@ _kernel_op = st.one_of(
         st.sampled_from([1e-10, 5e-10, 1e-5, 1.49995e-5, 6e-4, 5.999995e-4, 6.00001e-4, 0.25, 3.0]),
     ),
     st.tuples(st.just("exec"), st.integers(0, len(_TASKS) - 1)),
-    st.tuples(
-        st.just("timeout"), st.integers(0, len(_TASKS) - 1), st.sampled_from([6e-4, 1.0])
-    ),
+    st.tuples(st.just("timeout"), st.integers(0, len(_TASKS) - 1), st.sampled_from([6e-4, 1.0])),
     st.tuples(st.just("create"), st.integers(0, 1), st.integers(0, len(_COSTS) - 1)),
     st.tuples(st.just("kill"), st.integers(0, 3)),
     st.tuples(st.just("share"), st.sampled_from([0, 2, "cpu"]), st.sampled_from([7.5e7, 2e9])),
