@@ -72,6 +72,8 @@ class Quiescence:
         self._wait_listeners: list[Callable[[str], None]] = []
         self._flushing = False  # a connection owes no byte yet but will close: poll
         self.driver_waiting = False  # the driver waits in wait_locked, its work done
+        # the driver's waits read the runtimes' connections (ClockTransport.wait_reading_locked)
+        self.read_while_waiting = False
         self.io_releases = 0
 
     # ------------------------------------------------------------ the broker's hooks
@@ -315,7 +317,11 @@ class Quiescence:
                 wait = min(wait, FLUSH_POLL_S)
             self.driver_waiting = True
             try:
-                self._cond.wait(wait)
+                if self.read_while_waiting:
+                    # the frame that may end this wait wakes this thread, no other first
+                    self._transport.wait_reading_locked(wait)
+                else:
+                    self._cond.wait(wait)
             finally:
                 self.driver_waiting = False
 
