@@ -99,6 +99,7 @@ class ClockTransport:
         self._reading = threading.Lock()  # held by the one thread serving the connections
         self._lender: int | None = None  # the thread the connections are lent to
         self._lent_waiting = False  # it blocks in the connections' selector: poke to wake
+        self.driver_reads = False  # the loop does not watch them, the borrower reads them
         self.lends = 0  # figures: waits in which the driver read the connections itself
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._listener, selectors.EVENT_READ, "listen")
@@ -163,11 +164,13 @@ class ClockTransport:
             with contextlib.suppress(KeyError, ValueError, OSError):
                 self._selector.unregister(self._conn_sel)  # the loop stops watching them
             with self._reading:
+                self.driver_reads = True
                 try:
                     ready = self._conn_sel.select(timeout)
                 except (OSError, ValueError):
                     ready = []  # closed under us
-                self._lent_waiting = False
+                finally:
+                    self.driver_reads = self._lent_waiting = False
                 self._serve(ready)
         finally:
             self._lent_waiting = False
