@@ -100,7 +100,6 @@ class ClockTransport:
         self._lender: int | None = None  # the thread the connections are lent to
         self._lent_waiting = False  # it blocks in the connections' selector: poke to wake
         self.driver_reads = False  # the loop does not watch them, the borrower reads them
-        self.lends = 0  # figures: waits in which the driver read the connections itself
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._listener, selectors.EVENT_READ, "listen")
         self._selector.register(self._wakeup.fd, selectors.EVENT_READ, None)
@@ -158,7 +157,6 @@ class ClockTransport:
             return
         self._lender = threading.get_ident()
         self._lent_waiting = True
-        self.lends += 1
         self._cond.release()
         try:
             with contextlib.suppress(KeyError, ValueError, OSError):
@@ -195,9 +193,11 @@ class ClockTransport:
                     self._accept()
                 elif self._reading.acquire(blocking=False):  # else lent: the driver reads
                     try:
-                        self._serve(self._conn_sel.select(0))
-                    except (OSError, ValueError):
-                        return  # closed under us
+                        try:
+                            conns = self._conn_sel.select(0)
+                        except (OSError, ValueError):
+                            return  # closed under us
+                        self._serve(conns)
                     finally:
                         self._reading.release()
             with self._cond:
