@@ -7,7 +7,7 @@ import threading
 import pytest
 from test_clock_service import BINDING, WATCH, FakeFacade, _applied, _connected, _waiting
 
-from broker.clock.service import ClockService
+from broker.clock.service import ClockService, ClockStall
 from timewarp.wire import clockproto as cp
 
 
@@ -121,3 +121,30 @@ def test_a_wait_broken_off_gives_the_connections_back_to_the_loop(clock, monkeyp
         clock.quiescence.set_io_checker(lambda port, sent, consumed: "idle")
         peer.send(cp.state(False, 1, [], 0, 1, 0))
         assert done.wait(5)
+
+
+def test_the_stall_guard_still_gets_the_stacks_it_asks_for():
+    """A stall found while the driver reads the connections: the connections go back to
+    the clock thread before the guard asks for the stuck process's stacks, so its answer
+    is read and the report (here: stop) carries it."""
+    with ClockService(stall_timeout=0.2, on_stall="stop") as clock:
+        FakeFacade(clock, {})
+        with _connected(clock, "sched") as peer:
+            peer.send(cp.state(False, 0, [], 0, 1, 0))  # it waited once: no start-up grace
+            peer.send(cp.state(True, 0, [], 1, 0, 0))  # then runs, and never waits again
+            _applied(peer)
+            failed = []
+            done = threading.Event()
+
+            def drive():
+                try:
+                    clock.wait_quiescent()
+                except ClockStall as exc:
+                    failed.append(str(exc))
+                done.set()
+
+            threading.Thread(target=drive, daemon=True).start()
+            assert peer.recv()["op"] == "dump"  # the guard asks (bounded: 5 s)
+            peer.send(cp.stacks('  File "sched.py", line 7, in spin_forever'))
+            assert done.wait(5)
+    assert failed and "spin_forever" in failed[0], failed
