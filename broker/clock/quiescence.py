@@ -294,6 +294,18 @@ class Quiescence:
         """Block until every process is quiescent (or gone), letting readers go and
         running the broker's hook on the way; the stall guard applies."""
         self._guard.restart_locked()
+        if not self.read_while_waiting:
+            self._wait_locked()
+            return
+        # the runtimes' frames are read by this thread until the wait ends: the one that
+        # ends it wakes this thread only (ClockTransport.wait_reading_locked)
+        try:
+            self._transport.lend_locked()
+            self._wait_locked()
+        finally:
+            self._transport.give_back_locked()
+
+    def _wait_locked(self) -> None:
         while True:
             busy, release = self.survey_locked()
             if not busy:
@@ -318,7 +330,6 @@ class Quiescence:
             self.driver_waiting = True
             try:
                 if self.read_while_waiting:
-                    # the frame that may end this wait wakes this thread, no other first
                     self._transport.wait_reading_locked(wait)
                 else:
                     self._cond.wait(wait)

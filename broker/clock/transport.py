@@ -10,9 +10,10 @@ the lock); a connection that ends goes to ``dropped`` (with it).
 loop's. While the driver waits for quiescence it borrows them
 (:meth:`ClockTransport.wait_reading_locked`): the loop stops watching them and the driver
 reads and applies the frames itself, so the state report that ends its wait wakes one
-thread, not the loop thread and then the driver. One thread at a time reads (the
-``_reading`` lock), each connection's frames are applied in order whoever reads them, and
-what a frame does is the same code either way: only which thread runs it changes.
+thread, not the loop thread and then the driver. One thread at a time reads (the lender,
+or the loop when they are not lent), each connection's frames are applied in order
+whoever reads them, and what a frame does is the same code either way: only which thread
+runs it changes.
 """
 
 from __future__ import annotations
@@ -96,8 +97,9 @@ class ClockTransport:
         self._conn_sel = selectors.DefaultSelector()
         self._lend_wakeup = Wakeup()
         self._conn_sel.register(self._lend_wakeup.fd, selectors.EVENT_READ, None)
-        self._reading = threading.Lock()  # held by the one thread serving the connections
+        # one thread at a time serves them: the loop (``_loop_serving``) or the borrower
         self._lender: int | None = None  # the thread the connections are lent to
+        self._loop_serving = False
         self._lent_waiting = False  # it blocks in the connections' selector: poke to wake
         self.driver_reads = False  # the loop does not watch them, the borrower reads them
         self._selector = selectors.DefaultSelector()
@@ -146,37 +148,59 @@ class ClockTransport:
         if self._lent_waiting:
             self._lend_wakeup.poke()
 
+    def lend_locked(self) -> bool:
+        """Lend the connections to this thread (the driver, about to wait for quiescence):
+        from now on it reads them, in :meth:`wait_reading_locked`, until
+        :meth:`give_back_locked`; frames that come meanwhile wait in their sockets. False
+        when another thread has them (or the transport is closed)."""
+        me = threading.get_ident()
+        if self._lender == me:
+            return True
+        if self._lender is not None or self._closed:
+            return False
+        self._lender = me  # from now on the loop leaves the connections alone
+        while self._loop_serving:  # it is applying what it read: let it finish
+            self._cond.wait(0.1)
+        with contextlib.suppress(KeyError, ValueError, OSError):
+            self._selector.unregister(self._conn_sel)  # and it stops watching them
+        self.driver_reads = True
+        return True
+
     def wait_reading_locked(self, timeout: float) -> None:
         """What ``cond.wait(timeout)`` does for the driver (called with the service's lock
         held once, returns with it held), except that the driver reads the connections
-        meanwhile: a frame that arrives wakes it, not the loop thread, and is applied
-        here. Returns when a frame was read, the condition was notified, or at
-        ``timeout``. Another thread already borrowing them waits on the condition."""
-        if self._lender is not None or self._closed:
+        lent to it meanwhile: a frame that arrives wakes it, not the loop thread, and is
+        applied here. Returns when a frame was read, the condition was notified, or at
+        ``timeout``. Without the connections (:meth:`lend_locked` said no), it waits on
+        the condition."""
+        if self._lender != threading.get_ident() or not self.driver_reads:
             self._cond.wait(timeout)
             return
-        self._lender = threading.get_ident()
         self._lent_waiting = True
         self._cond.release()
         try:
-            with contextlib.suppress(KeyError, ValueError, OSError):
-                self._selector.unregister(self._conn_sel)  # the loop stops watching them
-            with self._reading:
-                self.driver_reads = True
-                try:
-                    ready = self._conn_sel.select(timeout)
-                except (OSError, ValueError):
-                    ready = []  # closed under us
-                finally:
-                    self.driver_reads = self._lent_waiting = False
-                self._serve(ready)
+            try:
+                ready = self._conn_sel.select(timeout)
+            except (OSError, ValueError):
+                ready = []  # closed under us
+            finally:
+                self._lent_waiting = False
+            self._serve(ready)
         finally:
             self._lent_waiting = False
-            if not self._closed:
-                with contextlib.suppress(KeyError, ValueError, OSError):
-                    self._selector.register(self._conn_sel, selectors.EVENT_READ, "conns")
             self._cond.acquire()
-            self._lender = None
+
+    def give_back_locked(self) -> None:
+        """The connections lent to this thread go back to the loop thread (the driver's
+        wait ended, or the stall guard is about to wait for a process's stacks). In this
+        order: a loop that saw them ready while they were still lent would spin."""
+        if self._lender != threading.get_ident():
+            return
+        self._lender = None
+        self.driver_reads = False
+        if not self._closed:
+            with contextlib.suppress(KeyError, ValueError, OSError):
+                self._selector.register(self._conn_sel, selectors.EVENT_READ, "conns")
 
     def _loop(self) -> None:
         self._loop_ident = threading.get_ident()
@@ -191,21 +215,35 @@ class ClockTransport:
                     self._wakeup.drain()
                 elif key.data == "listen":
                     self._accept()
-                elif self._reading.acquire(blocking=False):  # else lent: the driver reads
-                    try:
-                        try:
-                            conns = self._conn_sel.select(0)
-                        except (OSError, ValueError):
-                            return  # closed under us
-                        self._serve(conns)
-                    finally:
-                        self._reading.release()
+                elif not self._serve_conns():
+                    return  # closed under us
             with self._cond:
                 self._after_round()
                 self._update_interest_locked()
 
+    def _serve_conns(self) -> bool:
+        """The loop serves the connections, unless they were lent meanwhile (a readiness
+        seen just before the driver took them); False once the selector is closed."""
+        with self._cond:
+            if self._lender is not None:
+                return True
+            self._loop_serving = True
+        try:
+            try:
+                ready = self._conn_sel.select(0)
+            except (OSError, ValueError):
+                return False
+            self._serve(ready)
+            return True
+        finally:
+            with self._cond:
+                self._loop_serving = False
+                if self._lender is not None:
+                    self._cond.notify_all()  # a driver waits to take them
+
     def _serve(self, ready: list[tuple[selectors.SelectorKey, int]]) -> None:
-        """Write and read what the connections' selector found ready (``_reading`` held)."""
+        """Write and read what the connections' selector found ready (by the one thread
+        serving them)."""
         for key, events in ready:
             conn = key.data
             if conn is None:
