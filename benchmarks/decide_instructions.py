@@ -2,8 +2,10 @@
 
 Deterministic counts for changes too small for the machine's timing noise: each case
 runs twice under ``valgrind --tool=callgrind`` (same seed, ``PYTHONHASHSEED=0``), once
-deciding ``--pods`` pods and once deciding none; the difference over ``--pods`` is the
-instructions of one decision, start-up (imports, building the nodes) cancelled out.
+deciding ``--warmup`` + ``--pods`` pods and once deciding ``--warmup``; the difference
+over ``--pods`` is the instructions of one decision in the steady state, start-up
+(imports, building the nodes) and once-per-run work (caches filled by the first
+decisions) cancelled out.
 
 Cases (N one-core nodes, a share ``--busy`` of them running a one-core pod, one-core
 pods decided by ``SampledDecide(0)``, kube-scheduler's adaptive search):
@@ -98,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, nargs="+", default=[10000])
     parser.add_argument("--busy", type=float, default=0.8)
     parser.add_argument("--pods", type=int, default=100, help="decisions counted")
+    parser.add_argument("--warmup", type=int, default=20, help="decisions not counted")
     parser.add_argument("--cases", nargs="+", default=["static", "churn"])
     parser.add_argument("--inner", choices=["static", "churn"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -105,12 +108,13 @@ def main(argv: list[str] | None = None) -> int:
         run = run_static if args.inner == "static" else run_churn
         run(args.nodes[0], args.busy, args.pods)
         return 0
+    print(f"{args.pods} decisions counted after {args.warmup}")
     print("| nodes | busy | case | instructions per decision |")
     print("|------:|-----:|------|--------------------------:|")
     for nodes in args.nodes:
         for case in args.cases:
-            full = _instructions(case, nodes, args.busy, args.pods)
-            empty = _instructions(case, nodes, args.busy, 0)
+            full = _instructions(case, nodes, args.busy, args.warmup + args.pods)
+            empty = _instructions(case, nodes, args.busy, args.warmup)
             per = (full - empty) / args.pods
             print(f"| {nodes:,} | {args.busy:.0%} | {case} | {per / 1e6:.2f} M |", flush=True)
     return 0

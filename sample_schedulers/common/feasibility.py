@@ -140,7 +140,7 @@ def _index_of(views: Sequence[NodeView]) -> FeasibleIndex | None:
     return index
 
 
-INDEXED_SHAPES = 8
+INDEXED_SHAPES = 16
 """Pod shapes a ``FeasibleIndex`` keeps positions for (the least recently used goes)."""
 
 
