@@ -145,8 +145,9 @@ class ClockTransport:
         """The clock's condition was notified: a driver waiting in the lent connections'
         selector, not on the condition, must wake too (the service's condition calls
         this on every notify)."""
-        if self._lent_waiting:
-            self._lend_wakeup.poke()
+        if self._lent_waiting and self._lender != threading.get_ident():
+            self._lend_wakeup.poke()  # (the driver's own notifications, made while it
+            # applies the frames it read, need no wake-up: it surveys next)
 
     def lend_locked(self) -> bool:
         """Lend the connections to this thread (the driver, about to wait for quiescence):
@@ -176,6 +177,10 @@ class ClockTransport:
         if self._lender != threading.get_ident() or not self.driver_reads:
             self._cond.wait(timeout)
             return
+        # True from here until the lock is held again: a notification that comes while
+        # this thread is between its select and the lock still pokes the wakeup (the
+        # next select returns at once, one extra round), so none is seen only by the
+        # survey that follows and a notifier can always tell it woke the driver
         self._lent_waiting = True
         self._cond.release()
         try:
@@ -183,12 +188,10 @@ class ClockTransport:
                 ready = self._conn_sel.select(timeout)
             except (OSError, ValueError):
                 ready = []  # closed under us
-            finally:
-                self._lent_waiting = False
             self._serve(ready)
         finally:
-            self._lent_waiting = False
             self._cond.acquire()
+            self._lent_waiting = False
 
     def give_back_locked(self) -> None:
         """The connections lent to this thread go back to the loop thread (the driver's
