@@ -23,9 +23,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from typing import TextIO
-
-import zmq
+from typing import TYPE_CHECKING, TextIO
 
 from simulator import protocol
 from simulator.engine import Deadlock, Options, Simulator
@@ -35,6 +33,9 @@ from simulator.platform import PlatformError, load_platform, real_batsim_refusal
 from simulator.runner import Aborted, Disconnected, ReplyTimeout, print_progress
 from simulator.runner import run as run_zmq
 from simulator.workload import WorkloadError, load_workload
+
+if TYPE_CHECKING:  # libzmq is imported only where it is used (not over tcp:// or ipc://)
+    import zmq
 
 PROG = "timewarp sim"
 
@@ -222,6 +223,7 @@ def drive(
                 progress=None if args.quiet else (lambda s, st: print_progress(s, st, err)),
                 stop=stop,
                 context=context,
+                while_waiting=outputs.write_held,
             )
         except protocol.ProtocolError as exc:
             # like Batsim, which aborts: a broken reply makes the results meaningless

@@ -643,9 +643,8 @@ class Simulator:
         latency, elements, bound, capacity = ptask_spec(
             self.platform.network, described, flops, matrix
         )
-        constraints = self.kernel.constraints
-        if constraints is not None:
-            constraints.update(capacity)
+        if self.kernel.constraints is not None:
+            self.kernel.share(capacity)
         alone = bound
         for cid, weight in elements:
             if weight > 0:

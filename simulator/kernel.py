@@ -47,6 +47,7 @@ differential tests in ``tests/test_batsim_real.py`` compare whole message sequen
 from __future__ import annotations
 
 import itertools
+from bisect import insort
 from collections import deque
 from collections.abc import Generator
 from typing import Any
@@ -110,10 +111,14 @@ class _Sleeps:
     SimGrid does it (one float subtraction per step, a remainder below ``PRECISION`` is
     nothing). A list of floats while they are few; a numpy array (the same IEEE
     subtractions, without a Python loop) once there are more than ``NUMPY_FROM``, so a
-    simulation of thousands of running jobs costs microseconds per step. The smallest
-    remainder is followed step by step (subtracting the same step from every remainder
-    keeps their order, so it stays the smallest): the array is searched only when a sleep
-    ends or one is moved."""
+    simulation of thousands of running jobs costs microseconds per step.
+
+    ``by_end`` lists the pending sleeps' slots, smallest remainder first. Subtracting the
+    same step from every remainder keeps their order (IEEE rounding is monotone: a ≤ b
+    gives a − d ≤ b − d), so a sleep's place is found once, by bisection, when it is
+    added or moved: the smallest remainder is the first one's, and the sleeps a step
+    ends (those left below ``PRECISION``) are the first ones — no search of the array
+    at each end. The smallest remainder is also followed step by step (``_min``)."""
 
     NUMPY_FROM = 128
 
@@ -122,9 +127,10 @@ class _Sleeps:
         self.actor: list[Actor | _Action | None] = []  # whose sleep
         self.order: list[int] = []
         self.free: list[int] = []
+        self.by_end: list[int] = []  # pending slots, smallest remainder first
         self.count = 0
         self._numpy: Any = None
-        self._min: float | None = float("inf")  # None: to be searched
+        self._min: float | None = float("inf")  # None: to be read from by_end
 
     def add(self, actor: Actor | _Action, seconds: float, order: int) -> int:
         """A sleep of ``actor`` (or a computation's timeout detector): its slot."""
@@ -145,6 +151,7 @@ class _Sleeps:
             self.actor.append(actor)
             self.order.append(order)
         self.count += 1
+        insort(self.by_end, slot, key=self.remaining.__getitem__)
         if self._min is not None and seconds < self._min:
             self._min = seconds
         if self._numpy is None and self.count > self.NUMPY_FROM:
@@ -160,59 +167,44 @@ class _Sleeps:
         self.remaining = values
 
     def set(self, slot: int, seconds: float) -> None:
+        self.by_end.remove(slot)
         self.remaining[slot] = seconds
+        insort(self.by_end, slot, key=self.remaining.__getitem__)
         self._min = None
 
     def remove(self, slot: int) -> None:
         self.remaining[slot] = float("inf")
         self.actor[slot] = None
         self.free.append(slot)
+        self.by_end.remove(slot)
         self.count -= 1
         self._min = None
 
     def next(self) -> float:
         """The smallest remaining time (inf: none)."""
         if self._min is None:
-            if not self.count:
-                self._min = float("inf")
-            elif self._numpy is None:
-                self._min = min(self.remaining)
-            else:
-                # (ndarray.min's Python wrapper, minus its argument handling)
-                self._min = float(self._numpy.minimum.reduce(self.remaining))
+            by_end = self.by_end
+            self._min = float(self.remaining[by_end[0]]) if by_end else float("inf")
         return self._min
 
     def advance(self, delta: float) -> list[tuple[int, Actor | _Action]]:
         """Reduce every remaining time by ``delta``; the sleeps that end, ``(order,
         actor)`` (their slots are freed)."""
         smallest = self.next() - delta
+        values = self.remaining
+        if delta:
+            if self._numpy is None:
+                for slot, left in enumerate(values):
+                    values[slot] = left - delta
+            else:
+                values -= delta
         if smallest >= PRECISION:  # nothing ends: the order is kept, the smallest too
-            if delta:
-                if self._numpy is None:
-                    values = self.remaining
-                    for slot, left in enumerate(values):
-                        values[slot] = left - delta
-                else:
-                    self.remaining -= delta
             self._min = smallest
             return []
-        ended = []
-        if self._numpy is None:
-            values = self.remaining
-            for slot, left in enumerate(values):
-                if left != float("inf"):
-                    left -= delta
-                    if left < PRECISION:  # double_update
-                        ended.append(slot)
-                    else:
-                        values[slot] = left
-        else:
-            values = self.remaining
-            if delta:
-                values -= delta
-            ended = (values < PRECISION).nonzero()[0].tolist()  # flatnonzero, minus its ravel
         out = []
-        for slot in ended:
+        by_end = self.by_end
+        while by_end and values[by_end[0]] < PRECISION:  # double_update: done
+            slot = by_end[0]
             actor = self.actor[slot]
             assert actor is not None
             out.append((self.order[slot], actor))
@@ -268,6 +260,9 @@ class Kernel:
         #: max-min share (:func:`fair_bottleneck`), recomputed at each step; None: each
         #: action runs at its own rate (the link-free path, cheaper)
         self.constraints: dict[Any, tuple[float, bool]] | None = None
+        # the max-min shares to solve again before the next step (see _advance)
+        self._solve = True
+        self._lone: dict[int, tuple[Any, float, float, float]] = {}  # (fair_bottleneck)
 
     # ------------------------------------------------------------------ API
     def spawn(self, code: ActorCode, name: str) -> Actor:
@@ -288,6 +283,13 @@ class Kernel:
         if actor.sleep < 0:
             return None
         return self.clock + float(self._sleeps.remaining[actor.sleep])
+
+    def share(self, capacities: dict[Any, tuple[float, bool]]) -> None:
+        """Add or change shared resources (``constraints``): solved again at the next step."""
+        assert self.constraints is not None
+        self.constraints.update(capacities)
+        self._solve = True
+        self._lone.clear()
 
     def retarget(self, actor: Actor, date: float) -> None:
         """Move the end of ``actor``'s pending sleep (timewarp's sharing slowdown)."""
@@ -393,11 +395,13 @@ class Kernel:
                 action = _exec_action(call[1], next(self._seq), actor)
                 actor.action = action
                 self._actions.append(action)
+                self._solve = True
             elif kind == EXEC_TIMEOUT:  # its detector was started in run()
                 action = actor.action
                 assert action is not None
                 action.order = next(self._seq)
                 self._actions.append(action)
+                self._solve = True
             elif kind == KILL:
                 victim = call[1]
                 victim.alive = False
@@ -425,76 +429,100 @@ class Kernel:
         action.receiver = receiver
         action.payload = payload
         self._actions.append(action)
+        if action.latency <= 0:  # it shares from the next step on (else: once it is paid)
+            self._solve = True
 
     def _advance(self) -> bool:
-        """SimGrid's solve(): the step is the smallest time any pending action needs; the
-        clock moves by it and every action is updated by it (``double_update``: what is
-        left below the precision is nothing); what ended wakes in the order it began."""
-        actions = [a for a in self._actions if not a.done]
-        self._actions = actions
+        """Time steps, SimGrid's solve() each: the step is the smallest time any pending
+        action needs; the clock moves by it and every action is updated by it
+        (``double_update``: what is left below the precision is nothing); what ended wakes
+        in the order it began. Steps follow one another until one wakes an actor (True)
+        or nothing is left to happen (False): a step that wakes nobody (a message's
+        latency paid) is followed by the next at once, as :meth:`run` would do with no
+        actor ready. The max-min shares are solved again only when what they depend on
+        changed (``_solve``): an action past its latency began or ended, or a
+        constraint's capacity changed — the solver is a function of those alone, so the
+        rates are the ones solving at every step gives (pinned by
+        tests/test_sim_kernel.py against that)."""
         sleeps = self._sleeps
-        if not actions and not sleeps.count:
-            return False
-        delta = sleeps.next()
-        if self.constraints is not None:
-            fair_bottleneck(actions, self.constraints)
-        for action in actions:
-            if action.latency > 0:  # ptask_L07: the route's latency first, at no rate
-                need = action.latency
-            else:
-                need = 0.0 if action.rate == 0 else action.remaining / action.rate
-            if need < delta:
-                delta = need
-        self.clock = self.clock + delta
-        self.steps += 1
-        ended: list[tuple[int, Any]] = sleeps.advance(delta) if sleeps.count else []
-        for action in actions:
-            if action.latency > 0:  # L07's update_actions_state: the latency is paid first
-                latency = action.latency - delta
-                action.latency = latency = latency if latency >= PRECISION else 0.0
-                if latency > 0 or action.rate > 0:
-                    continue  # its bytes move from the next step on
-                left = 0.0  # no link: done once its latency is paid
-            elif action.rate > 0:
-                left = action.remaining - action.rate * delta
-                if left < _BYTES_PRECISION:
-                    left = 0.0
-                action.remaining = left
-            else:
-                left = 0.0
-            if left <= 0.0:
-                action.done = True
-                ended.append((action.order, action))
-        if len(ended) > 1:
-            ended.sort(key=_first)
         ready = self._ready
-        for _, what in ended:
-            if isinstance(what, Actor):  # a sleep
-                if what.alive:
-                    ready.append(what)
+        while True:
+            actions = self._actions
+            if actions:
+                kept = [a for a in actions if not a.done]
+                if len(kept) != len(actions):
+                    self._actions = actions = kept
+                    self._solve = True
+            if not actions and not sleeps.count:
+                return False
+            delta = sleeps.next()
+            if self._solve:
+                if actions and self.constraints is not None:
+                    fair_bottleneck(actions, self.constraints, self._lone)
+                self._solve = False
+            for action in actions:
+                if action.latency > 0:  # ptask_L07: the route's latency first, at no rate
+                    need = action.latency
+                else:
+                    need = 0.0 if action.rate == 0 else action.remaining / action.rate
+                if need < delta:
+                    delta = need
+            self.clock = self.clock + delta
+            self.steps += 1
+            ended: list[tuple[int, Any]] = sleeps.advance(delta) if sleeps.count else []
+            for action in actions:
+                if action.latency > 0:  # L07's update_actions_state: the latency is paid first
+                    latency = action.latency - delta
+                    if latency >= PRECISION:
+                        action.latency = latency
+                        continue
+                    action.latency = 0.0
+                    self._solve = True  # its bytes share the links from the next step on
+                    if action.rate > 0:
+                        continue
+                    left = 0.0  # no link: done once its latency is paid
+                elif action.rate > 0:
+                    left = action.remaining - action.rate * delta
+                    if left < _BYTES_PRECISION:
+                        left = 0.0
+                    action.remaining = left
+                else:
+                    left = 0.0
+                if left <= 0.0:
+                    action.done = True
+                    ended.append((action.order, action))
+            if not ended:
                 continue
-            actor, receiver = what.actor, what.receiver
-            if receiver is None:  # a computation, or its timeout detector
-                if what.ended:
-                    continue  # (both ended in this step: the detector came first)
-                what.ended = True
-                if what.sleep >= 0:  # done before its detector: the detector is dropped
-                    self._sleeps.remove(what.sleep)
-                    what.sleep = -1
-                elif not what.done:  # the detector ended, the computation has work left
-                    if what.elements:  # sharing resources: it goes on using them
-                        actor.zombie = what
-                    else:
-                        what.done = True  # (alone, its end changes nothing)
-                    actor.answer = TIMED_OUT
-                actor.action = None
-                if actor.alive:
+            if len(ended) > 1:
+                ended.sort(key=_first)
+            for _, what in ended:
+                if isinstance(what, Actor):  # a sleep
+                    if what.alive:
+                        ready.append(what)
+                    continue
+                actor, receiver = what.actor, what.receiver
+                if receiver is None:  # a computation, or its timeout detector
+                    if what.ended:
+                        continue  # (both ended in this step: the detector came first)
+                    what.ended = True
+                    if what.sleep >= 0:  # done before its detector: the detector is dropped
+                        self._sleeps.remove(what.sleep)
+                        what.sleep = -1
+                    elif not what.done:  # the detector ended, the computation has work left
+                        if what.elements:  # sharing resources: it goes on using them
+                            actor.zombie = what
+                        else:
+                            what.done = True  # (alone, its end changes nothing)
+                        actor.answer = TIMED_OUT
+                    actor.action = None
+                    if actor.alive:
+                        ready.append(actor)
+                else:
                     ready.append(actor)
-            else:
-                ready.append(actor)
-                receiver.answer = what.payload
-                ready.append(receiver)
-        return True
+                    receiver.answer = what.payload
+                    ready.append(receiver)
+            if ready:
+                return True
 
 
 def _first(item: tuple[int, Any]) -> int:
@@ -528,11 +556,31 @@ def _exec_action(spec: Any, order: int, actor: Actor) -> _Action:
 _MAXMIN_PRECISION = 1e-5  # SimGrid's maxmin/precision default
 
 
-def fair_bottleneck(actions: list[_Action], constraints: dict[Any, tuple[float, bool]]) -> None:
+def fair_bottleneck(
+    actions: list[_Action],
+    constraints: dict[Any, tuple[float, bool]],
+    lone: dict[int, tuple[Any, float, float, float]] | None = None,
+) -> None:
     """SimGrid's "fairbottleneck" solver (ptask_L07's default): the rate of every action
     past its latency, the constraints' capacities shared among the actions using them
     (FATPIPE: not shared), each action capped by its bound; repeated until each action
-    is saturated. The same operations in the same order as SimGrid 3.32's."""
+    is saturated. The same operations in the same order as SimGrid 3.32's. ``lone``: the
+    caller's memo of an action alone on its route, ``id(elements)`` -> ``(elements,
+    bound, mu, value)``, valid while ``constraints`` do not change (the caller empties
+    it when they do): a message's route is one tuple for all its messages."""
+    if lone is not None and len(actions) == 1:  # (most solves: one message in flight)
+        action = actions[0]
+        memo = lone.get(id(action.elements))
+        if (
+            memo is not None
+            and memo[0] is action.elements
+            and memo[1] == action.bound
+            and not action.latency > 0
+            and not action.done
+        ):
+            action.mu, action.value = memo[2], memo[3]
+            action.rate = action.value
+            return
     variables = []
     for action in actions:
         if action.latency > 0 or action.done or not action.elements:
@@ -547,17 +595,26 @@ def fair_bottleneck(actions: list[_Action], constraints: dict[Any, tuple[float, 
     if len(variables) == 1:
         action = variables[0]
         elements = action.elements
+        if lone is not None:
+            memo = lone.get(id(elements))
+            if memo is not None and memo[0] is elements and memo[1] == action.bound:
+                action.mu, action.value = memo[2], memo[3]
+                action.rate = action.value
+                return
         # _alone is a function of these alone: its answer for a route is reused
         key = (elements, action.bound, tuple([constraints[cid] for cid, _ in elements]))
         known = _ALONE.get(key)
+        if known is None and _alone(action, constraints):
+            if len(_ALONE) >= _ALONE_MAX:  # (parallel tasks' routes: bounded)
+                _ALONE.clear()
+            known = _ALONE[key] = (action.mu, action.value)
         if known is not None:
             action.mu, action.value = known
             action.rate = action.value
-            return
-        if _alone(action, constraints):
-            if len(_ALONE) >= _ALONE_MAX:  # (parallel tasks' routes: bounded)
-                _ALONE.clear()
-            _ALONE[key] = (action.mu, action.value)
+            if lone is not None:
+                if len(lone) >= _ALONE_MAX:
+                    lone.clear()
+                lone[id(elements)] = (elements, action.bound, *known)
             return
     _share(variables, constraints)
 

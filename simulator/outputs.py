@@ -237,12 +237,37 @@ def write_outputs(
     return stream.finish(machines, scheduling_time, simulation_time, partial)
 
 
+class _Ended:
+    """What a ``jobs.csv`` row and schedule.csv's sums read of a job that ended, kept
+    while the row waits in :class:`StreamingOutputs` (the engine forgets the record)."""
+
+    __slots__ = ("job", "state", "start", "finish", "submission_time", "final_state", "alloc",
+                 "energy", "metadata")  # fmt: skip
+
+    def __init__(self, record: JobRecord) -> None:
+        self.job, self.state, self.final_state = record.job, record.state, record.final_state
+        self.start, self.finish, self.submission_time = (
+            record.start,
+            record.finish,
+            record.submission_time,
+        )
+        self.alloc, self.energy, self.metadata = record.alloc, record.energy, record.metadata
+
+
 class StreamingOutputs:
     """Batsim's three files written as the simulation goes — a ``jobs.csv`` row when a job
     ends, a ``machine_states.csv`` row when a machine changes, into temporary files — and
     made final at the end (``schedule.csv`` from running sums, then every file renamed
     into place), so that memory stays flat in the number of jobs that ended and a failure
-    leaves no half-written file (:meth:`discard`)."""
+    leaves no half-written file (:meth:`discard`).
+
+    Rows are held (what they need, not their text) and written by :meth:`write_held`,
+    which the runner calls while the decision process computes its reply — the
+    simulator's formatting then overlaps the decision process's work instead of adding
+    to the wall time — and at least every ``HOLD`` rows, and at :meth:`finish`: the
+    same rows in the same order, the same sums."""
+
+    HOLD = 256
 
     def __init__(self, prefix: str, nb_compute: int) -> None:
         self.paths = _paths(prefix)
@@ -255,13 +280,32 @@ class StreamingOutputs:
         self._machines = open(self._tmp[2], "w", encoding="utf-8")  # noqa: SIM115
         self._jobs.write(JOBS_HEADER + "\n")
         self._machines.write(MACHINE_STATES_HEADER + "\n")
+        self._held_jobs: list[_Ended] = []
+        self._held_machines: list[tuple[float, tuple[int, ...]]] = []
 
     def job_ended(self, record: JobRecord) -> None:
-        self._jobs.write(job_row(record) + "\n")
-        self.sums.add(record)
+        self._held_jobs.append(_Ended(record))
+        if len(self._held_jobs) >= self.HOLD:
+            self.write_held()
 
     def machine_row(self, time: float, *counts: int) -> None:
-        self._machines.write(machine_state_row(time, *counts) + "\n")
+        self._held_machines.append((time, counts))
+        if len(self._held_machines) >= self.HOLD:
+            self.write_held()
+
+    def write_held(self) -> None:
+        """Write the rows held so far (and add the jobs to the sums), in order."""
+        if self._held_jobs:
+            write, add = self._jobs.write, self.sums.add
+            for ended in self._held_jobs:
+                write(job_row(ended) + "\n")  # type: ignore[arg-type]
+                add(ended)  # type: ignore[arg-type]
+            self._held_jobs = []
+        if self._held_machines:
+            write = self._machines.write
+            for time, counts in self._held_machines:
+                write(machine_state_row(time, *counts) + "\n")
+            self._held_machines = []
 
     def finish(
         self,
@@ -274,6 +318,7 @@ class StreamingOutputs:
     ) -> list[Path]:
         """Write ``schedule.csv`` (``machines``: the time spent in each state) and put the
         three files in place; returns their paths."""
+        self.write_held()
         values = self.sums.values(
             machines,
             self.nb_compute,

@@ -22,13 +22,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TextIO
-
-import zmq
+from typing import TYPE_CHECKING, TextIO
 
 from simulator import local_link, zmtp
 from simulator import protocol as p
 from simulator.engine import Simulator
+
+if TYPE_CHECKING:  # libzmq is imported where it is used: inproc:// endpoints
+    import zmq
 
 POLL_S = 0.2  # how often a wait for a reply looks at ``stop``
 
@@ -62,12 +63,15 @@ def run(
     progress_every: float = 2.0,
     stop: threading.Event | None = None,
     context: zmq.Context | None = None,
+    while_waiting: Callable[[], None] | None = None,
 ) -> RunStats:
     """Drive ``sim`` against the decision process at ``endpoint`` until SIMULATION_ENDS.
 
     Raises :class:`ReplyTimeout` or :class:`Aborted` between messages, never in the middle
     of applying a reply. ``context``: a ZeroMQ context to share (``inproc://``
-    endpoints), else one of its own."""
+    endpoints), else one of its own. ``while_waiting``: work that does not touch the
+    simulation (writing output rows), done once each message is sent over a wire, while
+    the decision process computes its reply."""
     stats = RunStats()
     began = time.perf_counter()
     if endpoint.startswith(local_link.SCHEME):  # the broker in this process: no wire
@@ -89,9 +93,14 @@ def run(
         stats.simulation_time = time.perf_counter() - began
         return stats
     if zmtp.address(endpoint) is not None:  # tcp:// and ipc://: a plain socket, no libzmq
-        _run_plain(sim, endpoint, stats, reply_timeout, message_log, progress, progress_every, stop)
+        _run_plain(
+            sim, endpoint, stats, reply_timeout, message_log, progress, progress_every, stop,
+            while_waiting,
+        )  # fmt: skip
         stats.simulation_time = time.perf_counter() - began
         return stats
+    import zmq
+
     own_context = context is None
     if context is None:
         context = zmq.Context()
@@ -105,6 +114,8 @@ def run(
 
     def exchange_bytes(message: p.Message, text: str | None, sent: float) -> bytes:
         socket.send((p.encode(message) if text is None else text).encode())
+        if while_waiting is not None:
+            while_waiting()
         return _receive(socket, sent, endpoint, sim, reply_timeout, stop, monitor)
 
     try:
@@ -130,6 +141,7 @@ def _run_plain(
     progress: Callable[[Simulator, RunStats], None] | None,
     progress_every: float,
     stop: threading.Event | None,
+    while_waiting: Callable[[], None] | None = None,
 ) -> None:
     """:func:`run` over :class:`zmtp.ReqSocket`: the connection is opened with the first
     message (retried while nobody listens, as libzmq does) and its end while a reply is
@@ -143,6 +155,8 @@ def _run_plain(
             if req.sock is None:
                 _connect(req, sent, endpoint, sim, reply_timeout, stop)
             req.send(data)
+            if while_waiting is not None:
+                while_waiting()
             while True:
                 wait = (
                     every
@@ -298,6 +312,8 @@ def _receive(
     """The reply, waited for in ``recv`` itself (its RCVTIMEO bounds each wait: one call
     per message, no poller), looking at ``stop``, ``reply_timeout`` and the connection
     (``monitor``) between waits."""
+    import zmq
+
     while True:
         left = _time_left(sent, endpoint, sim, reply_timeout)
         if left is not None:
@@ -318,6 +334,7 @@ def _receive(
 
 def _disconnected(monitor: zmq.Socket) -> bool:
     """Whether the monitor reported a disconnection (it reports nothing else)."""
+    import zmq
     from zmq.utils.monitor import recv_monitor_message
 
     found = False

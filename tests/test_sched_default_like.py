@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import heapq
 import json
 import os
 import subprocess
@@ -11,10 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from simrun import run_simulate
 
+from sample_schedulers.common.cluster import ClusterCache, NodeViews
 from sample_schedulers.common.feasibility import unfit_reason
 from sample_schedulers.common.model import NodeSummary, NodeView, PodSummary, Taint
 from sample_schedulers.common.queue import natural_key
@@ -22,8 +24,10 @@ from sample_schedulers.common.resources import Resources
 from sample_schedulers.default_like.scoring import (
     SampledDecide,
     balanced_allocation,
+    choose,
     decide,
     least_allocated,
+    natural_order,
     nodes_to_find,
     score,
 )
@@ -443,3 +447,84 @@ def test_a_zero_request_fits_an_over_committed_node():
     over = NodeView(node("n", cpu=1000), (pod("x", cpu=1500, node="n", phase="Running"),))
     assert decide(pod(cpu=0, mem=GI), [over]).node == "n"
     assert decide(pod(cpu=100, mem=GI), [over]).node is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(100, 180),
+    st.sampled_from([0, 30, 100]),
+    st.lists(st.tuples(st.sampled_from([0, 500, 1000, 3000]), st.booleans()), max_size=30),
+    st.randoms(use_true_random=False),
+)
+def test_decisions_on_the_cache_s_indexed_views_equal_the_plain_search(n, percentage, pods, rnd):
+    """The scheduling loop's steady state: a ``ClusterCache`` whose views change between
+    decisions (each pod assumed on its node, running pods ending), pods of a few shapes
+    (so that their feasible nodes get indexed). Each decision on ``views()`` (indexed)
+    equals the search spelled out on a plain copy (the node, the next start, the best
+    score shown) and, in full, the decision of the same search on a plain copy (which
+    examines node by node)."""
+    cache = ClusterCache()
+    for i in range(n):
+        cache.upsert_node(node(f"n{i:03d}", cpu=rnd.choice([1000, 2000, 4000])))
+    for i in range(n):
+        for j in range(rnd.randint(0, 3)):
+            cache.upsert_pod(pod(f"r{i}-{j}", 1000, GI, node=f"n{i:03d}", phase="Running"))
+    sampled, twin = SampledDecide(percentage), SampledDecide(percentage)
+    start = 0
+    for k, (cpu, ends) in enumerate(pods):
+        new = pod(f"p{k}", cpu=cpu, nonzero=pod(cpu=cpu or 100).requests)
+        views = cache.views()
+        plain = list(views)
+        want_node, want_next = _reference_sampled(new, plain, nodes_to_find(percentage, n), start)
+        decision = sampled(new, views)
+        assert decision == twin(new, plain)
+        assert decision.node == want_node
+        assert sampled.next_start == want_next
+        start = want_next
+        if want_node is not None:
+            best = next(v for v in plain if v.name == want_node)
+            assert decision.detail.startswith(f"[best scores {want_node}={score(new, best)}")
+            cache.assume(new, want_node)
+        if ends:
+            running = sorted(key for key, p in cache.pods.items() if p.occupies_node)
+            if running:
+                cache.delete_pod(rnd.choice(running))
+
+
+def _choice_spelled_out(pod_, fits):
+    """choose() without its shortcuts: uncached scores, the natural-order key of each
+    tied name, the four runners-up by (-score, name) from the whole list."""
+    scored = [(score(pod_, v), v.name) for v in fits]
+    top = max(s for s, _ in scored)
+    best = min((n for s, n in scored if s == top), key=lambda n: (natural_key(n), n))
+    runners_up = heapq.nsmallest(4, ((-s, n) for s, n in scored if n != best))
+    shown = ", ".join([f"{best}={top}"] + [f"{n}={-neg}" for neg, n in runners_up])
+    more = f", +{len(scored) - 5} more" if len(scored) > 5 else ""
+    return best, f"[best scores {shown}{more}]"
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(st.integers(0, 3), min_size=1, max_size=60),
+    st.integers(0, 59),
+    st.sampled_from([0, 700, 1500]),
+)
+def test_choice_on_the_cache_s_views_equals_the_choice_spelled_out(busy, rotate, cpu):
+    """Node names whose plain and natural orders differ (node-10 < node-9 as text), many
+    ties or few, fits in examination order (rotated): the pick (natural-order rank per
+    NodeViews) and the runners-up shown (the tied names sorted) equal the plain
+    computation."""
+    views = NodeViews(
+        NodeView(
+            node(f"node-{i}", cpu=4000),
+            tuple(pod(f"r{i}-{j}", 900, GI, node=f"node-{i}", phase="Running") for j in range(k)),
+        )
+        for i, k in sorted(enumerate(busy), key=lambda item: f"node-{item[0]}")
+    )
+    new = pod(cpu=cpu, nonzero=pod(cpu=cpu or 100).requests)
+    k = rotate % len(views)
+    fits = [v for v in views[k:] + views[:k] if unfit_reason(new, v) is None]
+    if not fits:
+        return
+    decision = choose(new, fits, "", natural_order(views))
+    assert (decision.node, decision.detail) == _choice_spelled_out(new, fits)

@@ -9,14 +9,14 @@ from __future__ import annotations
 import gc
 import tracemalloc
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from procset import ProcSet
 
 from simulator import protocol as p
 from simulator.engine import DecisionError, JobRecord, drive
 from simulator.id_set import JobIdSet
-from simulator.outputs import job_row, jobs_rows
+from simulator.outputs import StreamingOutputs, job_row, jobs_rows
 from simulator.testing import make_sim, write_platform, write_workload
 
 # ------------------------------------------------------------------ JobIdSet
@@ -169,3 +169,85 @@ def test_a_kill_of_an_ended_job_is_acknowledged_once(tmp_path):
     assert [k.job_ids for k in killed] == [["w0!1"]]
     message = sim.handle_reply(p.Message(message.now, [p.Event(message.now, kill.data)]))
     assert not any(isinstance(e.data, p.JobKilled) for e in message.events)  # ignored
+
+
+# ------------------------------------------------------------------ rows held, then written
+
+
+def _stream(tmp_path, jobs, hold, write_every):
+    """A streamed run with StreamingOutputs holding up to ``hold`` rows, written every
+    ``write_every`` messages as the runner does while waiting (0: never); the files."""
+    sim = _sim(tmp_path, jobs)
+    outputs = StreamingOutputs(str(tmp_path / "out"), sim.nb_compute)
+    outputs.HOLD = hold
+    sim.stream_to(outputs)
+    decide, count = _fcfs(), [0]
+
+    def decide_and_write(message):
+        count[0] += 1
+        if write_every and count[0] % write_every == 0:
+            outputs.write_held()
+        return decide(message)
+
+    drive(sim, decide_and_write)
+    paths = outputs.finish(sim.machines, 0.0, 0.0)
+    return [path.read_bytes() for path in paths], outputs.sums.jobs
+
+
+@settings(max_examples=15, deadline=None)
+@given(hold=st.integers(1, 40), write_every=st.integers(0, 7), n=st.integers(1, 40))
+def test_rows_held_then_written_are_the_rows_written_at_once(
+    tmp_path_factory, hold, write_every, n
+):
+    """Each ended job's row and sums, held (what they read of the record, which the
+    engine forgets at once) and written later — every ``write_every`` messages as the
+    runner does while the decision process computes, every ``hold`` rows, at the end —
+    give the files of rows written as each job ends (a sink that formats at once)."""
+    base = tmp_path_factory.mktemp("held")
+    held, ended = _stream(base / "a", _jobs(n), hold, write_every)
+    at_once, sink = _sim(base / "b", _jobs(n)), _Rows()
+    at_once.stream_to(sink)
+    drive(at_once, _fcfs())
+    assert held[0].decode().splitlines()[1:] == sink.rows
+    assert ended == n
+    reference, _ = _stream(base / "c", _jobs(n), 1, 0)  # every row written as it comes
+    assert held == reference
+
+
+def test_the_runner_writes_held_rows_after_sending_before_the_reply(monkeypatch):
+    """run() over a plain socket calls ``while_waiting`` once per message, after the send
+    and before the reply is read (the rows' formatting overlaps the decision process)."""
+    from simulator import runner, zmtp
+
+    calls: list[str] = []
+
+    class FakeReq:
+        def __init__(self, endpoint):
+            self.sock = object()
+
+        def send(self, data):
+            calls.append("send")
+
+        def recv(self, wait):
+            calls.append("recv")
+            return b'{"now":0.0,"events":[]}'
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(zmtp, "ReqSocket", FakeReq)
+
+    class Sim:
+        ended, now = False, 0.0
+        sent = 0
+
+        def first_message(self):
+            return p.Message(0.0, [])
+
+        def handle_reply(self, reply):
+            self.sent += 1
+            self.ended = self.sent == 2
+            return p.Message(0.0, [])
+
+    runner.run(Sim(), "tcp://127.0.0.1:9", while_waiting=lambda: calls.append("write"))  # type: ignore[arg-type]
+    assert calls == ["send", "write", "recv"] * 3

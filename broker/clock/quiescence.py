@@ -72,6 +72,8 @@ class Quiescence:
         self._wait_listeners: list[Callable[[str], None]] = []
         self._flushing = False  # a connection owes no byte yet but will close: poll
         self.driver_waiting = False  # the driver waits in wait_locked, its work done
+        # the driver's waits read the runtimes' connections (ClockTransport.wait_reading_locked)
+        self.read_while_waiting = False
         self.io_releases = 0
 
     # ------------------------------------------------------------ the broker's hooks
@@ -292,6 +294,18 @@ class Quiescence:
         """Block until every process is quiescent (or gone), letting readers go and
         running the broker's hook on the way; the stall guard applies."""
         self._guard.restart_locked()
+        if not self.read_while_waiting:
+            self._wait_locked()
+            return
+        # the runtimes' frames are read by this thread until the wait ends: the one that
+        # ends it wakes this thread only (ClockTransport.wait_reading_locked)
+        try:
+            self._transport.lend_locked()
+            self._wait_locked()
+        finally:
+            self._transport.give_back_locked()
+
+    def _wait_locked(self) -> None:
         while True:
             busy, release = self.survey_locked()
             if not busy:
@@ -315,7 +329,10 @@ class Quiescence:
                 wait = min(wait, FLUSH_POLL_S)
             self.driver_waiting = True
             try:
-                self._cond.wait(wait)
+                if self.read_while_waiting:
+                    self._transport.wait_reading_locked(wait)
+                else:
+                    self._cond.wait(wait)
             finally:
                 self.driver_waiting = False
 

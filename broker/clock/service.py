@@ -68,7 +68,7 @@ class ClockService:
         # Free-running time (lockstep windows): now = max(_now, _floor, _source()).
         self._source: Callable[[], int] | None = None
         self._floor = 0
-        self._cond = threading.Condition()
+        self._cond = _Condition()
         self.autopilot = False
         # figures for reports and benchmarks
         self.fires = 0
@@ -83,6 +83,7 @@ class ClockService:
             after_round=self._autopilot_step_locked,
         )
         self.endpoint = self.transport.endpoint
+        self._cond.on_notify = self.transport.notified_locked
         self.registry = Registry(self._cond)
         self.stall = StallGuard(
             self._cond,
@@ -100,6 +101,9 @@ class ClockService:
             deterministic=mode == "deterministic",
             now=lambda: self._now,
         )
+        # deterministic mode: the driver's waits read the runtimes' frames themselves
+        # (ClockTransport.wait_reading_locked); the autopilot's loop acts on them instead
+        self.quiescence.read_while_waiting = mode == "deterministic"
         self.inbox = Inbox(self, self._cond, now=lambda: self._now)
         self.transport.start()
 
@@ -237,6 +241,7 @@ class ClockService:
         :meth:`wait_settled` for what only it can decide (exit, deadlock)."""
         with self._cond:
             self.autopilot = True
+            self.quiescence.read_while_waiting = False  # the loop must see every frame
         self.transport.poke()
 
     def collect_figures(self, timeout_s: float = 10.0) -> dict[str, dict]:
@@ -342,6 +347,20 @@ class ClockService:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _Condition(threading.Condition):
+    """The service's lock and condition; a notification also wakes a driver that waits
+    reading the runtimes' connections rather than on the condition (``on_notify``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.on_notify: Callable[[], None] | None = None
+
+    def notify(self, n: int = 1) -> None:  # notify_all calls it too
+        super().notify(n)
+        if self.on_notify is not None:
+            self.on_notify()
 
 
 class FacadeClock:

@@ -184,6 +184,7 @@ class StallGuard:
         """Report the stuck threads, then advance anyway (or raise :class:`ClockStall`).
         ``traffic``: (seconds, clock messages, API notifications) when the processes kept
         talking without progress rather than fell silent."""
+        self._transport.give_back_locked()  # the stacks and reports come through the loop
         self._gather_stacks_locked(busy)
         report = _report(busy, limit, traffic, judge.why_busy_locked, now_ns)
         self.stall_reports.append(report)

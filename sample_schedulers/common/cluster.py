@@ -14,9 +14,44 @@ Not thread-safe by itself: the scheduling loop guards it with its lock.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
+from typing import Any
 
 from .model import NodeSummary, NodeView, PodSummary
+
+REPLACED_LOG = 4096
+"""How many replaced positions a ``NodeViews`` remembers (then it forgets the older half)."""
+
+
+class NodeViews(list):
+    """``ClusterCache.views()``: the views in node-name order, and the positions the cache
+    replaced since the list was built, so that an index over positions (the filter's,
+    ``feasibility.find_feasible``) catches up with the changes instead of re-reading
+    every node. ``memo`` holds such indexes: they live and die with the list."""
+
+    def __init__(self, views: Iterable[NodeView] = ()) -> None:
+        super().__init__(views)
+        self.replaced: list[int] = []
+        """Positions replaced, oldest first (a position may appear more than once)."""
+        self.forgotten = 0
+        """How many entries were dropped from the front of ``replaced``: entry k of
+        the whole history is ``replaced[k - forgotten]``."""
+        self.memo: dict[str, Any] = {}
+
+    def replace(self, i: int, view: NodeView) -> None:
+        if self[i] is not view:
+            self[i] = view
+            if len(self.replaced) >= REPLACED_LOG:
+                half = REPLACED_LOG // 2
+                del self.replaced[:half]
+                self.forgotten += half
+            self.replaced.append(i)
+
+    @property
+    def changes(self) -> int:
+        """Entries in the whole history of ``replaced``: a consumer's mark."""
+        return self.forgotten + len(self.replaced)
 
 
 class ClusterCache:
@@ -27,9 +62,9 @@ class ClusterCache:
         self._on_node: dict[str, dict[str, PodSummary]] = {}
         self._views: dict[str, NodeView] = {}
         self._filed_under: dict[str, str] = {}
-        # views() in node-name order, patched in place: O(changed nodes) per call plus
-        # one list copy, instead of sorting every node name for every decision
-        self._ordered: list[NodeView] | None = None  # None: rebuild (a node came or went)
+        # views() in node-name order, patched in place: O(changed nodes) per call,
+        # instead of sorting (or copying) every node for every decision
+        self._ordered: NodeViews | None = None  # None: rebuild (a node came or went)
         self._position: dict[str, int] = {}
         self._stale: set[str] = set()
         self.generation = 0
@@ -87,21 +122,24 @@ class ClusterCache:
 
     # -- views ---------------------------------------------------------------------------
 
-    def views(self) -> list[NodeView]:
-        """Every node's view, sorted by name: a new list the caller may keep (the views
-        are immutable). Costs O(nodes changed since the last call) plus a list copy; a
-        node added or deleted costs one O(n log n) rebuild."""
-        if self._ordered is None:
+    def views(self) -> NodeViews:
+        """Every node's view, sorted by name. Like kube-scheduler's snapshot, it is one
+        list updated in place at each call (O(nodes changed since the last call); a
+        node added or deleted costs one O(n log n) rebuild, into a new list): valid
+        until the next call, copy it to keep it. Only this method writes to it, so the
+        scheduling loop may read it outside the lock while the watches record events."""
+        ordered = self._ordered
+        if ordered is None:
             names = sorted(self.nodes)
             self._position = {name: i for i, name in enumerate(names)}
-            self._ordered = [self._view(name) for name in names]
+            ordered = self._ordered = NodeViews(self._view(name) for name in names)
         else:
             for name in self._stale:
                 i = self._position.get(name)
                 if i is not None:
-                    self._ordered[i] = self._view(name)
+                    ordered.replace(i, self._view(name))
         self._stale.clear()
-        return list(self._ordered)
+        return ordered
 
     def _view(self, name: str) -> NodeView:
         view = self._views.get(name)

@@ -9,10 +9,13 @@ check gives the node's reason, worded like kube-scheduler's messages.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from itertools import chain
+from itertools import chain, islice
+from typing import Any
 
+from .cluster import NodeViews
 from .model import NodeView, PodSummary, Taint
 from .resources import CPU, MEMORY, PODS
 
@@ -62,7 +65,7 @@ def feasible_nodes(pod: PodSummary, views: Iterable[NodeView]) -> tuple[list[Nod
     """The nodes that pass every filter, and kube-scheduler's style summary of why the
     others did not (e.g. ``0/3 nodes are available: 2 Insufficient cpu, 1 node(s) were
     unschedulable.``). The summary is empty when some node fits."""
-    views = list(views)
+    views = views if isinstance(views, list) else list(views)  # a NodeViews stays one
     fits, why, _ = find_feasible(pod, views, len(views), 0)
     return fits, why
 
@@ -75,17 +78,44 @@ def find_feasible(
     feasible nodes (in examination order), the why-not summary (when none fits: then
     every node was examined) and how many nodes were examined.
 
-    A node without room for the pod's cpu or memory is passed over with two integer
-    comparisons (on a busy cluster, most nodes); the reasons are worked out only when no
-    node fits, the one case that reports them."""
-    fits: list[NodeView] = []
+    On a ``NodeViews`` (the cache's list), a pod shape seen before is looked up in an
+    index of the feasible positions (``FeasibleIndex``): the same nodes, in the same
+    order, without examining the others one by one. Otherwise a node without room for
+    the pod's cpu or memory is passed over with two integer comparisons (on a busy
+    cluster, most nodes). The reasons are worked out only when no node fits, the one
+    case that reports them."""
     wanted = _wanted(pod)
-    # a request of 0 is never checked (an over-committed node still fits it): compare
-    # against a bar no free amount is below, so the loop needs one comparison a resource
-    need_cpu = pod.requests[CPU] or _NO_REQUEST
-    need_memory = pod.requests[MEMORY] or _NO_REQUEST
     n = len(views)
     first = start % n if n else 0
+    index = _index_of(views)
+    positions = index.positions(views, pod, wanted) if index is not None else None
+    if positions is None:
+        fits, examined = _walk(pod, views, wanted, want, first)
+    else:
+        take = max(want, 1)  # as the walk: it stops at the first fit when want <= 0
+        k = bisect_left(positions, first)
+        found = list(islice(chain(islice(positions, k, None), islice(positions, k)), take))
+        fits = [views[i] for i in found]
+        examined = (found[-1] - first) % n + 1 if len(found) >= take else n
+    if fits:
+        return fits, "", examined
+    reasons = Counter(unfit_reason(pod, view, wanted) for view in views)
+    detail = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
+    return fits, f"0/{n} nodes are available" + (f": {detail}." if detail else "."), examined
+
+
+def _needs(pod: PodSummary) -> tuple[float, float]:
+    # a request of 0 is never checked (an over-committed node still fits it): compare
+    # against a bar no free amount is below, so the check needs one comparison a resource
+    return pod.requests[CPU] or _NO_REQUEST, pod.requests[MEMORY] or _NO_REQUEST
+
+
+def _walk(
+    pod: PodSummary, views: Sequence[NodeView], wanted: list[tuple[str, int]], want: int, first: int
+) -> tuple[list[NodeView], int]:
+    fits: list[NodeView] = []
+    need_cpu, need_memory = _needs(pod)
+    n = len(views)
     examined = 0
     # this loop runs over thousands of nodes per decision on a large, busy cluster
     for i in chain(range(first, n), range(first)):
@@ -97,8 +127,84 @@ def find_feasible(
             fits.append(view)
             if len(fits) >= want:
                 break
-    if fits:
-        return fits, "", examined
-    reasons = Counter(unfit_reason(pod, view, wanted) for view in views)
-    detail = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
-    return fits, f"0/{n} nodes are available" + (f": {detail}." if detail else "."), examined
+    return fits, examined
+
+
+def _index_of(views: Sequence[NodeView]) -> FeasibleIndex | None:
+    memo = getattr(views, "memo", None)  # a NodeViews; a plain list has no index
+    if memo is None:
+        return None
+    index = memo.get("feasible")
+    if index is None:
+        index = memo["feasible"] = FeasibleIndex()
+    return index
+
+
+INDEXED_SHAPES = 16
+"""Pod shapes a ``FeasibleIndex`` keeps positions for (the least recently used goes)."""
+
+
+class _Feasible:
+    """The sorted positions of the nodes where one pod shape passes every filter."""
+
+    def __init__(self, pod: PodSummary, wanted: list[tuple[str, int]]) -> None:
+        self.pod = pod  # any pod of the shape: the filters read nothing else of it
+        self.wanted = wanted
+        self.need_cpu, self.need_memory = _needs(pod)
+        self.positions: list[int] = []
+        self.mark = -1  # entries of the list's ``replaced`` history taken into account
+
+    def passes(self, view: NodeView) -> bool:
+        if self.need_cpu > view.free_cpu or self.need_memory > view.free_memory:
+            return False
+        return unfit_reason(self.pod, view, self.wanted) is None
+
+    def catch_up(self, views: NodeViews) -> None:
+        if self.mark < views.forgotten:  # new, or too far behind: read every node
+            passes = self.passes
+            self.positions = [i for i, view in enumerate(views) if passes(view)]
+        else:
+            positions = self.positions
+            for i in views.replaced[self.mark - views.forgotten :]:
+                j = bisect_left(positions, i)
+                present = j < len(positions) and positions[j] == i
+                if self.passes(views[i]):
+                    if not present:
+                        positions.insert(j, i)
+                elif present:
+                    del positions[j]
+        self.mark = views.changes
+
+
+class FeasibleIndex:
+    """For the pod shapes a ``NodeViews`` was asked about recently, the positions of the
+    nodes that pass every filter, kept up to date from the list's ``replaced`` history.
+
+    A shape is what the filters read of a pod: the requests checked, the tolerations and
+    the node selector. It is indexed the second time it is seen (reading every node
+    once costs more than one search; a shape seen once is searched node by node)."""
+
+    def __init__(self) -> None:
+        self._shapes: dict[tuple[Any, ...], _Feasible] = {}  # least recently used first
+        self._seen: dict[tuple[Any, ...], int] = {}
+
+    def positions(
+        self, views: NodeViews, pod: PodSummary, wanted: list[tuple[str, int]]
+    ) -> list[int] | None:
+        """The feasible positions for ``pod``, ascending; None when its shape is not
+        indexed (yet)."""
+        shape = (tuple(wanted), pod.tolerations, tuple(pod.node_selector.items()))
+        entry = self._shapes.pop(shape, None)
+        if entry is None:
+            if shape not in self._seen:
+                if len(self._seen) >= 64:
+                    self._seen.clear()
+                self._seen[shape] = 1
+                return None
+            del self._seen[shape]
+            entry = _Feasible(pod, wanted)
+            if len(self._shapes) >= INDEXED_SHAPES:
+                del self._shapes[next(iter(self._shapes))]
+        entry.catch_up(views)
+        self._shapes[shape] = entry
+        return entry.positions

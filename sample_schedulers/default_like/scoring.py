@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+from collections.abc import Mapping
 
 from sample_schedulers.common.feasibility import feasible_nodes, find_feasible
 from sample_schedulers.common.loop import Decision
@@ -91,24 +92,46 @@ def _cached_score(view: NodeView, key: tuple[int, int, int, int]) -> int:
     return total
 
 
-def choose(pod: PodSummary, fits: list[NodeView], why_not: str) -> Decision:
-    """The highest-scoring feasible node; ties to the smallest name (natural order)."""
+def choose(
+    pod: PodSummary, fits: list[NodeView], why_not: str, order: Mapping[str, int] | None = None
+) -> Decision:
+    """The highest-scoring feasible node; ties to the smallest name (natural order).
+    ``order``, when given, ranks every node name in that order (``natural_order``)."""
     if not fits:
         return Decision(None, why_not)
     nonzero, requests = pod.nonzero_requests, pod.requests
     key = (nonzero.cpu_millis, nonzero.memory_bytes, requests.cpu_millis, requests.memory_bytes)
     scored = [(_cached_score(v, key), v.name) for v in fits]
-    top = max(s for s, _ in scored)
-    best = min((name for s, name in scored if s == top), key=_name_order)
-    runners_up = heapq.nsmallest(4, ((-s, name) for s, name in scored if name != best))
+    top = max(scored)[0]
+    tied = [name for s, name in scored if s == top]
+    best = min(tied, key=_name_order if order is None else order.__getitem__)
+    if len(tied) > 4:  # the runners-up tie with the best too: the next names, plain order
+        # (fits come in node-name order, rotated: two sorted runs, a cheap sort)
+        runners_up = [(-top, name) for name in sorted(tied)[:5] if name != best][:4]
+    else:
+        runners_up = heapq.nsmallest(4, ((-s, name) for s, name in scored if name != best))
     shown = ", ".join([f"{best}={top}"] + [f"{name}={-neg}" for neg, name in runners_up])
     more = f", +{len(scored) - 5} more" if len(scored) > 5 else ""
     return Decision(best, detail=f"[best scores {shown}{more}]")
 
 
+def natural_order(views: list[NodeView]) -> Mapping[str, int] | None:
+    """Each node's rank in the tie-break's order, worked out once per ``NodeViews`` (the
+    cache's list keeps its node names until a node comes or goes, and then is a new
+    list); None for a plain list. On an idle cluster hundreds of feasible nodes tie."""
+    memo = getattr(views, "memo", None)
+    if memo is None:
+        return None
+    order = memo.get("natural_order")
+    if order is None:
+        names = sorted((view.name for view in views), key=_name_order)
+        order = memo["natural_order"] = {name: rank for rank, name in enumerate(names)}
+    return order
+
+
 def decide(pod: PodSummary, views: list[NodeView]) -> Decision:
     """Filter every node, score the feasible ones, pick. A pure function of its arguments."""
-    return choose(pod, *feasible_nodes(pod, views))
+    return choose(pod, *feasible_nodes(pod, views), natural_order(views))
 
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
@@ -145,4 +168,4 @@ class SampledDecide:
         start = self.next_start % len(views)
         fits, why_not, examined = find_feasible(pod, views, want, start)
         self.next_start = (start + examined) % len(views)
-        return choose(pod, fits, why_not)
+        return choose(pod, fits, why_not, natural_order(views))

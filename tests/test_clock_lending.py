@@ -1,0 +1,150 @@
+"""The driver reads the runtimes' frames itself while it waits for quiescence
+(broker/clock/transport.py, "Lending the connections"): the report that ends its wait
+wakes it directly, not the clock thread first; whatever else ends a wait still does."""
+
+import threading
+
+import pytest
+from test_clock_service import BINDING, WATCH, FakeFacade, _applied, _connected, _waiting
+
+from broker.clock.service import ClockService, ClockStall
+from timewarp.wire import clockproto as cp
+
+
+@pytest.fixture
+def clock():
+    service = ClockService(stall_timeout=30.0)
+    yield service
+    service.close()
+
+
+def _driver_reads(service, timeout=5.0):
+    """Bounded wait until the waiting driver has the connections (the loop let go)."""
+    pause = threading.Event()
+    for _ in range(int(timeout / 0.01)):
+        if service.transport.driver_reads:
+            return True
+        pause.wait(0.01)
+    return False
+
+
+def _recording_receive(service, monkeypatch):
+    """Which thread applied each frame, by op."""
+    seen = []
+    receive = service.inbox.receive
+
+    def recorded(identity, frame):
+        seen.append((cp.decode_to_broker(frame)["op"], threading.get_ident()))
+        return receive(identity, frame)
+
+    monkeypatch.setattr(service.transport, "_receive", recorded)
+    return seen
+
+
+def test_the_report_that_ends_a_wait_is_read_by_the_waiting_driver(clock, monkeypatch):
+    seen = _recording_receive(clock, monkeypatch)
+    FakeFacade(clock, {})
+    with _connected(clock, "sched") as peer:
+        peer.send(cp.state(True, 0, [], 1, 0, 0))  # busy: the driver waits for it
+        _applied(peer)
+        driver = {}
+        done = threading.Event()
+
+        def drive():
+            driver["ident"] = threading.get_ident()
+            clock.wait_quiescent()
+            done.set()
+
+        threading.Thread(target=drive, daemon=True).start()
+        assert _driver_reads(clock)
+        peer.send(cp.state(False, 0, [], 0, 1, 0))
+        assert done.wait(5)
+    states = [ident for op, ident in seen if op == "state"]
+    assert states[-1] == driver["ident"], "the clock thread read it and had to wake the driver"
+    assert clock.transport._thread.is_alive()
+
+
+def test_a_notification_wakes_a_driver_that_reads_the_connections(clock, monkeypatch):
+    """The facade's word (a response written: the reader may be let go) ends the driver's
+    wait through the lent selector's wakeup, not at its timeout."""
+    facade = FakeFacade(clock, {200: "busy"})
+    woken = []
+    select = clock.transport._conn_sel.select
+
+    def recorded(timeout=None):
+        ready = select(timeout)
+        if clock.transport.driver_reads:
+            woken.append([key.data is None for key, _ in ready])
+        return ready
+
+    monkeypatch.setattr(clock.transport._conn_sel, "select", recorded)
+    with _connected(clock, "sched") as peer:
+        peer.send(cp.state(False, 0, [BINDING], 0, 1, 0))  # waits for its binding's answer
+        _applied(peer)
+        done = _waiting(clock)
+        assert _driver_reads(clock)
+        woken.clear()
+        facade.set(p200="ready")  # answered: the driver lets the reader go
+        msg = peer.recv()
+        assert msg["op"] == "io" and [p for p, _ in msg["ports"]] == [200]
+        # (a wait may also time out meanwhile on a loaded machine: that proves nothing)
+        assert any(True in w for w in woken), "woken by its timeout, not by the notification"
+        facade.set(p200="idle")
+        peer.send(cp.state(False, 1, [], 0, 1, 0))
+        assert done.wait(5)
+
+
+def test_a_wait_broken_off_gives_the_connections_back_to_the_loop(clock, monkeypatch):
+    """A stop signal raised in the driver while it reads (KeyboardInterrupt here) ends
+    its wait; the clock thread serves every connection again."""
+    FakeFacade(clock, {100: "streaming"})
+    select = clock.transport._conn_sel.select
+    broken = []
+
+    def interrupted(timeout=None):
+        if clock.transport.driver_reads and not broken:
+            broken.append(1)
+            raise KeyboardInterrupt
+        return select(timeout)
+
+    monkeypatch.setattr(clock.transport._conn_sel, "select", interrupted)
+    with _connected(clock, "sched") as peer:
+        peer.send(cp.state(True, 0, [], 1, 0, 0))
+        _applied(peer)
+        with pytest.raises(KeyboardInterrupt):
+            clock.wait_quiescent()
+        assert not clock.transport.driver_reads
+        _applied(peer)  # answered by the clock thread: the connections are watched again
+        peer.send(cp.state(False, 0, [WATCH], 0, 1, 0))
+        done = _waiting(clock)
+        assert peer.recv()["op"] == "io"  # and a later wait reads them again
+        clock.quiescence.set_io_checker(lambda port, sent, consumed: "idle")
+        peer.send(cp.state(False, 1, [], 0, 1, 0))
+        assert done.wait(5)
+
+
+def test_the_stall_guard_still_gets_the_stacks_it_asks_for():
+    """A stall found while the driver reads the connections: the connections go back to
+    the clock thread before the guard asks for the stuck process's stacks, so its answer
+    is read and the report (here: stop) carries it."""
+    with ClockService(stall_timeout=0.2, on_stall="stop") as clock:
+        FakeFacade(clock, {})
+        with _connected(clock, "sched") as peer:
+            peer.send(cp.state(False, 0, [], 0, 1, 0))  # it waited once: no start-up grace
+            peer.send(cp.state(True, 0, [], 1, 0, 0))  # then runs, and never waits again
+            _applied(peer)
+            failed = []
+            done = threading.Event()
+
+            def drive():
+                try:
+                    clock.wait_quiescent()
+                except ClockStall as exc:
+                    failed.append(str(exc))
+                done.set()
+
+            threading.Thread(target=drive, daemon=True).start()
+            assert peer.recv()["op"] == "dump"  # the guard asks (bounded: 5 s)
+            peer.send(cp.stacks('  File "sched.py", line 7, in spin_forever'))
+            assert done.wait(5)
+    assert failed and "spin_forever" in failed[0], failed
