@@ -1,15 +1,22 @@
 """``commands.simulating.heap.settle``: the start-up heap leaves the collector's walks,
-collections run less often, and cycles made afterwards are still collected."""
+collections run less often, and cycles made afterwards are still collected; in a
+``timewarp simulate`` process, once, when the nodes exist and before the first pod."""
 
 from __future__ import annotations
 
 import gc
+import json
+import subprocess
+import sys
 import weakref
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from commands.simulating import heap
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
@@ -72,11 +79,62 @@ def test_cycles_made_after_settling_are_still_collected(settled: None) -> None:
     assert dead() is None, "a cycle made after settling was never collected"
 
 
-def test_freeze_cluster_freezes_what_was_made_after_settling(settled: None) -> None:
-    """The cluster's objects, made at SIMULATION_BEGINS after ``settle``, leave the
-    collector's walks too."""
-    frozen = gc.get_freeze_count()
-    cluster = [["node", i] for i in range(1_000)]  # lists: always tracked by the collector
-    heap.freeze_cluster()
-    assert gc.get_freeze_count() >= frozen + len(cluster)
-    assert gc.isenabled()
+# A ``timewarp simulate`` run as the command runs it (heap.OWNED, as ``cli.entry`` sets it),
+# in a process of its own: it reports, from the facade's store, what was frozen.
+_PROBE = """
+import gc, json, sys
+from broker.facade import store as store_module
+from commands import cli
+from commands.simulating import heap
+
+stores, settled = [], []
+made = store_module.Store.__init__
+def capture(self, *args, **kwargs):
+    made(self, *args, **kwargs)
+    stores.append(self)
+store_module.Store.__init__ = capture
+settle = heap.settle
+def spy():
+    settle()
+    settled.append({"nodes": stores[-1].count("nodes"), "pods": stores[-1].count("pods"),
+                    "frozen": gc.get_freeze_count()})
+heap.settle = spy
+heap.OWNED = True
+code = cli.main(sys.argv[1:])
+store = stores[-1]
+collected = {id(o) for o in gc.get_objects()}  # tracked and not frozen
+def state(kind, namespace, name):
+    obj = store.remove(kind, namespace, name)  # the stored state itself, shared
+    return {"tracked": gc.is_tracked(obj), "frozen": id(obj) not in collected}
+names = {kind: [(o["metadata"].get("namespace"), o["metadata"]["name"])
+                for o in store.list(kind)[0]] for kind in ("nodes", "pods")}
+print(json.dumps({"code": code, "settled": settled, "frozen_at_end": gc.get_freeze_count(),
+                  "nodes": [state("nodes", ns, n) for ns, n in names["nodes"]],
+                  "pods": [state("pods", ns, n) for ns, n in names["pods"]]}))
+"""
+
+
+def test_the_command_freezes_start_up_once_and_no_pod(tmp_path, subprocess_env) -> None:
+    """What start-up made (the nodes' stored objects among it) is frozen, once, before the
+    first pod; the pods' stored states stay in the collector's generations (a frozen
+    object that becomes cyclic garbage is never freed: memory would grow with the pods
+    that ended), and nothing is frozen after start-up."""
+    inputs = ROOT / "examples/inputs"
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE, "simulate", "-q", "--no-plots",
+         "--scheduler", "python -m sample_schedulers.default_like --scheduler-name default",
+         "-p", inputs / "cluster16.xml", "-w", inputs / "burst_40_delay170.json",
+         "-o", tmp_path],
+        capture_output=True, text=True, env=subprocess_env, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    seen = json.loads(out.stdout.splitlines()[-1])
+    assert seen["code"] == 0
+    assert len(seen["settled"]) == 1, "start-up is frozen once"
+    (settled,) = seen["settled"]
+    assert settled["nodes"] == 16 and settled["pods"] == 0
+    assert len(seen["nodes"]) == 16
+    assert all(n["tracked"] and n["frozen"] for n in seen["nodes"])
+    assert len(seen["pods"]) == 40
+    assert all(p["tracked"] and not p["frozen"] for p in seen["pods"])
+    assert seen["frozen_at_end"] <= settled["frozen"], "something was frozen after start-up"

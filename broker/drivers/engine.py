@@ -108,7 +108,7 @@ class Broker:
         self.batsim_timeout_s = batsim_timeout_s
         self.ended = False  # SIMULATION_ENDS answered: the simulator may exit now
         # called once the cluster exists (SIMULATION_BEGINS applied): the command's
-        # process tunes its heap there (commands/simulating/heap.py, freeze_cluster)
+        # process tunes its heap there, before the first pod (commands/simulating/heap.py)
         self.after_begin: Callable[[], None] | None = None
         self._simulator_exit: str | None = None
         self._exited = threading.Event()

@@ -104,9 +104,9 @@ class Simulation(SimulatorSide, Reporting):
                 self._wire(parts)
                 self._start_schedulers(parts)
                 progress = self._start_broker(parts)
-                if heap.OWNED:  # start-up is over: its heap leaves the collector's walks
-                    heap.settle()
-                    parts.broker.after_begin = heap.freeze_cluster  # and the nodes' too
+                if heap.OWNED:  # the heap start-up built leaves the collector's walks, once:
+                    # when SIMULATION_BEGINS has made the nodes, before the first pod
+                    parts.broker.after_begin = heap.settle
                 with progress:
                     result = parts.broker.run()
                     self.sim_wall = _wall.perf_counter() - started
