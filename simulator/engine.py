@@ -784,14 +784,17 @@ class Simulator:
         record.state = "done"
         record.end_seq = self.jobs_ended
         self.jobs_ended += 1
+        # the message names the job's allocation, as Batsim's does: taken before streamed
+        # outputs let the record forget it
+        completed = p.JobCompleted(
+            record.job.job_id, record.final_state, record.return_code, record.alloc
+        )
         if self._sink is not None:
             self._sink.job_ended(record)
             self._forget(record)
         self.unfinished -= 1
         self.running -= 1
-        self._emit(
-            p.JobCompleted(record.job.job_id, record.final_state, record.return_code, record.alloc)
-        )
+        self._emit(completed)
 
     def _forget(self, record: JobRecord) -> None:
         """Its row written, an ended job keeps only its state: what the simulation holds

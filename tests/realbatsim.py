@@ -285,18 +285,25 @@ class Chaos:
 
 
 def run_real(
-    sc: Scenario, seed: int, folder: Path, decide=None, extra: tuple[str, ...] = ()
+    sc: Scenario,
+    seed: int,
+    folder: Path,
+    decide=None,
+    extra: tuple[str, ...] = (),
+    program: list[str] | None = None,
 ) -> tuple[list[str], str]:
     """Real Batsim on the scenario (``decide``: a decision function of the raw message,
     default :class:`Chaos`): the messages it sent, and how it ended ("SIMULATION_ENDS" or
-    its exit)."""
+    its exit). ``program``: another simulator's command taking Batsim's flags (`timewarp
+    sim`), run the same way over ZeroMQ TCP."""
     platform, workloads = sc.write(folder)
     decide = decide or Chaos(seed, sc)
     context = zmq.Context.instance()
     sock = context.socket(zmq.REP)
     sock.setsockopt(zmq.LINGER, 0)
     port = sock.bind_to_random_port("tcp://127.0.0.1")
-    argv = [str(batsim_or_skip()), "-p", str(platform), "-e", str(folder / "real"),
+    prefix = folder / ("real" if program is None else "program")
+    argv = [*(program or [str(batsim_or_skip())]), "-p", str(platform), "-e", str(prefix),
             "-s", f"tcp://127.0.0.1:{port}", *sc.flags(), *extra]  # fmt: skip
     for path in workloads:
         argv += ["-w", str(path)]

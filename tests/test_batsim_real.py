@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -40,7 +41,11 @@ def batsim() -> Path:
 # --------------------------------------------------------------------------- the contract
 
 
-def _same_messages(real: tuple[list[str], str], ours: tuple[list[str], str]) -> None:
+def _same_messages(
+    real: tuple[list[str], str], ours: tuple[list[str], str], refused: str = "error"
+) -> None:
+    """``refused``: how ``ours`` ends where Batsim aborts on a decision it refuses ("error"
+    in-process; "exit 1" for the `timewarp sim` command)."""
     (real_sent, real_end), (our_sent, our_end) = real, ours
     for index, (a, b) in enumerate(zip(real_sent, our_sent, strict=False)):
         assert canonical(a) == canonical(b), f"message {index} differs"
@@ -48,7 +53,7 @@ def _same_messages(real: tuple[list[str], str], ours: tuple[list[str], str]) -> 
     if real_end == "SIMULATION_ENDS":
         assert our_end == "SIMULATION_ENDS"
     else:  # Batsim aborted (exit 134): the embedded simulator refused the same decision
-        assert real_end.startswith("exit") and our_end.startswith("error"), (real_end, our_end)
+        assert real_end.startswith("exit") and our_end.startswith(refused), (real_end, our_end)
 
 
 # 1..30, and three parallel tasks whose run time equals their walltime: done when the
@@ -58,6 +63,16 @@ def _same_messages(real: tuple[list[str], str], ours: tuple[list[str], str]) -> 
 def test_random_inputs_and_decisions_give_the_same_messages(batsim, tmp_path, seed):
     sc = scenario(seed)
     _same_messages(run_real(sc, seed, tmp_path), run_embedded(sc, seed, tmp_path))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 5, 8])
+def test_timewarp_sim_over_tcp_sends_the_messages_batsim_sends(batsim, tmp_path, seed):
+    """The command as Batsim's users run it — its own process, ZeroMQ TCP, outputs
+    streamed to files (ended jobs forgotten) — not only the simulator in-process: a
+    JOB_COMPLETED once lost its allocation there."""
+    sc = scenario(seed)
+    ours = run_real(sc, seed, tmp_path, program=[sys.executable, "-m", "timewarp", "sim", "-q"])
+    _same_messages(run_real(sc, seed, tmp_path), ours, refused="exit 1")
 
 
 @pytest.mark.slow

@@ -122,6 +122,31 @@ def test_streamed_rows_are_those_of_a_run_that_keeps_every_job(tmp_path):
     assert streamed.jobs_count == kept.jobs_count == 30 and len(streamed.ended_jobs) == 30
 
 
+def test_streamed_outputs_do_not_change_a_message(tmp_path):
+    """Forgetting an ended job's record (streamed outputs, as `timewarp sim` writes them)
+    leaves the messages as Batsim sends them: JOB_COMPLETED still names the job's
+    allocation."""
+    sent = {"kept": [], "streamed": []}
+
+    def recording(name):
+        decide = _fcfs()
+
+        def record(message):
+            sent[name].append(p.encode(message))
+            return decide(message)
+
+        return record
+
+    drive(_sim(tmp_path / "a", _jobs(12)), recording("kept"))
+    streamed = _sim(tmp_path / "b", _jobs(12))
+    streamed.stream_to(_Rows())
+    drive(streamed, recording("streamed"))
+    # (SIMULATION_BEGINS names the workload's file: each run has its own folder)
+    assert sent["streamed"][1:] == sent["kept"][1:] and len(sent["kept"]) > 12
+    completed = [m for m in sent["streamed"] if "JOB_COMPLETED" in m]
+    assert completed and all('"alloc":""' not in m for m in completed)
+
+
 def test_the_records_alive_are_those_of_jobs_not_ended(tmp_path):
     """Not the submitter's list, nor the workload's: mid-run, only the jobs to come."""
     sim, live = _sim(tmp_path, _jobs(200)), []
