@@ -164,6 +164,7 @@ def test_resume_on_an_existing_cluster_runs_only_the_unfinished_run(
         protocol="tcp",  # reachable from the sweep process (in-process clusters default to inproc)
         host="127.0.0.1",
         dashboard_address=None,
+        worker_dashboard_address=None,  # else the worker's tries port 8787, maybe taken
     ) as cluster:
         proc = subprocess.run(
             sweep_cmd(spec, copy, "--scheduler-address", cluster.scheduler_address, "--no-plots"),
