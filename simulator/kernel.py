@@ -556,6 +556,17 @@ def _exec_action(spec: Any, order: int, actor: Actor) -> _Action:
 _MAXMIN_PRECISION = 1e-5  # SimGrid's maxmin/precision default
 
 
+def _from_memo(action: _Action, lone: dict[int, tuple[Any, float, float, float]]) -> bool:
+    """``action``'s share from ``fair_bottleneck``'s memo of a lone action on its route
+    (the same route object and bound), if there; False otherwise."""
+    memo = lone.get(id(action.elements))
+    if memo is None or memo[0] is not action.elements or memo[1] != action.bound:
+        return False
+    action.mu, action.value = memo[2], memo[3]
+    action.rate = action.value
+    return True
+
+
 def fair_bottleneck(
     actions: list[_Action],
     constraints: dict[Any, tuple[float, bool]],
@@ -570,16 +581,7 @@ def fair_bottleneck(
     it when they do): a message's route is one tuple for all its messages."""
     if lone is not None and len(actions) == 1:  # (most solves: one message in flight)
         action = actions[0]
-        memo = lone.get(id(action.elements))
-        if (
-            memo is not None
-            and memo[0] is action.elements
-            and memo[1] == action.bound
-            and not action.latency > 0
-            and not action.done
-        ):
-            action.mu, action.value = memo[2], memo[3]
-            action.rate = action.value
+        if not action.latency > 0 and not action.done and _from_memo(action, lone):
             return
     variables = []
     for action in actions:
@@ -595,12 +597,8 @@ def fair_bottleneck(
     if len(variables) == 1:
         action = variables[0]
         elements = action.elements
-        if lone is not None:
-            memo = lone.get(id(elements))
-            if memo is not None and memo[0] is elements and memo[1] == action.bound:
-                action.mu, action.value = memo[2], memo[3]
-                action.rate = action.value
-                return
+        if lone is not None and _from_memo(action, lone):
+            return
         # _alone is a function of these alone: its answer for a route is reused
         key = (elements, action.bound, tuple([constraints[cid] for cid, _ in elements]))
         known = _ALONE.get(key)
