@@ -148,3 +148,57 @@ def test_the_stall_guard_still_gets_the_stacks_it_asks_for():
             peer.send(cp.stacks('  File "sched.py", line 7, in spin_forever'))
             assert done.wait(5)
     assert failed and "spin_forever" in failed[0], failed
+
+
+@pytest.mark.parametrize("window", ["reading", "hook"])
+def test_a_stop_signal_while_the_driver_takes_the_lock_back_ends_the_wait_as_itself(
+    clock, monkeypatch, window
+):
+    """The first stop signal raises in the command's main thread wherever the driver is,
+    and ``threading`` lets that exception out of a blocking ``acquire()`` without the
+    lock. Met while the driver takes the lock back after a wait that read the
+    connections, or after the hook it runs unlocked, it must end the wait as itself
+    (the command then says "interrupted by SIGTERM") — not as "cannot release
+    un-acquired lock", which a CI run of ``timewarp simulate`` printed once as a bug."""
+    FakeFacade(clock, {100: "streaming"})
+    acquire = clock._cond.acquire
+    raised = []
+    armed = threading.Event()  # from the driver's wait on, in this (the driver's) thread
+    driver = threading.get_ident()
+
+    def interrupted_acquire(*args):
+        if armed.is_set() and threading.get_ident() == driver and not raised:
+            raised.append(1)
+            raise KeyboardInterrupt  # as from a blocking acquire: the lock is not taken
+        return acquire(*args)
+
+    if window == "reading":
+        select = clock.transport._conn_sel.select
+
+        def at_once(timeout=None):  # the driver's wait ends at once; the loop's as before
+            return [] if threading.get_ident() == driver else select(timeout)
+
+        monkeypatch.setattr(clock.transport._conn_sel, "select", at_once)
+    else:  # the hook the driver runs unlocked (the broker's facade I/O): armed there
+
+        def hook():
+            armed.set()
+            return False
+
+        clock.quiescence._before_io_release = hook
+        clock.quiescence._hook_pending = lambda: True
+    monkeypatch.setattr(clock._cond, "acquire", interrupted_acquire)
+    with _connected(clock, "sched") as peer:
+        if window == "reading":  # busy: the driver waits reading the connections
+            peer.send(cp.state(True, 0, [], 1, 0, 0))
+        else:  # idle but for data on its watch: the hook runs before the reader goes
+            peer.send(cp.state(False, 0, [WATCH], 0, 1, 0))
+        _applied(peer)
+        if window == "reading":
+            armed.set()
+        with pytest.raises(KeyboardInterrupt):
+            clock.wait_quiescent()
+        assert raised
+        assert not clock.transport.driver_reads
+        assert not clock._cond._is_owned()  # the driver's `with` let it go, once
+        _applied(peer)  # the clock thread takes it and serves the connections again

@@ -21,6 +21,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from broker.clock import relock
 from broker.clock.registry import ProcessState, Registry
 from broker.clock.stall import StallGuard
 from broker.clock.transport import ClockTransport
@@ -312,11 +313,11 @@ class Quiescence:
                 return
             hook = self._before_io_release
             if hook is not None and release is not None:
-                self._cond.release()  # held once: see ClockService.wait_quiescent
                 try:
+                    relock.let_go(self._cond)  # held once: see ClockService.wait_quiescent
                     changed = hook()
                 finally:
-                    self._cond.acquire()
+                    relock.take_back(self._cond)  # a stop signal meanwhile: raised once held
                 if changed:
                     continue
                 release = self._next_release_locked()  # the lock was let go: ask again

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from itertools import count
 from typing import TextIO
 
+from broker.clock import relock
 from broker.clock.registry import ProcessState
 from timewarp.wire import clocknet, clockproto
 from timewarp.wire.wakeup import Wakeup
@@ -182,16 +183,18 @@ class ClockTransport:
         # next select returns at once, one extra round), so none is seen only by the
         # survey that follows and a notifier can always tell it woke the driver
         self._lent_waiting = True
-        self._cond.release()
         try:
+            relock.let_go(self._cond)
             try:
                 ready = self._conn_sel.select(timeout)
             except (OSError, ValueError):
                 ready = []  # closed under us
             self._serve(ready)
         finally:
-            self._cond.acquire()
-            self._lent_waiting = False
+            try:
+                relock.take_back(self._cond)  # a stop signal meanwhile: raised once held
+            finally:
+                self._lent_waiting = False
 
     def give_back_locked(self) -> None:
         """The connections lent to this thread go back to the loop thread (the driver's

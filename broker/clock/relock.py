@@ -1,0 +1,35 @@
+"""Taking the service's lock back after the driver let it go for a blocking stretch.
+
+The driver runs in the command's main thread, where the first stop signal's handler
+raises (``commands.stopping``). ``threading`` lets that exception out of a blocking
+``acquire()`` *without* the lock: code of the form ``release(); try: … finally:
+acquire()`` then leaves the enclosing ``with cond:`` releasing a lock it does not hold
+(``RuntimeError: cannot release un-acquired lock``), and the run ends as a bug in
+timewarp instead of as interrupted. ``Condition.wait`` is immune (its re-acquire cannot
+be interrupted); the driver's own waits that read the runtimes' connections, and the
+hook it runs unlocked, go through :func:`let_go` and :func:`take_back` instead.
+"""
+
+from __future__ import annotations
+
+import threading
+
+
+def let_go(cond: threading.Condition) -> None:
+    """Release the lock (held once). Call it *inside* the ``try`` whose ``finally`` calls
+    :func:`take_back`: an exception raised just after the release is then still
+    followed by taking the lock back."""
+    cond.release()
+
+
+def take_back(cond: threading.Condition) -> None:
+    """Hold the lock again (if this thread let it go), then raise what a signal handler
+    raised while this thread waited for it — never without the lock."""
+    raised: BaseException | None = None
+    while not cond._is_owned():  # type: ignore[attr-defined]  # Condition's own test
+        try:
+            cond.acquire()
+        except BaseException as exc:  # noqa: BLE001 — a stop signal's; raised once held
+            raised = exc
+    if raised is not None:
+        raise raised
