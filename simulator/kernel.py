@@ -190,7 +190,10 @@ class _Sleeps:
     def advance(self, delta: float) -> list[tuple[int, Actor | _Action]]:
         """Reduce every remaining time by ``delta``; the sleeps that end, ``(order,
         actor)`` (their slots are freed)."""
-        smallest = self.next() - delta
+        smallest = self._min
+        if smallest is None:
+            smallest = self.next()
+        smallest -= delta
         values = self.remaining
         if delta:
             if self._numpy is None:
@@ -262,6 +265,8 @@ class Kernel:
         self.constraints: dict[Any, tuple[float, bool]] | None = None
         # the max-min shares to solve again before the next step (see _advance)
         self._solve = True
+        # an action was marked done since _actions was last filtered (see _advance)
+        self._dropped = False
         self._lone: dict[int, tuple[Any, float, float, float]] = {}  # (fair_bottleneck)
 
     # ------------------------------------------------------------------ API
@@ -321,7 +326,7 @@ class Kernel:
                     except StopIteration:
                         actor.alive = False
                         if actor.zombie is not None:
-                            actor.zombie.done = True
+                            actor.zombie.done = self._dropped = True
                         continue
                 kind = call[0]
                 if kind == BY_NAME_THEN:
@@ -406,9 +411,9 @@ class Kernel:
                 victim = call[1]
                 victim.alive = False
                 if victim.zombie is not None:
-                    victim.zombie.done = True
+                    victim.zombie.done = self._dropped = True
                 if victim.action is not None:
-                    victim.action.done = True
+                    victim.action.done = self._dropped = True
                     if victim.action.sleep >= 0:  # its timeout detector goes with it
                         self._sleeps.remove(victim.action.sleep)
                         victim.action.sleep = -1
@@ -448,14 +453,17 @@ class Kernel:
         ready = self._ready
         while True:
             actions = self._actions
-            if actions:
+            if self._dropped:  # (not at every step: most steps end no action)
+                self._dropped = False
                 kept = [a for a in actions if not a.done]
                 if len(kept) != len(actions):
                     self._actions = actions = kept
                     self._solve = True
             if not actions and not sleeps.count:
                 return False
-            delta = sleeps.next()
+            delta = sleeps._min
+            if delta is None:
+                delta = sleeps.next()
             if self._solve:
                 if actions and self.constraints is not None:
                     fair_bottleneck(actions, self.constraints, self._lone)
@@ -489,7 +497,7 @@ class Kernel:
                 else:
                     left = 0.0
                 if left <= 0.0:
-                    action.done = True
+                    action.done = self._dropped = True
                     ended.append((action.order, action))
             if not ended:
                 continue
@@ -512,7 +520,7 @@ class Kernel:
                         if what.elements:  # sharing resources: it goes on using them
                             actor.zombie = what
                         else:
-                            what.done = True  # (alone, its end changes nothing)
+                            what.done = self._dropped = True  # (alone: changes nothing)
                         actor.answer = TIMED_OUT
                     actor.action = None
                     if actor.alive:

@@ -69,30 +69,27 @@ def _quote(text: str) -> str:
 def job_row(record: JobRecord) -> str:
     """One ``jobs.csv`` row, as Batsim writes it when the job ends."""
     job = record.job
-    head = [job.local_id, job.workload, job.profile, _f(record.submission_time), str(job.res),
-            _f(job.walltime)]  # fmt: skip
+    submitted = record.submission_time
     if record.state == "done":
-        assert record.start is not None and record.finish is not None
-        execution = record.finish - record.start
-        turnaround = record.finish - record.submission_time
+        start, finish = record.start, record.finish
+        assert start is not None and finish is not None
+        execution = finish - start
+        turnaround = finish - submitted
         stretch = turnaround / execution if execution > 0 else 1.0
-        tail = [
-            "1" if record.final_state == "COMPLETED_SUCCESSFULLY" else "0",
-            record.final_state,
-            _f(record.start),
-            _f(execution),
-            _f(record.finish),
-            _f(record.start - record.submission_time),
-            _f(turnaround),
-            _f(stretch),
-            str(record.alloc),
-            _joules(record.energy),  # -1 without -E
-            _quote(record.metadata),
-        ]
-    else:
-        state = record.final_state or "NOT_FINISHED"
-        energy = "" if state == "REJECTED" else _f(-1.0)  # Batsim writes none for a rejection
-        tail = ["0", state, "", "", "", "", "", "", "", energy, _quote(record.metadata)]
+        success = "1" if record.final_state == "COMPLETED_SUCCESSFULLY" else "0"
+        # one format for the whole row (a job's row is written once per job): each field
+        # as the general path below writes it (_f's ".6f")
+        return (
+            f"{job.local_id},{job.workload},{job.profile},{submitted:.6f},{job.res},"
+            f"{job.walltime:.6f},{success},{record.final_state},{start:.6f},{execution:.6f},"
+            f"{finish:.6f},{start - submitted:.6f},{turnaround:.6f},{stretch:.6f},"
+            f"{record.alloc!s},{_joules(record.energy)},{_quote(record.metadata)}"
+        )  # (energy: -1 without -E)
+    head = [job.local_id, job.workload, job.profile, _f(submitted), str(job.res),
+            _f(job.walltime)]  # fmt: skip
+    state = record.final_state or "NOT_FINISHED"
+    energy = "" if state == "REJECTED" else _f(-1.0)  # Batsim writes none for a rejection
+    tail = ["0", state, "", "", "", "", "", "", "", energy, _quote(record.metadata)]
     return ",".join(head + tail)
 
 

@@ -20,7 +20,12 @@ from typing import Any
 
 from simulator.workload import Job
 
-_COMPACT = {"separators": (",", ":"), "allow_nan": True}
+#: ``json.dumps(raw, separators=(",", ":"), allow_nan=True)``, its encoder built once (a
+#: call of ``dumps`` with options builds one per job); no circular-reference markers: a
+#: dict parsed from JSON has no cycle. The text is ASCII (``ensure_ascii``).
+_ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=True, check_circular=False).encode
+#: ``json.loads`` of that text once decoded, without its encoding detection (UTF-8 text)
+_DECODE = json.JSONDecoder().decode
 
 
 def submission_key(job: Job) -> tuple[float, bytes]:
@@ -36,7 +41,7 @@ class PendingJobs:
     def __init__(self, workload: str, jobs: Iterable[Job]) -> None:
         ordered = sorted(jobs, key=submission_key, reverse=True)  # popped from the end
         self.workload = workload
-        self._texts = [json.dumps(job.raw, **_COMPACT).encode() for job in ordered]
+        self._texts = [_ENCODE(job.raw).encode() for job in ordered]
         self._orders = array("q", [job.order for job in ordered])
 
     def __len__(self) -> int:
@@ -52,7 +57,7 @@ class PendingJobs:
             yield self._build(self._texts[index], self._orders[index])
 
     def _build(self, text: bytes, order: int) -> Job:
-        raw: dict[str, Any] = json.loads(text)
+        raw: dict[str, Any] = _DECODE(text.decode("utf-8"))
         job_id = raw["id"]
         walltime = raw.get("walltime", -1)
         if walltime is None:

@@ -99,8 +99,11 @@ def wire_value(value: Any) -> Any:
     reads in the jobs and profiles Batsim forwards. Integers and the rest are unchanged."""
     if isinstance(value, float):
         return round(value, TIME_DECIMALS)
-    if isinstance(value, dict):
-        return {key: wire_value(item) for key, item in value.items()}
+    if isinstance(value, dict):  # (a job's fields: ints and strings mostly, read as is)
+        return {
+            key: item if type(item) is int or type(item) is str else wire_value(item)
+            for key, item in value.items()
+        }
     if isinstance(value, list):
         return [wire_value(item) for item in value]
     return value
