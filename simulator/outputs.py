@@ -177,6 +177,9 @@ class ScheduleSums:
 
 def machine_state_row(time: float, *counts: int) -> str:
     """``counts``: the machines sleeping, switching on, switching off, idle, computing."""
+    if len(counts) == 5:  # (always: one format, the same text as the join below)
+        sleeping, switching_on, switching_off, idle, computing = counts
+        return f"{time:g},{sleeping},{switching_on},{switching_off},{idle},{computing}"
     return f"{time:g}," + ",".join(map(str, counts))
 
 
