@@ -173,23 +173,6 @@ def _as_is(value: Any) -> Any:
     return value
 
 
-# ``_share(new, old)``: ``new`` (a broker-edited :func:`_clone` of the stored ``old``) as it
-# is stored: each part equal to ``old``'s is ``old``'s own (stored objects are never
-# changed, so versions may share them), every other part canonical (a private copy of
-# JSON values, strings interned). Equal as :meth:`Store.update` counts it
-# (:func:`same_json`). ``_share_items(new, old)``: a new dict of ``new``'s items, each
-# shared with ``old``'s of that key (a key ``old`` lacks is checked: JSON keys are
-# strings). ``_stored_edit(new, old)``: ``_share`` for a whole object, its top level and
-# its metadata its own (the commit writes ``metadata.resourceVersion`` in place).
-_share, _share_items, _stored_edit = _sharing(lambda value: canonical(value))
-# The same for a *trusted* edit (``Store.update_status(trusted=True)``, the binding): what
-# the edit made new is the broker's own, built of JSON types (str keys; lists, not
-# tuples; finite numbers) and handed over, referenced by nothing the broker changes
-# later: stored as it is. A canonical copy of it would encode to the same bytes (the
-# copy's only effects are checking, copying and interning), and was ~18 walks per pod.
-_trusted_share, _trusted_share_items, _trusted_stored_edit = _sharing(_as_is)
-
-
 def _clone(value: Any) -> Any:
     """A mutable copy of a stored object that shares its strings (interned by
     :func:`canonical` when it was stored): what a broker-side write edits. Quicker than
@@ -252,6 +235,23 @@ def canonical(value: Any, where: str = "") -> Any:
         pass
     _check_json(value, where)  # raises, naming where
     raise AssertionError("unreachable")
+
+
+# ``_share(new, old)``: ``new`` (a broker-edited :func:`_clone` of the stored ``old``) as it
+# is stored: each part equal to ``old``'s is ``old``'s own (stored objects are never
+# changed, so versions may share them), every other part canonical (a private copy of
+# JSON values, strings interned). Equal as :meth:`Store.update` counts it
+# (:func:`same_json`). ``_share_items(new, old)``: a new dict of ``new``'s items, each
+# shared with ``old``'s of that key (a key ``old`` lacks is checked: JSON keys are
+# strings). ``_stored_edit(new, old)``: ``_share`` for a whole object, its top level and
+# its metadata its own (the commit writes ``metadata.resourceVersion`` in place).
+_share, _share_items, _stored_edit = _sharing(canonical)
+# The same for a *trusted* edit (``Store.update_status(trusted=True)``, the binding): what
+# the edit made new is the broker's own, built of JSON types (str keys; lists, not
+# tuples; finite numbers) and handed over, referenced by nothing the broker changes
+# later: stored as it is. A canonical copy of it would encode to the same bytes (the
+# copy's only effects are checking, copying and interning), and was ~18 walks per pod.
+_trusted_share, _trusted_share_items, _trusted_stored_edit = _sharing(_as_is)
 
 
 def _check_json(value: Any, where: str) -> None:
