@@ -175,7 +175,8 @@ class Cluster(ClusterState):
             _completed_status(pod, data, now)
 
         try:
-            pods.update_status("pods", jp.namespace, jp.name, finish, copy=False)
+            # trusted: _completed_status builds fresh JSON values of its own
+            pods.update_status("pods", jp.namespace, jp.name, finish, copy=False, trusted=True)
         except ApiError as exc:
             # the pod is gone (deleted meanwhile): nothing to finish. No read before the
             # write (a copy of the whole pod and its decode, once per pod) to learn it.

@@ -155,7 +155,8 @@ class KubeletModel:
                 obj["metadata"].setdefault("annotations", {})[JOB_ID_ANNOTATION] = job_id
             status(obj)
 
-        self.store.update_status("pods", namespace, pod_name, running, copy=False)
+        # trusted: the status functions build fresh JSON values of their own
+        self.store.update_status("pods", namespace, pod_name, running, copy=False, trusted=True)
         self._track_running(namespace, pod_name, jp, node)
         self._service_ended(namespace, pod_name)
 
