@@ -132,38 +132,39 @@ def test_the_exit_status_agrees_with_the_manifest_when_a_signal_comes_during_the
     assert "SIGTERM noted" in r.stderr
 
 
-def test_a_signal_just_after_a_scheduler_starts_still_stops_it(tmp_path, subprocess_env):
-    """Between ``Popen`` and the launcher's list of processes: ``stop_all`` never
-    stopped that scheduler, which outlived the run."""
+def test_a_signal_as_the_launcher_makes_its_private_folders_leaves_none(tmp_path, subprocess_env):
+    """The schedulers' private TMPDIRs live under one folder the launcher makes at the
+    first start: a signal right after ``mkdtemp`` (before the launcher recorded it)
+    left it behind after ``stop_all``."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
     script = f"""
-        import os, signal, subprocess, sys, json
+        import os, signal, sys, tempfile
+        from pathlib import Path
         sys.path.insert(0, {str(ROOT / "tests")!r})
         from test_launcher_stop import _Facade
         from broker.processes import launcher as launching
         from commands.stopping import Interrupted, StopSignals
-        real = subprocess.Popen
-        started = []
-        class Popen(real):
-            def __init__(self, *args, **kw):
-                super().__init__(*args, **kw)
-                started.append(self)
-                {SELF_SIGTERM.strip()}
-        launching.subprocess.Popen = Popen
-        launcher = launching.Launcher(clock=None, facade=_Facade(), out_dir=__import__("pathlib").Path({str(tmp_path)!r}), virtual=False)
+        real = tempfile.mkdtemp
+        def mkdtemp(*args, **kw):
+            made = real(*args, **kw)
+            {SELF_SIGTERM.strip()}
+            return made
+        launching.tempfile.mkdtemp = mkdtemp
+        launcher = launching.Launcher(clock=None, facade=_Facade(), out_dir=Path({str(tmp_path)!r}), virtual=False)
         with StopSignals("t"):
             try:
                 launcher.start(["sleep", "600"], name="s")
             except Interrupted:
-                pass
+                print("interrupted")
             launcher.stop_all(grace_s=5)
-        print(json.dumps({{"alive": started[0].poll() is None}}))
-        if started[0].poll() is None:
-            started[0].kill()
         """
     r = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], cwd=ROOT,
-                       env=subprocess_env, capture_output=True, text=True, timeout=120)  # fmt: skip
+                       env={**subprocess_env, "TMPDIR": str(tmp)}, capture_output=True,
+                       text=True, timeout=120)  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
-    assert json.loads(r.stdout.splitlines()[-1]) == {"alive": False}
+    assert r.stdout.split() == ["interrupted"]
+    assert not list(tmp.iterdir()), "temporary folders left behind"
 
 
 def test_run_standalone_passes_on_a_signal_met_just_after_the_program_started(
