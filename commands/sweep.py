@@ -129,13 +129,19 @@ def run(args: argparse.Namespace) -> int:
                 print("timewarp sweep: interrupted; finished runs are kept", file=sys.stderr)
             except _ClusterError as exc:
                 return _fail(str(exc), 2)
-        signals.shield()  # the tables of the finished runs are written whatever comes now
+        try:  # (the runs have ended: a first signal met at this call is only noted)
+            signals.shield()  # the tables of the finished runs are written whatever comes now
+        except Interrupted:
+            print("timewarp sweep: interrupted; finished runs are kept", file=sys.stderr)
+        # the exit status says whether the runs were interrupted: a signal noted while
+        # the tables are written (whole, whatever comes) changes nothing
+        interrupted = signals.exit_code
         rows = _collect(sweep, runs, results, plots=not args.no_plots)
         if args.report:
             _report(sweep, runs, rows, results)
     ok = sum(r["status"] == "ok" for r in rows)
     failed = [r for r in rows if r["status"] == "failed"]
-    if not args.quiet or failed or signals.interrupted:
+    if not args.quiet or failed or interrupted:
         print(
             f"timewarp sweep: {ok} ok, {len(failed)} failed, {len(rows) - ok - len(failed)} "
             f"not run; tables in {results}/runs.csv and summary.csv",
@@ -145,8 +151,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"  FAILED {r['run_id']} {_factors_text(sweep, r)}: {r['error']}", file=sys.stderr)
     if len(failed) > 10:
         print(f"  ... and {len(failed) - 10} more (see runs.csv)", file=sys.stderr)
-    if signals.interrupted:
-        return signals.exit_code or 130
+    if interrupted:
+        return interrupted
     return 1 if failed else 0
 
 
@@ -211,7 +217,9 @@ def _execute(pending: list[Run], sweep: Sweep, args: argparse.Namespace, total: 
                 workers = args.workers or os.cpu_count() or 1
                 with critical:  # the workers' scratch space, removed with the cluster
                     scratch = tempfile.mkdtemp(prefix="timewarp-dask-")
-                with critical:
+                import dask
+
+                with critical, dask.config.set({"temporary-directory": scratch}):
                     cluster = LocalCluster(
                         n_workers=workers,
                         threads_per_worker=1,
@@ -232,14 +240,24 @@ def _execute(pending: list[Run], sweep: Sweep, args: argparse.Namespace, total: 
             ) from None
         _run_all(pending, futures, sweep, args, total, client)
     finally:
-        for fut in futures:
-            fut.cancel()
-        if client is not None:
-            client.close()
-        if cluster is not None:
-            cluster.close()
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
+        # (each step may be done twice: a first stop signal met half-way through the
+        # first pass raises there, and the second pass closes what it skipped)
+        try:
+            _close_cluster(futures, client, cluster, scratch)
+        except Interrupted:
+            _close_cluster(futures, client, cluster, scratch)
+            raise
+
+
+def _close_cluster(futures: dict, client: Any, cluster: Any, scratch: str | None) -> None:
+    for fut in futures:
+        fut.cancel()
+    if client is not None:
+        client.close()
+    if cluster is not None:
+        cluster.close()
+    if scratch is not None:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _run_all(

@@ -46,10 +46,13 @@ POLLER = "python tests/programs/polling_scheduler.py --interval 5"
 # a run of ~20 scheduling cycles that ends by itself: the clean-up phase is reachable
 JOBS = [{"id": str(i), "subtime": 15 * i, "res": 1, "profile": "short"} for i in range(8)]
 PROFILES = {"short": {"type": "delay", "delay": 10, "cpu": "1", "scheduler": "default-scheduler"}}
-PROGRAM = """import time
+PROGRAM = """import sys, time
 print("started", flush=True)
-for i in range(30):
-    time.sleep(1)
+try:
+    for i in range(30):
+        time.sleep(1)
+except KeyboardInterrupt:  # the SIGINT passed on: the program's own traceback is not ours
+    sys.exit(130)
 print("done", flush=True)
 """
 # the longest a phase's marker may take to show (a loaded machine: generous, never hit)
@@ -167,10 +170,10 @@ def check_moment(moment: Moment, work: Path, base_env: dict) -> Outcome:
             proc.wait(END_WAIT_S)
         except subprocess.TimeoutExpired:
             outcome.problems.append(f"still running {END_WAIT_S:g} s after the signal")
-        for other in others:  # the peer: the broker ends as its simulator went away;
-            # the simulator waits for its broker as Batsim does, forever: stopped as a
-            # user would, it must end cleanly too
-            if moment.command == "broker" and other.poll() is None:
+        for other in others:  # the peer: a simulator waits for its broker as Batsim
+            # does, forever
+            # (the broker, too, waits for a simulator that never came): ended as a user would
+            if other.poll() is None:
                 os.kill(other.pid, signal.SIGTERM)
             try:
                 code = other.wait(END_WAIT_S)
@@ -314,9 +317,13 @@ def _judge(outcome: Outcome, work: Path, out: Path) -> None:
     name = signal.Signals(m.signum).name
     if code is None:
         return
-    if code == -m.signum and _nothing_made(work, out):
-        # before timewarp's first line ran (the interpreter's start-up): the default
-        # action, with nothing made yet — what any program does
+    before_timewarp = code == -m.signum or (
+        m.signum == signal.SIGINT and code == 1 and "KeyboardInterrupt" in err
+    )
+    if before_timewarp and _nothing_made(work, out):
+        # before timewarp installed its handlers (the interpreter's start-up and the
+        # first imports, ~0.1 s): the default action — SIGINT's KeyboardInterrupt —
+        # with nothing made yet, as for any program
         outcome.interrupted = True
         return
     if code < 0:
