@@ -240,24 +240,27 @@ def _execute(pending: list[Run], sweep: Sweep, args: argparse.Namespace, total: 
             ) from None
         _run_all(pending, futures, sweep, args, total, client)
     finally:
-        # (each step may be done twice: a first stop signal met half-way through the
-        # first pass raises there, and the second pass closes what it skipped)
+        steps = [  # (built without a call: a signal is checked for at calls)
+            lambda: [fut.cancel() for fut in futures],
+            lambda: client is not None and client.close(),
+            lambda: cluster is not None and cluster.close(),
+            lambda: scratch is not None and shutil.rmtree(scratch, ignore_errors=True),
+        ]
+        # (a first stop signal met half-way through raises there: the second pass does
+        # what the first skipped — a step is dropped only once done, so none is skipped
+        # and none done again after the next has run)
         try:
-            _close_cluster(futures, client, cluster, scratch)
+            _run_steps(steps)
         except Interrupted:
-            _close_cluster(futures, client, cluster, scratch)
+            _run_steps(steps)
             raise
 
 
-def _close_cluster(futures: dict, client: Any, cluster: Any, scratch: str | None) -> None:
-    for fut in futures:
-        fut.cancel()
-    if client is not None:
-        client.close()
-    if cluster is not None:
-        cluster.close()
-    if scratch is not None:
-        shutil.rmtree(scratch, ignore_errors=True)
+def _run_steps(steps: list) -> None:
+    """Run and drop each step in turn (what is left stays, for a second pass)."""
+    while steps:
+        steps[0]()
+        del steps[0]
 
 
 def _run_all(

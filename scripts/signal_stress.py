@@ -53,6 +53,8 @@ def main() -> int:
     with ThreadPoolExecutor(args.jobs) as pool:
         for outcome in pool.map(one, enumerate(todo)):
             how = "interrupted" if outcome.interrupted else f"exit {outcome.returncode}"
+            if outcome.killed_exiting:
+                how = "killed as it exited, its work done"
             verdict = "OK " if not outcome.problems else "BAD"
             print(f"{verdict} {outcome.moment}  {how}  {'; '.join(outcome.problems)}", flush=True)
             key = f"{outcome.moment.command} {how if not outcome.problems else 'BAD'}"

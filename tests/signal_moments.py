@@ -77,6 +77,7 @@ class Outcome:
     moment: Moment
     returncode: int | None = None
     interrupted: bool = False  # ended as interrupted (else: it had ended its work first)
+    killed_exiting: bool = False  # by the signal, in the interpreter's last milliseconds
     problems: list[str] = field(default_factory=list)
     stderr: str = ""
 
@@ -326,6 +327,13 @@ def _judge(outcome: Outcome, work: Path, out: Path) -> None:
         # with nothing made yet, as for any program
         outcome.interrupted = True
         return
+    if code == -m.signum and _work_done(m.command, work, out):
+        # everything written and the command returned: the interpreter's finalization
+        # puts the default actions back (CPython's signal module does) for its last
+        # milliseconds, and a signal then ends the process as it would any program
+        outcome.killed_exiting = True
+        _judge_csvs(outcome, out)
+        return
     if code < 0:
         problems.append(f"killed by {signal.Signals(-code).name} (no clean-up ran)")
     elif code == 128 + m.signum:
@@ -349,6 +357,24 @@ def _judge(outcome: Outcome, work: Path, out: Path) -> None:
         _judge_patch(outcome, work, out)
     elif m.command == "sweep":
         _judge_csvs(outcome, out)
+
+
+def _work_done(command: str, work: Path, out: Path) -> bool:
+    if command in ("simulate", "simulate-batsim", "broker"):
+        try:
+            return json.loads((out / "manifest.json").read_text())["ok"] is True
+        except (OSError, ValueError, KeyError):
+            return False
+    if command == "sim":
+        return (out / "out_jobs.csv").exists() and not list(out.glob("*.tmp"))
+    if command == "run":
+        stdout = work / "stdout.log"
+        return stdout.exists() and "done" in stdout.read_text()
+    if command == "patch":
+        return out.is_dir() and any(out.iterdir())
+    if command == "sweep":
+        return (out / "summary.csv").exists()
+    return False
 
 
 def _nothing_made(work: Path, out: Path) -> bool:
