@@ -15,7 +15,7 @@ lines is handled as one during the run — never the default action that kills t
 process before its clean-up. A command's own ``with StopSignals(...)`` inside it is the
 same state (nested: nothing installed twice), re-armed if no signal came yet: after a
 run's clean-up shielded it, the next run of the command (``--check-determinism``) can be
-stopped again. What the command shielded stays shielded when its block ends: a signal
+stopped again — and one noted between the two runs stops the second as it begins. What the command shielded stays shielded when its block ends: a signal
 after a run's manifest is written is noted and leaves the exit status as the manifest
 says.
 """
@@ -65,8 +65,11 @@ class StopSignals:
             if _installed is not None:
                 self._outer = _installed
                 self.received = _installed.received  # one list: what either was sent
-                if not self.received:  # armed again (a shielded earlier run is over)
-                    _installed._raised = False
+                if self.received:  # noted while nothing could be unwound (between two
+                    # runs of --check-determinism): the stop asked for comes now, before
+                    # this block begins anything
+                    raise Interrupted(self.received[0])
+                _installed._raised = False  # armed again (a shielded earlier run is over)
                 return self
             for sig in STOP_SIGNALS:
                 self._previous[sig] = signal.signal(sig, self._handle)

@@ -71,6 +71,26 @@ def test_a_critical_block_holds_the_first_signal_until_it_ends():
     assert not stophold.hold(Interrupted())  # no block open: due at once
 
 
+def test_a_commands_own_block_shares_the_clis_and_is_armed_again_for_a_second_run():
+    """``--check-determinism`` runs twice, each run in its own ``with StopSignals``
+    inside the CLI's: the first run's clean-up shielded the state, so the second run
+    must be stoppable again; a signal noted between the two must stop the second as it
+    begins (it ran to its end, then reported itself interrupted)."""
+    assert threading.current_thread() is threading.main_thread()  # where handlers run
+    with StopSignals("t") as cli:
+        with StopSignals("t") as first:
+            first.shield()  # its clean-up
+        with pytest.raises(Interrupted), StopSignals("t"):  # armed again
+            os.kill(os.getpid(), signal.SIGTERM)
+        assert cli.exit_code == 143
+    with StopSignals("t") as cli:
+        cli.shield()  # between the two runs: nothing to unwind
+        os.kill(os.getpid(), signal.SIGTERM)  # noted
+        with pytest.raises(Interrupted) as raised, StopSignals("t"):
+            pytest.fail("the second run began")
+        assert raised.value.signum == signal.SIGTERM
+
+
 def test_a_signal_while_the_command_loads_is_interrupted_not_killed(tmp_path, subprocess_env):
     """The handlers were installed after the command's module was imported and its
     arguments parsed: a SIGTERM then (simulate's first ~0.5 s) killed it with the
