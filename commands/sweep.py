@@ -257,10 +257,14 @@ def _execute(pending: list[Run], sweep: Sweep, args: argparse.Namespace, total: 
 
 
 def _run_steps(steps: list) -> None:
-    """Run and drop each step in turn (what is left stays, for a second pass)."""
+    """Run and drop each step in turn (what is left stays, for a second pass). Each is a
+    critical block (timewarp.wire.stophold): Dask's close cut by a signal half-way left
+    the cluster half closed, and closing it again waited forever (a sweep stopped as it
+    ended hung; scripts/signal_stress.py found it)."""
     while steps:
-        steps[0]()
-        del steps[0]
+        with critical:
+            steps[0]()
+            del steps[0]
 
 
 def _run_all(
