@@ -191,7 +191,8 @@ def check_moment(moment: Moment, work: Path, base_env: dict) -> Outcome:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
     outcome.returncode = proc.returncode if proc is not None else None
-    outcome.stderr = (work / "stderr.log").read_text(errors="replace")
+    log = work / "stderr.log"  # (none if a marker never came before it started)
+    outcome.stderr = log.read_text(errors="replace") if log.exists() else ""
     _judge(outcome, work, out)
     _judge_leftovers(outcome, work, tmp)
     return outcome
@@ -343,7 +344,13 @@ def _judge(outcome: Outcome, work: Path, out: Path) -> None:
             problems.append(f"exit {code} without saying {said[0]!r}")
     elif code != 0:
         problems.append(f"exit {code}, not {128 + m.signum} (nor 0 for a run that had ended)")
-    for bad in ("bug in timewarp", "Traceback (most recent call last)", "internal error"):
+    tracebacks = err.split("Traceback (most recent call last)")[1:]
+    if m.command == "run":  # the program's own KeyboardInterrupt (the SIGINT passed on in
+        # its start-up, before its try) is the program's, not timewarp's
+        tracebacks = [t for t in tracebacks if "\nKeyboardInterrupt" not in t]
+    if tracebacks:
+        problems.append("stderr has a traceback")
+    for bad in ("bug in timewarp", "internal error"):
         if bad in err:
             problems.append(f"stderr says {bad!r}")
     for path in [work / "peer.log"]:
