@@ -29,9 +29,7 @@ def test_a_stop_signal_at_this_moment_ends_the_command_cleanly(tmp_path, subproc
 
 @pytest.mark.slow
 @pytest.mark.parametrize("moment", moments(seed=7, count=70), ids=str)
-def test_a_stop_signal_at_many_moments_ends_every_command_cleanly(
-    tmp_path, subprocess_env, moment
-):
+def test_a_stop_signal_at_many_moments_ends_every_command_cleanly(tmp_path, subprocess_env, moment):
     outcome = check_moment(moment, tmp_path / "work", subprocess_env)
     if outcome.problems and outcome.problems[0].startswith("skipped"):
         pytest.skip(outcome.problems[0])
