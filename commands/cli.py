@@ -7,10 +7,10 @@ never loads libcst.
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import gc
 import importlib
+import signal
 import sys
 import time
 
@@ -55,7 +55,9 @@ def build_parser() -> CommandParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, exiting: bool = False) -> int:
+    """Run one sub-command; its exit status. ``exiting``: the process ends with it (the
+    stop signals stay noted, not restored, until it has)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in SUBCOMMANDS:
         parser = build_parser()
@@ -69,6 +71,24 @@ def main(argv: list[str] | None = None) -> int:
         parser.parse_args(argv)  # prints usage / version and exits
         return 2
     name, rest = argv[0], argv[1:]
+    # First thing, for the command's whole life: the first stop signal unwinds it (its
+    # clean-up runs) wherever it is — an import, the input checks, the run, the last
+    # lines — never the default action that kills it half-way (commands/stopping.py).
+    signals = StopSignals(f"timewarp {name}")
+    try:
+        with signals:
+            try:
+                return _run_command(name, rest)
+            finally:  # what comes after the command's work is noted, not obeyed
+                if exiting:
+                    signals.keep_noting()
+    except KeyboardInterrupt as exc:  # 128 + the signal (commands.stopping raises with it)
+        signum = getattr(exc, "signum", signal.SIGINT)
+        print(f"timewarp {name}: interrupted by {signal.Signals(signum).name}", file=sys.stderr)
+        return 128 + signum
+
+
+def _run_command(name: str, rest: list[str]) -> int:
     module_name, help_text = SUBCOMMANDS[name]
     try:
         module = importlib.import_module(module_name)
@@ -78,7 +98,6 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         raise
     import faulthandler
-    import signal
 
     try:  # `kill -QUIT <pid>` (Ctrl-\\) prints every thread's stack; SIGUSR1 pauses a run
         faulthandler.register(signal.SIGQUIT)
@@ -87,22 +106,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = CommandParser(prog=f"timewarp {name}", description=help_text)
     module.add_arguments(parser)
     args = parser.parse_args(rest)
-    try:
-        # a tool that does not handle the stop signals itself asks for SIGTERM and SIGHUP
-        # to unwind it as Ctrl-C does (its clean-up then runs), not to kill it
-        stops = getattr(module, "STOPPED_BY_SIGNALS", False)
-        with StopSignals(f"timewarp {name}") if stops else contextlib.nullcontext():
-            return int(module.run(args) or 0)
-    except KeyboardInterrupt as exc:  # 128 + the signal (commands.stopping raises with it)
-        print(f"timewarp {name}: interrupted", file=sys.stderr)
-        return 128 + getattr(exc, "signum", signal.SIGINT)
+    return int(module.run(args) or 0)
 
 
 def entry() -> None:
     """The ``timewarp`` command (and ``python -m timewarp``): ``main`` in a process that
     ends with it."""
     heap.OWNED = True  # a simulation may tune this process's cyclic GC (heap.settle)
-    code = main()
+    code = main(exiting=True)
     # The process is about to exit: a simulation leaves a large heap (the store, the
     # event history) that the interpreter's final collection would walk for nothing
     # (~30 ms, against ~1 s for a whole burst run). Freezing skips that walk; objects

@@ -25,6 +25,7 @@ from commands.report import speedup as _speedup
 from commands.stopping import Interrupted, StopSignals, exit_status
 from patcher.launch import DEFAULT_SEED, process_seed, resolve_command, runtime_environment
 from timewarp.wire import clockproto
+from timewarp.wire.stophold import critical
 
 # Set (in NAME.env) by `timewarp broker --expect NAME`: the program's exit code is written
 # there, since a process started by hand is not the broker's child (see _run_and_tell).
@@ -215,27 +216,38 @@ def run(args: argparse.Namespace) -> int:
     from broker.clock.service import DEFAULT_EPOCH_NS, ClockService
     from broker.drivers.standalone import run_standalone
 
-    # a Unix socket: quicker than loopback TCP for the one-machine standalone case
-    sockdir = tempfile.mkdtemp(prefix="timewarp-")
-    endpoint = os.environ.get("TIMEWARP_STANDALONE_ENDPOINT", f"ipc://{sockdir}/clock")
     # the first SIGINT/SIGTERM/SIGHUP is passed on to the program (run_standalone), later
     # ones only noted: the clock service closes and its folder goes whatever comes
+    sockdir = clock = None
     with StopSignals("timewarp run") as signals:
         try:
-            with ClockService(
-                endpoint=endpoint,
-                epoch_ns=args.epoch if args.epoch is not None else DEFAULT_EPOCH_NS,
-                mode="deterministic" if args.threads == "deterministic" else "free",
-                stall_timeout=args.stall_timeout,
-                on_stall=args.on_stall,
-            ) as clock:
-                result = run_standalone(command, env=env, clock=clock, name=args.name)
+            with critical:  # made and recorded together: the finally removes it
+                # a Unix socket: quicker than loopback TCP for the one-machine standalone case
+                sockdir = tempfile.mkdtemp(prefix="timewarp-")
+            endpoint = os.environ.get("TIMEWARP_STANDALONE_ENDPOINT", f"ipc://{sockdir}/clock")
+            with critical:  # (the same: the finally closes it)
+                clock = ClockService(
+                    endpoint=endpoint,
+                    epoch_ns=args.epoch if args.epoch is not None else DEFAULT_EPOCH_NS,
+                    mode="deterministic" if args.threads == "deterministic" else "free",
+                    stall_timeout=args.stall_timeout,
+                    on_stall=args.on_stall,
+                )
+            result = run_standalone(command, env=env, clock=clock, name=args.name)
         except Interrupted as exc:
             signals.shield()
             print(f"timewarp run: interrupted by {exc}", file=sys.stderr)
             return exit_status(exc.signum)
         finally:
-            shutil.rmtree(sockdir, ignore_errors=True)
+            # (no call before this try: one met as the clean-up begins must not skip it)
+            try:
+                signals.shield()  # the program has ended: its exit status is the command's
+            except Interrupted:
+                pass  # noted; the program's status stands (run_standalone passed it on)
+            if clock is not None:
+                clock.close()
+            if sockdir is not None:
+                shutil.rmtree(sockdir, ignore_errors=True)
     if not args.quiet:
         speedup = format_speedup(_speedup(result.virtual_ns / 1e9, result.wall_s)) or "no time"
         print(

@@ -29,6 +29,7 @@ from commands.outfiles import OutputDirError, check_output_dir, write_text_atomi
 from commands.stopping import Interrupted, StopSignals
 from commands.sweeping.plan import POINT_FILE, RESULT_FILE, Run, finished_result, plan_runs
 from commands.sweeping.spec import SpecError, Sweep, load_sweep
+from timewarp.wire.stophold import critical
 
 
 def _positive_int(text: str) -> int:
@@ -128,13 +129,19 @@ def run(args: argparse.Namespace) -> int:
                 print("timewarp sweep: interrupted; finished runs are kept", file=sys.stderr)
             except _ClusterError as exc:
                 return _fail(str(exc), 2)
-        signals.shield()  # the tables of the finished runs are written whatever comes now
+        try:  # (the runs have ended: a first signal met at this call is only noted)
+            signals.shield()  # the tables of the finished runs are written whatever comes now
+        except Interrupted:
+            print("timewarp sweep: interrupted; finished runs are kept", file=sys.stderr)
+        # the exit status says whether the runs were interrupted: a signal noted while
+        # the tables are written (whole, whatever comes) changes nothing
+        interrupted = signals.exit_code
         rows = _collect(sweep, runs, results, plots=not args.no_plots)
         if args.report:
             _report(sweep, runs, rows, results)
     ok = sum(r["status"] == "ok" for r in rows)
     failed = [r for r in rows if r["status"] == "failed"]
-    if not args.quiet or failed or signals.interrupted:
+    if not args.quiet or failed or interrupted:
         print(
             f"timewarp sweep: {ok} ok, {len(failed)} failed, {len(rows) - ok - len(failed)} "
             f"not run; tables in {results}/runs.csv and summary.csv",
@@ -144,8 +151,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"  FAILED {r['run_id']} {_factors_text(sweep, r)}: {r['error']}", file=sys.stderr)
     if len(failed) > 10:
         print(f"  ... and {len(failed) - 10} more (see runs.csv)", file=sys.stderr)
-    if signals.interrupted:
-        return signals.exit_code or 130
+    if interrupted:
+        return interrupted
     return 1 if failed else 0
 
 
@@ -183,42 +190,98 @@ class _ClusterError(RuntimeError):
 
 def _execute(pending: list[Run], sweep: Sweep, args: argparse.Namespace, total: int) -> None:
     """Submit every pending run to Dask and record each result as it arrives."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     try:
-        from dask.distributed import Client, LocalCluster, as_completed
+        from dask.distributed import Client, LocalCluster
     except ImportError as exc:
         raise _ClusterError(
             f"dask.distributed is not installed ({exc}); pip install 'timewarp[sweep]'"
         ) from None
-    from commands.sweeping.runner import RunInterrupted, run_point
     from commands.sweeping.worker_plugin import StopRunsOnClose
 
     for name in ("distributed", "distributed.worker", "distributed.nanny", "distributed.scheduler"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    cluster = None
+    cluster = client = scratch = None
+    futures = {}
     try:
-        if args.scheduler_address:
-            client = Client(args.scheduler_address, timeout=CONNECT_TIMEOUT)
-        else:
-            import os
+        try:
+            # each made and recorded in one critical block (timewarp.wire.stophold): a stop
+            # signal while the cluster starts (seconds: worker processes) is raised once
+            # it is recorded, and the finally below closes it
+            if args.scheduler_address:
+                with critical:
+                    client = Client(args.scheduler_address, timeout=CONNECT_TIMEOUT)
+            else:
+                import os
+                import tempfile
 
-            workers = args.workers or os.cpu_count() or 1
-            cluster = LocalCluster(
-                n_workers=workers,
-                threads_per_worker=1,
-                processes=True,
-                host="127.0.0.1",
-                dashboard_address=None,
-                worker_dashboard_address=None,
-                silence_logs=logging.ERROR,
-            )
-            client = Client(cluster)
-        client.register_plugin(StopRunsOnClose())
-    except (OSError, TimeoutError, ValueError) as exc:
-        where = args.scheduler_address or "a LocalCluster"
-        raise _ClusterError(f"cannot start or reach the Dask cluster ({where}): {exc}") from None
+                workers = args.workers or os.cpu_count() or 1
+                with critical:  # the workers' scratch space, removed with the cluster
+                    scratch = tempfile.mkdtemp(prefix="timewarp-dask-")
+                import dask
+
+                with critical, dask.config.set({"temporary-directory": scratch}):
+                    cluster = LocalCluster(
+                        n_workers=workers,
+                        threads_per_worker=1,
+                        processes=True,
+                        host="127.0.0.1",
+                        dashboard_address=None,
+                        worker_dashboard_address=None,
+                        silence_logs=logging.ERROR,
+                        local_directory=scratch,
+                    )
+                with critical:
+                    client = Client(cluster)
+            client.register_plugin(StopRunsOnClose())
+        except (OSError, TimeoutError, ValueError) as exc:
+            where = args.scheduler_address or "a LocalCluster"
+            raise _ClusterError(
+                f"cannot start or reach the Dask cluster ({where}): {exc}"
+            ) from None
+        _run_all(pending, futures, sweep, args, total, client)
+    finally:
+        steps = [  # (built without a call: a signal is checked for at calls)
+            lambda: [fut.cancel() for fut in futures],
+            lambda: client is not None and client.close(),
+            lambda: cluster is not None and cluster.close(),
+            lambda: scratch is not None and shutil.rmtree(scratch, ignore_errors=True),
+        ]
+        # (a first stop signal met half-way through raises there: the second pass does
+        # what the first skipped — a step is dropped only once done, so none is skipped
+        # and none done again after the next has run)
+        try:
+            _run_steps(steps)
+        except Interrupted:
+            _run_steps(steps)
+            raise
+
+
+def _run_steps(steps: list) -> None:
+    """Run and drop each step in turn (what is left stays, for a second pass). Each is a
+    critical block (timewarp.wire.stophold): Dask's close cut by a signal half-way left
+    the cluster half closed, and closing it again waited forever (a sweep stopped as it
+    ended hung; scripts/signal_stress.py found it)."""
+    while steps:
+        with critical:
+            steps[0]()
+            del steps[0]
+
+
+def _run_all(
+    pending: list[Run],
+    futures: dict,
+    sweep: Sweep,
+    args: argparse.Namespace,
+    total: int,
+    client: Any,
+) -> None:
+    """Submit the pending runs to ``client`` and record each result as it arrives
+    (``futures``: the caller cancels what is left)."""
+    from dask.distributed import as_completed
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from commands.sweeping.runner import RunInterrupted, run_point
 
     console = Console(stderr=True)
     progress = Progress(
@@ -230,32 +293,24 @@ def _execute(pending: list[Run], sweep: Sweep, args: argparse.Namespace, total: 
         console=console,
         disable=args.quiet or not console.is_terminal,
     )
-    futures = {}
-    try:
-        with progress:
-            bar = progress.add_task("runs", total=total, completed=total - len(pending), failed=0)
-            failed = 0
-            for r in pending:
-                fut = client.submit(run_point, r.task(sweep), key=_task_key(r), pure=False)
-                futures[fut] = r
-            for fut in as_completed(list(futures)):
-                r = futures[fut]
-                try:
-                    result = fut.result()
-                except RunInterrupted:  # a worker closed under it: left unfinished, redone later
-                    progress.update(bar, advance=1, failed=failed)
-                    continue
-                except Exception as exc:  # e.g. KilledWorker: record it like any failure
-                    result = _record_lost_run(r, exc)
-                if result.get("status") != "ok":
-                    failed += 1
+    with progress:
+        bar = progress.add_task("runs", total=total, completed=total - len(pending), failed=0)
+        failed = 0
+        for r in pending:
+            fut = client.submit(run_point, r.task(sweep), key=_task_key(r), pure=False)
+            futures[fut] = r
+        for fut in as_completed(list(futures)):
+            r = futures[fut]
+            try:
+                result = fut.result()
+            except RunInterrupted:  # a worker closed under it: left unfinished, redone later
                 progress.update(bar, advance=1, failed=failed)
-    finally:
-        for fut in futures:
-            fut.cancel()
-        client.close()
-        if cluster is not None:
-            cluster.close()
+                continue
+            except Exception as exc:  # e.g. KilledWorker: record it like any failure
+                result = _record_lost_run(r, exc)
+            if result.get("status") != "ok":
+                failed += 1
+            progress.update(bar, advance=1, failed=failed)
 
 
 def _task_key(run: Run) -> str:

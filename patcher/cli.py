@@ -36,10 +36,6 @@ from patcher.tree import (
     process_tree,
 )
 
-# SIGTERM and SIGHUP unwind a run as Ctrl-C does, so what it half-made is removed (the
-# staging copy of -o, a temporary file) and it says so (``commands/cli.py``, ``main``)
-STOPPED_BY_SIGNALS = True
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("src", nargs="?", metavar="SRC", help="a Python file or a source tree")
@@ -162,7 +158,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"timewarp patch: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (see STOPPED_BY_SIGNALS)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (commands/cli.py installs
+        # commands/stopping.py for every command: they unwind as Ctrl-C does)
         signum = getattr(exc, "signum", signal.SIGINT)
         print(f"timewarp patch: stopped by {signal.Signals(signum).name}: {_left(args, out)}",
               file=sys.stderr)  # fmt: skip

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patcher.transform import PatchError, PatchResult, patch_source
+from timewarp.wire.stophold import critical
 
 PYTHON_SUFFIXES = (".py", ".pyw")
 SKIPPED_DIRS = frozenset(
@@ -167,16 +168,20 @@ def decode(data: bytes) -> str:
 def atomic_write(path: Path, data: bytes, mode_from: Path | None = None) -> None:
     """Write ``data`` to ``path`` via a temporary file in the same directory and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        if mode_from is not None:
-            shutil.copymode(mode_from, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    # one critical block (timewarp.wire.stophold): a stop signal raised inside mkstemp
+    # (after the file is made) or before the try left ``.NAME.XXXX.tmp`` beside the
+    # user's file; held, it comes once the file is whole, renamed or removed
+    with critical:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            if mode_from is not None:
+                shutil.copymode(mode_from, tmp)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
 
 Sink = Callable[[FileOutcome, bytes, bytes], None]  # (outcome, original, output)
@@ -290,8 +295,10 @@ def mirror_tree(
         )
     out.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_work_dirs(out)
-    staging = Path(tempfile.mkdtemp(prefix=_work_prefix(out, "staging"), dir=out.parent))
+    staging = None
     try:
+        with critical:  # made and recorded together: the except removes it
+            staging = Path(tempfile.mkdtemp(prefix=_work_prefix(out, "staging"), dir=out.parent))
         shutil.copymode(src, staging)  # mkdtemp makes it private (0700)
 
         def write(outcome: FileOutcome, original: bytes, output: bytes) -> None:
@@ -314,7 +321,8 @@ def mirror_tree(
         (staging / MARKER).write_text(f"patched copy of {src.resolve()}\n", encoding="utf-8")
         _swap_in(staging, out)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
         raise
     return report
 
@@ -358,6 +366,14 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _swap_in(staging: Path, out: Path) -> None:
+    # one critical block (timewarp.wire.stophold): a stop signal between the two renames
+    # left no ``out`` at all — the earlier copy renamed away (then removed as stale by
+    # the next run), the new one removed as unfinished
+    with critical:
+        _swap_in_now(staging, out)
+
+
+def _swap_in_now(staging: Path, out: Path) -> None:
     if not out.exists():
         os.rename(staging, out)
         return

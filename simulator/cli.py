@@ -280,8 +280,11 @@ def drive(
 
 @contextmanager
 def _stop_on_signals(stop: threading.Event) -> Iterator[list[int]]:
-    """SIGTERM and SIGINT set ``stop`` (the run then ends between messages and writes
-    partial outputs) instead of killing the process; yields the signals received."""
+    """SIGTERM, SIGINT and SIGHUP set ``stop`` (the run then ends between messages and
+    writes partial outputs) instead of killing the process; yields the signals received.
+    Under ``timewarp`` (whose handlers, ``commands.stopping``, raise the first signal)
+    those are back once the run is over, shielded first: a signal after the outputs are
+    written is noted, and the exit status stays the run's."""
     received: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield received
@@ -291,9 +294,14 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[list[int]]:
         received.append(signum)
         stop.set()
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    stops = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, handler) for sig in stops}
     try:
         yield received
     finally:
+        for old in previous.values():
+            shield = getattr(getattr(old, "__self__", None), "shield", None)
+            if shield is not None:  # commands.stopping.StopSignals (a layer above: no import)
+                shield()
         for sig, old in previous.items():
             signal.signal(sig, old)

@@ -213,3 +213,6 @@ def test_sweep_writes_its_tables_through_a_second_signal(tmp_path, subprocess_en
     assert "interrupted; finished runs are kept" in err
     assert "0 ok, 0 failed, 1 not run" in err
     assert (results / "runs.csv").exists() and (results / "summary.csv").exists()
+    # Dask's scratch space (dask-scratch-space/, its lock files) was left in TMPDIR by
+    # every sweep, stopped or not: it is now a folder of the sweep's, removed with it
+    assert not list(tmp.iterdir()), "temporary folders left behind"

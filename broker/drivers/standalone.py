@@ -20,6 +20,7 @@ from typing import TextIO
 
 from broker.clock.service import ClockService, ClockStall
 from timewarp.wire import clockproto
+from timewarp.wire.stophold import critical
 
 _EXIT_GRACE_S = 2.0
 _GONE_GRACE_S = 60.0  # a program that left the clock has this long (wall) to exit
@@ -52,23 +53,28 @@ def run_standalone(
     child_env[clockproto.ENV_BROKER_PID] = str(os.getpid())
     child_env[clockproto.ENV_TOKEN] = clock.expect(name)
     started = _wall.perf_counter()
-    try:
-        proc = subprocess.Popen(list(argv), env=child_env)
-    except OSError as exc:
-        clock.process_gone(name)
-        raise FileNotFoundError(f"timewarp run: cannot start {argv[0]!r}: {exc.strerror}") from exc
-
     exited = threading.Event()
-
-    def _reap() -> None:
-        code = proc.wait()
-        clock.process_gone(name, code)
-        exited.set()
-
-    threading.Thread(target=_reap, name="timewarp-reaper", daemon=True).start()
     deadlock = None
-    clock.engage_autopilot()  # the service advances time itself while the program lives
+    proc = None
     try:
+        # started and watched in one critical block (timewarp.wire.stophold), inside the
+        # try that passes a stop signal on: one raised just after Popen left it running
+        with critical:
+            try:
+                proc = subprocess.Popen(list(argv), env=child_env)
+            except OSError as exc:
+                clock.process_gone(name)
+                raise FileNotFoundError(
+                    f"timewarp run: cannot start {argv[0]!r}: {exc.strerror}"
+                ) from exc
+
+            def _reap() -> None:
+                code = proc.wait()
+                clock.process_gone(name, code)
+                exited.set()
+
+            threading.Thread(target=_reap, name="timewarp-reaper", daemon=True).start()
+        clock.engage_autopilot()  # the service advances time itself while the program lives
         while not exited.is_set():
             clock.wait_settled()
             if exited.wait(_EXIT_GRACE_S):
@@ -99,11 +105,14 @@ def run_standalone(
         proc.kill()
         exited.wait(5)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP raised as one (``signum``)
+        if proc is None:
+            raise
         proc.send_signal(getattr(exc, "signum", signal.SIGINT))
         try:
             proc.wait(5)
         except subprocess.TimeoutExpired:
             proc.kill()
+            proc.wait()
         raise
     returncode = proc.wait()
     if deadlock is not None and returncode in (0, -signal.SIGKILL):

@@ -35,6 +35,7 @@ from broker.facade.endpoint import Endpoint
 from broker.processes import proctree
 from patcher import launch
 from timewarp.wire import clockproto
+from timewarp.wire.stophold import critical
 
 if TYPE_CHECKING:
     from broker.facade import Facade
@@ -115,6 +116,15 @@ class Launcher:
 
     def start(
         self, command: str | Sequence[str], *, name: str | None = None, cwd: str | None = None
+    ) -> SchedulerProcess:
+        # One critical block (timewarp.wire.stophold): the command's first stop signal,
+        # raised between the process's start and its place in ``processes``, left a
+        # scheduler that stop_all never stopped (and a private TMPDIR never removed).
+        with critical:
+            return self._start(command, name=name, cwd=cwd)
+
+    def _start(
+        self, command: str | Sequence[str], *, name: str | None, cwd: str | None
     ) -> SchedulerProcess:
         argv = shlex.split(command) if isinstance(command, str) else list(command)
         if not argv:

@@ -34,6 +34,7 @@ from commands.simulating.simulator import (
     simulator_message,
 )
 from commands.stopping import Interrupted, StopSignals
+from timewarp.wire.stophold import critical
 
 
 class Wiring:
@@ -101,38 +102,46 @@ class Simulation(SimulatorSide, Reporting):
         no_progress: NoProgressStop | None = None
         with StopSignals(self.prog) as signals:
             try:
-                self._wire(parts)
-                self._start_schedulers(parts)
-                progress = self._start_broker(parts)
-                if heap.OWNED:  # the heap start-up built leaves the collector's walks, once:
-                    # when SIMULATION_BEGINS has made the nodes, before the first pod
-                    parts.broker.after_begin = heap.settle
-                with progress:
-                    result = parts.broker.run()
-                    self.sim_wall = _wall.perf_counter() - started
-                    progress.finish(result.virtual_s, self.sim_wall)
-                reason = result.reason
-            except SchedulerFailed as exc:
-                reason = str(exc)
-                self._scheduler_failed = True
-            except Interrupted as exc:
-                reason = f"interrupted by {signal.Signals(exc.signum).name}"
-            except StopAt as exc:
-                stopped_at = exc
-                reason = str(exc)
-            except NoProgressStop as exc:
-                no_progress = exc
-                reason = exc.report.splitlines()[0]
-                self.stopped_at_s = exc.t_s
-                self.stopped_by = "no progress"
-            except OSError as exc:  # a full disk, a file that cannot be made: not a bug
-                reason = f"cannot go on: {exc}"
-                self.traceback = traceback.format_exc()
-            except Exception as exc:  # a bug: end with a manifest and the traceback's gist
-                reason = internal_error(exc)
-                self.traceback = traceback.format_exc()
+                try:
+                    self._wire(parts)
+                    self._start_schedulers(parts)
+                    progress = self._start_broker(parts)
+                    if heap.OWNED:  # the heap start-up built leaves the collector's walks, once:
+                        # when SIMULATION_BEGINS has made the nodes, before the first pod
+                        parts.broker.after_begin = heap.settle
+                    with progress:
+                        result = parts.broker.run()
+                        self.sim_wall = _wall.perf_counter() - started
+                        progress.finish(result.virtual_s, self.sim_wall)
+                    reason = result.reason
+                except SchedulerFailed as exc:
+                    reason = str(exc)
+                    self._scheduler_failed = True
+                except Interrupted as exc:
+                    reason = f"interrupted by {signal.Signals(exc.signum).name}"
+                except StopAt as exc:
+                    stopped_at = exc
+                    reason = str(exc)
+                except NoProgressStop as exc:
+                    no_progress = exc
+                    reason = exc.report.splitlines()[0]
+                    self.stopped_at_s = exc.t_s
+                    self.stopped_by = "no progress"
+                except OSError as exc:  # a full disk, a file that cannot be made: not a bug
+                    reason = f"cannot go on: {exc}"
+                    self.traceback = traceback.format_exc()
+                except Exception as exc:  # a bug: end with a manifest and the traceback's gist
+                    reason = internal_error(exc)
+                    self.traceback = traceback.format_exc()
+            except Interrupted as exc:  # the first signal, met in one of the handlers above
+                reason = reason or f"interrupted by {signal.Signals(exc.signum).name}"
             finally:
-                signals.shield()  # from here on a signal is noted: the clean-up must end
+                # (no call before this try: a signal is checked for at calls, and one met
+                # as the clean-up begins must not skip it)
+                try:
+                    signals.shield()  # from here on a signal is noted: the clean-up must end
+                except Interrupted as exc:  # it came just now: noted as the others
+                    reason = reason or f"interrupted by {signal.Signals(exc.signum).name}"
                 if result is None and parts.broker is not None:
                     result = stopped_result(parts.broker, reason)
                 sim_code = self._take_down(parts, result)
@@ -144,16 +153,19 @@ class Simulation(SimulatorSide, Reporting):
                 ok = False  # the report is the reason; the outputs are partial
             else:
                 ok, reason = self._verdict(result, sim_code, reason)
-            if signals.interrupted:
+            # the exit status says what the manifest says: a signal noted from here on
+            # (the report being written) changes neither
+            interrupted = signals.exit_code
+            if interrupted:
                 ok, reason = (
                     False,
-                    reason or "interrupted by " + signal.Signals(signals.received[0]).name,
+                    reason or "interrupted by " + signal.Signals(interrupted - 128).name,
                 )
             kept = self._report(result, ok, reason, wall)
         if not ok:
             print(f"{self.prog}: FAILED: {reason}", file=sys.stderr)
-        if signals.interrupted:
-            return signals.exit_code or 130
+        if interrupted:
+            return interrupted
         if not kept:
             return 1
         if no_progress is not None:
@@ -170,22 +182,29 @@ class Simulation(SimulatorSide, Reporting):
 
         args = self.args
         epoch_ns = args.epoch if args.epoch is not None else DEFAULT_EPOCH_NS
-        parts.clock = ClockService(
-            mode=args.mode,
-            epoch_ns=epoch_ns,
-            stall_timeout=args.stall_timeout,
-            on_stall=args.on_stall,
-        )
+        # each part is made and recorded in one critical block (timewarp.wire.stophold):
+        # a stop signal between the two would leave it unknown to the take-down — its
+        # threads, sockets and folders left behind
+        with critical:
+            parts.clock = ClockService(
+                mode=args.mode,
+                epoch_ns=epoch_ns,
+                stall_timeout=args.stall_timeout,
+                on_stall=args.on_stall,
+            )
         if args.mode == "realtime":
             from broker.drivers.realtime import ScaledWallClock
 
-            parts.rt_clock = ScaledWallClock(args.speed, epoch_ns)
-        parts.endpoint = Endpoint(tls=args.incluster)
+            with critical:
+                parts.rt_clock = ScaledWallClock(args.speed, epoch_ns)
+        with critical:
+            parts.endpoint = Endpoint(tls=args.incluster)
         if args.write_kubeconfig:  # written as the first scheduler starts: HTTPS needed now
             parts.endpoint.enable_https()
         if args.incluster:
-            parts.incluster_dir = Path(tempfile.mkdtemp(prefix="timewarp-sa-"))
-        parts.launcher = Launcher(
+            with critical:
+                parts.incluster_dir = Path(tempfile.mkdtemp(prefix="timewarp-sa-"))
+        parts.launcher = Launcher(  # (makes nothing yet: its start() does)
             clock=parts.clock,
             facade=parts.endpoint,
             out_dir=self.out,
@@ -226,10 +245,11 @@ class Simulation(SimulatorSide, Reporting):
         self.observer_kubeconfig = parts.endpoint.write_observer_kubeconfig(
             self.out / OBSERVER_KUBECONFIG
         )
-        parts.facade = Facade(facade_clock, endpoint=parts.endpoint, hold_until_cluster=True)
-        if args.mode != "realtime":  # requests belong to the runtime that sent them
-            parts.facade.attribute_by_pid(parts.clock.registry.process_of_pid)
-        parts.facade.start()
+        with critical:  # made, recorded and started together (see _wire)
+            parts.facade = Facade(facade_clock, endpoint=parts.endpoint, hold_until_cluster=True)
+            if args.mode != "realtime":  # requests belong to the runtime that sent them
+                parts.facade.attribute_by_pid(parts.clock.registry.process_of_pid)
+            parts.facade.start()
         if not args.quiet:
             line = kubectl_line(self.observer_kubeconfig)
             print(f"{self.prog}: look inside: {line}", file=sys.stderr)
@@ -237,19 +257,20 @@ class Simulation(SimulatorSide, Reporting):
             self.total_jobs, disabled=args.quiet, started=self.started, prog=self.prog
         )
         self._record_decisions(parts.facade)
-        parts.broker = make_broker(
-            args,
-            endpoint=self._broker_endpoint(),
-            clock=parts.clock,
-            facade=parts.facade,
-            launcher=parts.launcher,
-            rt_clock=parts.rt_clock,
-            services=self.services,
-            declared=self.declared,
-            terminated_pod_gc_threshold=getattr(
-                args, "terminated_pod_gc_threshold", TERMINATED_POD_GC_THRESHOLD
-            ),
-        )
+        with critical:
+            parts.broker = make_broker(
+                args,
+                endpoint=self._broker_endpoint(),
+                clock=parts.clock,
+                facade=parts.facade,
+                launcher=parts.launcher,
+                rt_clock=parts.rt_clock,
+                services=self.services,
+                declared=self.declared,
+                terminated_pod_gc_threshold=getattr(
+                    args, "terminated_pod_gc_threshold", TERMINATED_POD_GC_THRESHOLD
+                ),
+            )
         self._watch_progress(parts, progress)
         if args.mode == "deterministic":
             from broker.drivers.pacing import Pacer
@@ -262,7 +283,8 @@ class Simulation(SimulatorSide, Reporting):
             ).attach(parts.facade)
             # the cluster changing is progress for the stall guard; API traffic is not
             parts.clock.stall.set_progress_probe(parts.facade.revision)
-        self.sim_proc = self._start_simulator(parts.broker.endpoint)
+        with critical:  # real Batsim: a process, stopped by the take-down once recorded
+            self.sim_proc = self._start_simulator(parts.broker.endpoint)
         watcher = threading.Thread(target=self._watch_simulator, args=(parts.broker,), daemon=True)
         watcher.start()
         return progress
