@@ -35,6 +35,7 @@ from simulator.network import (  # PlatformError: defined there, raised by both
     parse_radical,
     read_network,
 )
+from simulator.protocol import NO_NETWORK, ReplyTransit
 
 _UNITS = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 _SPEED_RE = re.compile(r"^\s*([0-9.eE+-]+)\s*([kMGTPE]?)(f|flops)?\s*$")
@@ -110,6 +111,23 @@ class Platform:
             return (*alone, tuple(elements), bound)
 
         return cost(master), [cost(h.name) for h in self.compute]
+
+    def reply_transit(self) -> ReplyTransit:
+        """What each event of a decision process's reply costs on its way to Batsim's
+        server: a message from the master host to itself, as :meth:`message_costs` (the
+        embedded simulator's model) prices it alone. The broker's CALL_ME_LATER rule
+        (``protocol.earliest_call``) adds it once per event."""
+        if self.network is None:
+            return NO_NETWORK
+        master = self.master.name
+        links, latency = self.network.route(master, master)
+        latency, rate = message_cost(links, latency)
+        transit = ReplyTransit(
+            latency=latency,
+            byte_s=1.0 / rate if rate > 0 else 0.0,
+            shared=any(not link.fatpipe for link in links),
+        )
+        return NO_NETWORK if transit == NO_NETWORK else transit
 
     def resources_json(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """``compute_resources`` / ``storage_resources`` of SIMULATION_BEGINS."""

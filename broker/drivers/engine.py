@@ -96,8 +96,14 @@ class Broker:
         services: Sequence[ServiceSpec] = (),
         declared: Sequence[tuple[str, dict]] = (),
         terminated_pod_gc_threshold: int = DEFAULT_THRESHOLD,
+        reply_transit: p.ReplyTransit = p.NO_NETWORK,
     ) -> None:
         self.clock = clock
+        # what each event of a reply costs on its way to Batsim's server (the platform's
+        # network, once per run): a CALL_ME_LATER asks for a time after all of them
+        self.reply_transit = reply_transit
+        # False: timewarp broker was not told the platform Batsim runs (--platform)
+        self.platform_known = True
         # the CRDs and custom resources the workloads declare (checked), created at
         # SIMULATION_BEGINS before the services' objects (broker/cluster/declared.py)
         self.declared = list(declared)
@@ -179,6 +185,30 @@ class Broker:
             return self._result(False, f"stopped by the stall guard:\n{exc}")
         except (BatsimProtocolError, SimulatorExited, SimulatorInputError) as exc:
             return self._result(False, str(exc))
+
+    def explain_exit(self, reason: str) -> str:
+        """A simulator's last words, with the broker's side when they are a refused
+        CALL_ME_LATER (real Batsim: "You asked to be awaken in the past!"; the embedded
+        simulator quotes it): what the broker allowed for its reply's events, and why
+        that was not enough."""
+        if "awaken in the past" not in reason:
+            return reason
+        if not self.platform_known:
+            why = (
+                "the broker was not given the platform Batsim runs, and its master host's "
+                "route takes network time: give timewarp broker --platform (and --master-host)"
+            )
+        else:
+            why = (
+                "a reply's events took longer to reach Batsim's server than that bound: more "
+                f"than {p.SHARED_MESSAGES - 1} other messages, or a parallel task's "
+                "communication, shared a link of the master host's route (docs/clock.md, "
+                "'CALL_ME_LATER')"
+            )
+        return (
+            f"{reason} — the broker's CALL_ME_LATER rule allowed "
+            f"{self.reply_transit.describe()}; {why}"
+        )
 
     def simulator_exited(self, reason: str) -> None:
         """The simulator's process (or thread) ended, ``reason`` saying how, in its own
@@ -264,11 +294,16 @@ class Broker:
         deadline = self.clock.next_deadline()
         if deadline is not None and not self._exhausted() and deadline not in self._requested:
             # _settle released what is due in this instant: the deadline prints later
-            when = max(deadline / 1e9, p.earliest_call(t, len(events)))
+            when = max(deadline / 1e9, self.earliest_call(t, len(events)))
             self._requested[deadline] = when
             events.append(p.Event(t, p.CallMeLater(when)))
         self._report_progress()
         return p.Message(t, events)
+
+    def earliest_call(self, now: float, events: int) -> float:
+        """The earliest CALL_ME_LATER time Batsim accepts after ``events`` other events of
+        a reply stamped ``now``, on this run's platform (``protocol.earliest_call``)."""
+        return p.earliest_call(now, events, self.reply_transit)
 
     def _begin_first(self, message: p.Message) -> list[p.Event]:
         """Apply the SIMULATION_BEGINS of the first message now, so that the cluster

@@ -229,7 +229,7 @@ class LockstepBroker(Broker):
         if not candidates:
             return None
         # a time within this instant is due at the next message: ask for a later one
-        when = max(min(candidates), p.earliest_call(now, events))
+        when = max(min(candidates), self.earliest_call(now, events))
         if self._calls and self._calls[0] <= when:
             return None  # Batsim already calls us back by then
         return when

@@ -172,7 +172,7 @@ class RealtimeBroker(Broker):
         events = [p.Event(now, d) for d in self.cluster.take_decisions()]
         if not self._exhausted():
             step_s = self.step_ns * self.rt_clock.speed / 1e9
-            when = max(now + step_s, p.earliest_call(now, len(events)))
+            when = max(now + step_s, self.earliest_call(now, len(events)))
             if not (self._calls and self._calls[0] <= when):
                 bisect.insort(self._calls, when)
                 events.append(p.Event(now, p.CallMeLater(when)))
