@@ -48,7 +48,10 @@ from simulator import local_link
 from simulator import protocol as p
 from simulator.traffic.spec import ServiceSpec
 
-SIMULATOR_REASON_S = 30.0  # how long a hosted simulator's watcher may take to say why it ended
+SIMULATOR_REASON_S = 30.0
+# a first submission later than its subtime by more than the two times' printing (1 µs
+# each way, rounded) took network time (see Broker._check_network)
+NETWORK_SEEN_S = 1.5e-6  # how long a hosted simulator's watcher may take to say why it ended
 
 
 @dataclass
@@ -102,8 +105,10 @@ class Broker:
         # what each event of a reply costs on its way to Batsim's server (the platform's
         # network, once per run): a CALL_ME_LATER asks for a time after all of them
         self.reply_transit = reply_transit
-        # False: timewarp broker was not told the platform Batsim runs (--platform)
+        # False: timewarp broker was not told the platform Batsim runs (--platform); the
+        # first submission then tells whether its messages take network time (a warning)
         self.platform_known = True
+        self._network_checked = False
         # the CRDs and custom resources the workloads declare (checked), created at
         # SIMULATION_BEGINS before the services' objects (broker/cluster/declared.py)
         self.declared = list(declared)
@@ -186,6 +191,29 @@ class Broker:
         except (BatsimProtocolError, SimulatorExited, SimulatorInputError) as exc:
             return self._result(False, str(exc))
 
+    def _check_network(self, message: p.Message) -> None:
+        """Without the platform: Batsim's first submission arrives a message's time after
+        its subtime (one or two local messages: the submitter's hello may go first),
+        printed to the microsecond like the subtime. More than that rounding says the
+        master host's messages take network time, which the CALL_ME_LATER rule does not
+        know: warn once (a route faster than a microsecond goes unseen)."""
+        for event in message.events:
+            if not isinstance(event.data, p.JobSubmitted):
+                continue
+            self._network_checked = True
+            subtime = event.data.job.get("subtime")
+            if isinstance(subtime, int | float) and event.timestamp - subtime > NETWORK_SEEN_S:
+                print(
+                    f"broker: warning: job {event.data.job_id} was submitted at {subtime} and "
+                    f"arrived at {event.timestamp}: the simulator's messages take network time "
+                    "on its platform, and without --platform the broker's CALL_ME_LATER "
+                    "assumes they take none (Batsim may abort: 'You asked to be awaken in the "
+                    "past!'); give timewarp broker --platform FILE (and --master-host NAME)",
+                    file=self.log,
+                    flush=True,
+                )
+            return
+
     def explain_exit(self, reason: str) -> str:
         """A simulator's last words, with the broker's side when they are a refused
         CALL_ME_LATER (real Batsim: "You asked to be awaken in the past!"; the embedded
@@ -200,10 +228,11 @@ class Broker:
             )
         else:
             why = (
-                "a reply's events took longer to reach Batsim's server than that bound: more "
-                f"than {p.SHARED_MESSAGES - 1} other messages, or a parallel task's "
-                "communication, shared a link of the master host's route (docs/clock.md, "
-                "'CALL_ME_LATER')"
+                "the reply's events took longer to reach Batsim's server than that: more "
+                f"than {p.OTHER_MESSAGES} messages of other actors (completions, "
+                "submissions) reached it first, or a route's link was shared by more than "
+                f"{p.SHARED_MESSAGES} messages or by a parallel task's communication "
+                "(docs/clock.md, 'CALL_ME_LATER')"
             )
         return (
             f"{reason} — the broker's CALL_ME_LATER rule allowed "
@@ -230,6 +259,8 @@ class Broker:
     def _answer(self, message: p.Message) -> p.Message:
         """The reply to one message, in whichever thread the message came."""
         ends = self.ended_by(message)
+        if not self.platform_known and not self._network_checked:
+            self._check_network(message)
         reply = self.step(message)
         self.ended = ends
         return reply
