@@ -141,8 +141,8 @@ class ReplyTransit:
         return (
             f"{self.event_bound() * 1e6:.6g} µs per reply event (the master host's route to "
             f"itself: latency {self.latency * 1e6:.6g} µs, 1 byte in {self.byte_s * 1e9:.6g} ns"
-            f"{sharing}) and {self.other_s * 1e6:.6g} µs for {OTHER_MESSAGES} messages of "
-            "other actors (the slowest route to the master host)"
+            f"{sharing}), and {OTHER_MESSAGES} messages of other actors first, "
+            f"{self.other_s * 1e6:.6g} µs each (the slowest route to the master host)"
         )
 
 
