@@ -87,7 +87,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="the platform file the simulator runs (its -p): the broker asks for its "
         "CALL_ME_LATER after the network time of its reply's events on the master host's "
-        "route (docs/clock.md); without it the broker assumes a platform without a network "
+        "route (docs/broker.md); without it the broker assumes a platform without a network "
         "and says so",
     )
     parser.add_argument(
@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
 
     transit = None
     if args.batsim_platform is not None:
-        try:  # the CALL_ME_LATER rule's network time, once (docs/clock.md)
+        try:  # the CALL_ME_LATER rule's network time, once (docs/broker.md)
             transit = load_platform(args.batsim_platform, args.master_host).reply_transit()
         except PlatformError as exc:
             return _fail(f"--platform: {exc}")

@@ -170,12 +170,30 @@ def earliest_call(now: float, events: int = 0, transit: ReplyTransit = NO_NETWOR
     events are delivered. Past that (a burst of completions, a parallel task's
     communication on a link of the master host's route: SimGrid's max-min shares a link by
     the bytes each flow moves), Batsim refuses the call ("You asked to be awaken in the
-    past!") and the run stops with that reason and the broker's bound (docs/clock.md)."""
+    past!") and the run stops with that reason and the broker's bound (docs/broker.md)."""
     start = (instant_end_ns(now) + 1) / 1e9
     if transit == NO_NETWORK:
         return start + (events + 1) * _LOOPBACK_MESSAGE_S
     when = start + (events + 1) * transit.event_bound() + OTHER_MESSAGES * transit.other_s
     return when + (events + 1) * _ULPS_PER_EVENT * math.ulp(when)
+
+
+def free_running_call(
+    sent_now: float, now: float, events: int, wanted: float, transit: ReplyTransit = NO_NETWORK
+) -> tuple[float, float, bool]:
+    """The CALL_ME_LATER for ``wanted`` in a reply stamped ``now`` (later than the
+    message's ``sent_now``, as lockstep and realtime stamp theirs) after ``events``
+    decisions: (its time, its stamp, whether it goes first in the reply).
+
+    Batsim sleeps until a reply's first stamp before applying its events, and meanwhile
+    what other actors send queues at its server's mailbox — any number of messages, each
+    crossing its own route before the reply's events. With a network the call goes first,
+    stamped ``sent_now``: Batsim applies it at once, behind at most what other actors sent
+    in that same instant, as for a reply stamped ``sent_now`` (:func:`earliest_call`), and
+    never within ``now``'s instant. Without one, as before: last, stamped ``now``."""
+    if transit == NO_NETWORK:
+        return max(wanted, earliest_call(now, events)), now, False
+    return max(wanted, earliest_call(now), earliest_call(sent_now, 0, transit)), sent_now, True
 
 
 def wire_value(value: Any) -> Any:

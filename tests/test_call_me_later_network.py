@@ -183,6 +183,30 @@ def _calling_fcfs(transit: p.ReplyTransit, seed: int):  # type: ignore[no-untype
     return decide
 
 
+def _late_replying_fcfs(transit: p.ReplyTransit, seed: int):  # type: ignore[no-untyped-def]
+    """The FCFS replying as lockstep and realtime do: stamped later than the message (0
+    to 50 ms), its decisions stamped then, and a call placed as ``free_running_call``
+    places it, for a seeded time 1 µs to 10 ms after the reply's stamp."""
+    fcfs = Fcfs()
+    rng = random.Random(seed)
+
+    def decide(raw: str) -> str:
+        message = p.decode(raw, "batsim")
+        decided = fcfs(message)
+        if any(isinstance(e.data, p.SimulationEnds) for e in message.events):
+            return p.encode(decided)
+        now = message.now + rng.choice([0.0, 2e-6, 3e-4, 1e-3, 5e-3, 2e-2, 5e-2])
+        events = [p.Event(now, e.data) for e in decided.events]
+        if rng.random() < 0.7:
+            wanted = now + rng.choice([1e-6, 5e-5, 2e-4, 6e-4, 1.3e-3, 3e-3, 1e-2])
+            when, stamp, first = p.free_running_call(message.now, now, len(events), wanted, transit)
+            call = p.Event(stamp, p.CallMeLater(when))
+            events = [call, *events] if first else [*events, call]
+        return p.encode(p.Message(now, events))
+
+    return decide
+
+
 def _seeded_case(seed: int) -> tuple[str, tuple[str, ...], int]:
     """A platform with a network (one of tests/netplatforms.py's, or a seeded random
     one), its flags, and how many compute hosts it has."""
@@ -211,6 +235,72 @@ def test_calls_asked_by_the_rule_are_accepted_on_seeded_platforms_with_a_network
     sc.write(tmp_path)
     sent, end = run_embedded(sc, 0, tmp_path, decide=_calling_fcfs(_transit(tmp_path, flags), seed))
     assert end == "SIMULATION_ENDS", end
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_calls_of_replies_stamped_later_than_the_message_are_accepted(tmp_path, seed):
+    """Lockstep and realtime stamp their replies later than the message: Batsim sleeps
+    until then, and what other actors send meanwhile goes first (realtime's first reply
+    on a 16-host cluster: the submitter's hello, 600 µs, took the server before the call
+    and Batsim refused it). The call goes first, stamped with the message's time."""
+    text, flags, nodes = _seeded_case(seed)
+    sc = FixedScenario(text, [workload(seed, nodes, 40)], flags)
+    sc.write(tmp_path)
+    decide = _late_replying_fcfs(_transit(tmp_path, flags), seed)
+    sent, end = run_embedded(sc, 0, tmp_path, decide=decide)
+    assert end == "SIMULATION_ENDS", end
+
+
+def _wave_scenario(tmp_path: Path) -> FixedScenario:
+    """16 jobs of 10 s started by one reply on a 16-host cluster (600 µs per message to
+    the master from itself, 1.6 ms from a host), and one more submitted just before they
+    end: the reply to that submission is stamped 5 ms later, while the 16 completions
+    queue at Batsim's server, 1.6 ms each."""
+    jobs = [{"id": str(i), "subtime": 0, "res": 1, "profile": "d10"} for i in range(16)]
+    jobs.append({"id": "late", "subtime": 9.999, "res": 1, "profile": "d10"})
+    wl = {"nb_res": 16, "jobs": jobs, "profiles": {"d10": {"type": "delay", "delay": 10}}}
+    sc = FixedScenario(cluster(16), [wl])
+    sc.write(tmp_path)
+    return sc
+
+
+def _late_caller(transit: p.ReplyTransit):  # type: ignore[no-untyped-def]
+    """The FCFS replying 5 ms after each message, as a free-running mode does, with a call
+    for 1 µs after its reply (until t = 30 s)."""
+    fcfs = Fcfs()
+
+    def decide(raw: str) -> str:
+        message = p.decode(raw, "batsim")
+        decided = fcfs(message)
+        if message.now > 30 or any(isinstance(e.data, p.SimulationEnds) for e in message.events):
+            return p.encode(decided)
+        now = message.now + 5e-3
+        events = [p.Event(now, e.data) for e in decided.events]
+        when, stamp, first = p.free_running_call(message.now, now, len(events), now + 1e-6, transit)
+        call = p.Event(stamp, p.CallMeLater(when))
+        return p.encode(p.Message(now, [call, *events] if first else [*events, call]))
+
+    return decide
+
+
+def test_a_late_replys_call_goes_ahead_of_the_completions_queued_meanwhile(tmp_path):
+    """Placed last and stamped with the reply's time, the call waited behind the wave of
+    completions that queued while Batsim slept until that time, and was refused (10.0226
+    s for a call at 10.019); first, stamped with the message's time, it is not."""
+    sc = _wave_scenario(tmp_path)
+    transit = _transit(tmp_path, ())
+    sent, end = run_embedded(sc, 0, tmp_path, decide=_late_caller(transit))
+    assert end == "SIMULATION_ENDS", end
+
+
+@pytest.mark.batsim
+def test_real_batsim_takes_a_late_replys_call_ahead_of_the_queued_completions(tmp_path):
+    sc = _wave_scenario(tmp_path)
+    transit = _transit(tmp_path, ())
+    real, real_end = run_real(sc, 0, tmp_path, decide=_late_caller(transit))
+    ours, our_end = run_embedded(sc, 0, tmp_path, decide=_late_caller(transit))
+    assert real_end == our_end == "SIMULATION_ENDS", (real_end, our_end)
+    assert len(real) == len(ours)
 
 
 @pytest.mark.batsim

@@ -48,10 +48,10 @@ from simulator import local_link
 from simulator import protocol as p
 from simulator.traffic.spec import ServiceSpec
 
-SIMULATOR_REASON_S = 30.0
-# a first submission later than its subtime by more than the two times' printing (1 µs
-# each way, rounded) took network time (see Broker._check_network)
-NETWORK_SEEN_S = 1.5e-6  # how long a hosted simulator's watcher may take to say why it ended
+SIMULATOR_REASON_S = 30.0  # how long a hosted simulator's watcher may take to say why it ended
+# a first submission later than its subtime by more than the two times' printing (each
+# rounded to the microsecond) took network time (see Broker._check_network)
+NETWORK_SEEN_S = 1.5e-6
 
 
 @dataclass
@@ -232,7 +232,7 @@ class Broker:
                 f"than {p.OTHER_MESSAGES} messages of other actors (completions, "
                 "submissions) reached it first, or a route's link was shared by more than "
                 f"{p.SHARED_MESSAGES} messages or by a parallel task's communication "
-                "(docs/clock.md, 'CALL_ME_LATER')"
+                "(docs/broker.md, 'CALL_ME_LATER after the reply's network time')"
             )
         return (
             f"{reason} — the broker's CALL_ME_LATER rule allowed "
@@ -335,6 +335,24 @@ class Broker:
         """The earliest CALL_ME_LATER time Batsim accepts after ``events`` other events of
         a reply stamped ``now``, on this run's platform (``protocol.earliest_call``)."""
         return p.earliest_call(now, events, self.reply_transit)
+
+    def free_running_call(
+        self, sent_now: float, now: float, events: int, wanted: float
+    ) -> tuple[float, float, bool]:
+        """Lockstep's and realtime's CALL_ME_LATER for ``wanted``, on this run's platform
+        (``protocol.free_running_call``): its time, its stamp, whether it goes first."""
+        return p.free_running_call(sent_now, now, events, wanted, self.reply_transit)
+
+    @staticmethod
+    def add_call(events: list[p.Event], when: float, stamp: float, first: bool) -> None:
+        """Put a CALL_ME_LATER for ``when`` in a reply's ``events`` (:meth:`free_running_call`),
+        first or last, its stamp never after the next event's (stamps do not decrease)."""
+        if not first:
+            events.append(p.Event(stamp, p.CallMeLater(when)))
+        else:
+            events.insert(
+                0, p.Event(min([stamp, *(e.timestamp for e in events[:1])]), p.CallMeLater(when))
+            )
 
     def _begin_first(self, message: p.Message) -> list[p.Event]:
         """Apply the SIMULATION_BEGINS of the first message now, so that the cluster
