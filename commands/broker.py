@@ -38,6 +38,13 @@ from commands.simulating.simulation import Simulation, Wiring
 from timewarp.wire import clockproto
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:28000"
+#: What the broker does without --platform, said at start.
+NO_PLATFORM_NOTE = (
+    "timewarp broker: note: no --platform: CALL_ME_LATER assumes the simulator's platform has "
+    "no network (its master host's messages cross no link); on one with links, give "
+    "--platform (and --master-host as its -m), or Batsim may abort with 'You asked to be "
+    "awaken in the past!' when a timer falls within a reply's network time"
+)
 OUTPUTS_GRACE_S = 30.0  # how long the summary waits for a hand-started simulator's CSVs
 
 
@@ -73,6 +80,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="a scheduler started by hand under `timewarp run --name NAME`, with the "
         "environment of DIR/NAME.env (repeatable); time waits until it is connected",
+    )
+    parser.add_argument(
+        "--platform",
+        dest="batsim_platform",
+        metavar="FILE",
+        help="the platform file the simulator runs (its -p): the broker asks for its "
+        "CALL_ME_LATER after the network time of its reply's events on the master host's "
+        "route (docs/broker.md); without it the broker assumes a platform without a network "
+        "and says so",
+    )
+    parser.add_argument(
+        "--master-host",
+        default="master_host",
+        metavar="NAME",
+        help="with --platform: the simulator's -m, the master host when no host has "
+        "role=master (default %(default)s, Batsim's)",
     )
     add_run_arguments(parser)
 
@@ -117,11 +140,24 @@ def run(args: argparse.Namespace) -> int:
         check_output_dir(out)
     except OutputDirError as exc:
         return _fail(str(exc))
+    from simulator.platform import PlatformError, load_platform
+
+    transit = None
+    if args.batsim_platform is not None:
+        try:  # the CALL_ME_LATER rule's network time, once (docs/broker.md)
+            transit = load_platform(args.batsim_platform, args.master_host).reply_transit()
+        except PlatformError as exc:
+            return _fail(f"--platform: {exc}")
     # what simulate's steps read and a broker alone does not have
     args.batsim = "external (started by hand)"
     args.platform, args.workload = None, []
     args.write_kubeconfig, args.incluster = None, False
-    return _BrokerRun(args, out, total_jobs=0, node_names=[]).run()
+    run = _BrokerRun(args, out, total_jobs=0, node_names=[])
+    if transit is not None:
+        run.reply_transit = transit
+    else:
+        run.platform_known = False
+    return run.run()
 
 
 def _exit_code(path: Path, wait_s: float) -> int | None:
@@ -247,6 +283,8 @@ class _BrokerRun(Simulation):
         )
         lines = [f"timewarp broker: waiting for the simulator on {endpoint}; start, in order:"]
         lines += [f"  {i}. {step}" for i, step in enumerate(steps, 1)]
+        if not self.platform_known:
+            lines.append(NO_PLATFORM_NOTE)
         print("\n".join(lines), file=sys.stderr, flush=True)
         return None
 
@@ -269,6 +307,11 @@ class _BrokerRun(Simulation):
                     if broker.ended or self._taking_down:
                         return  # it went away after SIMULATION_ENDS, as it should
                     self._sim_failure = "the simulator disconnected before the simulation ended"
+                    if not self.platform_known:  # its words are in its own terminal
+                        self._sim_failure += (
+                            " (if Batsim said 'You asked to be awaken in the past!': the "
+                            "broker was not given --platform, see its note at start)"
+                        )
                     broker.batsim_timeout_s = 0.5
                     return
                 elif event["event"] == zmq.EVENT_MONITOR_STOPPED:

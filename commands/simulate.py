@@ -71,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     total_jobs = sum(len(w.jobs) for w in workloads)
     node_names = [host.name for host in platform.compute]
+    reply_transit = platform.reply_transit()  # the broker's CALL_ME_LATER rule (docs/broker.md)
     # the simulator reads the workloads itself: the checked copies (every job, ~1 KiB
     # each) are not kept for the length of the run
     del workloads
@@ -78,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
     def run_into(folder: Path) -> int:
         simulation = Simulation(args, folder, total_jobs, node_names, services, declared)
         simulation.master_flags = master_flags(platform)
+        simulation.reply_transit = reply_transit
         return simulation.run()
 
     if getattr(args, "check_determinism", False):

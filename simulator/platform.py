@@ -35,6 +35,7 @@ from simulator.network import (  # PlatformError: defined there, raised by both
     parse_radical,
     read_network,
 )
+from simulator.protocol import NO_NETWORK, ReplyTransit, message_bound
 
 _UNITS = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 _SPEED_RE = re.compile(r"^\s*([0-9.eE+-]+)\s*([kMGTPE]?)(f|flops)?\s*$")
@@ -110,6 +111,29 @@ class Platform:
             return (*alone, tuple(elements), bound)
 
         return cost(master), [cost(h.name) for h in self.compute]
+
+    def reply_transit(self) -> ReplyTransit:
+        """What a decision process's reply costs on its way to Batsim's server: each event
+        a message from the master host to itself, and the slowest message another actor
+        (on any host) may send to the server first, as :meth:`message_costs` (the embedded
+        simulator's model) prices them alone. The broker's CALL_ME_LATER rule
+        (``protocol.earliest_call``) adds them up."""
+        if self.network is None:
+            return NO_NETWORK
+        master = self.master.name
+        network = self.network
+
+        def alone(src: str) -> tuple[float, float, bool]:
+            links, latency = network.route(src, master)
+            latency, rate = message_cost(links, latency)
+            return latency, 1.0 / rate if rate > 0 else 0.0, any(not x.fatpipe for x in links)
+
+        latency, byte_s, shared = alone(master)
+        others = [alone(h.name) for h in (*self.compute, *self.storage)]
+        other_s = max(message_bound(latency, byte_s, shared), *(message_bound(*o) for o in others))
+        if other_s <= NO_NETWORK.other_s and (latency, byte_s) == (0.0, NO_NETWORK.byte_s):
+            return NO_NETWORK  # SimGrid's loopback, and routes of no link to the master
+        return ReplyTransit(latency, byte_s, shared, other_s)
 
     def resources_json(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """``compute_resources`` / ``storage_resources`` of SIMULATION_BEGINS."""

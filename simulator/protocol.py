@@ -86,12 +86,114 @@ def answers_call(when: float, now: float) -> bool:
     return round(when * 1e9) <= instant_end_ns(now) + 1
 
 
-def earliest_call(now: float, events: int = 0) -> float:
+#: How many Batsim messages (1 byte each, its own weight counted) may share the slowest
+#: shared link of a route with one of them before the broker's CALL_ME_LATER rule
+#: (:func:`earliest_call`) is no longer sure to hold. Max-min sharing gives a message at
+#: least that link's bandwidth over the bytes crossing it: with up to 1023 others of the
+#: same size, its byte takes at most 1024 times as long as alone.
+SHARED_MESSAGES = 1024
+#: How many messages of other actors (a job's completion, a submission, a requested call)
+#: the rule lets reach Batsim's server before a reply's call: its mailbox hands messages
+#: over one at a time, in the order they were sent, each crossing its own route then.
+OTHER_MESSAGES = 2
+#: Round-off room per reply event on a platform with a network (in units in the last
+#: place of the time): SimGrid's clock adds a message's latency, then its byte's time.
+_ULPS_PER_EVENT = 4
+_LOOPBACK_MESSAGE_S = 1e-10  # 1 byte at SimGrid's loopback's 10 GB/s, no latency
+
+
+@dataclass(frozen=True)
+class ReplyTransit:
+    """How long the events of a reply take to reach Batsim's server.
+
+    Batsim's request-reply actor hands the reply's events to its server one by one, each a
+    1-byte SimGrid message from the master host to itself, the next sent once the previous
+    arrived: event ``i`` of a reply applied at time ``t`` arrives at ``t + (i + 1) × m``,
+    ``m`` the message's time on the master host's route (``Platform.reply_transit``). The
+    server's mailbox takes messages in the order they were sent and one at a time: a
+    message another actor sent first (a completion from a compute host, a submission)
+    crosses its own route before the reply's next event starts.
+
+    ``latency`` is the master host's route's (paid first, at no rate, never shared);
+    ``byte_s`` the time of the byte alone at the route's rate; ``shared`` whether a link
+    of the route is shared with other communications (a FATPIPE link, such as SimGrid's
+    default loopback, is not); ``other_s`` the most a message of another actor takes to
+    the server (the slowest route to the master host, bounded as :meth:`event_bound`).
+    Without a network (every message to the master host crosses SimGrid's loopback, 10
+    GB/s, no latency, or no link) a message takes at most 1e-10 s: :data:`NO_NETWORK`."""
+
+    latency: float = 0.0
+    byte_s: float = _LOOPBACK_MESSAGE_S
+    shared: bool = False
+    other_s: float = _LOOPBACK_MESSAGE_S
+
+    def event_bound(self) -> float:
+        """The most one event's message takes: its latency, then its byte at the rate
+        left by up to :data:`SHARED_MESSAGES` messages on a shared link (alone on an
+        unshared route: exact)."""
+        return message_bound(self.latency, self.byte_s, self.shared)
+
+    def describe(self) -> str:
+        """One line for a person: what the broker allows for a reply's events, and why."""
+        if self == NO_NETWORK:
+            return "1e-10 s per reply event (no message to the master host crosses a link)"
+        sharing = f", its byte {SHARED_MESSAGES} times its time alone" if self.shared else ""
+        return (
+            f"{self.event_bound() * 1e6:.6g} µs per reply event (the master host's route to "
+            f"itself: latency {self.latency * 1e6:.6g} µs, 1 byte in {self.byte_s * 1e9:.6g} ns"
+            f"{sharing}), and {OTHER_MESSAGES} messages of other actors first, "
+            f"{self.other_s * 1e6:.6g} µs each (the slowest route to the master host)"
+        )
+
+
+NO_NETWORK = ReplyTransit()
+
+
+def message_bound(latency: float, byte_s: float, shared: bool) -> float:
+    """The most a 1-byte Batsim message takes on a route of this ``latency`` whose byte
+    takes ``byte_s`` alone (``shared``: a link of it is not FATPIPE)."""
+    return latency + byte_s * (SHARED_MESSAGES if shared else 1)
+
+
+def earliest_call(now: float, events: int = 0, transit: ReplyTransit = NO_NETWORK) -> float:
     """The earliest CALL_ME_LATER time Batsim is sure to accept in a reply whose ``now`` is
     ``now``, after ``events`` other events: past the end of now's instant (Batsim's own
     clock may be up to half a microsecond ahead of what it printed, and it aborts on a call
-    that is not after its clock) plus the 1e-10 s Batsim takes per event it applies."""
-    return (instant_end_ns(now) + 1) / 1e9 + (events + 1) * 1e-10
+    that is not after its clock) plus the time Batsim takes to apply the events before the
+    call and the call itself, one message each (:class:`ReplyTransit`: 1e-10 s without a
+    network), plus, with a network, :data:`OTHER_MESSAGES` message of another actor handed
+    to the server first, and round-off room.
+
+    Exact without a network. With one, sure while no more than :data:`SHARED_MESSAGES`
+    messages share a link of a route with one of the reply's, and no more than
+    :data:`OTHER_MESSAGES` messages of other actors reach the server while the reply's
+    events are delivered. Past that (a burst of completions, a parallel task's
+    communication on a link of the master host's route: SimGrid's max-min shares a link by
+    the bytes each flow moves), Batsim refuses the call ("You asked to be awaken in the
+    past!") and the run stops with that reason and the broker's bound (docs/broker.md)."""
+    start = (instant_end_ns(now) + 1) / 1e9
+    if transit == NO_NETWORK:
+        return start + (events + 1) * _LOOPBACK_MESSAGE_S
+    when = start + (events + 1) * transit.event_bound() + OTHER_MESSAGES * transit.other_s
+    return when + (events + 1) * _ULPS_PER_EVENT * math.ulp(when)
+
+
+def free_running_call(
+    sent_now: float, now: float, events: int, wanted: float, transit: ReplyTransit = NO_NETWORK
+) -> tuple[float, float, bool]:
+    """The CALL_ME_LATER for ``wanted`` in a reply stamped ``now`` (later than the
+    message's ``sent_now``, as lockstep and realtime stamp theirs) after ``events``
+    decisions: (its time, its stamp, whether it goes first in the reply).
+
+    Batsim sleeps until a reply's first stamp before applying its events, and meanwhile
+    what other actors send queues at its server's mailbox — any number of messages, each
+    crossing its own route before the reply's events. With a network the call goes first,
+    stamped ``sent_now``: Batsim applies it at once, behind at most what other actors sent
+    in that same instant, as for a reply stamped ``sent_now`` (:func:`earliest_call`), and
+    never within ``now``'s instant. Without one, as before: last, stamped ``now``."""
+    if transit == NO_NETWORK:
+        return max(wanted, earliest_call(now, events)), now, False
+    return max(wanted, earliest_call(now), earliest_call(sent_now, 0, transit)), sent_now, True
 
 
 def wire_value(value: Any) -> Any:

@@ -302,3 +302,80 @@ def test_what_the_broker_cannot_read_is_said_and_bad_services_fail_the_run(tmp_p
         f"{workload}: services[0].horizontalPodAutoscaler.spec.metrics[0].resource.target"
         ".averageUtilization: Invalid value: 0: must be greater than 0"
     )
+
+
+JITTERY = ROOT / "tests" / "programs" / "jittery_binder.py"
+
+
+def _network_inputs(tmp_path):  # type: ignore[no-untyped-def]
+    """Batsim's cluster shape (600 µs per message to the master host) and a burst."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from netplatforms import cluster
+
+    from simulator import generators
+
+    platform = tmp_path / "cluster4.xml"
+    platform.write_text(cluster(4))
+    burst = tmp_path / "burst.json"
+    burst.write_text(json.dumps(generators.burst(12, 2.5)))
+    return platform, burst
+
+
+def _simulator_by_hand(terminals, platform, workload, out, port, env):  # type: ignore[no-untyped-def]
+    return terminals.start(
+        timewarp("sim", "-q", "-p", str(platform), "-w", str(workload), "-e", str(out / "out"),
+                 "--enable-compute-sharing", "--enable-dynamic-jobs",
+                 "-s", f"tcp://127.0.0.1:{port}", env=env)
+    )  # fmt: skip
+
+
+def test_given_the_platform_the_broker_asks_its_calls_after_the_replys_network_time(
+    tmp_path, subprocess_env, terminals
+):
+    """A scheduler whose timers fall within the 600 µs per message of a reply's events:
+    with --platform (the simulator's -p), the broker's calls are accepted."""
+    platform, workload = _network_inputs(tmp_path)
+    out, port = tmp_path / "out", free_port()
+    broker, lines, reader = start_broker(
+        terminals, out, port, subprocess_env, "--platform", str(platform),
+        "--scheduler", f"python {JITTERY} 1",
+    )  # fmt: skip
+    sim = _simulator_by_hand(terminals, platform, workload, out, port, subprocess_env)
+    assert sim.wait(180) == 0, sim.stderr.read()
+    assert broker.wait(120) == 0
+    reader.join(10)
+    assert "no --platform" not in "".join(lines)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["ok"] is True and manifest["figures"]["nb_jobs_success"] == 12
+
+
+def test_without_the_platform_the_broker_says_what_it_assumes_and_what_went_wrong(
+    tmp_path, subprocess_env, terminals
+):
+    """Without --platform the broker cannot know the network: it says so at start, warns
+    when the first submission arrives late (network time), and when the simulator aborts
+    on a call in the past, the run's reason points at --platform."""
+    platform, workload = _network_inputs(tmp_path)
+    out, port = tmp_path / "out", free_port()
+    broker, lines, reader = start_broker(
+        terminals, out, port, subprocess_env, "--scheduler", f"python {JITTERY} 1"
+    )
+    assert any("no --platform: CALL_ME_LATER assumes" in ln for ln in lines)
+    sim = _simulator_by_hand(terminals, platform, workload, out, port, subprocess_env)
+    _, sim_err = sim.communicate(timeout=180)
+    assert sim.returncode != 0 and "You asked to be awaken in the past" in sim_err, sim_err
+    assert broker.wait(120) == 1
+    reader.join(10)
+    text = "".join(lines)
+    assert "the simulator's messages take network time" in text, text[-3000:]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert "the broker was not given --platform" in manifest["reason"]
+
+
+def test_a_platform_the_broker_cannot_read_is_a_usage_error(tmp_path, subprocess_env):
+    proc = timewarp(
+        "broker", "-o", str(tmp_path / "out"), "--expect", "x",
+        "--platform", str(tmp_path / "missing.xml"), env=subprocess_env,
+    )  # fmt: skip
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "--platform" in err and "no such platform file" in err, err

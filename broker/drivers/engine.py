@@ -49,6 +49,9 @@ from simulator import protocol as p
 from simulator.traffic.spec import ServiceSpec
 
 SIMULATOR_REASON_S = 30.0  # how long a hosted simulator's watcher may take to say why it ended
+# a first submission later than its subtime by more than the two times' printing (each
+# rounded to the microsecond) took network time (see Broker._check_network)
+NETWORK_SEEN_S = 1.5e-6
 
 
 @dataclass
@@ -96,8 +99,16 @@ class Broker:
         services: Sequence[ServiceSpec] = (),
         declared: Sequence[tuple[str, dict]] = (),
         terminated_pod_gc_threshold: int = DEFAULT_THRESHOLD,
+        reply_transit: p.ReplyTransit = p.NO_NETWORK,
     ) -> None:
         self.clock = clock
+        # what each event of a reply costs on its way to Batsim's server (the platform's
+        # network, once per run): a CALL_ME_LATER asks for a time after all of them
+        self.reply_transit = reply_transit
+        # False: timewarp broker was not told the platform Batsim runs (--platform); the
+        # first submission then tells whether its messages take network time (a warning)
+        self.platform_known = True
+        self._network_checked = False
         # the CRDs and custom resources the workloads declare (checked), created at
         # SIMULATION_BEGINS before the services' objects (broker/cluster/declared.py)
         self.declared = list(declared)
@@ -180,6 +191,54 @@ class Broker:
         except (BatsimProtocolError, SimulatorExited, SimulatorInputError) as exc:
             return self._result(False, str(exc))
 
+    def _check_network(self, message: p.Message) -> None:
+        """Without the platform: Batsim's first submission arrives a message's time after
+        its subtime (one or two local messages: the submitter's hello may go first),
+        printed to the microsecond like the subtime. More than that rounding says the
+        master host's messages take network time, which the CALL_ME_LATER rule does not
+        know: warn once (a route faster than a microsecond goes unseen)."""
+        for event in message.events:
+            if not isinstance(event.data, p.JobSubmitted):
+                continue
+            self._network_checked = True
+            subtime = event.data.job.get("subtime")
+            if isinstance(subtime, int | float) and event.timestamp - subtime > NETWORK_SEEN_S:
+                print(
+                    f"broker: warning: job {event.data.job_id} was submitted at {subtime} and "
+                    f"arrived at {event.timestamp}: the simulator's messages take network time "
+                    "on its platform, and without --platform the broker's CALL_ME_LATER "
+                    "assumes they take none (Batsim may abort: 'You asked to be awaken in the "
+                    "past!'); give timewarp broker --platform FILE (and --master-host NAME)",
+                    file=self.log,
+                    flush=True,
+                )
+            return
+
+    def explain_exit(self, reason: str) -> str:
+        """A simulator's last words, with the broker's side when they are a refused
+        CALL_ME_LATER (real Batsim: "You asked to be awaken in the past!"; the embedded
+        simulator quotes it): what the broker allowed for its reply's events, and why
+        that was not enough."""
+        if "awaken in the past" not in reason:
+            return reason
+        if not self.platform_known:
+            why = (
+                "the broker was not given the platform Batsim runs, and its master host's "
+                "route takes network time: give timewarp broker --platform (and --master-host)"
+            )
+        else:
+            why = (
+                "the reply's events took longer to reach Batsim's server than that: more "
+                f"than {p.OTHER_MESSAGES} messages of other actors (completions, "
+                "submissions) reached it first, or a route's link was shared by more than "
+                f"{p.SHARED_MESSAGES} messages or by a parallel task's communication "
+                "(docs/broker.md, 'CALL_ME_LATER after the reply's network time')"
+            )
+        return (
+            f"{reason} — the broker's CALL_ME_LATER rule allowed "
+            f"{self.reply_transit.describe()}; {why}"
+        )
+
     def simulator_exited(self, reason: str) -> None:
         """The simulator's process (or thread) ended, ``reason`` saying how, in its own
         words: before SIMULATION_ENDS no message will come, so the run fails with it at
@@ -200,6 +259,8 @@ class Broker:
     def _answer(self, message: p.Message) -> p.Message:
         """The reply to one message, in whichever thread the message came."""
         ends = self.ended_by(message)
+        if not self.platform_known and not self._network_checked:
+            self._check_network(message)
         reply = self.step(message)
         self.ended = ends
         return reply
@@ -264,11 +325,34 @@ class Broker:
         deadline = self.clock.next_deadline()
         if deadline is not None and not self._exhausted() and deadline not in self._requested:
             # _settle released what is due in this instant: the deadline prints later
-            when = max(deadline / 1e9, p.earliest_call(t, len(events)))
+            when = max(deadline / 1e9, self.earliest_call(t, len(events)))
             self._requested[deadline] = when
             events.append(p.Event(t, p.CallMeLater(when)))
         self._report_progress()
         return p.Message(t, events)
+
+    def earliest_call(self, now: float, events: int) -> float:
+        """The earliest CALL_ME_LATER time Batsim accepts after ``events`` other events of
+        a reply stamped ``now``, on this run's platform (``protocol.earliest_call``)."""
+        return p.earliest_call(now, events, self.reply_transit)
+
+    def free_running_call(
+        self, sent_now: float, now: float, events: int, wanted: float
+    ) -> tuple[float, float, bool]:
+        """Lockstep's and realtime's CALL_ME_LATER for ``wanted``, on this run's platform
+        (``protocol.free_running_call``): its time, its stamp, whether it goes first."""
+        return p.free_running_call(sent_now, now, events, wanted, self.reply_transit)
+
+    @staticmethod
+    def add_call(events: list[p.Event], when: float, stamp: float, first: bool) -> None:
+        """Put a CALL_ME_LATER for ``when`` in a reply's ``events`` (:meth:`free_running_call`),
+        first or last, its stamp never after the next event's (stamps do not decrease)."""
+        if not first:
+            events.append(p.Event(stamp, p.CallMeLater(when)))
+        else:
+            events.insert(
+                0, p.Event(min([stamp, *(e.timestamp for e in events[:1])]), p.CallMeLater(when))
+            )
 
     def _begin_first(self, message: p.Message) -> list[p.Event]:
         """Apply the SIMULATION_BEGINS of the first message now, so that the cluster

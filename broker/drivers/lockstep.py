@@ -102,10 +102,11 @@ class LockstepBroker(Broker):
         events = [p.Event(min(ts, now), d) for ts, d in stamped]
         self._backoff(decided)
         self._check_deadlock(decided)
-        call = self._next_call(now, len(events))
+        call = self._next_call(message.now, now, len(events))
         if call is not None:
-            bisect.insort(self._calls, call)
-            events.append(p.Event(now, p.CallMeLater(call)))
+            when, stamp, first = call
+            bisect.insort(self._calls, when)
+            self.add_call(events, when, stamp, first)
         self._report_progress()
         return p.Message(now, events)
 
@@ -217,7 +218,11 @@ class LockstepBroker(Broker):
     def _running_jobs(self) -> int:
         return sum(1 for j in self.cluster.jobs.values() if j.state in ("running", "killed"))
 
-    def _next_call(self, now: float, events: int = 0) -> float | None:
+    def _next_call(
+        self, sent_now: float, now: float, events: int = 0
+    ) -> tuple[float, float, bool] | None:
+        """The CALL_ME_LATER of a reply stamped ``now`` to a message stamped ``sent_now``
+        (``Broker.free_running_call``: time, stamp, first in the reply), or None."""
         if self._exhausted():
             return None
         candidates = []
@@ -229,10 +234,10 @@ class LockstepBroker(Broker):
         if not candidates:
             return None
         # a time within this instant is due at the next message: ask for a later one
-        when = max(min(candidates), p.earliest_call(now, events))
-        if self._calls and self._calls[0] <= when:
+        call = self.free_running_call(sent_now, now, events, min(candidates))
+        if self._calls and self._calls[0] <= call[0]:
             return None  # Batsim already calls us back by then
-        return when
+        return call
 
     def _check_deadlock(self, decided: bool) -> None:
         if not self.params.detect_scheduler_deadlock:

@@ -172,10 +172,10 @@ class RealtimeBroker(Broker):
         events = [p.Event(now, d) for d in self.cluster.take_decisions()]
         if not self._exhausted():
             step_s = self.step_ns * self.rt_clock.speed / 1e9
-            when = max(now + step_s, p.earliest_call(now, len(events)))
+            when, stamp, first = self.free_running_call(message.now, now, len(events), now + step_s)
             if not (self._calls and self._calls[0] <= when):
                 bisect.insort(self._calls, when)
-                events.append(p.Event(now, p.CallMeLater(when)))
+                self.add_call(events, when, stamp, first)
         self._report_progress()
         return p.Message(now, events)
 

@@ -270,7 +270,9 @@ class Simulation(SimulatorSide, Reporting):
                 terminated_pod_gc_threshold=getattr(
                     args, "terminated_pod_gc_threshold", TERMINATED_POD_GC_THRESHOLD
                 ),
+                reply_transit=self.reply_transit,
             )
+        parts.broker.platform_known = self.platform_known
         self._watch_progress(parts, progress)
         if args.mode == "deterministic":
             from broker.drivers.pacing import Pacer

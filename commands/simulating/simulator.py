@@ -16,6 +16,7 @@ from pathlib import Path
 from commands.simulating.outputs import OUT_PREFIX
 from commands.threadname import name_os_thread
 from simulator import local_link
+from simulator.protocol import NO_NETWORK, ReplyTransit
 
 SIGTERM_GRACE_S = 20.0  # time a stopped simulator gets to write partial outputs
 
@@ -32,6 +33,10 @@ class SimulatorSide:
     _taking_down = False
     _scheduler_failed = False
     master_flags: list[str] = []  # real Batsim's -m (see master_flags)
+    # what each reply event costs on the platform's network (the broker's CALL_ME_LATER
+    # rule), and whether the platform is known at all (timewarp broker without --platform)
+    reply_transit: ReplyTransit = NO_NETWORK
+    platform_known = True
 
     def _simulator_arguments(self, endpoint: str) -> list[str]:
         """Batsim's command-line flags for this run (real Batsim takes them too)."""
@@ -75,7 +80,7 @@ class SimulatorSide:
             return
         which = "real Batsim" if self.args.batsim else "the embedded simulator"
         log = self.out / "simulator.log"
-        self._sim_failure = (
+        self._sim_failure = broker.explain_exit(
             f"{which} {ended_how(code)} before the end of the simulation: "
             f"{simulator_message(log)} (see {log})"
         )
