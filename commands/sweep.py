@@ -227,6 +227,9 @@ def _execute(pending: list[Run], sweep: Sweep, args: argparse.Namespace, total: 
                         host="127.0.0.1",
                         dashboard_address=None,
                         worker_dashboard_address=None,
+                        # Dask's scheduler serves its HTTP routes (health, metrics) even without
+                        # a dashboard, on port 8787 unless told: a free loopback port instead
+                        scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
                         silence_logs=logging.ERROR,
                         local_directory=scratch,
                     )

@@ -165,6 +165,9 @@ def test_resume_on_an_existing_cluster_runs_only_the_unfinished_run(
         host="127.0.0.1",
         dashboard_address=None,
         worker_dashboard_address=None,  # else the worker's tries port 8787, maybe taken
+        # Dask's scheduler serves its HTTP routes (health, metrics) even without
+        # a dashboard, on port 8787 unless told: a free loopback port instead
+        scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
     ) as cluster:
         proc = subprocess.run(
             sweep_cmd(spec, copy, "--scheduler-address", cluster.scheduler_address, "--no-plots"),
