@@ -82,3 +82,88 @@ def test_a_pending_signal_handler_runs_while_the_main_thread_is_parked(subproces
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.strip() == "the handler ran in the wait", r.stdout + r.stderr
+
+
+# The main thread's timed wait is woken while a helper thread holds the runtime's lock:
+# the main thread blocks taking the lock back; SIGUSR1 comes to it there and its handler
+# raises out of that acquire, without the lock. Then the helper lets go of the lock.
+TAKE_BACK_PROGRAM = textwrap.dedent(
+    """
+    import linecache, signal, sys, threading, time
+    from timewarp._core import runtime
+
+    BOUND_S = 60.0
+    parked, handled, helper_done = threading.Event(), threading.Event(), threading.Event()
+    helper_error = []
+    rt = runtime.Runtime(
+        now_ns=0, epoch_ns=0, mono_ns=0, mode="deterministic",
+        poke=lambda: None, flush=parked.set,
+    )
+    rt.adopt_main()
+    main_ident = threading.get_ident()
+
+    class Stopped(Exception):
+        pass
+
+    def handler(signum, frame):
+        handled.set()
+        raise Stopped
+
+    def taking_the_lock_back():
+        frame = sys._current_frames()[main_ident]
+        line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+        return ".acquire(" in line and frame.f_code.co_name != "block_on"
+
+    def helper():
+        try:
+            assert parked.wait(BOUND_S), "the main thread never parked"
+            with rt.lock:
+                (tid,) = rt.timers
+                rt.on_fire_locked([tid], 1_000)  # the wait is over: main wants the lock
+                give_up = time.monotonic() + BOUND_S
+                while not taking_the_lock_back():
+                    assert time.monotonic() < give_up, "the main thread never came back"
+                    time.sleep(0)  # (let the main thread run on to the acquire)
+                signal.pthread_kill(main_ident, signal.SIGUSR1)
+                assert handled.wait(BOUND_S), "the handler never ran"
+        except BaseException as exc:
+            helper_error.append(repr(exc))
+        finally:
+            helper_done.set()
+
+    signal.signal(signal.SIGUSR1, handler)
+    threading.Thread(target=helper, daemon=True).start()
+    try:
+        rt.wait_for_wake(1_000)
+        print("the wait ended without the handler's exception")
+    except Stopped:
+        print("the handler's exception ended the wait")
+    except BaseException as exc:
+        print("the wait ended with", repr(exc))
+    assert helper_done.wait(BOUND_S), "the helper never finished"
+    print("helper:", helper_error or "ok")
+    print("lock free:", rt.lock.acquire(False))
+    """
+)
+
+
+def test_a_signal_while_the_main_thread_takes_the_runtime_lock_back(subprocess_env):
+    """A program's SIGTERM handler raises ``SystemExit`` in its main thread wherever that
+    thread is — also while it takes the runtime's lock back after a virtual wait, where
+    ``threading`` lets the exception out of the blocking acquire *without* the lock. The
+    wait must end with the handler's exception and the lock held by nobody, not end by
+    releasing a lock another thread holds ("release unlocked lock" there)."""
+    r = subprocess.run(
+        [sys.executable, "-c", TAKE_BACK_PROGRAM],
+        cwd=ROOT,
+        env=subprocess_env,
+        capture_output=True,
+        text=True,
+        timeout=200,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines() == [
+        "the handler's exception ended the wait",
+        "helper: ok",
+        "lock free: True",
+    ], r.stdout + r.stderr
