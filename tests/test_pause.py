@@ -41,9 +41,7 @@ def _pods(kubeconfig: Path) -> tuple[str, dict[str, int]]:
     return pods.metadata.resource_version, phases
 
 
-def test_a_paused_run_answers_holds_still_and_resumes_to_the_same_bytes(
-    tmp_path, subprocess_env
-):
+def test_a_paused_run_answers_holds_still_and_resumes_to_the_same_bytes(tmp_path, subprocess_env):
     plain = tmp_path / "plain"
     r = run_simulate(
         plain, subprocess_env, DEFAULT_LIKE, EXAMPLES / "cluster16.xml",
