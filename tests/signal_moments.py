@@ -11,7 +11,9 @@ either way the exit status and the manifest agree.
 A :class:`Moment` names the command, the signal and the phase: ``startup`` (a delay
 after the command starts: imports, input checks, wiring), ``run`` (after the scheduler
 or program said it runs) or ``cleanup`` (after the simulation's outputs exist: the
-take-down, the report). Phases are reached by waiting on output markers; within a phase
+take-down, the report); ``simulate-check`` (``simulate --check-determinism``) also has
+``second`` (as its second run begins), its ``run`` is the first run's and its ``cleanup``
+the second's (the comparison), and no ``OUT/.determinism-check`` may be left. Phases are reached by waiting on output markers; within a phase
 the signal comes after ``delay_s`` (seeded by the caller). :func:`check_moment` runs one
 and returns what went wrong (empty: all held). Used by ``tests/test_signal_moments.py``
 (a few fixed moments in the default suite, many seeded ones under ``-m slow``) and by
@@ -39,7 +41,10 @@ from simulator.testing import write_platform, write_workload
 
 ROOT = Path(__file__).resolve().parent.parent
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-COMMANDS = ("simulate", "simulate-batsim", "broker", "sim", "run", "patch", "sweep")
+COMMANDS = (
+    "simulate", "simulate-batsim", "broker", "sim", "run", "patch", "sweep",
+    "simulate-check",
+)  # fmt: skip
 PHASES = ("startup", "run", "cleanup")
 MARKER_ENV = "SIGNAL_MOMENT_RUN"  # every process of the run inherits it: orphans are found
 POLLER = "python tests/programs/polling_scheduler.py --interval 5"
@@ -215,6 +220,17 @@ def _start(moment, work, env, platform, workload, out, others, pause):  # type: 
         proc = _spawn(argv, env, log)
         _reach(pause, phase, moment.delay_s, sched_log, out / "out_jobs.csv")
         return proc
+    if cmd == "simulate-check":
+        argv = ["simulate", "--no-plots", "--check-determinism", "--scheduler", POLLER,
+                "-p", str(platform), "-w", str(workload), "-o", str(out)]  # fmt: skip
+        proc = _spawn(argv, env, log)
+        if phase == "second":  # the first run is over: the second begins (or is about to)
+            pause.until(_contains(log, "determinism check: second run"), "the second run")
+            pause.delay(moment.delay_s)
+            return proc
+        first_log = out / ".determinism-check" / "scheduler-0.log"
+        _reach(pause, phase, moment.delay_s, first_log, out / "out_jobs.csv")
+        return proc
     if cmd == "run":
         prog = work / "prog.py"
         prog.write_text(PROGRAM)
@@ -305,6 +321,7 @@ INTERRUPTED = "interrupted by {name}"  # what `timewarp` says of a signal before
 MESSAGES = {  # what the command says when a stop signal ended its work
     "simulate": INTERRUPTED,
     "simulate-batsim": INTERRUPTED,
+    "simulate-check": INTERRUPTED,
     "broker": INTERRUPTED,
     "sim": "timewarp sim: {name}: ",
     "run": INTERRUPTED,
@@ -358,8 +375,10 @@ def _judge(outcome: Outcome, work: Path, out: Path) -> None:
             errors="replace"
         ):
             problems.append(f"{path.name} has a traceback")
-    if m.command in ("simulate", "simulate-batsim", "broker", "sim"):
+    if m.command in ("simulate", "simulate-batsim", "broker", "sim", "simulate-check"):
         _judge_run_outputs(outcome, out)
+    if (out / ".determinism-check").exists():  # scratch: removed or renamed, never left
+        problems.append("OUT/.determinism-check left")
     elif m.command == "patch":
         _judge_patch(outcome, work, out)
     elif m.command == "sweep":
@@ -367,7 +386,7 @@ def _judge(outcome: Outcome, work: Path, out: Path) -> None:
 
 
 def _work_done(command: str, work: Path, out: Path) -> bool:
-    if command in ("simulate", "simulate-batsim", "broker"):
+    if command in ("simulate", "simulate-batsim", "broker", "simulate-check"):
         try:
             return json.loads((out / "manifest.json").read_text())["ok"] is True
         except (OSError, ValueError, KeyError):
