@@ -26,10 +26,10 @@ import csv
 import json
 import os
 import random
+import re
 import select
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -133,10 +133,14 @@ def _contains(path: Path, text: str):
     return lambda: path.exists() and text in path.read_text(errors="replace")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+_WAITING = re.compile(r"waiting for the simulator on tcp://127\.0\.0\.1:(\d+);")
+
+
+def _broker_port(log: Path) -> int | None:
+    """The port a broker started with ``-s tcp://127.0.0.1:0`` chose, once it said it (a
+    port picked free here and bound by the broker later could be taken in between)."""
+    found = _WAITING.search(log.read_text(errors="replace")) if log.exists() else None
+    return int(found.group(1)) if found else None
 
 
 def _spawn(argv: list[str], env: dict, log: Path, stdout: Path | None = None) -> subprocess.Popen:
@@ -243,25 +247,29 @@ def _start(moment, work, env, platform, workload, out, others, pause):  # type: 
             pause.delay(moment.delay_s)
         return proc
     if cmd in ("broker", "sim"):
-        port = _free_port()
-        broker_argv = ["broker", "-o", str(out), "-s", f"tcp://127.0.0.1:{port}",
+        broker_argv = ["broker", "-o", str(out), "-s", "tcp://127.0.0.1:0",
                        "--scheduler", POLLER]  # fmt: skip
-        sim_argv = ["sim", "-q", "-p", str(platform), "-w", str(workload), "-e",
+
+        def sim_argv(port: int) -> list[str]:
+            return ["sim", "-q", "-p", str(platform), "-w", str(workload), "-e",
                     str(out / "out"), "--enable-compute-sharing", "--enable-dynamic-jobs",
                     "-s", f"tcp://127.0.0.1:{port}"]  # fmt: skip
+
         peer_log = work / "peer.log"
         if cmd == "broker":
             proc = _spawn(broker_argv, env, log)
             if phase == "startup":
                 pause.delay(moment.delay_s)
-                others.append(_spawn(sim_argv, env, peer_log))
+                port = _broker_port(log)
+                if port is not None:  # (not yet waiting: no simulator needed, it ends first)
+                    others.append(_spawn(sim_argv(port), env, peer_log))
                 return proc
-            pause.until(_contains(log, "waiting for the simulator"), "the broker")
-            others.append(_spawn(sim_argv, env, peer_log))
+            pause.until(lambda: _broker_port(log) is not None, "the broker")
+            others.append(_spawn(sim_argv(_broker_port(log)), env, peer_log))
         else:
             others.append(_spawn(broker_argv, env, peer_log))
-            pause.until(_contains(peer_log, "waiting for the simulator"), "the broker")
-            proc = _spawn(sim_argv, env, log)
+            pause.until(lambda: _broker_port(peer_log) is not None, "the broker")
+            proc = _spawn(sim_argv(_broker_port(peer_log)), env, log)
             if phase == "startup":
                 pause.delay(moment.delay_s)
                 return proc
@@ -404,8 +412,10 @@ def _work_done(command: str, work: Path, out: Path) -> bool:
 
 
 def _nothing_made(command: str, work: Path, out: Path) -> bool:
-    if command == "sim":  # (the folder is its broker's: only its own outputs count)
-        return not list(out.glob("out_*"))
+    if command == "sim":  # (the folder is its broker's: only its own outputs count, not
+        # the broker's out_decisions.csv, there from its start)
+        own = ("out_jobs.csv*", "out_schedule.csv*", "out_machine_states.csv*")
+        return not any(list(out.glob(pattern)) for pattern in own)
     made = out.exists() and any(out.iterdir())
     return not made and not any((work / "tmp").iterdir()) and not _processes_of(work)
 
