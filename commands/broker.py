@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import socket
 import sys
 import threading
 from pathlib import Path
@@ -55,7 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_ENDPOINT,
         metavar="ENDPOINT",
         help="where the simulator connects: tcp://127.0.0.1:PORT (loopback only; default "
-        "%(default)s, Batsim's default port)",
+        "%(default)s, Batsim's default port; PORT 0 picks a free one, said as the broker "
+        "waits)",
     )
     parser.add_argument(
         "-o",
@@ -113,16 +113,11 @@ def run(args: argparse.Namespace) -> int:
         return _fail(
             f"-s {args.socket_endpoint}: the broker listens on loopback only (tcp://127.0.0.1:PORT)"
         )
-    if not port.isdigit() or not 0 < int(port) < 65536:
+    if port == "*":
+        port = "0"
+    if not port.isdigit() or not 0 <= int(port) < 65536:
         return _fail(f"-s {args.socket_endpoint}: expected a port number after the last ':'")
     args.socket_endpoint = f"tcp://127.0.0.1:{port}"
-    probe = socket.socket()
-    try:  # said now, before any scheduler starts, rather than as a failure later
-        probe.bind(("127.0.0.1", int(port)))
-    except OSError as exc:
-        return _fail(f"-s {args.socket_endpoint}: {exc.strerror} (another broker or Batsim?)")
-    finally:
-        probe.close()
     if not args.scheduler and not args.expect:
         return _fail("give at least one --scheduler CMD or --expect NAME")
     for name in args.expect:
@@ -148,11 +143,18 @@ def run(args: argparse.Namespace) -> int:
             transit = load_platform(args.batsim_platform, args.master_host).reply_transit()
         except PlatformError as exc:
             return _fail(f"--platform: {exc}")
+    from broker.drivers.batsim_socket import EndpointInUse, bind_rep
+
+    try:  # bound now, before any scheduler starts, and held: the broker is given it (a
+        # port checked free here and bound later could be taken in between)
+        sock, args.socket_endpoint = bind_rep(args.socket_endpoint)
+    except EndpointInUse as exc:
+        return _fail(f"-s {exc.strerror}")
     # what simulate's steps read and a broker alone does not have
     args.batsim = "external (started by hand)"
     args.platform, args.workload = None, []
     args.write_kubeconfig, args.incluster = None, False
-    run = _BrokerRun(args, out, total_jobs=0, node_names=[])
+    run = _BrokerRun(args, out, total_jobs=0, node_names=[], sock=sock)
     if transit is not None:
         run.reply_transit = transit
     else:
@@ -180,8 +182,25 @@ class _BrokerRun(Simulation):
 
     prog = "timewarp broker"
 
+    def __init__(self, *args, sock, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self._sock = sock  # Batsim's endpoint, bound by run(): the broker's from its start
+
     def _broker_endpoint(self) -> str:
         return self.args.socket_endpoint
+
+    def _broker_socket(self):  # type: ignore[no-untyped-def]
+        sock, self._sock = self._sock, None  # the broker owns (and closes) it from now on
+        return sock
+
+    def _take_down(self, parts: Wiring, result):  # type: ignore[no-untyped-def]
+        if self._sock is not None:  # the run ended before the broker was made
+            self._sock.close(0)
+            self._sock = None
+        if parts.broker is not None:  # node names for the plots, from SIMULATION_BEGINS
+            nodes = sorted(parts.broker.cluster.nodes.items(), key=lambda kv: kv[1].resource_id)
+            self.node_names = [name for name, _ in nodes]
+        return super()._take_down(parts, result)
 
     def _start_schedulers(self, parts: Wiring) -> None:
         # the hand-started processes that exited 0 (the run went on): name -> exit, at_s
@@ -336,12 +355,6 @@ class _BrokerRun(Simulation):
                 break
             done.wait(0.1)
         return 0
-
-    def _take_down(self, parts: Wiring, result):  # type: ignore[no-untyped-def]
-        if parts.broker is not None:  # node names for the plots, from SIMULATION_BEGINS
-            nodes = sorted(parts.broker.cluster.nodes.items(), key=lambda kv: kv[1].resource_id)
-            self.node_names = [name for name, _ in nodes]
-        return super()._take_down(parts, result)
 
     def _input_files(self) -> list[str]:
         return []  # the simulator's, unknown here

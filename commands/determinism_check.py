@@ -12,6 +12,14 @@ reach a run, not what it produced.
 The first run writes into ``OUT/.determinism-check/`` and the second into ``OUT``; the
 first run's folder is removed when both agree and kept, as
 ``OUT/determinism-check-first-run/``, when they do not, for ``diff -r``.
+
+``.determinism-check`` is scratch and never outlives the command that made it: whatever
+ends the check — agreement, a difference, a failed run, a stop signal at any moment, an
+exception — it is removed or renamed to the named folder above (a run that failed is
+kept there too, its manifest saying why). Only a kill that runs no clean-up (SIGKILL, a
+power cut) can leave it; the fixed name says what it is, and the next
+``timewarp simulate`` into ``OUT``, with the check or without, removes it first
+(:func:`remove_leftover`).
 """
 
 from __future__ import annotations
@@ -22,6 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
+
+from timewarp.wire.stophold import critical
 
 FIRST_RUN_DIR = ".determinism-check"
 KEPT_FIRST_RUN_DIR = "determinism-check-first-run"
@@ -125,27 +135,63 @@ def compare(first_dir: Path, second_dir: Path) -> tuple[int, list[Difference]]:
     return len(set(first) & set(second)), differences
 
 
+def remove_leftover(out: Path, log: TextIO, prog: str) -> None:
+    """Remove ``OUT/.determinism-check`` left by a check that was killed without its
+    clean-up (a scratch folder, never a result), saying so."""
+    scratch = out / FIRST_RUN_DIR
+    if scratch.is_dir():
+        shutil.rmtree(scratch, ignore_errors=True)
+        print(
+            f"{prog}: removed {scratch}, the scratch folder of an earlier "
+            "--check-determinism that was killed before its clean-up",
+            file=log,
+        )
+
+
 def run_twice(out: Path, run_into: Callable[[Path], int], log: TextIO, prog: str) -> int:
     """Run the simulation into ``OUT/.determinism-check`` and then into ``OUT``, compare.
-    A run that fails ends the check with its own exit status."""
+    A run that fails ends the check with its own exit status. The scratch folder is gone
+    when this returns or raises: removed, or renamed to ``OUT/determinism-check-first-run``
+    when there is something to look at (a difference, a failed run)."""
     first_dir = out / FIRST_RUN_DIR
     kept = out / KEPT_FIRST_RUN_DIR
-    shutil.rmtree(first_dir, ignore_errors=True)
+    remove_leftover(out, log, prog)
     shutil.rmtree(kept, ignore_errors=True)
-    first_dir.mkdir(parents=True)
+    try:
+        first_dir.mkdir(parents=True)
+        return _check(out, first_dir, kept, run_into, log, prog)
+    finally:
+        # a stop signal (raised between the runs or as the second begins), an exception,
+        # a signal-ended run: nothing half-made stays in the user's folder. (Stop signals
+        # that come now are noted, not raised: the CLI's handler is shielded after the
+        # first one; a first one that comes now is held till the folder is gone.)
+        with critical:
+            shutil.rmtree(first_dir, ignore_errors=True)
+
+
+def _check(
+    out: Path, first_dir: Path, kept: Path, run_into: Callable[[Path], int], log: TextIO, prog: str
+) -> int:
     print(f"{prog}: determinism check: first run (into {first_dir})", file=log)
     code = run_into(first_dir)
     if code != 0:
-        print(f"{prog}: determinism check: the first run failed (exit {code})", file=log)
+        print(
+            f"{prog}: determinism check: the first run failed (exit {code})"
+            + _kept_if_failed(code, first_dir, kept),
+            file=log,
+        )
         return code
     print(f"{prog}: determinism check: second run (into {out})", file=log)
     code = run_into(out)
     if code != 0:
-        print(f"{prog}: determinism check: the second run failed (exit {code})", file=log)
+        print(
+            f"{prog}: determinism check: the second run failed (exit {code})"
+            + _kept_if_failed(code, first_dir, kept, "the first run, which succeeded,"),
+            file=log,
+        )
         return code
     compared, differences = compare(first_dir, out)
     if not differences:
-        shutil.rmtree(first_dir, ignore_errors=True)
         print(
             f"{prog}: determinism check: the two runs wrote the same bytes "
             f"({compared} files compared; kubeconfigs and the manifest's wall times left out)",
@@ -163,3 +209,13 @@ def run_twice(out: Path, run_into: Callable[[Path], int], log: TextIO, prog: str
     for difference in differences[1:]:
         print(f"  also differs: {difference.file}", file=log)
     return DIFFERENT_EXIT
+
+
+def _kept_if_failed(code: int, first_dir: Path, kept: Path, what: str = "its outputs") -> str:
+    """A run that failed by itself: the first run's folder is kept under the visible
+    name (for its manifest and logs); one stopped by a signal (128 + N) is not (the
+    caller removes it: a user who stopped the check asked for no more of it)."""
+    if code >= 128:
+        return ""
+    first_dir.rename(kept)
+    return f"; {what} kept in {kept}"

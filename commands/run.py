@@ -30,6 +30,9 @@ from timewarp.wire.stophold import critical
 # Set (in NAME.env) by `timewarp broker --expect NAME`: the program's exit code is written
 # there, since a process started by hand is not the broker's child (see _run_and_tell).
 ENV_EXIT_FILE = "TIMEWARP_EXIT_FILE"
+# --standalone: where the clock service listens (default: a Unix socket in a private
+# folder); a TCP address runs the clock over loopback instead (not documented for users)
+ENV_STANDALONE_ENDPOINT = "TIMEWARP_STANDALONE_ENDPOINT"
 
 
 def parse_epoch(text: str) -> int:
@@ -224,15 +227,27 @@ def run(args: argparse.Namespace) -> int:
             with critical:  # made and recorded together: the finally removes it
                 # a Unix socket: quicker than loopback TCP for the one-machine standalone case
                 sockdir = tempfile.mkdtemp(prefix="timewarp-")
-            endpoint = os.environ.get("TIMEWARP_STANDALONE_ENDPOINT", f"ipc://{sockdir}/clock")
-            with critical:  # (the same: the finally closes it)
-                clock = ClockService(
-                    endpoint=endpoint,
-                    epoch_ns=args.epoch if args.epoch is not None else DEFAULT_EPOCH_NS,
-                    mode="deterministic" if args.threads == "deterministic" else "free",
-                    stall_timeout=args.stall_timeout,
-                    on_stall=args.on_stall,
+            endpoint = os.environ.get(ENV_STANDALONE_ENDPOINT, f"ipc://{sockdir}/clock")
+            try:
+                with critical:  # (the same: the finally closes it)
+                    clock = ClockService(
+                        endpoint=endpoint,
+                        epoch_ns=args.epoch if args.epoch is not None else DEFAULT_EPOCH_NS,
+                        mode="deterministic" if args.threads == "deterministic" else "free",
+                        stall_timeout=args.stall_timeout,
+                        on_stall=args.on_stall,
+                    )
+            except (OSError, ValueError) as exc:
+                if ENV_STANDALONE_ENDPOINT not in os.environ:
+                    raise  # our own private socket: not the user's doing
+                # the user's address: taken (another program listens there) or malformed
+                why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                print(
+                    f"timewarp run: {ENV_STANDALONE_ENDPOINT}={endpoint}: {why}; give a free "
+                    "address (tcp://127.0.0.1:0 picks one) or unset it (a private socket)",
+                    file=sys.stderr,
                 )
+                return 2
             result = run_standalone(command, env=env, clock=clock, name=args.name)
         except Interrupted as exc:
             signals.shield()

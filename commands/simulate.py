@@ -82,8 +82,9 @@ def run(args: argparse.Namespace) -> int:
         simulation.reply_transit = reply_transit
         return simulation.run()
 
-    if getattr(args, "check_determinism", False):
-        from commands.determinism_check import run_twice
+    from commands.determinism_check import remove_leftover, run_twice
 
+    if getattr(args, "check_determinism", False):
         return run_twice(out, run_into, sys.stderr, "timewarp simulate")
+    remove_leftover(out, sys.stderr, "timewarp simulate")  # a killed check's scratch
     return run_into(out)

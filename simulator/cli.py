@@ -5,7 +5,8 @@ A script written for Batsim works by swapping the program name::
     timewarp sim -p platform.xml -w workload.json -e out/run --enable-compute-sharing
 
 Exit status: 0 on success; 2 for bad input (arguments, platform, workloads), before any
-connection is made and without writing outputs; 1 when the decision process breaks the
+connection is made, or an ``-s`` where something other than a ZeroMQ peer listens
+(another program has the port), without writing outputs; 1 when the decision process breaks the
 protocol, deadlocks the simulation or does not answer within ``--reply-timeout``; 143
 (SIGTERM) or 130 (SIGINT, Ctrl-C) when stopped from outside; 1 as well when the decision
 process disconnects while a reply is awaited (TCP or IPC: it exited; Batsim would wait
@@ -33,6 +34,7 @@ from simulator.platform import PlatformError, load_platform, real_batsim_refusal
 from simulator.runner import Aborted, Disconnected, ReplyTimeout, print_progress
 from simulator.runner import run as run_zmq
 from simulator.workload import WorkloadError, load_workload
+from simulator.zmtp import NotZeroMQ
 
 if TYPE_CHECKING:  # libzmq is imported only where it is used (not over tcp:// or ipc://)
     import zmq
@@ -225,6 +227,8 @@ def drive(
                 context=context,
                 while_waiting=outputs.write_held,
             )
+        except NotZeroMQ as exc:  # a wrong -s: no message was exchanged
+            return _fail(f"-s {exc}: give the endpoint its decision process binds", 2, err)
         except protocol.ProtocolError as exc:
             # like Batsim, which aborts: a broken reply makes the results meaningless
             return _fail(f"decision process error: {exc}", 1, err)

@@ -48,6 +48,11 @@ class ZmtpError(ProtocolError):
     """The peer does not speak ZMTP 3 with NULL security, or sent an ERROR command."""
 
 
+class NotZeroMQ(ZmtpError):
+    """What listens at the endpoint is no ZeroMQ peer at all (a wrong port: a usage
+    error, said before any message)."""
+
+
 def _tcp(sock: socket.socket, host: str, port: int, timeout: float) -> socket.socket:
     """``sock`` connected to ``host:port`` (a name: its first address that answers)."""
     try:
@@ -110,6 +115,7 @@ class ReqSocket:
         if target is None:
             raise ValueError(f"not a tcp:// or ipc:// endpoint this client handles: {endpoint}")
         self.family, self.target = target
+        self.endpoint = endpoint
         self.sock: socket.socket | None = None
         self._buffer = bytearray()
         self._rcvtimeo: float | None = None  # the receive timeout the socket has now
@@ -139,6 +145,13 @@ class ReqSocket:
             buffer = bytearray()
             while len(buffer) < 64:
                 data = sock.recv(4096)
+                if data[:1] and not buffer and data[0] != 0xFF:
+                    # not a ZeroMQ peer (its greeting's first byte is 0xFF): another
+                    # program has the port; retrying would wait for ever, said nowhere
+                    raise NotZeroMQ(
+                        f"{self.endpoint}: the program listening there is not a Batsim "
+                        f"decision process (no ZeroMQ greeting; it said {bytes(data[:32])!r})"
+                    )
                 if not data:
                     raise ConnectionError("the peer closed the connection during the greeting")
                 buffer += data

@@ -11,7 +11,9 @@ either way the exit status and the manifest agree.
 A :class:`Moment` names the command, the signal and the phase: ``startup`` (a delay
 after the command starts: imports, input checks, wiring), ``run`` (after the scheduler
 or program said it runs) or ``cleanup`` (after the simulation's outputs exist: the
-take-down, the report). Phases are reached by waiting on output markers; within a phase
+take-down, the report); ``simulate-check`` (``simulate --check-determinism``) also has
+``second`` (as its second run begins), its ``run`` is the first run's and its ``cleanup``
+the second's (the comparison), and no ``OUT/.determinism-check`` may be left. Phases are reached by waiting on output markers; within a phase
 the signal comes after ``delay_s`` (seeded by the caller). :func:`check_moment` runs one
 and returns what went wrong (empty: all held). Used by ``tests/test_signal_moments.py``
 (a few fixed moments in the default suite, many seeded ones under ``-m slow``) and by
@@ -24,10 +26,10 @@ import csv
 import json
 import os
 import random
+import re
 import select
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -39,7 +41,10 @@ from simulator.testing import write_platform, write_workload
 
 ROOT = Path(__file__).resolve().parent.parent
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-COMMANDS = ("simulate", "simulate-batsim", "broker", "sim", "run", "patch", "sweep")
+COMMANDS = (
+    "simulate", "simulate-batsim", "broker", "sim", "run", "patch", "sweep",
+    "simulate-check",
+)  # fmt: skip
 PHASES = ("startup", "run", "cleanup")
 MARKER_ENV = "SIGNAL_MOMENT_RUN"  # every process of the run inherits it: orphans are found
 POLLER = "python tests/programs/polling_scheduler.py --interval 5"
@@ -128,10 +133,14 @@ def _contains(path: Path, text: str):
     return lambda: path.exists() and text in path.read_text(errors="replace")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+_WAITING = re.compile(r"waiting for the simulator on tcp://127\.0\.0\.1:(\d+);")
+
+
+def _broker_port(log: Path) -> int | None:
+    """The port a broker started with ``-s tcp://127.0.0.1:0`` chose, once it said it (a
+    port picked free here and bound by the broker later could be taken in between)."""
+    found = _WAITING.search(log.read_text(errors="replace")) if log.exists() else None
+    return int(found.group(1)) if found else None
 
 
 def _spawn(argv: list[str], env: dict, log: Path, stdout: Path | None = None) -> subprocess.Popen:
@@ -215,6 +224,17 @@ def _start(moment, work, env, platform, workload, out, others, pause):  # type: 
         proc = _spawn(argv, env, log)
         _reach(pause, phase, moment.delay_s, sched_log, out / "out_jobs.csv")
         return proc
+    if cmd == "simulate-check":
+        argv = ["simulate", "--no-plots", "--check-determinism", "--scheduler", POLLER,
+                "-p", str(platform), "-w", str(workload), "-o", str(out)]  # fmt: skip
+        proc = _spawn(argv, env, log)
+        if phase == "second":  # the first run is over: the second begins (or is about to)
+            pause.until(_contains(log, "determinism check: second run"), "the second run")
+            pause.delay(moment.delay_s)
+            return proc
+        first_log = out / ".determinism-check" / "scheduler-0.log"
+        _reach(pause, phase, moment.delay_s, first_log, out / "out_jobs.csv")
+        return proc
     if cmd == "run":
         prog = work / "prog.py"
         prog.write_text(PROGRAM)
@@ -227,25 +247,29 @@ def _start(moment, work, env, platform, workload, out, others, pause):  # type: 
             pause.delay(moment.delay_s)
         return proc
     if cmd in ("broker", "sim"):
-        port = _free_port()
-        broker_argv = ["broker", "-o", str(out), "-s", f"tcp://127.0.0.1:{port}",
+        broker_argv = ["broker", "-o", str(out), "-s", "tcp://127.0.0.1:0",
                        "--scheduler", POLLER]  # fmt: skip
-        sim_argv = ["sim", "-q", "-p", str(platform), "-w", str(workload), "-e",
+
+        def sim_argv(port: int) -> list[str]:
+            return ["sim", "-q", "-p", str(platform), "-w", str(workload), "-e",
                     str(out / "out"), "--enable-compute-sharing", "--enable-dynamic-jobs",
                     "-s", f"tcp://127.0.0.1:{port}"]  # fmt: skip
+
         peer_log = work / "peer.log"
         if cmd == "broker":
             proc = _spawn(broker_argv, env, log)
             if phase == "startup":
                 pause.delay(moment.delay_s)
-                others.append(_spawn(sim_argv, env, peer_log))
+                port = _broker_port(log)
+                if port is not None:  # (not yet waiting: no simulator needed, it ends first)
+                    others.append(_spawn(sim_argv(port), env, peer_log))
                 return proc
-            pause.until(_contains(log, "waiting for the simulator"), "the broker")
-            others.append(_spawn(sim_argv, env, peer_log))
+            pause.until(lambda: _broker_port(log) is not None, "the broker")
+            others.append(_spawn(sim_argv(_broker_port(log)), env, peer_log))
         else:
             others.append(_spawn(broker_argv, env, peer_log))
-            pause.until(_contains(peer_log, "waiting for the simulator"), "the broker")
-            proc = _spawn(sim_argv, env, log)
+            pause.until(lambda: _broker_port(peer_log) is not None, "the broker")
+            proc = _spawn(sim_argv(_broker_port(peer_log)), env, log)
             if phase == "startup":
                 pause.delay(moment.delay_s)
                 return proc
@@ -305,6 +329,7 @@ INTERRUPTED = "interrupted by {name}"  # what `timewarp` says of a signal before
 MESSAGES = {  # what the command says when a stop signal ended its work
     "simulate": INTERRUPTED,
     "simulate-batsim": INTERRUPTED,
+    "simulate-check": INTERRUPTED,
     "broker": INTERRUPTED,
     "sim": "timewarp sim: {name}: ",
     "run": INTERRUPTED,
@@ -358,8 +383,10 @@ def _judge(outcome: Outcome, work: Path, out: Path) -> None:
             errors="replace"
         ):
             problems.append(f"{path.name} has a traceback")
-    if m.command in ("simulate", "simulate-batsim", "broker", "sim"):
+    if m.command in ("simulate", "simulate-batsim", "broker", "sim", "simulate-check"):
         _judge_run_outputs(outcome, out)
+    if (out / ".determinism-check").exists():  # scratch: removed or renamed, never left
+        problems.append("OUT/.determinism-check left")
     elif m.command == "patch":
         _judge_patch(outcome, work, out)
     elif m.command == "sweep":
@@ -367,7 +394,7 @@ def _judge(outcome: Outcome, work: Path, out: Path) -> None:
 
 
 def _work_done(command: str, work: Path, out: Path) -> bool:
-    if command in ("simulate", "simulate-batsim", "broker"):
+    if command in ("simulate", "simulate-batsim", "broker", "simulate-check"):
         try:
             return json.loads((out / "manifest.json").read_text())["ok"] is True
         except (OSError, ValueError, KeyError):
@@ -385,8 +412,10 @@ def _work_done(command: str, work: Path, out: Path) -> bool:
 
 
 def _nothing_made(command: str, work: Path, out: Path) -> bool:
-    if command == "sim":  # (the folder is its broker's: only its own outputs count)
-        return not list(out.glob("out_*"))
+    if command == "sim":  # (the folder is its broker's: only its own outputs count, not
+        # the broker's out_decisions.csv, there from its start)
+        own = ("out_jobs.csv*", "out_schedule.csv*", "out_machine_states.csv*")
+        return not any(list(out.glob(pattern)) for pattern in own)
     made = out.exists() and any(out.iterdir())
     return not made and not any((work / "tmp").iterdir()) and not _processes_of(work)
 

@@ -3,14 +3,24 @@ byte for byte, the first differing line named (commands/determinism_check.py).""
 
 from __future__ import annotations
 
+import io
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from simrun import ROOT
 
-from commands.determinism_check import DIFFERENT_EXIT, KEPT_FIRST_RUN_DIR, compare
+from commands.determinism_check import (
+    DIFFERENT_EXIT,
+    FIRST_RUN_DIR,
+    KEPT_FIRST_RUN_DIR,
+    compare,
+    run_twice,
+)
+from commands.stopping import Interrupted
 from simulator.testing import write_platform, write_workload
 
 DEFAULT_LIKE = "python -m sample_schedulers.default_like --scheduler-name default"
@@ -107,3 +117,68 @@ def test_a_program_whose_log_changes_between_runs_fails_the_check(tmp_path, subp
     assert "scheduler-0.log, line 1:" in r.stderr and "started as pid" in r.stderr
     kept = tmp_path / "out" / KEPT_FIRST_RUN_DIR
     assert (kept / "out_jobs.csv").read_bytes() == (tmp_path / "out" / "out_jobs.csv").read_bytes()
+
+
+class _Runs:
+    """``run_into`` for :func:`run_twice` without a simulation: each run writes one file
+    into its folder, then ends as told (an exit status, or an exception raised)."""
+
+    def __init__(self, *ends: int | BaseException) -> None:
+        self.ends = list(ends)
+        self.folders: list[Path] = []
+
+    def __call__(self, folder: Path) -> int:
+        self.folders.append(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "out_jobs.csv").write_text("h\n1\n")
+        end = self.ends.pop(0)
+        if isinstance(end, BaseException):
+            raise end
+        return end
+
+
+@pytest.mark.parametrize(
+    ("ends", "status", "kept"),
+    [
+        ((0, 0), 0, False),  # agreement
+        ((1,), 1, True),  # the first run failed by itself: kept, for its manifest
+        ((0, 4), 4, True),  # the second failed: the first (good) run kept beside it
+        ((130,), 130, False),  # the first run stopped by Ctrl-C
+        ((0, 143), 143, False),  # the second stopped by SIGTERM
+        ((0, Interrupted(signal.SIGHUP)), None, False),  # a signal as the second begins
+        ((0, RuntimeError("a bug")), None, False),
+    ],
+)
+def test_the_scratch_folder_never_outlives_the_check(tmp_path, ends, status, kept):
+    """Whatever ends the check, OUT/.determinism-check is gone: removed, or renamed to
+    the named folder when there is a failed run to read."""
+    out = tmp_path / "out"
+    runs, log = _Runs(*ends), io.StringIO()
+    if status is None:
+        with pytest.raises(type(ends[-1])):
+            run_twice(out, runs, log, "t")
+    else:
+        assert run_twice(out, runs, log, "t") == status
+    assert runs.folders[0] == out / FIRST_RUN_DIR
+    assert not (out / FIRST_RUN_DIR).exists()
+    assert (out / KEPT_FIRST_RUN_DIR / "out_jobs.csv").exists() is kept
+    if kept:
+        assert f"kept in {out / KEPT_FIRST_RUN_DIR}" in log.getvalue()
+
+
+def test_a_killed_checks_scratch_folder_is_removed_by_the_next_run(tmp_path, subprocess_env):
+    """A check killed without its clean-up (SIGKILL) leaves OUT/.determinism-check; the
+    next `timewarp simulate` into OUT removes it, and says so."""
+    platform, workload = _inputs(tmp_path)
+    scratch = tmp_path / "out" / FIRST_RUN_DIR
+    scratch.mkdir(parents=True)
+    (scratch / "out_jobs.csv").write_text("job_id\n1\n")  # half a run
+    r = subprocess.run(
+        [sys.executable, "-m", "timewarp", "simulate", "-q", "--no-plots",
+         "--scheduler", DEFAULT_LIKE, "-p", str(platform), "-w", str(workload),
+         "-o", str(tmp_path / "out")],
+        cwd=ROOT, env=subprocess_env, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert not scratch.exists()
+    assert f"removed {scratch}, the scratch folder of an earlier --check-determinism" in r.stderr

@@ -18,6 +18,9 @@ FEW = [
     Moment("simulate", signal.SIGHUP, "cleanup"),
     Moment("run", signal.SIGINT, "run"),
     Moment("sim", signal.SIGTERM, "run"),
+    # --check-determinism's scratch folder (OUT/.determinism-check) was left by both
+    Moment("simulate-check", signal.SIGTERM, "run"),
+    Moment("simulate-check", signal.SIGINT, "second"),
 ]
 
 

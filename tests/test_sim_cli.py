@@ -180,10 +180,10 @@ def test_decision_process_breaking_a_rule_stops_the_run_with_exit_1(good, tmp_pa
 
 
 def test_silent_decision_process_hits_the_reply_timeout(good, tmp_path, subprocess_env):
-    endpoint = free_endpoint()
     context = zmq.Context()
     socket = context.socket(zmq.REP)
-    socket.bind(endpoint)
+    # a port the system picks as it binds (one found free first could be taken before)
+    endpoint = f"tcp://127.0.0.1:{socket.bind_to_random_port('tcp://127.0.0.1')}"
     try:
         proc = _sim(subprocess_env, "-p", good[0], "-w", good[1], "-e", tmp_path / "r", "-s",
                     endpoint, "--reply-timeout", "0.5")  # fmt: skip

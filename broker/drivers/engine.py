@@ -42,6 +42,7 @@ from broker.cluster.declared import create_declared
 from broker.cluster.traffic_driver import TrafficDriver
 from broker.controllers.registry import TERMINATED_POD_GC
 from broker.controllers.terminated_gc import DEFAULT_THRESHOLD
+from broker.drivers.batsim_socket import bind_rep
 from broker.facade import Facade
 from broker.processes.launcher import Launcher, SchedulerFailed
 from simulator import local_link
@@ -100,7 +101,9 @@ class Broker:
         declared: Sequence[tuple[str, dict]] = (),
         terminated_pod_gc_threshold: int = DEFAULT_THRESHOLD,
         reply_transit: p.ReplyTransit = p.NO_NETWORK,
+        sock: zmq.Socket | None = None,
     ) -> None:
+        """``sock``: a REP socket already bound (``endpoint`` then only names it)."""
         self.clock = clock
         # what each event of a reply costs on its way to Batsim's server (the platform's
         # network, once per run): a CALL_ME_LATER asks for a time after all of them
@@ -143,16 +146,14 @@ class Broker:
         self._ctx = zmq.Context.instance()
         # the embedded simulator in this process: message objects, no JSON nor socket
         self._link = local_link.bind(endpoint) if endpoint.startswith(local_link.SCHEME) else None
-        self._sock = self._ctx.socket(zmq.REP)
-        self._sock.setsockopt(zmq.LINGER, 0)
-        if self._link is not None:
+        if sock is not None:  # bound by the command before anything started
+            self._sock, self.endpoint = sock, sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        elif self._link is not None:
+            self._sock = self._ctx.socket(zmq.REP)
+            self._sock.setsockopt(zmq.LINGER, 0)
             self.endpoint = endpoint
-        elif endpoint.endswith(":*"):
-            port = self._sock.bind_to_random_port(endpoint.rsplit(":", 1)[0])
-            self.endpoint = f"{endpoint.rsplit(':', 1)[0]}:{port}"
         else:
-            self._sock.bind(endpoint)
-            self.endpoint = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
+            self._sock, self.endpoint = bind_rep(endpoint)
         clock.quiescence.set_io_checker(facade.connection_state, facade.connection_written)
         clock.quiescence.set_before_io_release(
             self._process_cluster, pending=lambda: self.cluster.process_pending()

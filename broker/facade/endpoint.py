@@ -45,7 +45,14 @@ class Endpoint:
         self._host_given = host
         if tls:
             self.enable_https()
-        self.listener = socket.create_server((host, port))
+        try:
+            self.listener = socket.create_server((host, port))
+        except OSError as exc:  # a port given and taken: say which, and leave no TLS files
+            if self._tmp is not None:
+                self._tmp.cleanup()
+            raise OSError(
+                exc.errno, f"the API facade's address {host}:{port}: {exc.strerror or exc}"
+            ) from None
         self.host: str
         self.port: int
         self.host, self.port = self.listener.getsockname()[:2]

@@ -271,6 +271,7 @@ class Simulation(SimulatorSide, Reporting):
                     args, "terminated_pod_gc_threshold", TERMINATED_POD_GC_THRESHOLD
                 ),
                 reply_transit=self.reply_transit,
+                sock=self._broker_socket(),
             )
         parts.broker.platform_known = self.platform_known
         self._watch_progress(parts, progress)
@@ -357,6 +358,11 @@ class Simulation(SimulatorSide, Reporting):
         if self.args.batsim:
             return "tcp://127.0.0.1:*"
         return f"local://batsim-{os.getpid()}-{id(self):x}"
+
+    def _broker_socket(self):  # type: ignore[no-untyped-def]
+        """A Batsim socket bound before the run began (``timewarp broker``), or None:
+        the broker binds :meth:`_broker_endpoint` itself."""
+        return None
 
     def _take_down(self, parts: Wiring, result) -> int | None:  # type: ignore[no-untyped-def]
         """Stop the schedulers, the simulator (waiting for its outputs after a good run),
