@@ -1,5 +1,5 @@
-"""The clock service seen from a runtime's connection (the stream transport: one line of
-JSON per message), and the standalone autopilot (time moves with no driver thread asking)."""
+"""The clock service seen from a runtime's connection (the stream transport: one line
+per message, compact or JSON), and the standalone autopilot (time moves with no driver thread asking)."""
 
 import contextlib
 import select
@@ -116,6 +116,29 @@ def test_tcp_hellos_must_carry_the_token_of_their_process():
             assert peer.recv()["op"] == "welcome"
     finally:
         service.close()
+
+
+def test_a_hello_of_another_protocol_version_is_refused_naming_both(service):
+    # a stale runtime (v1 spoke JSON for every message): refused at once, not at its
+    # first compact frame; its token is right, so the refusal is about the version only
+    token = service.registry.add_token("sched")
+    message = _refused(service, {**cp.hello("sched", 1, token), "v": 1})
+    assert f"speaks clock protocol v1, this broker v{cp.VERSION}" in message
+    assert [(p.name, p.connected) for p in service.registry.processes()] == []
+
+
+def test_a_malformed_compact_frame_gets_an_error_naming_it_and_others_are_still_served(
+    service,
+):
+    with _connected(service, "a") as a, _connected(service, "b") as b:
+        good = cp.encode(cp.state(False, 0, [[1, 2, 3, 4]], 0, 1, 0))
+        a.sock.sendall(good[:-2] + b"\n")  # the last row a byte short
+        msg = a.recv()
+        assert msg["op"] == "error"
+        assert "clock message 'state' (runtime -> broker): not whole fields" in msg["message"]
+        assert not a.poll(TIMEOUT_S), "the connection that sent it stays open"
+        b.send(cp.now_request(3))
+        assert b.recv() == {"op": "now", "rid": 3, "t": 0}
 
 
 def test_a_unix_socket_refuses_a_wrong_token_too(service):
@@ -382,6 +405,11 @@ _FRAMES = st.one_of(
         st.one_of(st.none(), st.text(max_size=40)),
     ),  # hellos with invented names and tokens
     st.builds(lambda n: b"x" * n, st.integers(100_000, 300_000)),  # long, no newline yet
+    st.builds(  # compact frames' ops with anything after them
+        lambda op, payload: op + b" " + payload,
+        st.sampled_from([b"state", b"timer", b"now", b"cancel", b"harden"]),
+        st.binary(max_size=200) | st.text("0123456789abcdef", max_size=200).map(str.encode),
+    ),
 )
 
 
