@@ -153,7 +153,9 @@ class Broker:
         else:
             self._sock.bind(endpoint)
             self.endpoint = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
-        clock.quiescence.set_io_checker(facade.connection_state, facade.connection_written)
+        clock.quiescence.set_io_checker(
+            facade.connection_state, facade.connection_written, facade.connection_states
+        )
         clock.quiescence.set_before_io_release(
             self._process_cluster, pending=lambda: self.cluster.process_pending()
         )
