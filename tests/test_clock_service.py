@@ -373,6 +373,44 @@ def test_a_state_report_lets_readers_go_at_once_when_the_hook_has_nothing_to_do(
         assert done.wait(5)
 
 
+@pytest.mark.parametrize("hook_has_work", [False, True])
+def test_a_response_written_lets_the_reader_go_from_the_facades_thread(
+    service, monkeypatch, hook_has_work
+):
+    """The facade's word that the binding's response is written (``notify``, from its
+    connection thread) lets the reader go from that thread when the driver waits with
+    nothing for its hook to do — the decision the driver would make on waking, one
+    wake-up sooner; the driver is not woken for it. With work for the hook, the driver
+    is woken and decides, as before."""
+    facade = FakeFacade(service, {100: "streaming", 200: "busy"})
+    calls = []
+    service.quiescence.set_before_io_release(
+        lambda: calls.append("hook") or False, pending=lambda: hook_has_work
+    )
+    senders = []
+    send = service.transport.send_locked
+
+    def recorded(proc, msg):
+        senders.append((msg["op"], threading.current_thread().name))
+        send(proc, msg)
+
+    monkeypatch.setattr(service.transport, "send_locked", recorded)
+    with _connected(service, "sched") as peer:
+        peer.send(cp.state(False, 0, [WATCH, BINDING], 0, 2, 0))  # the binding in flight
+        done = _waiting(service)
+        assert _driver_waits(service)
+        writer = threading.Thread(target=facade.set, kwargs={"p200": "ready"}, name="facade-conn")
+        writer.start()
+        writer.join(TIMEOUT_S)
+        assert _released_ports(peer) == [200, 100]
+        assert calls == (["hook"] if hook_has_work else [])
+        assert len(senders) == 1 and senders[0][0] == "io"
+        assert (senders[0][1] == "facade-conn") is not hook_has_work
+        facade.set(p100="idle", p200="idle")
+        peer.send(cp.state(False, 1, [], 0, 2, 0))
+        assert done.wait(5)
+
+
 def test_a_frame_that_breaks_its_handler_closes_only_its_connection(service, monkeypatch):
     """Whatever a frame makes go wrong, the clock's thread survives: the sender gets an
     error and its connection closes, everyone else is served."""
