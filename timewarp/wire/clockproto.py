@@ -236,6 +236,8 @@ _TO_RUNTIME = {
 # the fixed part whole, rows whole, flags 0 or 1; then ``struct`` reads them in C. Every
 # field is a non-negative integer below 2**64 by construction.
 _Q = struct.Struct("<Q")
+_FRAME_STRUCTS: dict[tuple[str, int], struct.Struct] = {}  # (head codes, integers after)
+_CACHED_ROWS = 64
 
 
 class _Compact:
@@ -243,7 +245,7 @@ class _Compact:
     ``B`` a flag), then rows of ``width`` 64-bit integers (``rows`` names them);
     ``build(head, values)`` makes the message the builders below make (rows as lists)."""
 
-    __slots__ = ("op", "prefix", "head", "flags", "width", "layout", "build")
+    __slots__ = ("op", "prefix", "codes", "head", "fields", "flags", "width", "layout", "build")
 
     def __init__(
         self,
@@ -255,7 +257,9 @@ class _Compact:
     ) -> None:
         self.op = op
         self.prefix = op.encode() + b" "
-        self.head = struct.Struct("<" + "".join(code for _, code in fields))
+        self.codes = "<" + "".join(code for _, code in fields)
+        self.head = struct.Struct(self.codes)
+        self.fields = len(fields)
         self.flags = [(i, name) for i, (name, code) in enumerate(fields) if code == "B"]
         self.width = width
         self.layout = " ".join(
@@ -263,12 +267,19 @@ class _Compact:
         )
         self.build = build
 
-    def pack(self, head: tuple[int, ...], rows: Iterable[int] = ()) -> str:
-        fixed = self.head.pack(*head)
-        if not self.width:
-            return f"{self.op} {fixed.hex()}"
-        rows = list(rows)
-        return f"{self.op} {fixed.hex()}{struct.pack(f'<{len(rows)}Q', *rows).hex()}"
+    def frame_struct(self, values: int) -> struct.Struct:
+        """The whole frame's layout with ``values`` 64-bit integers after the fixed fields
+        (cached: a runtime's frames have a handful of sizes)."""
+        key = (self.codes, values)
+        layout = _FRAME_STRUCTS.get(key)
+        if layout is None:
+            layout = struct.Struct(f"{self.codes}{values}Q")
+            if values <= _CACHED_ROWS:  # (a peer's frame may be of any size: not cached)
+                _FRAME_STRUCTS[key] = layout
+        return layout
+
+    def pack(self, head: tuple[int, ...], values: list[int] | tuple[int, ...] = ()) -> str:
+        return f"{self.op} {self.frame_struct(len(values)).pack(*head, *values).hex()}"
 
     def decode(self, frame: bytes, direction: str) -> dict[str, Any]:
         hexits = frame[len(self.prefix) :]
@@ -276,8 +287,7 @@ class _Compact:
             raw = bytes.fromhex(hexits.decode("ascii"))
         except ValueError:  # (UnicodeDecodeError too)
             raw = None
-        size = self.head.size
-        extra = -1 if raw is None else len(raw) - size  # the rows' bytes
+        extra = -1 if raw is None else len(raw) - self.head.size  # the rows' bytes
         if (
             extra < 0
             or frame[: len(self.prefix)] != self.prefix
@@ -285,14 +295,11 @@ class _Compact:
             or (extra % (8 * self.width) if self.width else extra)
         ):
             raise self._refused(frame, direction, "not whole fields in hex digits")
-        head = self.head.unpack_from(raw)
+        values = self.frame_struct(extra // 8).unpack(raw)
         for i, name in self.flags:
-            if head[i] > 1:
+            if values[i] > 1:
                 raise self._refused(frame, direction, f"field {name!r} must be 0 or 1")
-        if not self.width:
-            return self.build(head, [])
-        values = list(struct.unpack_from(f"<{extra // 8}Q", raw, size))
-        return self.build(head, values)
+        return self.build(values[: self.fields], list(values[self.fields :]))
 
     def _refused(self, frame: bytes, direction: str, what: str) -> ProtocolError:
         return ProtocolError(
@@ -350,15 +357,12 @@ _NOW_REPLY = _Compact(
 )
 _COMPACT_TO_BROKER = {c.op.encode(): c for c in (_STATE, _TIMER, _CANCEL, _HARDEN, _NOW_REQUEST)}
 _COMPACT_TO_RUNTIME = {c.op.encode(): c for c in (_FIRE, _TIME, _IO, _NOW_REPLY)}
-_STATE_HEADS: dict[int, struct.Struct] = {}  # rows -> the whole state frame's format
 
 
 def _state_line(
     busy: bool, ack: int, io: list[list[int]], runnable: int, blocked: int, detached: int
 ) -> str:
-    layout = _STATE_HEADS.get(len(io))
-    if layout is None:
-        layout = _STATE_HEADS[len(io)] = struct.Struct(f"<BQQQQ{4 * len(io)}Q")
+    layout = _STATE.frame_struct(4 * len(io))
     return "state " + layout.pack(busy, ack, runnable, blocked, detached, *chain(*io)).hex()
 
 
@@ -376,7 +380,7 @@ _COMPACT_ENCODERS: dict[str, Callable[[Mapping[str, Any]], str]] = {
     ),
     "fire": lambda m: _FIRE.pack((m["t"],), m["ids"]),
     "time": lambda m: "time " + _Q.pack(m["t"]).hex(),
-    "io": lambda m: _IO.pack((m["t"],), chain(*m["ports"])),
+    "io": lambda m: _IO.pack((m["t"],), [*chain(*m["ports"])]),
 }
 
 
