@@ -98,6 +98,13 @@ def test_survey_answers_what_the_two_checks_answer(procs, deterministic, flushin
     # batched: at most one question per process, each with all of its rows
     assert all(n > 0 for n in questions)
     assert len(questions) <= len([p for p in b._procs.values() if p.io])
+    if batched:  # the release chosen alone (a report's or the facade's word) is the same
+        c = _quiescence(procs, deterministic, flushing, [])
+        release = c._next_release_locked()
+        assert (release and (release[0].name, release[1])) == (
+            expect_release and (expect_release[0].name, expect_release[1])
+        )
+        assert c._flushing == b._flushing
 
 
 @settings(max_examples=200, deadline=None)

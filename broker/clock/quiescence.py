@@ -216,8 +216,9 @@ class Quiescence:
                 continue
             if not proc.connected or proc.busy or proc.ack != proc.sent:
                 return None
-            for port, sent, consumed, seq in proc.io:
-                state = self._io_state_locked(port, sent, consumed)
+            for (port, _sent, _consumed, seq), state in zip(
+                proc.io, self._io_states_locked(proc.io), strict=True
+            ):
                 if state == "busy":
                     return None
                 if state == "flushing":
