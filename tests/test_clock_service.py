@@ -399,9 +399,25 @@ def test_a_response_written_lets_the_reader_go_from_the_facades_thread(
         peer.send(cp.state(False, 0, [WATCH, BINDING], 0, 2, 0))  # the binding in flight
         done = _waiting(service)
         assert _driver_waits(service)
-        writer = threading.Thread(target=facade.set, kwargs={"p200": "ready"}, name="facade-conn")
+        written = []
+
+        def write_response():
+            # while the driver waits: with the service's lock held (reentrant, as the
+            # facade's notify takes it) it cannot stop waiting before the notify is done —
+            # a wait that times out under load would otherwise let the driver decide
+            pause = threading.Event()
+            for _ in range(int(TIMEOUT_S / 0.01)):
+                with service._cond:
+                    if service.quiescence.driver_waiting:
+                        facade.set(p200="ready")
+                        written.append(1)
+                        return
+                pause.wait(0.01)
+
+        writer = threading.Thread(target=write_response, name="facade-conn")
         writer.start()
         writer.join(TIMEOUT_S)
+        assert written, "the driver never waited"
         assert _released_ports(peer) == [200, 100]
         assert calls == (["hook"] if hook_has_work else [])
         assert len(senders) == 1 and senders[0][0] == "io"
