@@ -64,14 +64,12 @@ def test_the_report_that_ends_a_wait_is_read_by_the_waiting_driver(clock, monkey
     assert clock.transport._thread.is_alive()
 
 
-@pytest.mark.parametrize("answer", ["quiescent", "release after the hook"])
-def test_a_notification_wakes_a_driver_that_reads_the_connections(clock, monkeypatch, answer):
+def test_a_notification_wakes_a_driver_that_reads_the_connections(clock, monkeypatch):
     """The facade's word (a response written) ends the driver's wait through the lent
-    selector's wakeup, not at its timeout, when the driver has something to do: the
-    process is quiescent now, or the reader may be let go but the broker's hook has work
-    first. (With nothing for the hook, the notifying thread lets the reader go itself and
-    the driver sleeps on: test_clock_service.py,
-    ``test_a_response_written_lets_the_reader_go_from_the_facades_thread``.)"""
+    selector's wakeup, not at its timeout, when the driver has something to do: here the
+    reader may be let go but the broker's hook has work first. (With nothing for the hook,
+    the notifying thread lets the reader go itself and the driver sleeps on:
+    test_clock_service.py, ``test_a_response_written_lets_the_reader_go_from_the_facades_thread``.)"""
     facade = FakeFacade(clock, {200: "busy"})
     clock.quiescence.set_before_io_release(lambda: False, pending=lambda: True)
     woken = []
@@ -90,19 +88,14 @@ def test_a_notification_wakes_a_driver_that_reads_the_connections(clock, monkeyp
         done = _waiting(clock)
         assert _driver_reads(clock)
         woken.clear()
-        if answer == "quiescent":
-            facade.set(p200="idle")
-            assert done.wait(5)
-        else:
-            facade.set(p200="ready")  # answered: the driver runs the hook, lets the reader go
-            msg = peer.recv()
-            assert msg["op"] == "io" and [p for p, _ in msg["ports"]] == [200]
+        facade.set(p200="ready")  # answered: the driver runs the hook, lets the reader go
+        msg = peer.recv()
+        assert msg["op"] == "io" and [p for p, _ in msg["ports"]] == [200]
         # (a wait may also time out meanwhile on a loaded machine: that proves nothing)
         assert any(True in w for w in woken), "woken by its timeout, not by the notification"
-        if answer != "quiescent":
-            facade.set(p200="idle")
-            peer.send(cp.state(False, 1, [], 0, 1, 0))
-            assert done.wait(5)
+        facade.set(p200="idle")
+        peer.send(cp.state(False, 1, [], 0, 1, 0))
+        assert done.wait(5)
 
 
 def test_a_wait_broken_off_gives_the_connections_back_to_the_loop(clock, monkeypatch):
