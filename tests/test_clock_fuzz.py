@@ -33,6 +33,11 @@ _hellos = st.builds(
     _tokens,
 )
 _garbage = st.binary(max_size=300).map(lambda b: b + b"\n")
+_compact_garbage = st.builds(  # a compact frame's op, then anything
+    lambda op, payload: op + b" " + payload + b"\n",
+    st.sampled_from([b"state", b"timer", b"now", b"cancel", b"harden", b"fire", b"io"]),
+    st.binary(max_size=200) | st.text("0123456789abcdefABCDEF \t", max_size=200).map(str.encode),
+)
 _truncated = st.tuples(st.sampled_from(_VALID), st.integers(1, 40)).map(
     lambda v: cp.pack([v[0]])[: v[1]]
 )
@@ -48,7 +53,7 @@ _huge = st.sampled_from(
     ]
 )
 _unasked = st.sampled_from(_VALID).map(lambda m: cp.pack([m]))
-_frames = st.one_of(_garbage, _truncated, _deep, _huge, _hellos, _unasked)
+_frames = st.one_of(_garbage, _compact_garbage, _truncated, _deep, _huge, _hellos, _unasked)
 
 
 def _served_to_the_end(sock):

@@ -65,9 +65,13 @@ def test_the_report_that_ends_a_wait_is_read_by_the_waiting_driver(clock, monkey
 
 
 def test_a_notification_wakes_a_driver_that_reads_the_connections(clock, monkeypatch):
-    """The facade's word (a response written: the reader may be let go) ends the driver's
-    wait through the lent selector's wakeup, not at its timeout."""
+    """The facade's word (a response written) ends the driver's wait through the lent
+    selector's wakeup, not at its timeout, when the driver has something to do: here the
+    reader may be let go but the broker's hook has work first. (With nothing for the hook,
+    the notifying thread lets the reader go itself and the driver sleeps on:
+    test_clock_service.py, ``test_a_response_written_lets_the_reader_go_from_the_facades_thread``.)"""
     facade = FakeFacade(clock, {200: "busy"})
+    clock.quiescence.set_before_io_release(lambda: False, pending=lambda: True)
     woken = []
     select = clock.transport._conn_sel.select
 
@@ -84,7 +88,7 @@ def test_a_notification_wakes_a_driver_that_reads_the_connections(clock, monkeyp
         done = _waiting(clock)
         assert _driver_reads(clock)
         woken.clear()
-        facade.set(p200="ready")  # answered: the driver lets the reader go
+        facade.set(p200="ready")  # answered: the driver runs the hook, lets the reader go
         msg = peer.recv()
         assert msg["op"] == "io" and [p for p, _ in msg["ports"]] == [200]
         # (a wait may also time out meanwhile on a loaded machine: that proves nothing)

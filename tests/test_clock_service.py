@@ -1,5 +1,5 @@
-"""The clock service seen from a runtime's connection (the stream transport: one line of
-JSON per message), and the standalone autopilot (time moves with no driver thread asking)."""
+"""The clock service seen from a runtime's connection (the stream transport: one line
+per message, compact or JSON), and the standalone autopilot (time moves with no driver thread asking)."""
 
 import contextlib
 import select
@@ -116,6 +116,29 @@ def test_tcp_hellos_must_carry_the_token_of_their_process():
             assert peer.recv()["op"] == "welcome"
     finally:
         service.close()
+
+
+def test_a_hello_of_another_protocol_version_is_refused_naming_both(service):
+    # a stale runtime (v1 spoke JSON for every message): refused at once, not at its
+    # first compact frame; its token is right, so the refusal is about the version only
+    token = service.registry.add_token("sched")
+    message = _refused(service, {**cp.hello("sched", 1, token), "v": 1})
+    assert f"speaks clock protocol v1, this broker v{cp.VERSION}" in message
+    assert [(p.name, p.connected) for p in service.registry.processes()] == []
+
+
+def test_a_malformed_compact_frame_gets_an_error_naming_it_and_others_are_still_served(
+    service,
+):
+    with _connected(service, "a") as a, _connected(service, "b") as b:
+        good = cp.encode(cp.state(False, 0, [[1, 2, 3, 4]], 0, 1, 0))
+        a.sock.sendall(good[:-2] + b"\n")  # the last row a byte short
+        msg = a.recv()
+        assert msg["op"] == "error"
+        assert "clock message 'state' (runtime -> broker): not whole fields" in msg["message"]
+        assert not a.poll(TIMEOUT_S), "the connection that sent it stays open"
+        b.send(cp.now_request(3))
+        assert b.recv() == {"op": "now", "rid": 3, "t": 0}
 
 
 def test_a_unix_socket_refuses_a_wrong_token_too(service):
@@ -350,6 +373,60 @@ def test_a_state_report_lets_readers_go_at_once_when_the_hook_has_nothing_to_do(
         assert done.wait(5)
 
 
+@pytest.mark.parametrize("hook_has_work", [False, True])
+def test_a_response_written_lets_the_reader_go_from_the_facades_thread(
+    service, monkeypatch, hook_has_work
+):
+    """The facade's word that the binding's response is written (``notify``, from its
+    connection thread) lets the reader go from that thread when the driver waits with
+    nothing for its hook to do — the decision the driver would make on waking, one
+    wake-up sooner; the driver is not woken for it. With work for the hook, the driver
+    is woken and decides, as before."""
+    facade = FakeFacade(service, {100: "streaming", 200: "busy"})
+    calls = []
+    service.quiescence.set_before_io_release(
+        lambda: calls.append("hook") or False, pending=lambda: hook_has_work
+    )
+    senders = []
+    send = service.transport.send_locked
+
+    def recorded(proc, msg):
+        senders.append((msg["op"], threading.current_thread().name))
+        send(proc, msg)
+
+    monkeypatch.setattr(service.transport, "send_locked", recorded)
+    with _connected(service, "sched") as peer:
+        peer.send(cp.state(False, 0, [WATCH, BINDING], 0, 2, 0))  # the binding in flight
+        done = _waiting(service)
+        assert _driver_waits(service)
+        written = []
+
+        def write_response():
+            # while the driver waits: with the service's lock held (reentrant, as the
+            # facade's notify takes it) it cannot stop waiting before the notify is done —
+            # a wait that times out under load would otherwise let the driver decide
+            pause = threading.Event()
+            for _ in range(int(TIMEOUT_S / 0.01)):
+                with service._cond:
+                    if service.quiescence.driver_waiting:
+                        facade.set(p200="ready")
+                        written.append(1)
+                        return
+                pause.wait(0.01)
+
+        writer = threading.Thread(target=write_response, name="facade-conn")
+        writer.start()
+        writer.join(TIMEOUT_S)
+        assert written, "the driver never waited"
+        assert _released_ports(peer) == [200, 100]
+        assert calls == (["hook"] if hook_has_work else [])
+        assert len(senders) == 1 and senders[0][0] == "io"
+        assert (senders[0][1] == "facade-conn") is not hook_has_work
+        facade.set(p100="idle", p200="idle")
+        peer.send(cp.state(False, 1, [], 0, 2, 0))
+        assert done.wait(5)
+
+
 def test_a_frame_that_breaks_its_handler_closes_only_its_connection(service, monkeypatch):
     """Whatever a frame makes go wrong, the clock's thread survives: the sender gets an
     error and its connection closes, everyone else is served."""
@@ -382,6 +459,11 @@ _FRAMES = st.one_of(
         st.one_of(st.none(), st.text(max_size=40)),
     ),  # hellos with invented names and tokens
     st.builds(lambda n: b"x" * n, st.integers(100_000, 300_000)),  # long, no newline yet
+    st.builds(  # compact frames' ops with anything after them
+        lambda op, payload: op + b" " + payload,
+        st.sampled_from([b"state", b"timer", b"now", b"cancel", b"harden"]),
+        st.binary(max_size=200) | st.text("0123456789abcdef", max_size=200).map(str.encode),
+    ),
 )
 
 

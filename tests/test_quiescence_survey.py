@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from typing import Any, cast
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,7 +29,19 @@ _proc = st.fixed_dictionaries(
 )
 
 
-def _quiescence(procs: list[dict[str, Any]], deterministic: bool, flushing: bool) -> Quiescence:
+def _word(state: object) -> str:
+    """A checker's answer as ``Quiescence._io_state_locked`` reads it."""
+    return {True: "idle", False: "busy"}.get(state, state)  # type: ignore[call-overload]
+
+
+def _quiescence(
+    procs: list[dict[str, Any]],
+    deterministic: bool,
+    flushing: bool,
+    questions: list[int] | None = None,
+) -> Quiescence:
+    """``questions``: ask each process's rows at once (the facade's ``connection_states``),
+    appending how many rows each question held."""
     cond = threading.Condition()
     registry = Registry(cond)
     states: dict[int, object] = {}
@@ -52,15 +65,25 @@ def _quiescence(procs: list[dict[str, Any]], deterministic: bool, flushing: bool
         deterministic=deterministic,
         now=lambda: 0,
     )
-    q.set_io_checker(lambda p, _s, _c: cast(Any, states[p]))
+    if questions is None:
+        q.set_io_checker(lambda p, _s, _c: cast(Any, states[p]))
+    else:
+
+        def batch(rows: list[list[int]]) -> list[str]:
+            questions.append(len(rows))
+            return [_word(states[row[0]]) for row in rows]
+
+        q.set_io_checker(lambda p, _s, _c: pytest.fail("asked one row at a time"), None, batch)
     q._flushing = flushing
     return q
 
 
+@pytest.mark.parametrize("batched", [False, True])
 @settings(max_examples=400, deadline=None)
-@given(st.lists(_proc, max_size=4), st.booleans(), st.booleans())
-def test_survey_answers_what_the_two_checks_answer(procs, deterministic, flushing) -> None:
-    a = _quiescence(procs, deterministic, flushing)
+@given(procs=st.lists(_proc, max_size=4), deterministic=st.booleans(), flushing=st.booleans())
+def test_survey_answers_what_the_two_checks_answer(procs, deterministic, flushing, batched) -> None:
+    questions: list[int] = []
+    a = _quiescence(procs, deterministic, flushing, questions if batched else None)
     b = _quiescence(procs, deterministic, flushing)
     busy, release = a.survey_locked()
     expect_busy = [p.name for p in b._procs.values() if not b.quiescent_locked(p)]
@@ -72,6 +95,36 @@ def test_survey_answers_what_the_two_checks_answer(procs, deterministic, flushin
         assert release is not None
         assert (release[0].name, release[1]) == (expect_release[0].name, expect_release[1])
     assert a._flushing == b._flushing
+    # batched: at most one question per process, each with all of its rows
+    assert all(n > 0 for n in questions)
+    assert len(questions) <= len([p for p in b._procs.values() if p.io])
+    if batched:  # the release chosen alone (a report's or the facade's word) is the same
+        c = _quiescence(procs, deterministic, flushing, [])
+        release = c._next_release_locked()
+        assert (release and (release[0].name, release[1])) == (
+            expect_release and (expect_release[0].name, expect_release[1])
+        )
+        assert c._flushing == b._flushing
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_proc, max_size=4), st.booleans())
+def test_a_state_report_asks_the_ledger_once_and_hears_the_same(procs, busy) -> None:
+    """``report_locked``: the wait listeners hear of an idle process with every connection
+    parked, asking the ledger one question for the report, as when asked row by row."""
+    heard: dict[bool, list[str]] = {False: [], True: []}
+    for batched in (False, True):
+        questions: list[int] = []
+        q = _quiescence(procs, True, False, questions if batched else None)
+        q.add_wait_listener(heard[batched].append)
+        for proc in list(q._procs.values()):
+            q.report_locked(
+                proc,
+                {"busy": busy, "ack": 0, "io": proc.io, "runnable": 0, "blocked": 0, "detached": 0},
+            )
+        if batched:
+            assert questions == [len(p.io) for p in q._procs.values() if p.io and not busy]
+    assert heard[True] == heard[False]
 
 
 def test_survey_lets_the_first_process_by_name_go_responses_first() -> None:

@@ -45,6 +45,8 @@ _IO_STATE_WORDS = {
 }
 
 IoChecker = Callable[[int, int, int], bool]
+# the checker's answers for all of a report's ``[port, sent, consumed, seq]`` rows at once
+IoStates = Callable[[list[list[int]]], list[str]]
 
 
 class Quiescence:
@@ -68,6 +70,7 @@ class Quiescence:
         self._now = now
         self._io_checker: IoChecker | None = None
         self._io_written: Callable[[int], int] | None = None
+        self._io_states: IoStates | None = None
         self._before_io_release: Callable[[], bool] | None = None
         self._hook_pending: Callable[[], bool] | None = None
         self._wait_listeners: list[Callable[[str], None]] = []
@@ -79,17 +82,23 @@ class Quiescence:
 
     # ------------------------------------------------------------ the broker's hooks
     def set_io_checker(
-        self, checker: IoChecker | None, written: Callable[[int], int] | None = None
+        self,
+        checker: IoChecker | None,
+        written: Callable[[int], int] | None = None,
+        states: IoStates | None = None,
     ) -> None:
         """``checker(port, sent, consumed)`` says how a connection to the facade stands:
         ``"idle"`` (parked: nothing owed either way), ``"busy"`` (a request in flight) or
         ``"ready"`` (data for the client, nothing being handled). A checker returning a
         bool means idle (True) or busy (False). ``written(port)``: the bytes the facade
         wrote on that connection so far — a thread let go may read that far (without it,
-        as far as it likes)."""
+        as far as it likes). ``states(rows)``: the checker's (string) answers for all of a
+        state report's rows, asked at once (one question per report, not per connection:
+        the facade's ledger takes its lock once); without it, the checker row by row."""
         with self._cond:
             self._io_checker = checker
             self._io_written = written
+            self._io_states = states
 
     def set_before_io_release(
         self, hook: Callable[[], bool] | None, pending: Callable[[], bool] | None = None
@@ -129,6 +138,14 @@ class Quiescence:
         if state is False:
             return "busy"
         return state
+
+    def _io_states_locked(self, rows: list[list[int]]) -> list[str]:
+        """:meth:`_io_state_locked` of each ``[port, sent, consumed, seq]`` row."""
+        if not rows:
+            return []
+        if self._io_states is not None:
+            return self._io_states(rows)
+        return [self._io_state_locked(row[0], row[1], row[2]) for row in rows]
 
     def quiescent_locked(self, proc: ProcessState) -> bool:
         if proc.gone:
@@ -179,7 +196,7 @@ class Quiescence:
         if not proc.busy:
             proc.settled = True
             if self._wait_listeners and all(
-                self._io_state_locked(*item[:3]) == "idle" for item in proc.io
+                state == "idle" for state in self._io_states_locked(proc.io)
             ):
                 for fn in self._wait_listeners:
                     fn(proc.name)
@@ -199,8 +216,9 @@ class Quiescence:
                 continue
             if not proc.connected or proc.busy or proc.ack != proc.sent:
                 return None
-            for port, sent, consumed, seq in proc.io:
-                state = self._io_state_locked(port, sent, consumed)
+            for (port, _sent, _consumed, seq), state in zip(
+                proc.io, self._io_states_locked(proc.io), strict=True
+            ):
                 if state == "busy":
                     return None
                 if state == "flushing":
@@ -234,7 +252,7 @@ class Quiescence:
         candidates = []
         flushing = False
         open_ = self._deterministic  # a release is still possible
-        io_state = self._io_state_locked
+        io_states = self._io_states_locked
         for proc in self._procs.values():
             if proc.gone:
                 continue
@@ -243,8 +261,10 @@ class Quiescence:
                 open_ = False
                 continue
             parked = True
-            for port, sent, consumed, seq in proc.io:
-                state = io_state(port, sent, consumed)
+            # (each process's rows in one question: answers are pure reads of the ledger)
+            for (port, _sent, _consumed, seq), state in zip(
+                proc.io, io_states(proc.io), strict=True
+            ):
                 if state in _PARKED:
                     continue
                 parked = False

@@ -111,9 +111,15 @@ class Registry:
                 f"clock hello from {name!r} without the token its launcher gave it "
                 f"({clockproto.ENV_TOKEN}): refused"
             )
-        if hmac.compare_digest(token.encode(), expected.encode()):
-            return None
-        return f"clock hello from {name!r} with a wrong token: refused"
+        if not hmac.compare_digest(token.encode(), expected.encode()):
+            return f"clock hello from {name!r} with a wrong token: refused"
+        if msg["v"] != clockproto.VERSION:  # a stale runtime: its frames would not parse
+            return (
+                f"clock hello from {name!r} speaks clock protocol v{msg['v']}, this broker "
+                f"v{clockproto.VERSION} (the runtime and the broker must come from one "
+                "installation): refused"
+            )
+        return None
 
     def admit_locked(self, identity: bytes, msg: dict) -> ProcessState:
         """An accepted hello: the process it names (``name#2``… when that name is taken

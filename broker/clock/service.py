@@ -326,6 +326,13 @@ class ClockService:
             self.stall.traffic_locked(1)
             if self.quiescence.held_by_a_process_locked():
                 return
+            # A response written may be what lets a reader go: while the driver waits with
+            # nothing for its hook to do, let it go from here, as the driver would on
+            # waking (the same decision, from the same state: every process idle, no
+            # request in flight) — one wake-up of the driver fewer; the reader's next
+            # report wakes it. Otherwise wake it to decide.
+            if self.quiescence.release_for_driver_locked():
+                return
             self._cond.notify_all()
             if self.autopilot:
                 self.transport.poke()

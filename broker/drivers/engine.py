@@ -154,7 +154,9 @@ class Broker:
             self.endpoint = endpoint
         else:
             self._sock, self.endpoint = bind_rep(endpoint)
-        clock.quiescence.set_io_checker(facade.connection_state, facade.connection_written)
+        clock.quiescence.set_io_checker(
+            facade.connection_state, facade.connection_written, facade.connection_states
+        )
         clock.quiescence.set_before_io_release(
             self._process_cluster, pending=lambda: self.cluster.process_pending()
         )

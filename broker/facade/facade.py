@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from .api import Api, Hooks
@@ -222,6 +222,11 @@ class Facade:
         """``idle`` / ``busy`` / ``flushing`` / ``ready`` / ``streaming``: see
         :meth:`server.Ledger.state`."""
         return self.ledger.state(peer_port, sent, consumed)
+
+    def connection_states(self, rows: Iterable[Sequence[int]]) -> list[str]:
+        """:meth:`connection_state` of each ``[port, sent, consumed, ...]`` row, in one
+        question to the ledger (a runtime's state report)."""
+        return self.ledger.states(rows)
 
     def connection_written(self, peer_port: int) -> int:
         """Bytes written so far on the connection from ``peer_port`` (0 if unknown)."""

@@ -51,7 +51,7 @@ import socket
 import ssl
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -279,21 +279,30 @@ class Ledger:
         the server closed is ``"ready"`` until its client read everything, then
         ``"idle"``: closing is normal HTTP, never a reason to wait."""
         with self.lock:
-            conn = self._lookup(peer_port)
-            if conn is None:
-                return "idle" if sent == 0 and consumed == 0 else "busy"
-            if conn.closed:
-                return "idle" if consumed >= conn.written else "ready"
-            if conn.received != sent or conn.handling:
-                return "busy"
-            if conn.held:
-                return "held"
-            owed = conn.written + conn.queued_bytes
-            if conn.queued and owed == consumed:
-                return "flushing"
-            if owed == consumed:
-                return "idle"
-            return "streaming" if conn.streaming else "ready"
+            return self._state_locked(peer_port, sent, consumed)
+
+    def states(self, rows: Iterable[Sequence[int]]) -> list[str]:
+        """:meth:`state` of each ``[port, sent, consumed, ...]`` row (a runtime's state
+        report), answered under one take of the lock: one question per report."""
+        with self.lock:
+            return [self._state_locked(row[0], row[1], row[2]) for row in rows]
+
+    def _state_locked(self, peer_port: int, sent: int, consumed: int) -> str:
+        conn = self._lookup(peer_port)
+        if conn is None:
+            return "idle" if sent == 0 and consumed == 0 else "busy"
+        if conn.closed:
+            return "idle" if consumed >= conn.written else "ready"
+        if conn.received != sent or conn.handling:
+            return "busy"
+        if conn.held:
+            return "held"
+        owed = conn.written + conn.queued_bytes
+        if conn.queued and owed == consumed:
+            return "flushing"
+        if owed == consumed:
+            return "idle"
+        return "streaming" if conn.streaming else "ready"
 
     def written(self, peer_port: int) -> int:
         """The bytes owed to the client so far: written, or queued to be (see the ledger

@@ -100,6 +100,11 @@ class ClockClient:
             raise BrokerUnreachable(
                 f"timewarp: expected a welcome from the broker, got {msg['op']!r}"
             )
+        if msg["v"] != clockproto.VERSION:
+            raise BrokerUnreachable(
+                f"timewarp: the broker speaks clock protocol v{msg['v']}, this runtime "
+                f"v{clockproto.VERSION} (they must come from one installation)"
+            )
         self._early = frames[1:]  # anything the broker said right after (handled by the loop)
         self._ready = True
         return msg

@@ -529,7 +529,9 @@ class Runtime:
         else:
             runnable = self.running
             busy = runnable > 0
-        io = [list(v) for v in self.io.values()]
+        # (the rows themselves are never changed in place — a wait's row is replaced or
+        # removed — so the report and the flush's last-state key may share them)
+        io = list(self.io.values())
         detached = len(self.detached)
         return (busy, self.acks, io, runnable, max(0, self.live - runnable - detached), detached)
 

@@ -5,26 +5,42 @@ This module owns the wire format; nothing else builds or parses clock messages.
 Transport: a stream socket, no broker library in between. The broker listens on a Unix
 domain socket (``ipc:///path/to/socket``) or loopback TCP (``tcp://127.0.0.1:<port>``);
 each scheduler process's runtime opens one connection, says ``hello`` on it and receives
-everything the broker sends on it. Every message is one line: compact JSON (pure ASCII:
-it never contains a raw newline) followed by ``\n`` (:func:`pack`; a reader splits with
-:class:`Unpacker`). A side may write several messages at once (everything it queued),
-applied in order. Any thread of the runtime may write, one at a time (under the runtime
-lock); its request loop reads. Times are integer nanoseconds of virtual time since the
-simulation started. When the connection ends the process is gone for the broker.
+everything the broker sends on it. Every message is one line followed by ``\n``
+(:func:`pack`; a reader splits with :class:`Unpacker`), in one of two forms:
 
-Runtime -> broker::
+- the messages of every step (``state``, ``timer``, ``cancel``, ``harden``, ``now``;
+  ``fire``, ``time``, ``io``) are *compact frames*: the op, one space, then the hex digits
+  of the message's fields packed little-endian (``struct``): 8 bytes per integer (so every
+  one is in 0 … 2**64 − 1), 1 byte per flag (0 or 1), the fixed fields first, then as many
+  whole rows as there are (``io`` rows, a timer's ``key``, fire's ``ids``). Both ends are
+  ours (the peer is authenticated at hello), so these need no JSON; the receiver still
+  checks each frame's shape before it reads a field (hex digits only, whole fields, flags
+  0 or 1) and refuses anything else, naming the op, what is wrong and the layout;
+- the rest (``hello``, ``stacks``, ``woke``, ``figures``, ``bye``; ``welcome``, ``dump``,
+  ``report``, ``error``) are compact JSON objects (pure ASCII: never a raw newline),
+  checked field by field. A frequent message spelled as JSON is accepted too (the same
+  checks), but nothing of ours sends one.
 
-    {"op":"hello","v":1,"name":"sched0","pid":4242,"token":"…"}
-    {"op":"now","rid":7}                                   round-trip read of the clock
-    {"op":"timer","id":3,"deadline":60000000000,"key":[0,2,5]}
-    {"op":"timer","id":4,"deadline":500000000,"key":[4],"slack":true}
-                                                           a server thread's poll timeout:
+Runtime -> broker (a compact frame's fields in order, then the message it decodes to, as
+the builders below spell it)::
+
+    {"op":"hello","v":2,"name":"sched0","pid":4242,"token":"…"}
+    now <rid>                                              {"op":"now","rid":7}: round-trip
+                                                           read of the clock
+    timer <id> <deadline> <slack> [<key>]...               {"op":"timer","id":3,
+                                                           "deadline":60000000000,"key":[0,2,5]}
+    timer (slack 1)                                        the same with "slack":true: a
+                                                           server thread's poll timeout:
                                                            never decides when time moves,
                                                            fires once time reached it
-    {"op":"harden","id":4}                                 that slack timer is an ordinary
-                                                           one from now on
-    {"op":"cancel","id":3}                                 the waiter woke some other way
-    {"op":"state","busy":false,"ack":12,"io":[[53412,310,2048,1]],"runnable":0,"blocked":3,"detached":0}
+    harden <id>                                            {"op":"harden","id":4}: that slack
+                                                           timer is an ordinary one from now on
+    cancel <id>                                            {"op":"cancel","id":3}: the waiter
+                                                           woke some other way
+    state <busy> <ack> <runnable> <blocked> <detached> [<port> <sent> <consumed> <seq>]...
+                                                           {"op":"state","busy":false,"ack":12,
+                                                           "io":[[53412,310,2048,1]],
+                                                           "runnable":0,"blocked":3,"detached":0}
     {"op":"stacks","text":"Thread main (holds the baton) ..."}
     {"op":"woke","cause":"a connection from outside to 127.0.0.1:9100 ..."}
                                                            input from outside the simulation
@@ -37,13 +53,18 @@ Runtime -> broker::
                                                            only) and its --profile file
     {"op":"bye"}
 
+    (``cancel 0300000000000000`` is {"op":"cancel","id":3}.)
+
 Broker -> runtime::
 
-    {"op":"welcome","v":1,"t":0,"epoch":1767225600000000000,"mono":1000000000000,"mode":"deterministic"}
-    {"op":"now","rid":7,"t":120000000000}
-    {"op":"fire","ids":[3,9],"t":60000000000}              timers due now, in release order
-    {"op":"time","t":60000000000}                          clock moved (acknowledged via ack)
-    {"op":"io","ports":[[53414,2240],[53412,9310]],"t":60000000000}
+    {"op":"welcome","v":2,"t":0,"epoch":1767225600000000000,"mono":1000000000000,"mode":"deterministic"}
+    now <rid> <t>                                          {"op":"now","rid":7,"t":120000000000}
+    fire <t> [<id>]...                                     {"op":"fire","ids":[3,9],"t":60000000000}:
+                                                           timers due now, in release order
+    time <t>                                               {"op":"time","t":60000000000}: clock
+                                                           moved (acknowledged via ack)
+    io <t> [<port> <upto>]...                              {"op":"io","ports":[[53414,2240],
+                                                           [53412,9310]],"t":60000000000}:
                                                            let the threads reading these API
                                                            connections run, in this order;
                                                            each may read up to that many bytes
@@ -77,15 +98,21 @@ Invariants the broker relies on:
 - ``key`` orders timers with equal deadlines: the process's registration sequence.
   In deterministic mode only one thread of a process runs at a time, in a reproducible
   order, so this sequence is the same every run.
+
+``v`` is 2 since the compact frames (session 10); a hello of another version is refused,
+naming both (the runtime and the broker come from one installation: a mismatch is a stale
+process, which would otherwise fail on its first compact frame).
 """
 
 from __future__ import annotations
 
 import json
+import struct
 from collections.abc import Callable, Iterable, Mapping
+from itertools import chain
 from typing import Any
 
-VERSION = 1
+VERSION = 2
 
 
 class ProtocolError(ValueError):
@@ -202,53 +229,158 @@ _TO_RUNTIME = {
 }
 
 
-# The same checks, quicker, for the messages of every step (a state report, a timer, a
-# fire, an io release: ~2/3 of a frame's decoding went to the generic checks above).
-# ``type(x) is int`` is ``_is_int`` for what JSON decodes (no bool, no subclass). A frame
-# they do not accept goes through the generic checks, which say what is wrong.
-def _naturals(msg: Mapping[str, Any], *fields: str) -> bool:
-    for name in fields:
-        value = msg.get(name)
-        if type(value) is not int or value < 0:
-            return False
-    return True
+# Compact frames (the messages of every step): ``<op> <hex>``, the hex digits of the
+# message's fields packed as little-endian unsigned 64-bit integers (a flag in one byte),
+# fixed fields first, then as many rows as there are. Checked before a field is read: hex
+# digits only (``bytes.fromhex`` skips whitespace, so the decoded length is checked too),
+# the fixed part whole, rows whole, flags 0 or 1; then ``struct`` reads them in C. Every
+# field is a non-negative integer below 2**64 by construction.
+_Q = struct.Struct("<Q")
+_FRAME_STRUCTS: dict[tuple[str, int], struct.Struct] = {}  # (head codes, integers after)
+_CACHED_ROWS = 64
 
 
-def _rows_ok(rows: Any, width: int) -> bool:
-    if type(rows) is not list:
-        return False
-    for row in rows:
-        if type(row) is not list or len(row) != width:
-            return False
-        for x in row:
-            if type(x) is not int or x < 0:
-                return False
-    return True
+class _Compact:
+    """One op's compact layout: the fixed fields (name, ``struct`` code: ``Q`` an integer,
+    ``B`` a flag), then rows of ``width`` 64-bit integers (``rows`` names them);
+    ``build(head, values)`` makes the message the builders below make (rows as lists)."""
+
+    __slots__ = ("op", "prefix", "codes", "head", "fields", "flags", "width", "layout", "build")
+
+    def __init__(
+        self,
+        op: str,
+        fields: list[tuple[str, str]],
+        width: int,
+        rows: str,
+        build: Callable[[tuple[int, ...], list], dict[str, Any]],
+    ) -> None:
+        self.op = op
+        self.prefix = op.encode() + b" "
+        self.codes = "<" + "".join(code for _, code in fields)
+        self.head = struct.Struct(self.codes)
+        self.fields = len(fields)
+        self.flags = [(i, name) for i, (name, code) in enumerate(fields) if code == "B"]
+        self.width = width
+        self.layout = " ".join(
+            [op, *(f"<{name}>" for name, _ in fields), *([rows] if rows else [])]
+        )
+        self.build = build
+
+    def frame_struct(self, values: int) -> struct.Struct:
+        """The whole frame's layout with ``values`` 64-bit integers after the fixed fields
+        (cached: a runtime's frames have a handful of sizes)."""
+        key = (self.codes, values)
+        layout = _FRAME_STRUCTS.get(key)
+        if layout is None:
+            layout = struct.Struct(f"{self.codes}{values}Q")
+            if values <= _CACHED_ROWS:  # (a peer's frame may be of any size: not cached)
+                _FRAME_STRUCTS[key] = layout
+        return layout
+
+    def pack(self, head: tuple[int, ...], values: list[int] | tuple[int, ...] = ()) -> str:
+        return f"{self.op} {self.frame_struct(len(values)).pack(*head, *values).hex()}"
+
+    def decode(self, frame: bytes, direction: str) -> dict[str, Any]:
+        hexits = frame[len(self.prefix) :]
+        try:
+            raw = bytes.fromhex(hexits.decode("ascii"))
+        except ValueError:  # (UnicodeDecodeError too)
+            raw = None
+        extra = -1 if raw is None else len(raw) - self.head.size  # the rows' bytes
+        if (
+            extra < 0
+            or frame[: len(self.prefix)] != self.prefix
+            or len(raw) * 2 != len(hexits)  # (whitespace skipped by fromhex)
+            or (extra % (8 * self.width) if self.width else extra)
+        ):
+            raise self._refused(frame, direction, "not whole fields in hex digits")
+        values = self.frame_struct(extra // 8).unpack(raw)
+        for i, name in self.flags:
+            if values[i] > 1:
+                raise self._refused(frame, direction, f"field {name!r} must be 0 or 1")
+        return self.build(values[: self.fields], list(values[self.fields :]))
+
+    def _refused(self, frame: bytes, direction: str, what: str) -> ProtocolError:
+        return ProtocolError(
+            f"clock message {self.op!r} ({direction}): {what}; expected {self.layout!r}, "
+            "each field the hex digits of its little-endian bytes (8 per integer, 1 per "
+            f"flag), got {frame[:120]!r}"
+        )
 
 
-def _ints_ok(values: Any) -> bool:
-    return type(values) is list and all(type(x) is int for x in values)
+def _rows_of(values: list[int], width: int) -> list[list[int]]:
+    return [values[i : i + width] for i in range(0, len(values), width)]
 
 
-_FAST_TO_BROKER: dict[str, Callable[[Mapping[str, Any]], bool]] = {
-    "state": lambda m: (
-        type(m.get("busy")) is bool
-        and _naturals(m, "ack", "runnable", "blocked", "detached")
-        and _rows_ok(m.get("io"), 4)
+def _timer_msg(head: tuple[int, ...], key: list[int]) -> dict[str, Any]:
+    msg: dict[str, Any] = {"op": "timer", "id": head[0], "deadline": head[1], "key": key}
+    if head[2]:
+        msg["slack"] = True
+    return msg
+
+
+_STATE = _Compact(
+    "state",
+    [("busy", "B"), ("ack", "Q"), ("runnable", "Q"), ("blocked", "Q"), ("detached", "Q")],
+    4,
+    "[<port> <sent> <consumed> <seq>]...",
+    lambda h, v: {
+        "op": "state",
+        "busy": h[0] == 1,
+        "ack": h[1],
+        "io": _rows_of(v, 4),
+        "runnable": h[2],
+        "blocked": h[3],
+        "detached": h[4],
+    },
+)
+_TIMER = _Compact(
+    "timer", [("id", "Q"), ("deadline", "Q"), ("slack", "B")], 1, "[<key>]...", _timer_msg
+)
+_CANCEL = _Compact("cancel", [("id", "Q")], 0, "", lambda h, v: {"op": "cancel", "id": h[0]})
+_HARDEN = _Compact("harden", [("id", "Q")], 0, "", lambda h, v: {"op": "harden", "id": h[0]})
+_NOW_REQUEST = _Compact("now", [("rid", "Q")], 0, "", lambda h, v: {"op": "now", "rid": h[0]})
+_FIRE = _Compact(
+    "fire", [("t", "Q")], 1, "[<id>]...", lambda h, v: {"op": "fire", "ids": v, "t": h[0]}
+)
+_TIME = _Compact("time", [("t", "Q")], 0, "", lambda h, v: {"op": "time", "t": h[0]})
+_IO = _Compact(
+    "io",
+    [("t", "Q")],
+    2,
+    "[<port> <upto>]...",
+    lambda h, v: {"op": "io", "ports": _rows_of(v, 2), "t": h[0]},
+)
+_NOW_REPLY = _Compact(
+    "now", [("rid", "Q"), ("t", "Q")], 0, "", lambda h, v: {"op": "now", "rid": h[0], "t": h[1]}
+)
+_COMPACT_TO_BROKER = {c.op.encode(): c for c in (_STATE, _TIMER, _CANCEL, _HARDEN, _NOW_REQUEST)}
+_COMPACT_TO_RUNTIME = {c.op.encode(): c for c in (_FIRE, _TIME, _IO, _NOW_REPLY)}
+
+
+def _state_line(
+    busy: bool, ack: int, io: list[list[int]], runnable: int, blocked: int, detached: int
+) -> str:
+    layout = _STATE.frame_struct(4 * len(io))
+    return "state " + layout.pack(busy, ack, runnable, blocked, detached, *chain(*io)).hex()
+
+
+# op -> the compact line of a message (the builders' dicts; ``now`` is a request when it
+# has no ``t``, a reply when it has)
+_COMPACT_ENCODERS: dict[str, Callable[[Mapping[str, Any]], str]] = {
+    "state": lambda m: _state_line(
+        m["busy"], m["ack"], m["io"], m["runnable"], m["blocked"], m["detached"]
     ),
-    "timer": lambda m: (
-        _naturals(m, "id", "deadline")
-        and _ints_ok(m.get("key"))
-        and type(m.get("slack", False)) is bool
+    "timer": lambda m: _TIMER.pack((m["id"], m["deadline"], bool(m.get("slack"))), m["key"]),
+    "cancel": lambda m: "cancel " + _Q.pack(m["id"]).hex(),
+    "harden": lambda m: "harden " + _Q.pack(m["id"]).hex(),
+    "now": lambda m: (
+        _NOW_REPLY.pack((m["rid"], m["t"])) if "t" in m else _NOW_REQUEST.pack((m["rid"],))
     ),
-    "now": lambda m: _naturals(m, "rid"),
-    "cancel": lambda m: _naturals(m, "id"),
-}
-_FAST_TO_RUNTIME: dict[str, Callable[[Mapping[str, Any]], bool]] = {
-    "fire": lambda m: _naturals(m, "t") and _ints_ok(m.get("ids")),
-    "io": lambda m: _naturals(m, "t") and _rows_ok(m.get("ports"), 2),
-    "now": lambda m: _naturals(m, "rid", "t"),
-    "time": lambda m: _naturals(m, "t"),
+    "fire": lambda m: _FIRE.pack((m["t"],), m["ids"]),
+    "time": lambda m: "time " + _Q.pack(m["t"]).hex(),
+    "io": lambda m: _IO.pack((m["t"],), [*chain(*m["ports"])]),
 }
 
 
@@ -259,7 +391,11 @@ _DECODER = json.JSONDecoder()
 
 
 def encode(msg: Mapping[str, Any]) -> bytes:
-    """One frame of compact JSON (no validation: the builders below are the way in)."""
+    """One frame: compact for the messages of every step, JSON for the rest (no
+    validation: the builders below are the way in)."""
+    compact = _COMPACT_ENCODERS.get(msg["op"])
+    if compact is not None:
+        return compact(msg).encode()
     return _ENCODER.encode(msg).encode()
 
 
@@ -293,12 +429,18 @@ def _decode(
     frame: bytes,
     table: Mapping[str, Any],
     direction: str,
-    fast: Mapping[str, Callable[[Mapping[str, Any]], bool]],
+    compact: Mapping[bytes, _Compact],
 ) -> dict[str, Any]:
+    layout = compact.get(frame.partition(b" ")[0])
+    if layout is not None:
+        return layout.decode(frame, direction)
     try:
         msg = _DECODER.decode(frame.decode())
     except ValueError as exc:  # UnicodeDecodeError too
-        raise ProtocolError(f"clock message ({direction}) is not JSON: {frame[:80]!r}") from exc
+        raise ProtocolError(
+            f"clock message ({direction}) is not JSON nor a compact frame "
+            f"({', '.join(sorted(c.op for c in compact.values()))}): {frame[:80]!r}"
+        ) from exc
     except RecursionError:  # 100,000 nested brackets: the JSON parser recurses per level
         raise ProtocolError(
             f"clock message ({direction}) is nested too deeply: {frame[:80]!r}"
@@ -306,9 +448,6 @@ def _decode(
     if not isinstance(msg, dict):
         raise ProtocolError(f"clock message ({direction}) must be a JSON object: {frame[:80]!r}")
     op = msg.get("op")
-    quick = fast.get(op)  # type: ignore[call-overload]
-    if quick is not None and quick(msg):
-        return msg
     check = table.get(op)
     if check is None:
         raise ProtocolError(
@@ -320,12 +459,12 @@ def _decode(
 
 def decode_to_broker(frame: bytes) -> dict[str, Any]:
     """Parse and validate a message a runtime sent to the broker."""
-    return _decode(frame, _TO_BROKER, "runtime -> broker", _FAST_TO_BROKER)
+    return _decode(frame, _TO_BROKER, "runtime -> broker", _COMPACT_TO_BROKER)
 
 
 def decode_to_runtime(frame: bytes) -> dict[str, Any]:
     """Parse and validate a message the broker sent to a runtime."""
-    return _decode(frame, _TO_RUNTIME, "broker -> runtime", _FAST_TO_RUNTIME)
+    return _decode(frame, _TO_RUNTIME, "broker -> runtime", _COMPACT_TO_RUNTIME)
 
 
 # Builders: the only places a message dict is spelled out.
@@ -382,13 +521,9 @@ def pack_state(
     blocked: int = 0,
     detached: int = 0,
 ) -> bytes:
-    """``pack([state(...)])``, the same bytes, formatted directly: a runtime sends one
-    after every wake-up, and the JSON encoder costs twice as much for it."""
-    rows = ",".join(["[" + ",".join(map(str, row)) + "]" for row in io])  # (ints: as JSON)
-    return (
-        f'{{"op":"state","busy":{"true" if busy else "false"},"ack":{ack},"io":[{rows}],'
-        f'"runnable":{runnable},"blocked":{blocked},"detached":{detached}}}\n'
-    ).encode()
+    """``pack([state(...)])``, the same bytes, without the dict: a runtime sends one after
+    every wake-up."""
+    return (_state_line(busy, ack, io, runnable, blocked, detached) + "\n").encode()
 
 
 def stacks(text: str) -> dict[str, Any]:
