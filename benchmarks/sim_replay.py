@@ -55,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     sim = cli.prepare(sim_args)
     assert not isinstance(sim, int), "bad inputs"
+    if hasattr(cli, "settle_heap"):  # as `timewarp sim` runs (since s10-kernel)
+        cli.settle_heap()
     outputs = StreamingOutputs(args.export, sim.nb_compute) if args.export else None
     if outputs is not None:
         sim.stream_to(outputs)
