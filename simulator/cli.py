@@ -19,6 +19,7 @@ ended so far and the machine states so far, ``batsim_version`` ending in ``-part
 from __future__ import annotations
 
 import argparse
+import gc
 import signal
 import sys
 import threading
@@ -141,12 +142,36 @@ def _fail(text: str, code: int, err: TextIO | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    """The ``timewarp sim`` command, in a process of its own (``timewarp`` runs a command
+    then exits; the embedded simulator of ``timewarp simulate`` uses :func:`prepare` and
+    :func:`drive`, and leaves its process's collector alone)."""
     sim = prepare(args)
     if isinstance(sim, int):
         return sim
+    settle_heap()
     stop = threading.Event()
     with _stop_on_signals(stop) as signals:
         return drive(sim, args, stop=stop, signals=signals)
+
+
+#: the cyclic collector's gen-0 threshold during a run (Python's default: 700)
+GEN0_THRESHOLD = 50_000
+
+
+def settle_heap() -> None:
+    """Python's cyclic GC tuned for the run, once start-up is over (the broker's
+    ``commands.simulating.heap`` does the same, for the same reasons): what start-up
+    built (modules, the platform, the workload) is collected once then frozen, so the
+    run's collections no longer walk it; and the gen-0 threshold is raised, so the
+    short-lived containers of each message (events, tuples, generator frames) mostly
+    die by reference count before a collection examines them. The run's cycles are
+    still collected. Outputs do not depend on it (nothing in the simulator acts on
+    finalisation); the 20k-job cluster replay spent 3.9 % of its instructions in the
+    collector before."""
+    gc.collect()
+    gc.freeze()
+    _, gen1, gen2 = gc.get_threshold()
+    gc.set_threshold(GEN0_THRESHOLD, gen1, gen2)
 
 
 def prepare(args: argparse.Namespace, err: TextIO | None = None) -> Simulator | int:

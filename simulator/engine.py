@@ -1023,7 +1023,7 @@ class Simulator:
         record = self._record(data.job_id)
         self._require_submitted(record, "execute")
         alloc = data.alloc
-        hosts = tuple(alloc)
+        hosts = p.procset_tuple(alloc)
         if hosts and hosts[-1] >= self.nb_compute:
             raise DecisionError(
                 f"alloc {alloc}: resource {alloc.max} is not a compute resource "

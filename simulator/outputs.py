@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.engine import JobRecord, MachineLog
+from simulator.protocol import procset_text
 
 JOBS_HEADER = (
     "job_id,workload_name,profile,submission_time,requested_number_of_resources,"
@@ -83,7 +84,7 @@ def job_row(record: JobRecord) -> str:
             f"{job.local_id},{job.workload},{job.profile},{submitted:.6f},{job.res},"
             f"{job.walltime:.6f},{success},{record.final_state},{start:.6f},{execution:.6f},"
             f"{finish:.6f},{start - submitted:.6f},{turnaround:.6f},{stretch:.6f},"
-            f"{record.alloc!s},{_joules(record.energy)},{_quote(record.metadata)}"
+            f"{procset_text(record.alloc)},{_joules(record.energy)},{_quote(record.metadata)}"
         )  # (energy: -1 without -E)
     head = [job.local_id, job.workload, job.profile, _f(submitted), str(job.res),
             _f(job.walltime)]  # fmt: skip

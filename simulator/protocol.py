@@ -252,6 +252,25 @@ _ONE_RESOURCE: dict[int, ProcSet] = {}
 _ONE_RESOURCE_CACHED = 1 << 16  # ids below it are kept (a platform's resources)
 
 
+def procset_text(alloc: ProcSet) -> str:
+    """``str(alloc)`` (``"2-5 7"``), without ProcSet's generator over its intervals for
+    one interval (most jobs' allocations: a JOB_COMPLETED and a jobs.csv row each)."""
+    if alloc.count() == 1:
+        low, high = alloc.min, alloc.max
+        return str(low) if low == high else f"{low}-{high}"
+    return str(alloc)
+
+
+def procset_tuple(alloc: ProcSet) -> tuple[int, ...]:
+    """``tuple(alloc)``, without ProcSet's length and generators for one resource (the
+    allocation of most jobs)."""
+    if alloc.count() == 1:
+        low = alloc.min
+        if low == alloc.max:
+            return (low,)
+    return tuple(alloc)
+
+
 def one_resource(rid: int) -> ProcSet:
     """``ProcSet(rid)``, a new object, faster (the allocation of most jobs)."""
     cached = _ONE_RESOURCE.get(rid)
@@ -394,7 +413,7 @@ class JobCompleted:
             "job_id": self.job_id,
             "job_state": self.job_state,
             "return_code": self.return_code,
-            "alloc": str(self.alloc),
+            "alloc": procset_text(self.alloc),
         }
 
     @classmethod
@@ -537,7 +556,7 @@ class ExecuteJob:
     additional_io_job: dict[str, Any] | None = None
 
     def to_data(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"job_id": self.job_id, "alloc": str(self.alloc)}
+        data: dict[str, Any] = {"job_id": self.job_id, "alloc": procset_text(self.alloc)}
         for name in ("mapping", "storage_mapping", "additional_io_job"):
             value = getattr(self, name)
             if value is not None:
@@ -760,10 +779,18 @@ FROM_DECISION: dict[str, type] = {
 # --------------------------------------------------------------------------- envelope
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Event:
     timestamp: float
     data: Payload
+
+    def __init__(self, timestamp: float, data: Payload) -> None:
+        # the generated __init__ of a frozen dataclass sets each field through
+        # object.__setattr__; written into the instance's dict instead, the same object
+        # for a third less work (an Event per event of every message, both ways)
+        fields = self.__dict__
+        fields["timestamp"] = timestamp
+        fields["data"] = data
 
     @property
     def type(self) -> str:
@@ -773,10 +800,15 @@ class Event:
         return {"timestamp": self.timestamp, "type": self.data.TYPE, "data": self.data.to_data()}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Message:
     now: float
     events: list[Event] = field(default_factory=list)
+
+    def __init__(self, now: float, events: list[Event] | None = None) -> None:
+        fields = self.__dict__  # (as Event's: a Message per message, both ways)
+        fields["now"] = now
+        fields["events"] = [] if events is None else events
 
     def to_json(self) -> dict[str, Any]:
         return {"now": self.now, "events": [event.to_json() for event in self.events]}

@@ -397,3 +397,21 @@ def test_message_parser_reads_what_json_loads_reads(text):
         assert str(fast.value) == str(exc)
     else:
         assert repr(p._loads(text)) == repr(expected)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 70_000), st.integers(0, 5)).map(lambda t: (t[0], t[0] + t[1])),
+        max_size=4,
+    )
+)
+def test_an_allocation_is_written_as_procset_writes_it(intervals):
+    """procset_text, the allocation's text in JOB_COMPLETED, EXECUTE_JOB and jobs.csv,
+    is ProcSet's own text, and procset_tuple (a job's machines) its resources in order:
+    one resource, one interval, several, none."""
+    alloc = ProcSet(*intervals)
+    assert p.procset_text(alloc) == str(alloc)
+    assert p.procset_tuple(alloc) == tuple(alloc)
+    assert p.procset_text(p.one_resource(7)) == "7"
+    assert p.procset_tuple(p.one_resource(7)) == (7,)

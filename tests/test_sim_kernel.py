@@ -303,40 +303,55 @@ def _play(programs, shared: bool):
 
 @settings(max_examples=500, deadline=None)
 # a sleep ends 0.5 ns before a message's latency is paid: the 0.5 ns left is nothing
-@example(programs=[[("put", 0, 2)], [("get", 0)], [("sleep", 5.999995e-4)]], shared=True)
+@example(
+    programs=[[("put", 0, 2)], [("get", 0)], [("sleep", 5.999995e-4)]], shared=True, numpy_from=0
+)
 # a sleep ends 1e-16 of the byte before its end (below SimGrid's 1e-14): the byte is done
-@example(programs=[[("put", 0, 4)], [("get", 0)], [("sleep", 0.00030303050303030294)]], shared=True)
+@example(
+    programs=[[("put", 0, 4)], [("get", 0)], [("sleep", 0.00030303050303030294)]],
+    shared=True,
+    numpy_from=0,
+)
 # two messages share a link, the first one's end changes the second one's rate
 @example(
     programs=[[("put", 0, 7), ("put", 0, 7)], [("get", 0), ("sleep", 1e-5), ("get", 0)]],
     shared=True,
+    numpy_from=0,
 )
 # a message without latency starts while another crosses the same link: both halved
 @example(
     programs=[[("put", 0, 8)], [("sleep", 1e-5), ("put", 1, 8)], [("get", 0)], [("get", 1)]],
     shared=True,
+    numpy_from=0,
 )
 # one route, two bounds, one message after the other
-@example(programs=[[("put", 0, 7), ("put", 0, 9)], [("get", 0), ("get", 0)]], shared=True)
+@example(
+    programs=[[("put", 0, 7), ("put", 0, 9)], [("get", 0), ("get", 0)]], shared=True, numpy_from=0
+)
 # a link's capacity changes while a message crosses it
 @example(
     programs=[[("put", 0, 7)], [("get", 0)], [("sleep", 1e-10), ("share", 0, 7.5e7)]],
     shared=True,
+    numpy_from=0,
 )
 @given(
     programs=st.lists(st.lists(_kernel_op, max_size=8), min_size=1, max_size=4),
     shared=st.booleans(),
+    numpy_from=st.sampled_from([0, 128]),
 )
-def test_steps_are_simgrids_solve_one_step_per_call_solved_each_step(programs, shared):
+def test_steps_are_simgrids_solve_one_step_per_call_solved_each_step(programs, shared, numpy_from):
     """_advance (steps that wake nobody followed in its own loop, the shares solved
-    again only when an action past its latency began or ended or a capacity changed)
+    again only when an action past its latency began or ended or a capacity changed,
+    a step that ends no sleep subtracted from numpy's array in place)
     against the oracle above, one step per call as run() takes them and every share
     solved at every step: the same progress of every actor, answers, clock (to the bit)
     and number of steps, on random actor programs — messages with and without links
     sharing them, parallel tasks with latency, timeouts (zombies), kills, capacities
-    changed mid-run, sleeps ending with a latency or 1e-10 s apart."""
-    fast = _play(programs, shared)
+    changed mid-run, sleeps ending with a latency or 1e-10 s apart — the pending sleeps
+    a list of floats or (``numpy_from`` 0) numpy's array from the first."""
     with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_Sleeps, "NUMPY_FROM", numpy_from)
+        fast = _play(programs, shared)
         patch.setattr(Kernel, "_advance", _advance_every_step)
         oracle = _play(programs, shared)
     assert fast == oracle
