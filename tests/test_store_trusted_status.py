@@ -6,9 +6,7 @@ completion, the lifecycle's started/ready/exited statuses, a binding), the trust
 stores the same bytes under the same resourceVersions, sends watchers the same frames,
 calls the listeners with the same objects and keeps the same history as the checked
 path; and no stored version is changed by a later write (the values handed over are
-the write's own). The trusted path also splices each version's bytes from the version
-before (``broker/facade/jsonbytes.py``), the reference encodes each whole: the same
-bytes everywhere a reader sees them."""
+the write's own)."""
 
 from __future__ import annotations
 
@@ -78,10 +76,8 @@ def _run(pods: list[dict], writes: list, trusted: bool, monkeypatch: Any) -> dic
     from broker.facade import store as store_module
 
     with monkeypatch.context() as m:
-        if not trusted:  # the reference: every trusted write checked and copied, and
-            # every version encoded whole (not spliced from the one before: jsonbytes.py)
+        if not trusted:  # the reference: every trusted write checked and copied
             m.setattr(store_module, "_trusted_stored_edit", store_module._stored_edit)
-            m.setattr(store_module, "encode_version", lambda obj, *_: (_dumps(obj), None))
         store = Store(ManualClock(), seed=7)
         calls: list[tuple] = []
         store.add_listener(lambda key, event, obj: calls.append((key, event, _dumps(obj))))
@@ -103,7 +99,6 @@ def _run(pods: list[dict], writes: list, trusted: bool, monkeypatch: Any) -> dic
             answers.append(
                 store.update_status("pods", "default", name, mutate, copy=want_copy, trusted=True)
             )
-        answers.append(store.delete("pods", "default", "p0"))  # its DELETED version too
         labels, fields = parse_label_selector(None), parse_field_selector(None, "pods", {})
         entries, rv = store.list_entries("pods", None, labels, fields)
         history = list(store._history["pods"])

@@ -37,8 +37,6 @@ from . import crds, errors, listoptions, objects
 from . import validation as v
 from .clock import Clock
 from .expiry import Expiry
-from .jsonbytes import Spans, encode_version
-from .jsonbytes import dumps as _dumps
 from .kinds import Context
 from .patch import apply_patch
 from .resources import GLOBAL, Registry, ResourceType, resource_type
@@ -62,6 +60,29 @@ SHAPE_RATE_FLOOR = 0.25
 SHAPE_PROBE = 32
 _CONTEXT_KINDS = frozenset(("priorityclasses.scheduling.k8s.io", crds.CRD_KEY))
 _log = logging.getLogger(__name__)
+
+
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+# json.dumps(obj, separators=(",", ":"), ensure_ascii=False), made once: dumps builds a
+# JSONEncoder and its C encoder at every call, a third of the cost of a pod's encoding.
+# No circular check (markers None): what the store holds is a tree.
+_encode = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+    None, _not_json, json.encoder.encode_basestring, None, ":", ",", False, False, True
+) if json.encoder.c_make_encoder is not None else None  # type: ignore[attr-defined]  # fmt: skip
+
+
+def _dumps(obj: Any) -> bytes:
+    if _encode is not None and isinstance(obj, (dict, list)):
+        text = "".join(_encode(obj, 0))
+    else:
+        text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:  # a lone surrogate (from a "\ud800" escape): keep it escaped
+        return json.dumps(obj, separators=(",", ":")).encode()
 
 
 def same_json(a: Any, b: Any) -> bool:
@@ -297,16 +318,13 @@ def _check_resource_version(rt: ResourceType, name: str, current: Obj, wanted: A
 
 
 class _Entry:
-    """A stored object and its encoding, computed at most once. While it is the stored
-    version, ``spans`` locate its top-level values in that encoding (the next version's
-    template: ``jsonbytes.encode_version``); None once replaced, or encoded whole."""
+    """A stored object and its encoding, computed at most once."""
 
-    __slots__ = ("obj", "_json", "spans")
+    __slots__ = ("obj", "_json")
 
-    def __init__(self, obj: Obj, encoded: bytes | None = None, spans: Spans | None = None) -> None:
+    def __init__(self, obj: Obj) -> None:
         self.obj = obj
-        self._json: bytes | None = encoded
-        self.spans = spans
+        self._json: bytes | None = None
 
     def json(self) -> bytes:
         if self._json is None:
@@ -1170,23 +1188,12 @@ class Store:
         obj["metadata"]["resourceVersion"] = str(self._rv)
         if rt.key in _CONTEXT_KINDS:  # what admission reads changes: shapes re-admitted
             self._shapes.clear()
-        table = self._objects[rt.key]
-        if rt.strategy.packed:
-            entry: _Held = _Packed(obj)
-            template = None
-        else:  # spliced from the stored version's bytes where it shares its parts
-            template = table.get(_key_of(obj)) if prev is not None else None
-            if template is None or template.obj is not prev or type(template) is not _Entry:
-                template = None
-                entry = _Entry(obj, *encode_version(obj))
-            else:
-                entry = _Entry(obj, *encode_version(obj, prev, template.json(), template.spans))
+        entry = (_Packed if rt.strategy.packed else _Entry)(obj)
         size = len(entry.json())  # encoded once: the history's weight, and every reader's
         if limit and size > MAX_OBJECT_BYTES:
             self._rv -= 1
             raise errors.too_large(MAX_OBJECT_BYTES)
-        if template is not None:
-            template.spans = None  # a template no more: the history holds its bytes only
+        table = self._objects[rt.key]
         if type_ == "DELETED":
             del table[_key_of(obj)]
             self._sorted[rt.key] = None
