@@ -11,13 +11,17 @@ virtual time long before that: ``broker/drivers/pacing.py``.) The broker's own w
 watched too: rounds of the cluster (controllers, kubelet) that keep doing something at
 one virtual instant for as long, in wall time spent in them, are a busy loop of the
 broker — reported, naming who kept acting, and the run stops (there is no process to
-let go and advance past; :meth:`StallGuard.broker_round`). Methods ending in
-``_locked`` are called with the clock service's lock held; the others take it.
+let go and advance past; :meth:`StallGuard.broker_round`). A process that stays out of
+its virtual waits but keeps using CPU (a large import, a long computation on a loaded
+machine) is working, not stuck: it gets the traffic limit too before it is reported, so
+that a loaded machine does not turn a slow step into a wall-clock decision. Methods
+ending in ``_locked`` are called with the clock service's lock held; the others take it.
 """
 
 from __future__ import annotations
 
 import collections
+import os
 import threading
 import time as _wall
 from collections.abc import Callable
@@ -34,6 +38,30 @@ STARTUP_GRACE_S = 60.0
 # changing) is a stall too, after this many stall timeouts: a legitimately heavy reader at
 # one instant gets a while before it is called stuck (60 s with the default 10 s).
 TRAFFIC_STALL_FACTOR = 6
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+# CPU time a busy process must have used over a judged stretch to count as working (a
+# few clock ticks: the kernel accounts CPU in ticks of 1/SC_CLK_TCK s).
+WORKING_CPU_S = 0.03
+
+
+def cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU seconds of process ``pid`` (all its threads), or None where
+    unknown (no /proc, the process gone, a pid of another host)."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # (the command name, field 2, is in parentheses and may hold spaces: split after it)
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    try:
+        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+    except (IndexError, ValueError):
+        return None
 
 
 class ClockStall(RuntimeError):
@@ -81,6 +109,11 @@ class StallGuard:
         self._rounds_at: int | None = None
         self._rounds_wall = 0.0
         self._rounds: collections.Counter[str] = collections.Counter()
+        # busy processes' CPU seconds at the start of the stretch being judged (see
+        # _working_locked): wall time of that start, CPU by process name
+        self._cpu_mark_at: float | None = None
+        self._cpu_mark: dict[str, float | None] = {}
+        self._working: bool | None = None  # their verdict: None until judged
 
     def count_locked(self, cause: str) -> None:
         """Wall time (or input from outside), not the simulation, decided when something
@@ -167,11 +200,53 @@ class StallGuard:
         # talking without progress: a longer limit, then the same report
         traffic_limit = max(limit, TRAFFIC_STALL_FACTOR * self.stall_timeout)
         stalled_for = now - self._last_progress
+        if idle_for < limit / 2:
+            self._forget_cpu_locked()  # (activity since: judge CPU from a fresh start)
+        elif self._cpu_mark_at is None:
+            self._mark_cpu_locked(busy, now)
+        if (
+            limit <= idle_for
+            and stalled_for < traffic_limit  # (idle_for <= stalled_for)
+            and self._working_locked(busy, now) is not False
+        ):
+            # silent but computing (a large import on a loaded machine), or not judged
+            # yet: the longer limit
+            return min(0.5, traffic_limit - idle_for, traffic_limit - stalled_for)
         if idle_for >= limit or stalled_for >= traffic_limit:
-            traffic = None if idle_for >= limit else (stalled_for, *self._traffic)
+            if idle_for >= limit and self._working:
+                traffic = (idle_for, -1, -1)  # silent, busy on CPU the whole time
+            else:
+                traffic = None if idle_for >= limit else (stalled_for, *self._traffic)
+            self._forget_cpu_locked()
             self._handle_locked(busy, limit, traffic, judge, now_ns)
             return None
         return min(0.5, limit - idle_for, traffic_limit - stalled_for)
+
+    def _forget_cpu_locked(self) -> None:
+        self._cpu_mark_at = None
+        self._working = None
+
+    def _mark_cpu_locked(self, busy: list[ProcessState], now: float) -> None:
+        self._cpu_mark_at = now
+        self._cpu_mark = {p.name: cpu_seconds(p.pid) for p in busy if p.connected}
+
+    def _working_locked(self, busy: list[ProcessState], now: float) -> bool | None:
+        """Did every busy process use CPU over the last judged stretch (half the stall
+        timeout or more, from a mark)? None until a first stretch is long enough. A
+        process whose CPU cannot be read, or that never connected, is not known to work."""
+        mark_at = self._cpu_mark_at
+        if mark_at is None or now - mark_at < self.stall_timeout / 2:
+            return self._working
+        mark = self._cpu_mark
+        working = bool(busy)
+        for proc in busy:
+            before = mark.get(proc.name)
+            after = cpu_seconds(proc.pid) if proc.connected else None
+            if before is None or after is None or after - before < WORKING_CPU_S:
+                working = False
+        self._working = working
+        self._mark_cpu_locked(busy, now)
+        return working
 
     def _handle_locked(
         self,
@@ -248,6 +323,11 @@ def _report(
     quiescent, with its stacks."""
     if traffic is None:
         head = f"no progress for {limit:g} s of wall time"
+    elif traffic[1] < 0:
+        head = (
+            f"no virtual wait for {traffic[0]:.0f} s of wall time, the processes using CPU "
+            "all along (a busy loop, or a computation longer than the limit)"
+        )
     else:
         seconds, messages, api = traffic
         head = (
