@@ -71,15 +71,19 @@ PROGRAM = textwrap.dedent(
 )
 
 
-def test_a_pending_signal_handler_runs_while_the_main_thread_is_parked(subprocess_env):
-    r = subprocess.run(
-        [sys.executable, "-c", PROGRAM],
+def _run(program: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", program],
         cwd=ROOT,
-        env=subprocess_env,
+        env=env,
         capture_output=True,
         text=True,
         timeout=200,
     )
+
+
+def test_a_pending_signal_handler_runs_while_the_main_thread_is_parked(subprocess_env):
+    r = _run(PROGRAM, subprocess_env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.strip() == "the handler ran in the wait", r.stdout + r.stderr
 
@@ -153,14 +157,7 @@ def test_a_signal_while_the_main_thread_takes_the_runtime_lock_back(subprocess_e
     ``threading`` lets the exception out of the blocking acquire *without* the lock. The
     wait must end with the handler's exception and the lock held by nobody, not end by
     releasing a lock another thread holds ("release unlocked lock" there)."""
-    r = subprocess.run(
-        [sys.executable, "-c", TAKE_BACK_PROGRAM],
-        cwd=ROOT,
-        env=subprocess_env,
-        capture_output=True,
-        text=True,
-        timeout=200,
-    )
+    r = _run(TAKE_BACK_PROGRAM, subprocess_env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.splitlines() == [
         "the handler's exception ended the wait",
