@@ -15,21 +15,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def cpu_seconds(pid: int) -> tuple[float, float] | None:
-    """(user, system) CPU seconds of ``pid`` and its waited-for children; None if gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            stat = handle.read()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(b")") + 2 :].split()
-    # after the command: state(0) ... utime(11) stime(12) cutime(13) cstime(14)
-    user = (int(fields[11]) + int(fields[13])) / _TICK
-    system = (int(fields[12]) + int(fields[14])) / _TICK
-    return user, system
+from timewarp.wire import procstat
 
 
 def sample_cpu(processes: list[Any]) -> dict[str, dict[str, float]]:
@@ -39,7 +25,7 @@ def sample_cpu(processes: list[Any]) -> dict[str, dict[str, float]]:
         popen = getattr(proc, "popen", None)
         if popen is None or popen.poll() is not None:
             continue
-        cpu = cpu_seconds(popen.pid)
+        cpu = procstat.cpu_times(popen.pid, children=True)
         if cpu is not None:
             out[proc.name] = {"user_cpu_s": round(cpu[0], 2), "system_cpu_s": round(cpu[1], 2)}
     return out

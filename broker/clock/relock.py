@@ -14,22 +14,13 @@ from __future__ import annotations
 
 import threading
 
+from timewarp.wire.lockback import take_back
+
+__all__ = ["let_go", "take_back"]
+
 
 def let_go(cond: threading.Condition) -> None:
     """Release the lock (held once). Call it *inside* the ``try`` whose ``finally`` calls
     :func:`take_back`: an exception raised just after the release is then still
     followed by taking the lock back."""
     cond.release()
-
-
-def take_back(cond: threading.Condition) -> None:
-    """Hold the lock again (if this thread let it go), then raise what a signal handler
-    raised while this thread waited for it — never without the lock."""
-    raised: BaseException | None = None
-    while not cond._is_owned():  # type: ignore[attr-defined]  # Condition's own test
-        try:
-            cond.acquire()
-        except BaseException as exc:  # noqa: BLE001 — a stop signal's; raised once held
-            raised = exc
-    if raised is not None:
-        raise raised

@@ -21,7 +21,6 @@ ending in ``_locked`` are called with the clock service's lock held; the others 
 from __future__ import annotations
 
 import collections
-import os
 import threading
 import time as _wall
 from collections.abc import Callable
@@ -29,7 +28,7 @@ from typing import Protocol, TextIO
 
 from broker.clock.registry import ProcessState, Registry
 from broker.clock.transport import ClockTransport
-from timewarp.wire import clockproto
+from timewarp.wire import clockproto, procstat
 
 # A process that never waited yet is starting up (importing a large client can take many
 # seconds on a loaded machine): the stall guard gives it at least this long.
@@ -40,7 +39,6 @@ STARTUP_GRACE_S = 60.0
 TRAFFIC_STALL_FACTOR = 6
 
 
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 # CPU time a busy process must have used over a judged stretch to count as working (a
 # few clock ticks: the kernel accounts CPU in ticks of 1/SC_CLK_TCK s).
 WORKING_CPU_S = 0.03
@@ -49,19 +47,8 @@ WORKING_CPU_S = 0.03
 def cpu_seconds(pid: int | None) -> float | None:
     """User + system CPU seconds of process ``pid`` (all its threads), or None where
     unknown (no /proc, the process gone, a pid of another host)."""
-    if pid is None:
-        return None
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    # (the command name, field 2, is in parentheses and may hold spaces: split after it)
-    fields = stat[stat.rfind(b")") + 2 :].split()
-    try:
-        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
-    except (IndexError, ValueError):
-        return None
+    times = procstat.cpu_times(pid) if pid is not None else None
+    return None if times is None else times[0] + times[1]
 
 
 class ClockStall(RuntimeError):

@@ -48,6 +48,7 @@ from typing import Any
 
 from timewarp._core import selftime
 from timewarp.wire import clockproto
+from timewarp.wire.lockback import take_back
 
 WAITING, NOTIFIED, TIMEDOUT = 0, 1, 2
 
@@ -77,26 +78,6 @@ def block_on(lock: Any, main: bool) -> None:
         return
     while not lock.acquire(True, SIGNAL_SLICE_S):
         pass  # (returning from acquire ran any pending handler: it may have raised)
-
-
-def take_back(lock: Any) -> None:
-    """Hold ``lock`` (an RLock held at most once) again after letting it go for a wait,
-    then raise what a signal handler raised meanwhile — never without the lock.
-
-    In the main thread a signal handler's exception (SIGTERM's ``SystemExit``) leaves a
-    blocking ``acquire()`` *without* the lock, or comes right after one that took it, or
-    right before a ``release()``; the caller's ``with lock`` would then release a lock it
-    does not hold ("cannot release un-acquired lock" in the program's last lines, as the
-    broker's driver printed once in CI), or a plain lock's second acquire would block the
-    thread forever. An RLock can say whether this thread holds it, so this knows which."""
-    raised: BaseException | None = None
-    while not lock._is_owned():
-        try:
-            lock.acquire()
-        except BaseException as exc:  # noqa: BLE001 — a signal handler's; raised once held
-            raised = exc
-    if raised is not None:
-        raise raised
 
 
 def _is_main_thread() -> bool:
@@ -189,7 +170,7 @@ class Runtime:
         flush: Callable[[], None] | None = None,
         now_roundtrip: bool = False,
     ) -> None:
-        # (an RLock for its owner test, see take_back; never taken twice by one thread)
+        # (an RLock for its owner test, see timewarp.wire.lockback; never taken twice)
         self.lock = _thread.RLock()
         self.now_ns = now_ns
         self.epoch_ns = epoch_ns
